@@ -2,4 +2,107 @@
 //!
 //! Sans-IO: fed `(now, event)`, returns decisions; never reads a clock, a socket or a random
 //! source it was not handed.
+//!
+//! Every module follows the same shape (STYLE.md rule 5): a `*Params` struct as users write it in
+//! a config (serde `Deserialize` behind this crate's `serde` feature, `deny_unknown_fields`),
+//! validated once into a `*Profile` (errors name the parameter), and a small per-queue or
+//! per-port state whose methods take `&Profile`.
+//!
+//! | module | what | seed / reference |
+//! |---|---|---|
+//! | [`qcn`] | 802.1Qau congestion point: Fb, QntzFb, sampling, DE, CNM feedback | seed 000 lines 145-188, seed 001 |
+//! | [`red`] | DCQCN switch: RED/ECN marking on egress queue bytes (Kmin, Kmax, Pmax) | seed 003, dcqcn.md |
+//!
+//! Invariants shared by all modules: the queue belongs to the caller, which hands its length in
+//! (octets); a decision is a meaning-level value (a [`Mark`](red::Mark), a
+//! [`QcnFeedback`](qcn::QcnFeedback)), never bytes; absurd inputs saturate, never panic.
 #![forbid(unsafe_code)]
+
+pub mod qcn;
+pub mod red;
+
+use rand_core::RngCore;
+
+/// The ECN field of an IP packet as RFC 3168 defines it (meaning, not bits: the engine maps
+/// 00 Not-ECT, 01 ECT(1), 10 ECT(0), 11 CE).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Ecn {
+    /// Not ECN-capable transport: never marked.
+    NotEct,
+    /// ECN-capable transport, ECT(1).
+    Ect1,
+    /// ECN-capable transport, ECT(0).
+    Ect0,
+    /// Congestion experienced.
+    Ce,
+}
+
+impl Ecn {
+    /// ECN-capable (ECT(0), ECT(1) or already CE).
+    pub const fn is_capable(self) -> bool {
+        !matches!(self, Ecn::NotEct)
+    }
+}
+
+/// A parameter failed validation; `param` is the name users write in the config.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("invalid parameter `{param}`: {reason}")]
+pub struct InvalidParam {
+    pub param: &'static str,
+    pub reason: String,
+}
+
+impl InvalidParam {
+    fn new(param: &'static str, reason: impl Into<String>) -> Self {
+        InvalidParam {
+            param,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// A uniform draw in [0, 1) with 53 random bits (the `urand()` of seed 000 line 168 and the
+/// `UniformVariable(0, 1)` of ns-3).
+fn urand(rng: &mut impl RngCore) -> f64 {
+    (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+/// A uniform integer in [0, n] (inclusive). The modulo bias is below n / 2^64, far under any
+/// effect QCN or RED could show.
+fn uniform_inclusive(rng: &mut impl RngCore, n: u64) -> u64 {
+    if n == u64::MAX {
+        rng.next_u64()
+    } else {
+        rng.next_u64() % (n + 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_xoshiro::rand_core::SeedableRng;
+    use rand_xoshiro::Xoshiro256PlusPlus;
+
+    #[test]
+    fn urand_is_in_unit_interval() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+        for _ in 0..10_000 {
+            let u = urand(&mut rng);
+            assert!((0.0..1.0).contains(&u));
+        }
+    }
+
+    #[test]
+    fn uniform_inclusive_reaches_both_ends() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+        let (mut lo, mut hi) = (false, false);
+        for _ in 0..1_000 {
+            let v = uniform_inclusive(&mut rng, 3);
+            assert!(v <= 3);
+            lo |= v == 0;
+            hi |= v == 3;
+        }
+        assert!(lo && hi);
+        assert_eq!(uniform_inclusive(&mut rng, 0), 0);
+    }
+}
