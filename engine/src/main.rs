@@ -1,4 +1,5 @@
 use clap::{Parser, Subcommand};
+use engine::cli;
 
 /// quench: data-centre congestion control (QCN, DCQCN, PFC, TCD) on real Ethernet frames.
 #[derive(Parser)]
@@ -10,10 +11,14 @@ struct Cli {
 
 // One variant per subcommand; each lives in engine/src/cli/<name>.rs with its own Args and run().
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Re-reads a run's interval log, JSON summary or report directory; prints or plots it.
+    Report(cli::report::Args),
+}
 
-#[allow(unreachable_code, unused_variables)] // until the first subcommand lands
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    match cli.command {}
+    match cli.command {
+        Command::Report(a) => cli::report::run(a),
+    }
 }

@@ -1,0 +1,2 @@
+//! One module per `quench` subcommand, each with a clap `Args` and `run(args)`.
+pub mod report;

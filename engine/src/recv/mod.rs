@@ -1,0 +1,412 @@
+//! The measuring half of `quench recv`: per-flow goodput, loss, reordering and duplicates from
+//! the test header's sequence numbers, and one-way latency from its transmit timestamp.
+//!
+//! Sans-IO like the algorithm crates: the caller parses frames and passes meaning-level
+//! [`Arrival`]s with the receive time it read once per burst. Nothing here reads a clock.
+//!
+//! Invariants:
+//! - The flow table is bounded ([`RecvConfig::max_flows`]); arrivals of flows beyond it are
+//!   counted in [`Receiver::overflow_frames`] and otherwise ignored (the first flows seen keep
+//!   their slots: a measurement must not lose a flow it has been counting).
+//! - Per flow, every arrival is exactly one of: in order, a jump ahead (the skipped sequence
+//!   numbers become *missing*), a late arrival filling a missing number (*reordered*), a
+//!   duplicate, or *too old* to tell (behind the duplicate window). Loss at any time is the count
+//!   of numbers still missing.
+//! - Latency is `rx - tx` in nanoseconds; an arrival stamped in the future of the receive clock
+//!   (the two clocks disagree) is counted in `clock_skew` and not recorded.
+use std::collections::HashMap;
+
+use hdrhistogram::Histogram;
+use units::{Duration, FlowId, Instant};
+
+/// Sequence numbers remembered behind the highest one seen, to tell a late frame from a
+/// duplicate. 1024 frames of 1500 octets is 12 ms at 1 Gb/s: far more than any reordering the
+/// switch can cause (it reorders only across priorities).
+const WINDOW: u64 = 1024;
+const WINDOW_WORDS: usize = (WINDOW / 64) as usize;
+
+/// Largest latency the histograms hold: 10 s in nanoseconds. Larger values are clamped (and
+/// counted) rather than lost.
+pub const MAX_LATENCY_NS: u64 = 10_000_000_000;
+/// Significant decimal digits of the latency histograms (0.1 % value resolution).
+pub const SIGFIG: u8 = 3;
+
+/// One received test frame, as the parser hands it over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Arrival {
+    pub flow: FlowId,
+    pub seq: u64,
+    /// The sender's transmit timestamp (same clock domain as the receive time).
+    pub tx: Instant,
+    /// Octets of the frame on the wire (Ethernet header to end of payload).
+    pub len: u32,
+}
+
+/// Receiver limits.
+#[derive(Clone, Copy, Debug)]
+pub struct RecvConfig {
+    pub max_flows: usize,
+}
+
+impl Default for RecvConfig {
+    fn default() -> Self {
+        RecvConfig { max_flows: 4096 }
+    }
+}
+
+/// Per-flow counters and histograms.
+#[derive(Clone, Debug)]
+pub struct FlowStats {
+    pub flow: FlowId,
+    pub frames: u64,
+    pub bytes: u64,
+    pub first_rx: Instant,
+    pub last_rx: Instant,
+    /// Sequence numbers skipped and not (yet) seen.
+    pub missing: u64,
+    /// Frames that arrived after a higher sequence number (filled a gap).
+    pub reordered: u64,
+    pub duplicates: u64,
+    /// Frames further behind the highest sequence number than the window remembers.
+    pub too_old: u64,
+    /// Arrivals stamped later than the receive time (clocks disagree); not in the histogram.
+    pub clock_skew: u64,
+    /// Latencies larger than [`MAX_LATENCY_NS`], recorded as that value.
+    pub clamped: u64,
+    /// One-way latency in nanoseconds over the whole run.
+    pub latency: Histogram<u64>,
+    /// Latency since the last [`Receiver::take_interval`].
+    pub interval_latency: Histogram<u64>,
+    /// Frame lengths since the last [`Receiver::take_interval`]: count = frames, mean x count =
+    /// octets exactly (lengths below 2048 are exact at 3 significant digits).
+    pub interval_len: Histogram<u64>,
+    /// Highest sequence number seen plus one (0 = nothing yet).
+    next: u64,
+    /// Bit i of the window set = sequence number `next - 1 - i` has been seen.
+    seen: [u64; WINDOW_WORDS],
+}
+
+fn new_hist() -> Histogram<u64> {
+    // Cannot fail: 1 <= MAX_LATENCY_NS/2 and SIGFIG <= 5 are compile-time facts.
+    Histogram::new_with_bounds(1, MAX_LATENCY_NS, SIGFIG).unwrap_or_else(|_| unreachable!())
+}
+
+impl FlowStats {
+    fn new(flow: FlowId, now: Instant) -> Self {
+        FlowStats {
+            flow,
+            frames: 0,
+            bytes: 0,
+            first_rx: now,
+            last_rx: now,
+            missing: 0,
+            reordered: 0,
+            duplicates: 0,
+            too_old: 0,
+            clock_skew: 0,
+            clamped: 0,
+            latency: new_hist(),
+            interval_latency: new_hist(),
+            interval_len: new_hist(),
+            next: 0,
+            seen: [0; WINDOW_WORDS],
+        }
+    }
+
+    fn bit(&self, back: u64) -> bool {
+        self.seen[(back / 64) as usize] & (1 << (back % 64)) != 0
+    }
+
+    fn set_bit(&mut self, back: u64) {
+        self.seen[(back / 64) as usize] |= 1 << (back % 64);
+    }
+
+    /// Shifts the window by `by` positions (new numbers appear at position 0, unseen).
+    fn shift(&mut self, by: u64) {
+        if by >= WINDOW {
+            self.seen = [0; WINDOW_WORDS];
+            return;
+        }
+        let words = (by / 64) as usize;
+        let bits = (by % 64) as u32;
+        for i in (0..WINDOW_WORDS).rev() {
+            let hi = if i >= words { self.seen[i - words] } else { 0 };
+            let lo = if i > words {
+                self.seen[i - words - 1]
+            } else {
+                0
+            };
+            self.seen[i] = if bits == 0 {
+                hi
+            } else {
+                (hi << bits) | (lo >> (64 - bits))
+            };
+        }
+    }
+
+    fn on_seq(&mut self, seq: u64) {
+        if seq >= self.next {
+            // In order (seq == next) or a jump ahead: everything between is missing for now.
+            let gap = seq - self.next;
+            self.missing += gap;
+            self.shift(gap + 1);
+            self.set_bit(0);
+            self.next = seq + 1;
+        } else {
+            let back = self.next - 1 - seq;
+            if back >= WINDOW {
+                self.too_old += 1;
+            } else if self.bit(back) {
+                self.duplicates += 1;
+            } else {
+                self.set_bit(back);
+                self.reordered += 1;
+                self.missing = self.missing.saturating_sub(1);
+            }
+        }
+    }
+
+    /// Goodput in bits per second between the first and the last arrival (0 with < 2 frames).
+    pub fn goodput_bps(&self) -> f64 {
+        let span = self.last_rx.saturating_since(self.first_rx);
+        if self.frames < 2 || span == Duration::ZERO {
+            return 0.0;
+        }
+        // The first frame's octets arrived "at" first_rx: count the ones after it.
+        let bytes = self.bytes.saturating_sub(self.bytes / self.frames);
+        bytes as f64 * 8.0 / span.as_secs_f64()
+    }
+
+    /// Sequence numbers this flow has seen or skipped: the frames its sender sent, as far as the
+    /// receiver can tell.
+    pub fn expected(&self) -> u64 {
+        self.next
+    }
+}
+
+/// What an arrival did to the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accepted {
+    /// Counted for a flow already in the table.
+    Known,
+    /// Counted for a flow that this arrival added to the table.
+    New,
+    /// The table is full: not counted (see [`Receiver::overflow_frames`]).
+    Overflow,
+}
+
+/// Per-flow accounting for every test flow arriving at one receiver.
+///
+/// Call order: [`Receiver::on_arrival`] per frame, [`Receiver::take_interval`] once per
+/// reporting interval (it resets the interval histograms), read [`Receiver::flows`] at the end.
+pub struct Receiver {
+    cfg: RecvConfig,
+    flows: HashMap<FlowId, usize>,
+    stats: Vec<FlowStats>,
+    overflow_frames: u64,
+}
+
+impl Receiver {
+    pub fn new(cfg: RecvConfig) -> Self {
+        Receiver {
+            cfg,
+            flows: HashMap::new(),
+            stats: Vec::new(),
+            overflow_frames: 0,
+        }
+    }
+
+    /// Counts one test frame received at `now`.
+    pub fn on_arrival(&mut self, now: Instant, a: Arrival) -> Accepted {
+        let (idx, accepted) = match self.flows.get(&a.flow) {
+            Some(&i) => (i, Accepted::Known),
+            None if self.stats.len() < self.cfg.max_flows => {
+                self.stats.push(FlowStats::new(a.flow, now));
+                let i = self.stats.len() - 1;
+                self.flows.insert(a.flow, i);
+                (i, Accepted::New)
+            }
+            None => {
+                self.overflow_frames += 1;
+                return Accepted::Overflow;
+            }
+        };
+        let f = &mut self.stats[idx];
+        f.frames += 1;
+        f.bytes += u64::from(a.len);
+        f.last_rx = now;
+        f.on_seq(a.seq);
+        let _ = f.interval_len.record(u64::from(a.len).max(1));
+        if a.tx > now {
+            f.clock_skew += 1;
+        } else {
+            let mut ns = (now - a.tx).as_nanos().max(1);
+            if ns > MAX_LATENCY_NS {
+                f.clamped += 1;
+                ns = MAX_LATENCY_NS;
+            }
+            // Cannot fail: ns is within the histogram's bounds.
+            let _ = f.latency.record(ns);
+            let _ = f.interval_latency.record(ns);
+        }
+        accepted
+    }
+
+    /// Flows in order of first arrival.
+    pub fn flows(&self) -> &[FlowStats] {
+        &self.stats
+    }
+
+    /// Frames of flows that found the table full.
+    pub fn overflow_frames(&self) -> u64 {
+        self.overflow_frames
+    }
+
+    /// Hands the interval histograms (latency, frame length) of every flow that received
+    /// something since the last call to `f`, then clears them.
+    pub fn take_interval(&mut self, mut f: impl FnMut(FlowId, &Histogram<u64>, &Histogram<u64>)) {
+        for s in &mut self.stats {
+            if s.interval_len.is_empty() {
+                continue;
+            }
+            f(s.flow, &s.interval_latency, &s.interval_len);
+            s.interval_latency.reset();
+            s.interval_len.reset();
+        }
+    }
+}
+
+/// Jain's fairness index of `xs`: (sum x)^2 / (n sum x^2), 1 for equal shares, 1/n for one
+/// taker. An empty or all-zero set is perfectly fair (1).
+pub fn jain_index(xs: &[f64]) -> f64 {
+    let n = xs.len() as f64;
+    let sum: f64 = xs.iter().sum();
+    let sq: f64 = xs.iter().map(|x| x * x).sum();
+    if n == 0.0 || sq == 0.0 {
+        1.0
+    } else {
+        sum * sum / (n * sq)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn arr(flow: u32, seq: u64, tx_ns: u64) -> Arrival {
+        Arrival {
+            flow: FlowId(flow),
+            seq,
+            tx: Instant::from_nanos(tx_ns),
+            len: 1000,
+        }
+    }
+
+    #[test]
+    fn in_order_gap_late_and_duplicate() {
+        let mut r = Receiver::new(RecvConfig::default());
+        let t = Instant::from_nanos(1_000_000);
+        for seq in [0, 1, 2, 5, 3, 3, 6] {
+            r.on_arrival(t, arr(1, seq, 0));
+        }
+        let f = &r.flows()[0];
+        assert_eq!(f.frames, 7);
+        assert_eq!(f.expected(), 7);
+        // 4 never came; 3 came late (reordered) then again (duplicate).
+        assert_eq!(f.missing, 1);
+        assert_eq!(f.reordered, 1);
+        assert_eq!(f.duplicates, 1);
+    }
+
+    #[test]
+    fn far_behind_is_too_old_not_a_duplicate() {
+        let mut r = Receiver::new(RecvConfig::default());
+        let t = Instant::ZERO;
+        r.on_arrival(t, arr(1, 5000, 0));
+        r.on_arrival(t, arr(1, 10, 0));
+        let f = &r.flows()[0];
+        assert_eq!((f.missing, f.too_old, f.reordered), (5000, 1, 0));
+    }
+
+    #[test]
+    fn latency_goodput_and_skew() {
+        let mut r = Receiver::new(RecvConfig::default());
+        // 11 frames of 1000 octets 8 us apart = 1 Gb/s; each took 20 us.
+        for i in 0..11u64 {
+            let now = 100_000 + i * 8_000;
+            r.on_arrival(Instant::from_nanos(now), arr(7, i, now - 20_000));
+        }
+        r.on_arrival(Instant::from_nanos(200_000), arr(7, 11, 300_000));
+        let f = &r.flows()[0];
+        assert_eq!(f.clock_skew, 1);
+        assert_eq!(f.latency.len(), 11);
+        assert!(f
+            .latency
+            .equivalent(f.latency.value_at_quantile(0.5), 20_000));
+        // 12 frames over 200-100 us: 11 000 octets after the first in 100 us = 0.88 Gb/s.
+        assert!((f.goodput_bps() - 0.88e9).abs() < 1e3);
+    }
+
+    #[test]
+    fn table_is_bounded() {
+        let mut r = Receiver::new(RecvConfig { max_flows: 2 });
+        assert_eq!(r.on_arrival(Instant::ZERO, arr(1, 0, 0)), Accepted::New);
+        assert_eq!(r.on_arrival(Instant::ZERO, arr(2, 0, 0)), Accepted::New);
+        assert_eq!(
+            r.on_arrival(Instant::ZERO, arr(3, 0, 0)),
+            Accepted::Overflow
+        );
+        assert_eq!(r.on_arrival(Instant::ZERO, arr(1, 1, 0)), Accepted::Known);
+        assert_eq!(r.overflow_frames(), 1);
+        assert_eq!(r.flows().len(), 2);
+    }
+
+    #[test]
+    fn interval_histograms_reset() {
+        let mut r = Receiver::new(RecvConfig::default());
+        r.on_arrival(Instant::from_nanos(10), arr(1, 0, 0));
+        let mut seen = Vec::new();
+        r.take_interval(|f, lat, len| seen.push((f, lat.len(), len.len(), len.mean())));
+        assert_eq!(seen, vec![(FlowId(1), 1, 1, 1000.0)]);
+        seen.clear();
+        r.take_interval(|f, lat, len| seen.push((f, lat.len(), len.len(), len.mean())));
+        assert!(seen.is_empty());
+        assert_eq!(r.flows()[0].latency.len(), 1);
+    }
+
+    #[test]
+    fn jain() {
+        assert_eq!(jain_index(&[1.0, 1.0, 1.0]), 1.0);
+        assert!((jain_index(&[1.0, 0.0]) - 0.5).abs() < 1e-12);
+        assert_eq!(jain_index(&[]), 1.0);
+    }
+
+    proptest! {
+        /// Model check: any delivery order of any subset (with duplicates) of 0..n, within the
+        /// window, ends with missing = numbers below the highest not delivered, and every frame
+        /// classified once.
+        #[test]
+        fn sequence_accounting_matches_a_model(
+            n in 1u64..600,
+            picks in proptest::collection::vec((0u64..600, any::<bool>()), 1..800),
+        ) {
+            let mut r = Receiver::new(RecvConfig::default());
+            let mut delivered = std::collections::BTreeSet::new();
+            let mut dups = 0u64;
+            for (s, _) in &picks {
+                let s = s % n;
+                if !delivered.insert(s) { dups += 1; }
+                r.on_arrival(Instant::ZERO, arr(1, s, 0));
+            }
+            let f = &r.flows()[0];
+            let hi = *delivered.iter().next_back().unwrap();
+            let missing = (0..=hi).filter(|s| !delivered.contains(s)).count() as u64;
+            prop_assert_eq!(f.missing, missing);
+            prop_assert_eq!(f.duplicates, dups);
+            prop_assert_eq!(f.too_old, 0);
+            prop_assert_eq!(f.expected(), hi + 1);
+            prop_assert_eq!(f.frames, picks.len() as u64);
+        }
+    }
+}

@@ -1,0 +1,497 @@
+//! Reports of a run: the HdrHistogram percentile distribution text (`.hgrm`), an interval log in
+//! the HdrHistogram log format (`.hlog`, readable by HdrHistogram's `HistogramLogProcessor`), a
+//! JSON summary, and SVG plots of per-flow rate over time and latency percentiles.
+//!
+//! The interval log carries, per flow and interval, two tagged histograms:
+//! - `lat.<flow>`: one-way latency in nanoseconds;
+//! - `len.<flow>`: frame lengths in octets, so that count x mean is the octets received in the
+//!   interval exactly (lengths below 2048 are exact at 3 significant digits). This is what lets
+//!   `quench report run.hlog` redraw the rate plot from the log alone.
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io;
+use std::path::Path;
+use std::time::Duration as StdDuration;
+
+use base64::Engine as _;
+use hdrhistogram::serialization::interval_log::{
+    IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, Tag,
+};
+use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use plotters::prelude::*;
+use serde::{Deserialize, Serialize};
+
+pub mod summary;
+
+pub use summary::{FlowSummary, LatencySummary, Summary};
+
+/// Errors reading or writing a report file.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("{path}: {source}")]
+    Io { path: String, source: io::Error },
+    #[error("{path}: not an HdrHistogram interval log (parse error at byte {offset})")]
+    LogParse { path: String, offset: usize },
+    #[error("{path}: interval at {start_s:.3} s holds an undecodable histogram: {why}")]
+    Histogram {
+        path: String,
+        start_s: f64,
+        why: String,
+    },
+    #[error("{path}: {why}")]
+    Plot { path: String, why: String },
+    #[error("{path}: not a quench JSON summary: {source}")]
+    Json {
+        path: String,
+        source: serde_json::Error,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> ReportError + '_ {
+    move |source| ReportError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Nanoseconds per millisecond: `.hgrm` values are in milliseconds, the unit HdrHistogram's
+/// plotting page (`plotFiles.html`) assumes.
+const NS_PER_MS: f64 = 1e6;
+
+/// The percentile distribution of `h` (nanoseconds) in the `.hgrm` text format of HdrHistogram's
+/// `outputPercentileDistribution`, values in milliseconds, five ticks per half distance.
+pub fn hgrm(h: &Histogram<u64>) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:>12} {:>14} {:>10} {:>14}\n",
+        "Value", "Percentile", "TotalCount", "1/(1-Percentile)"
+    );
+    let total = h.len();
+    if total > 0 {
+        let mut cum = 0u64;
+        for v in h.iter_quantiles(5) {
+            let q = v.quantile_iterated_to();
+            let value = v.value_iterated_to() as f64 / NS_PER_MS;
+            cum += v.count_since_last_iteration();
+            if q < 1.0 {
+                let _ = writeln!(
+                    s,
+                    "{:12.6} {:2.12} {:10} {:14.2}",
+                    value,
+                    q,
+                    cum,
+                    1.0 / (1.0 - q)
+                );
+            } else {
+                let _ = writeln!(s, "{:12.6} {:2.12} {:10}", value, q, cum);
+            }
+        }
+    }
+    let _ = writeln!(
+        s,
+        "#[Mean    = {:12.6}, StdDeviation   = {:12.6}]",
+        h.mean() / NS_PER_MS,
+        h.stdev() / NS_PER_MS
+    );
+    let _ = writeln!(
+        s,
+        "#[Max     = {:12.6}, Total count    = {:12}]",
+        h.max() as f64 / NS_PER_MS,
+        total
+    );
+    let _ = writeln!(
+        s,
+        "#[Buckets = {:12}, SubBuckets     = {:12}]",
+        h.buckets(),
+        h.distinct_values()
+    );
+    s
+}
+
+/// Writes an interval log: one `lat.<flow>` and one `len.<flow>` histogram per flow and interval.
+pub struct IntervalLog {
+    text: Vec<u8>,
+    serializer: V2DeflateSerializer,
+}
+
+impl IntervalLog {
+    /// A log whose interval timestamps count from `base_unix_s` (seconds since the Unix epoch).
+    pub fn new(base_unix_s: f64, comment: &str) -> Self {
+        let mut text = Vec::new();
+        let mut serializer = V2DeflateSerializer::new();
+        let base = StdDuration::from_secs_f64(base_unix_s.max(0.0));
+        // Writing into a Vec cannot fail.
+        let _ = IntervalLogWriterBuilder::new()
+            .add_comment(comment)
+            .add_comment(
+                "quench interval log: lat.<flow> = one-way latency (ns), len.<flow> = frame octets",
+            )
+            .with_start_time(std::time::UNIX_EPOCH + base)
+            .with_base_time(std::time::UNIX_EPOCH + base)
+            .begin_log_with(&mut text, &mut serializer);
+        IntervalLog { text, serializer }
+    }
+
+    /// Appends the histograms of one flow for the interval `[start, start + dur)` (seconds since
+    /// the base time).
+    pub fn add(
+        &mut self,
+        flow: u32,
+        start_s: f64,
+        dur_s: f64,
+        latency: &Histogram<u64>,
+        len: &Histogram<u64>,
+    ) -> Result<(), String> {
+        let mut w = IntervalLogWriterBuilder::new()
+            .begin_log_with(&mut self.text, &mut self.serializer)
+            .map_err(|e| e.to_string())?;
+        let start = StdDuration::from_secs_f64(start_s.max(0.0));
+        let dur = StdDuration::from_secs_f64(dur_s.max(0.0));
+        for (prefix, h) in [("lat", latency), ("len", len)] {
+            let tag = format!("{prefix}.{flow}");
+            w.write_histogram(h, start, dur, Tag::new(&tag))
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.text
+    }
+}
+
+/// One interval of one flow read back from a log.
+#[derive(Clone, Debug)]
+pub struct Interval {
+    pub flow: u32,
+    pub start_s: f64,
+    pub dur_s: f64,
+    pub latency: Histogram<u64>,
+    pub len: Histogram<u64>,
+}
+
+impl Interval {
+    /// Octets received in the interval.
+    pub fn bytes(&self) -> f64 {
+        self.len.mean() * self.len.len() as f64
+    }
+    pub fn rate_bps(&self) -> f64 {
+        if self.dur_s > 0.0 {
+            self.bytes() * 8.0 / self.dur_s
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Reads a log written by [`IntervalLog`] (untagged or foreign-tagged histograms are skipped).
+pub fn read_interval_log(path: &Path, text: &[u8]) -> Result<Vec<Interval>, ReportError> {
+    let p = || path.display().to_string();
+    let mut lat: BTreeMap<(u64, u32), (f64, f64, Histogram<u64>)> = BTreeMap::new();
+    let mut out = Vec::new();
+    let mut de = Deserializer::new();
+    for entry in IntervalLogIterator::new(text) {
+        let entry = entry.map_err(|e| match e {
+            hdrhistogram::serialization::interval_log::LogIteratorError::ParseError { offset } => {
+                ReportError::LogParse { path: p(), offset }
+            }
+        })?;
+        let LogEntry::Interval(iv) = entry else {
+            continue;
+        };
+        let start_s = iv.start_timestamp().as_secs_f64();
+        let dur_s = iv.duration().as_secs_f64();
+        let Some(tag) = iv.tag() else { continue };
+        let Some((kind, flow)) = tag.as_str().split_once('.') else {
+            continue;
+        };
+        let Ok(flow) = flow.parse::<u32>() else {
+            continue;
+        };
+        let bad = |why: String| ReportError::Histogram {
+            path: p(),
+            start_s,
+            why,
+        };
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(iv.encoded_histogram())
+            .map_err(|e| bad(e.to_string()))?;
+        let h: Histogram<u64> = de
+            .deserialize(&mut io::Cursor::new(raw))
+            .map_err(|e| bad(format!("{e:?}")))?;
+        let key = ((start_s * 1e9) as u64, flow);
+        match kind {
+            "lat" => {
+                lat.insert(key, (start_s, dur_s, h));
+            }
+            "len" => {
+                let latency = match lat.remove(&key) {
+                    Some((_, _, l)) => l,
+                    None => Histogram::new_with_bounds(1, crate::recv::MAX_LATENCY_NS, 3)
+                        .map_err(|e| bad(e.to_string()))?,
+                };
+                out.push(Interval {
+                    flow,
+                    start_s,
+                    dur_s,
+                    latency,
+                    len: h,
+                });
+            }
+            _ => {}
+        }
+    }
+    out.sort_by(|a, b| a.start_s.total_cmp(&b.start_s).then(a.flow.cmp(&b.flow)));
+    Ok(out)
+}
+
+/// A named line for a plot.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Series {
+    pub name: String,
+    /// (x, y) points.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Per-flow rate (Mb/s) over time from intervals.
+pub fn rate_series(intervals: &[Interval]) -> Vec<Series> {
+    let mut by_flow: BTreeMap<u32, Vec<(f64, f64)>> = BTreeMap::new();
+    for iv in intervals {
+        by_flow
+            .entry(iv.flow)
+            .or_default()
+            .push((iv.start_s + iv.dur_s, iv.rate_bps() / 1e6));
+    }
+    by_flow
+        .into_iter()
+        .map(|(f, points)| Series {
+            name: format!("flow {f}"),
+            points,
+        })
+        .collect()
+}
+
+/// Latency percentiles (us) over time, all flows merged per interval.
+pub fn latency_series(intervals: &[Interval]) -> Vec<Series> {
+    let mut merged: BTreeMap<u64, (f64, Histogram<u64>)> = BTreeMap::new();
+    for iv in intervals {
+        let k = ((iv.start_s + iv.dur_s) * 1e9) as u64;
+        match merged.get_mut(&k) {
+            Some((_, h)) => {
+                let _ = h.add(&iv.latency);
+            }
+            None => {
+                merged.insert(k, (iv.start_s + iv.dur_s, iv.latency.clone()));
+            }
+        }
+    }
+    [("p50", 0.5), ("p99", 0.99), ("p99.9", 0.999)]
+        .into_iter()
+        .map(|(name, q)| Series {
+            name: name.to_string(),
+            points: merged
+                .values()
+                .filter(|(_, h)| !h.is_empty())
+                .map(|(t, h)| (*t, h.value_at_quantile(q) as f64 / 1e3))
+                .collect(),
+        })
+        .collect()
+}
+
+/// Draws `series` as lines into an SVG file.
+pub fn plot_svg(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+) -> Result<(), ReportError> {
+    let perr = |why: String| ReportError::Plot {
+        path: path.display().to_string(),
+        why,
+    };
+    let pts = series.iter().flat_map(|s| s.points.iter());
+    let (mut x0, mut x1, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, 0.0f64);
+    for &(x, y) in pts {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y1 = y1.max(y);
+    }
+    if !x0.is_finite() {
+        (x0, x1) = (0.0, 1.0);
+    }
+    if x1 <= x0 {
+        x1 = x0 + 1.0;
+    }
+    let y1 = if y1 > 0.0 { y1 * 1.1 } else { 1.0 };
+    let root = SVGBackend::new(path, (900, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| perr(e.to_string()))?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(x0..x1, 0.0..y1)
+        .map_err(|e| perr(e.to_string()))?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .draw()
+        .map_err(|e| perr(e.to_string()))?;
+    for (i, s) in series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(
+                s.points.iter().copied(),
+                color.stroke_width(2),
+            ))
+            .map_err(|e| perr(e.to_string()))?
+            .label(s.name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
+    }
+    if !series.is_empty() {
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| perr(e.to_string()))?;
+    }
+    root.present().map_err(|e| perr(e.to_string()))?;
+    Ok(())
+}
+
+/// Writes `text` to `path`, naming the path in the error.
+pub fn write_file(path: &Path, text: &[u8]) -> Result<(), ReportError> {
+    std::fs::write(path, text).map_err(io_err(path))
+}
+
+/// Reads `path`, naming the path in the error.
+pub fn read_file(path: &Path) -> Result<Vec<u8>, ReportError> {
+    std::fs::read(path).map_err(io_err(path))
+}
+
+/// Writes the report directory of a run: `summary.json`, `latency.hgrm`, `intervals.hlog`,
+/// `rate.svg`, `latency.svg`.
+pub fn write_report_dir(
+    dir: &Path,
+    summary: &Summary,
+    latency: &Histogram<u64>,
+    log: &IntervalLog,
+) -> Result<(), ReportError> {
+    std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+    let json = serde_json::to_vec_pretty(summary).map_err(|source| ReportError::Json {
+        path: dir.join("summary.json").display().to_string(),
+        source,
+    })?;
+    write_file(&dir.join("summary.json"), &json)?;
+    write_file(&dir.join("latency.hgrm"), hgrm(latency).as_bytes())?;
+    let log_path = dir.join("intervals.hlog");
+    write_file(&log_path, log.as_bytes())?;
+    plot_log(&log_path, log.as_bytes(), dir)
+}
+
+/// Redraws `rate.svg` and `latency.svg` into `out_dir` from an interval log.
+pub fn plot_log(path: &Path, text: &[u8], out_dir: &Path) -> Result<(), ReportError> {
+    let ivs = read_interval_log(path, text)?;
+    plot_svg(
+        &out_dir.join("rate.svg"),
+        "Per-flow receive rate",
+        "time (s)",
+        "rate (Mb/s)",
+        &rate_series(&ivs),
+    )?;
+    plot_svg(
+        &out_dir.join("latency.svg"),
+        "One-way latency percentiles (all flows)",
+        "time (s)",
+        "latency (us)",
+        &latency_series(&ivs),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hist(vals: &[u64]) -> Histogram<u64> {
+        let mut h = Histogram::new_with_bounds(1, crate::recv::MAX_LATENCY_NS, 3).unwrap();
+        for &v in vals {
+            h.record(v).unwrap();
+        }
+        h
+    }
+
+    #[test]
+    fn hgrm_has_the_hdrhistogram_shape() {
+        let h = hist(&(1..=1000).map(|i| i * 1000).collect::<Vec<_>>());
+        let t = hgrm(&h);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].contains("Percentile") && lines[0].contains("TotalCount"));
+        // First data line: 1 us = 0.001 ms at quantile 0.
+        let first: Vec<&str> = lines[2].split_whitespace().collect();
+        assert_eq!(first[0], "0.001000");
+        assert_eq!(first[2], "1");
+        let last_data = lines.iter().rev().find(|l| !l.starts_with('#')).unwrap();
+        let cols: Vec<&str> = last_data.split_whitespace().collect();
+        assert_eq!(cols[1], "1.000000000000");
+        assert_eq!(cols[2], "1000");
+        assert!(t.contains("Total count    =         1000"));
+    }
+
+    #[test]
+    fn interval_log_round_trips_rates_and_latency() {
+        let mut log = IntervalLog::new(1_700_000_000.0, "test");
+        // flow 3: 100 frames of 1500 octets in 0.1 s = 12 Mb/s; latency 50 us.
+        let lat = hist(&[50_000; 100]);
+        let len = hist(&[1500; 100]);
+        log.add(3, 0.0, 0.1, &lat, &len).unwrap();
+        log.add(3, 0.1, 0.1, &hist(&[70_000; 10]), &hist(&[1000; 10]))
+            .unwrap();
+        let text = String::from_utf8(log.as_bytes().to_vec()).unwrap();
+        assert!(text.contains("#[BaseTime: 1700000000.000"));
+        assert!(text.contains("Tag=lat.3,"));
+        let ivs = read_interval_log(Path::new("x.hlog"), log.as_bytes()).unwrap();
+        assert_eq!(ivs.len(), 2);
+        assert!((ivs[0].rate_bps() - 12e6).abs() < 1.0);
+        assert!((ivs[1].rate_bps() - 0.8e6).abs() < 1.0);
+        assert!(ivs[0]
+            .latency
+            .equivalent(ivs[0].latency.value_at_quantile(0.5), 50_000));
+        let r = rate_series(&ivs);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].points.len(), 2);
+    }
+
+    #[test]
+    fn garbage_is_a_parse_error_not_a_panic() {
+        let e = read_interval_log(Path::new("bad"), b"Tag=lat.1,x,y,z\n").unwrap_err();
+        assert!(matches!(e, ReportError::LogParse { .. }), "{e}");
+    }
+
+    #[test]
+    fn report_dir_has_all_files() {
+        let dir = std::env::temp_dir().join(format!("quench-report-{}", std::process::id()));
+        let mut log = IntervalLog::new(0.0, "t");
+        log.add(1, 0.0, 0.5, &hist(&[10_000, 20_000]), &hist(&[64, 64]))
+            .unwrap();
+        let s = Summary::default();
+        write_report_dir(&dir, &s, &hist(&[10_000, 20_000]), &log).unwrap();
+        for f in [
+            "summary.json",
+            "latency.hgrm",
+            "intervals.hlog",
+            "rate.svg",
+            "latency.svg",
+        ] {
+            let meta = std::fs::metadata(dir.join(f)).unwrap();
+            assert!(meta.len() > 0, "{f} empty");
+        }
+        let svg = std::fs::read_to_string(dir.join("rate.svg")).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("flow 1"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,187 @@
+//! The JSON summary of one receiver's run, and its text table.
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::recv::{jain_index, Receiver};
+
+/// Latency figures in nanoseconds.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub mean_ns: f64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns: u64,
+}
+
+impl LatencySummary {
+    pub fn of(h: &Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return LatencySummary::default();
+        }
+        LatencySummary {
+            count: h.len(),
+            mean_ns: h.mean(),
+            p50_ns: h.value_at_quantile(0.5),
+            p99_ns: h.value_at_quantile(0.99),
+            p999_ns: h.value_at_quantile(0.999),
+            max_ns: h.max(),
+        }
+    }
+}
+
+/// One flow as the receiver saw it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FlowSummary {
+    pub flow: u32,
+    pub frames: u64,
+    pub bytes: u64,
+    pub goodput_bps: f64,
+    /// Sequence numbers skipped and never received.
+    pub lost: u64,
+    pub reordered: u64,
+    pub duplicates: u64,
+    pub too_old: u64,
+    pub clock_skew: u64,
+    pub latency: LatencySummary,
+}
+
+/// A receiver's run.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Summary {
+    pub duration_s: f64,
+    pub flows: Vec<FlowSummary>,
+    /// Jain's index over the flows' goodputs.
+    pub jain_index: f64,
+    /// Octets of all flows x 8 / duration.
+    pub aggregate_bps: f64,
+    /// Frames of flows that found the flow table full.
+    pub overflow_frames: u64,
+    /// Frames that were not test frames (or failed to parse).
+    pub other_frames: u64,
+    /// CNPs the notification point sent.
+    pub cnps_sent: u64,
+    /// ECN codepoints seen on test frames: [not-ECT, ECT(1)/TCD-capable, ECT(0)/UE, CE].
+    pub ecn: [u64; 4],
+    /// All flows' latencies together.
+    pub latency: LatencySummary,
+}
+
+impl Summary {
+    /// Summarises `rx` over a run of `duration_s` seconds; `all` is the merged latency histogram.
+    pub fn of(rx: &Receiver, duration_s: f64, all: &Histogram<u64>) -> Self {
+        let flows: Vec<FlowSummary> = rx
+            .flows()
+            .iter()
+            .map(|f| FlowSummary {
+                flow: f.flow.0,
+                frames: f.frames,
+                bytes: f.bytes,
+                goodput_bps: f.goodput_bps(),
+                lost: f.missing,
+                reordered: f.reordered,
+                duplicates: f.duplicates,
+                too_old: f.too_old,
+                clock_skew: f.clock_skew,
+                latency: LatencySummary::of(&f.latency),
+            })
+            .collect();
+        let rates: Vec<f64> = flows.iter().map(|f| f.goodput_bps).collect();
+        let bytes: u64 = flows.iter().map(|f| f.bytes).sum();
+        Summary {
+            duration_s,
+            jain_index: jain_index(&rates),
+            aggregate_bps: if duration_s > 0.0 {
+                bytes as f64 * 8.0 / duration_s
+            } else {
+                0.0
+            },
+            flows,
+            overflow_frames: rx.overflow_frames(),
+            latency: LatencySummary::of(all),
+            ..Summary::default()
+        }
+    }
+
+    /// A text table of the flows and the totals.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let us = |ns: u64| ns as f64 / 1e3;
+        let _ = writeln!(
+            s,
+            "{:>6} {:>10} {:>12} {:>8} {:>8} {:>10} {:>10} {:>10}",
+            "flow", "frames", "Mb/s", "lost", "reord", "p50 us", "p99 us", "p99.9 us"
+        );
+        for f in &self.flows {
+            let _ = writeln!(
+                s,
+                "{:>6} {:>10} {:>12.1} {:>8} {:>8} {:>10.1} {:>10.1} {:>10.1}",
+                f.flow,
+                f.frames,
+                f.goodput_bps / 1e6,
+                f.lost,
+                f.reordered,
+                us(f.latency.p50_ns),
+                us(f.latency.p99_ns),
+                us(f.latency.p999_ns)
+            );
+        }
+        let _ = writeln!(
+            s,
+            "total {:.1} Mb/s over {:.1} s, Jain {:.3}, CNPs sent {}, ECN [not-ECT {} ECT1 {} ECT0 {} CE {}], latency p50/p99/p99.9 {:.1}/{:.1}/{:.1} us",
+            self.aggregate_bps / 1e6,
+            self.duration_s,
+            self.jain_index,
+            self.cnps_sent,
+            self.ecn[0],
+            self.ecn[1],
+            self.ecn[2],
+            self.ecn[3],
+            us(self.latency.p50_ns),
+            us(self.latency.p99_ns),
+            us(self.latency.p999_ns)
+        );
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recv::{Arrival, RecvConfig};
+    use units::{FlowId, Instant};
+
+    #[test]
+    fn summary_round_trips_through_json() {
+        let mut rx = Receiver::new(RecvConfig::default());
+        let mut all = Histogram::new_with_bounds(1, crate::recv::MAX_LATENCY_NS, 3).unwrap();
+        for i in 0..10u64 {
+            for flow in [1, 2] {
+                let now = Instant::from_nanos(1_000_000 + i * 10_000);
+                rx.on_arrival(
+                    now,
+                    Arrival {
+                        flow: FlowId(flow),
+                        seq: i,
+                        tx: Instant::from_nanos(1_000_000 + i * 10_000 - 5_000),
+                        len: 1250,
+                    },
+                );
+                all.record(5_000).unwrap();
+            }
+        }
+        let s = Summary::of(&rx, 0.1, &all);
+        assert_eq!(s.flows.len(), 2);
+        assert!((s.jain_index - 1.0).abs() < 1e-9);
+        assert!((s.flows[0].goodput_bps - 1e9).abs() < 1e3);
+        let back: Summary = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
+        assert!(s.table().contains("Jain 1.000"));
+    }
+}

@@ -1,0 +1,3 @@
+//! `quench send`: flow generation, per-flow pacing on a timing wheel, reaction points.
+pub mod flowgen;
+pub mod wheel;
