@@ -1,4 +1,5 @@
 //! `quench send`: flow generation, per-flow pacing on a timing wheel, reaction points.
+pub mod appliance;
 pub mod flowgen;
 pub mod pacer;
 pub mod wheel;
