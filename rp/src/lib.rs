@@ -2,4 +2,29 @@
 //!
 //! Sans-IO: fed `(now, event)`, returns decisions; never reads a clock, a socket or a random
 //! source it was not handed.
+//!
+//! - [`qcn`]: the IEEE 802.1Qau reaction point of seed 000 lines 1-144, a bounded pool of rate
+//!   limiters driven by CNMs (`on_cnm`), transmitted frames (`on_tx`) and timers (`on_timeout`).
+//! - [`dcqcn`]: the DCQCN reaction point for one flow (QP), in the NVIDIA / ns-3 HPCC "mlx" event
+//!   flow or the paper's variant with a byte counter beside the timer.
+//! - [`pacer`]: turns a flow's current rate into the release time of its next frame.
+//!
+//! Every state machine follows the same shape (STYLE.md rule 2):
+//! 1. build a validated profile once: `XxxParams { .. }.profile(line_rate)?`;
+//! 2. feed inputs `on_*(now, ...)` in time order (`now` never goes backwards);
+//! 3. ask `next_deadline()` and call `on_timeout(now)` when `now` reaches it (a call with nothing
+//!    due does nothing); `on_timeout(now)` runs every timer due at or before `now`, in the order
+//!    of their deadlines;
+//! 4. read `rate()`, `target_rate()` and `snapshot()` whenever needed.
+//!
+//! Invariants (checked by the property tests): a limited flow's current rate stays within
+//! [`rpg_min_rate`, line rate]; the QCN pool never holds more limiters than `rppp_max_rps`.
 #![forbid(unsafe_code)]
+
+pub mod params;
+pub mod qcn;
+
+pub use params::ParamError;
+pub use qcn::{
+    CnmError, CnmOutcome, QcnCounters, QcnParams, QcnProfile, QcnRp, QcnSnapshot, TxOutcome,
+};
