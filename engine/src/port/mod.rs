@@ -1,0 +1,333 @@
+//! Ports: where frames enter and leave the engine.
+//!
+//! Every kind of port (in-memory, AF_PACKET, AF_XDP, and later DPDK) implements one trait,
+//! [`Port`], with burst receive and transmit and a declared set of [`Capabilities`]
+//! (STYLE.md rule 13, after smoltcp's `phy::Device`). Wrappers such as [`capture::Capture`]
+//! take any port and are themselves ports.
+//!
+//! # Frame ownership
+//! A frame is an owned handle, [`Port::Frame`], that implements [`Frame`]. Owning the handle is
+//! owning the buffer: dropping it returns the buffer to the pool it came from (an AF_XDP UMEM
+//! frame goes back on its worker's free list, a heap frame is freed). So "every frame is
+//! forwarded or freed exactly once" is enforced by the type system: a frame is either moved into
+//! a `tx_burst` or dropped.
+//!
+//! - Between ports of one kind, frames move without a copy: all AF_XDP ports of a worker share
+//!   one UMEM, so a frame received on one is transmitted on another by passing its descriptor.
+//! - Between kinds, a frame is copied exactly once, into a buffer of the destination kind
+//!   ([`Port::import`]); the closed enum [`any::AnyPort`] does this dispatch with a `match`, never
+//!   a `dyn` call per packet.
+//! - Frames owned by a worker's pool are `!Send`; a frame that must change core is copied into a
+//!   [`heap::HeapFrame`] (which is `Send`) and crosses on a lock-free ring.
+//!
+//! # Call order
+//! A worker calls, per iteration: `rx_burst` on its queues, then `tx_burst` with what it wants
+//! sent, then `poll` (reclaims transmitted buffers, refills receive rings, kicks the kernel).
+//! `tx_burst` takes frames from the front of the vector it is given and leaves those it could not
+//! send (ring full) in place, in order: the caller keeps them for the next iteration or drops
+//! them.
+use std::fmt;
+
+pub mod heap;
+pub mod mem;
+
+/// Largest frame any port here carries: a 1500-octet MTU Ethernet frame with two VLAN tags.
+/// AF_XDP UMEM frames are 2048 octets (the kernel's minimum chunk size) minus headroom.
+pub const MAX_FRAME: usize = 1522;
+
+/// Burst size: frames moved per `rx_burst` / `tx_burst` call (DPDK l2fwd's MAX_PKT_BURST).
+pub const BURST: usize = 32;
+
+/// An owned frame buffer. Dropping it frees the buffer back to its pool.
+pub trait Frame {
+    /// The frame's octets, Ethernet header first, no FCS.
+    fn data(&self) -> &[u8];
+    /// Mutable view of the frame's octets (for rewriting headers, e.g. ECN marking).
+    fn data_mut(&mut self) -> &mut [u8];
+    /// Sets the frame length; `len` is clamped to the buffer's capacity, which is returned.
+    fn set_len(&mut self, len: usize) -> usize;
+    /// Length in octets.
+    fn len(&self) -> usize {
+        self.data().len()
+    }
+    /// True for a zero-length frame.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// How a port moves frames, as declared by the port itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortKind {
+    /// In-process queues (tests, the simulator's glue).
+    Mem,
+    /// AF_PACKET sockets with mmap'd TPACKET rings.
+    Packet,
+    /// AF_XDP sockets.
+    Xdp,
+    /// DPDK poll-mode drivers.
+    Dpdk,
+}
+
+impl fmt::Display for PortKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PortKind::Mem => "mem",
+            PortKind::Packet => "af_packet",
+            PortKind::Xdp => "af_xdp",
+            PortKind::Dpdk => "dpdk",
+        })
+    }
+}
+
+/// What a port declares about itself once it is open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Interface or port name, as the user wrote it in the configuration.
+    pub name: String,
+    pub kind: PortKind,
+    /// Receive queues this handle polls (queue ids `0..rx_queues` in `rx_burst`).
+    pub rx_queues: u16,
+    /// Transmit queues this handle feeds.
+    pub tx_queues: u16,
+    /// Largest frame the port carries, octets without FCS.
+    pub max_frame: usize,
+    /// Frames are handed to the device without a copy by the kernel (AF_XDP zero-copy, DPDK).
+    pub zero_copy: bool,
+    /// Human-readable mode, e.g. `native/copy`, `generic/copy`, `tpacket_v2`.
+    pub mode: String,
+    /// The port's MAC address, when it has one.
+    pub mac: Option<[u8; 6]>,
+}
+
+/// Why a port operation failed. Transient conditions (ring full, nothing received) are not
+/// errors: they show as fewer frames moved.
+#[derive(Debug, thiserror::Error)]
+pub enum PortError {
+    #[error("interface {name:?} does not exist (check `ip link` in this network namespace)")]
+    NoSuchInterface { name: String },
+    #[error("opening {name:?} needs root or CAP_NET_RAW/CAP_NET_ADMIN (running as uid {uid})")]
+    Permission { name: String, uid: u32 },
+    #[error(
+        "cannot lock {needed} bytes of memory for {name:?}: RLIMIT_MEMLOCK is {limit} bytes; \
+         raise it (`ulimit -l unlimited`) or run as root with CAP_IPC_LOCK"
+    )]
+    Memlock {
+        name: String,
+        needed: u64,
+        limit: u64,
+    },
+    #[error(
+        "another XDP program is attached to {name:?} (prog id {prog_id}); detach it with \
+         `ip link set dev {name} xdp off` or start quench with --force-xdp to replace it"
+    )]
+    XdpConflict { name: String, prog_id: u32 },
+    #[error("{op} on {name:?} failed: {source}")]
+    Io {
+        name: String,
+        op: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{name:?}: {what}")]
+    Unsupported { name: String, what: String },
+}
+
+impl PortError {
+    /// Classifies an OS error from opening `name` into the specific causes users can act on.
+    pub fn from_open(name: &str, op: &'static str, e: std::io::Error) -> PortError {
+        match e.raw_os_error() {
+            Some(libc::ENODEV) | Some(libc::ENXIO) => PortError::NoSuchInterface {
+                name: name.to_string(),
+            },
+            Some(libc::EPERM) | Some(libc::EACCES) => PortError::Permission {
+                name: name.to_string(),
+                // Safety: getuid has no preconditions and cannot fail.
+                uid: unsafe { libc::getuid() },
+            },
+            _ => PortError::Io {
+                name: name.to_string(),
+                op,
+                source: e,
+            },
+        }
+    }
+}
+
+/// A place frames enter and leave. See the module docs for ownership and call order.
+pub trait Port {
+    /// The owned frame handle this port produces and consumes without copying.
+    type Frame: Frame;
+
+    /// What the port declared when it was opened.
+    fn caps(&self) -> &Capabilities;
+
+    /// Receives up to `max` frames from receive queue `queue`, appending them to `out`.
+    /// Returns how many were appended (0 when nothing is waiting).
+    fn rx_burst(
+        &mut self,
+        queue: u16,
+        out: &mut Vec<Self::Frame>,
+        max: usize,
+    ) -> Result<usize, PortError>;
+
+    /// Transmits frames from the front of `frames` on transmit queue `queue`, removing those
+    /// handed to the device; the rest stay in `frames`, in order. Returns how many were sent.
+    fn tx_burst(&mut self, queue: u16, frames: &mut Vec<Self::Frame>) -> Result<usize, PortError>;
+
+    /// A blank frame of `len` octets from this port's pool, or `None` when the pool is empty
+    /// or `len` exceeds the capacity. Used for frames the engine originates (PFC pause, CNMs)
+    /// and for copying in frames of another kind.
+    fn alloc(&mut self, len: usize) -> Option<Self::Frame>;
+
+    /// Housekeeping between bursts: reclaim transmitted buffers, refill receive rings, wake the
+    /// kernel if it sleeps. Bounded work; never blocks.
+    fn poll(&mut self) -> Result<(), PortError> {
+        Ok(())
+    }
+
+    /// Copies `bytes` into a fresh frame of this kind (the one copy between port kinds).
+    fn import(&mut self, bytes: &[u8]) -> Option<Self::Frame> {
+        let mut f = self.alloc(bytes.len())?;
+        f.data_mut().copy_from_slice(bytes);
+        Some(f)
+    }
+}
+
+/// Opens every kind of port from a textual spec, for the CLI and configuration files:
+/// `mem:NAME`, `af_packet:IFACE`, `af_xdp:IFACE` (all queues), `af_xdp:IFACE@Q` (one queue).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortSpec {
+    pub kind: PortKind,
+    pub iface: String,
+    /// Restrict to one device queue; `None` means every queue the device has.
+    pub queue: Option<u16>,
+}
+
+/// A port spec that does not parse.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("bad port {0:?}: expected af_xdp:IFACE[@QUEUE], af_packet:IFACE or mem:NAME")]
+pub struct PortSpecError(pub String);
+
+impl PortSpec {
+    pub fn parse(s: &str) -> Result<PortSpec, PortSpecError> {
+        let err = || PortSpecError(s.to_string());
+        let (kind, rest) = s.split_once(':').ok_or_else(err)?;
+        let kind = match kind {
+            "af_xdp" | "xdp" => PortKind::Xdp,
+            "af_packet" | "packet" => PortKind::Packet,
+            "mem" => PortKind::Mem,
+            "dpdk" => PortKind::Dpdk,
+            _ => return Err(err()),
+        };
+        let (iface, queue) = match rest.split_once('@') {
+            Some((i, q)) => (i, Some(q.parse().map_err(|_| err())?)),
+            None => (rest, None),
+        };
+        if iface.is_empty() || iface.len() > 15 {
+            return Err(err());
+        }
+        Ok(PortSpec {
+            kind,
+            iface: iface.to_string(),
+            queue,
+        })
+    }
+}
+
+impl fmt::Display for PortSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.kind, self.iface)?;
+        if let Some(q) = self.queue {
+            write!(f, "@{q}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Looks up an interface index; `NoSuchInterface` when there is none.
+pub fn if_index(name: &str) -> Result<u32, PortError> {
+    let c = std::ffi::CString::new(name).map_err(|_| PortError::NoSuchInterface {
+        name: name.to_string(),
+    })?;
+    // Safety: `c` is a valid NUL-terminated string that outlives the call.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        Err(PortError::NoSuchInterface {
+            name: name.to_string(),
+        })
+    } else {
+        Ok(idx)
+    }
+}
+
+/// Number of combined/rx queues of an interface, from sysfs (1 when unknown).
+pub fn device_queues(name: &str) -> u16 {
+    let dir = format!("/sys/class/net/{name}/queues");
+    let n = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                .count()
+        })
+        .unwrap_or(1);
+    n.clamp(1, u16::MAX as usize) as u16
+}
+
+/// The interface's MAC address from sysfs, when it has one.
+pub fn device_mac(name: &str) -> Option<[u8; 6]> {
+    let s = std::fs::read_to_string(format!("/sys/class/net/{name}/address")).ok()?;
+    parse_mac(s.trim())
+}
+
+/// Parses `aa:bb:cc:dd:ee:ff`.
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut mac = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in mac.iter_mut() {
+        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    if parts.next().is_some() {
+        return None;
+    }
+    Some(mac)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_specs_parse() {
+        assert_eq!(
+            PortSpec::parse("af_xdp:veth0@1"),
+            Ok(PortSpec {
+                kind: PortKind::Xdp,
+                iface: "veth0".into(),
+                queue: Some(1)
+            })
+        );
+        assert_eq!(
+            PortSpec::parse("af_packet:eth0").map(|p| p.to_string()),
+            Ok("af_packet:eth0".to_string())
+        );
+        assert!(PortSpec::parse("eth0").is_err());
+        assert!(PortSpec::parse("af_xdp:").is_err());
+        assert!(PortSpec::parse("af_xdp:x@y").is_err());
+        assert!(PortSpec::parse("af_xdp:averyveryverylongname").is_err());
+    }
+
+    #[test]
+    fn macs_parse() {
+        assert_eq!(parse_mac("02:00:00:00:00:0a"), Some([2, 0, 0, 0, 0, 0x0a]));
+        assert_eq!(parse_mac("02:00:00:00:00"), None);
+        assert_eq!(parse_mac("02:00:00:00:00:00:00"), None);
+        assert_eq!(parse_mac("zz:00:00:00:00:00"), None);
+    }
+
+    #[test]
+    fn missing_interface_is_named() {
+        let e = if_index("qn-no-such-if").unwrap_err();
+        assert!(e.to_string().contains("qn-no-such-if"), "{e}");
+    }
+}

@@ -1,0 +1,3 @@
+//! The software switch: MAC learning and forwarding between ports, with per-port egress
+//! queues ([`queue`]) that the congestion points plug into.
+pub mod queue;
