@@ -12,14 +12,19 @@
 //! |---|---|---|
 //! | [`qcn`] | 802.1Qau congestion point: Fb, QntzFb, sampling, DE, CNM feedback | seed 000 lines 145-188, seed 001 |
 //! | [`red`] | DCQCN switch: RED/ECN marking on egress queue bytes (Kmin, Kmax, Pmax) | seed 003, dcqcn.md |
+//! | [`pfc`] | 802.1Qbb: ingress XOFF/XON accounting with headroom, egress paused state | protocols.md, dcqcn.md |
+//! | [`tcd`] | Ternary congestion detection: ON-OFF tracking, max(Ton), UE/CE marking | seed 004, tcd.md |
 //!
 //! Invariants shared by all modules: the queue belongs to the caller, which hands its length in
 //! (octets); a decision is a meaning-level value (a [`Mark`](red::Mark), a
-//! [`QcnFeedback`](qcn::QcnFeedback)), never bytes; absurd inputs saturate, never panic.
+//! [`QcnFeedback`](qcn::QcnFeedback), a [`PfcAction`](pfc::PfcAction), a
+//! [`TcdCodepoint`](tcd::TcdCodepoint)), never bytes; absurd inputs saturate, never panic.
 #![forbid(unsafe_code)]
 
+pub mod pfc;
 pub mod qcn;
 pub mod red;
+pub mod tcd;
 
 use rand_core::RngCore;
 
@@ -74,6 +79,18 @@ fn uniform_inclusive(rng: &mut impl RngCore, n: u64) -> u64 {
         rng.next_u64()
     } else {
         rng.next_u64() % (n + 1)
+    }
+}
+
+#[cfg(feature = "serde")]
+mod de {
+    //! Deserialize helpers for values `units` keeps free of serde.
+    use serde::{Deserialize, Deserializer};
+
+    /// A rate written as users write it: `"10gbit"`, `"40Gbps"`, `"100mbit"`.
+    pub fn rate<'de, D: Deserializer<'de>>(d: D) -> Result<units::Rate, D::Error> {
+        let s = String::deserialize(d)?;
+        units::Rate::parse(&s).map_err(serde::de::Error::custom)
     }
 }
 
