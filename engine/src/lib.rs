@@ -2,6 +2,7 @@
 //! clocks, configuration, CLI, reports). The algorithms live in the sans-IO crates `cp`, `rp`
 //! and `np`; the engine feeds them `(now, event)` and turns their decisions into frames.
 pub mod cli;
+pub mod pcap;
 pub mod port;
 pub mod recv;
 pub mod report;

@@ -21,8 +21,15 @@
 //! Byte order is network order (big-endian) except the RoCEv2 ICRC, which is stored
 //! little-endian (see `roce`).
 
+pub mod cnm;
 pub mod cntag;
 pub mod ethernet;
+pub mod frame;
+pub mod ipv4;
+pub mod pfc;
+pub mod roce;
+pub mod testhdr;
+pub mod udp;
 
 pub use pnet_base::MacAddr;
 

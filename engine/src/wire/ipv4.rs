@@ -1,0 +1,387 @@
+//! IPv4 (RFC 791) with DSCP (RFC 2474) and the 2-bit ECN field (RFC 3168; TCD reuses the same
+//! bits), on pnet's `Ipv4Packet` view. The header checksum is computed on emit and verified on
+//! parse.
+//!
+//! Options are accepted on parse (IHL 5..=15, skipped) but not kept: `emit` writes a 20-octet
+//! header. Everything else (flags, fragment offset, protocol numbers, DSCP values) round-trips.
+
+use std::net::Ipv4Addr;
+
+use pnet_packet::ip::IpNextHeaderProtocol;
+use pnet_packet::ipv4::{self, Ipv4Packet, MutableIpv4Packet};
+
+use super::{check_len, check_range, view, view_mut, EmitError, Truncated};
+
+/// Header without options.
+pub const HEADER_LEN: usize = 20;
+/// IP protocol number of UDP (RFC 768).
+pub const PROTO_UDP: IpNextHeaderProtocol = IpNextHeaderProtocol(17);
+/// The "don't fragment" bit in the 3-bit flags field (RFC 791).
+pub const FLAG_DF: u8 = 0b010;
+/// NVIDIA's default DSCP for CNPs (protocols.md: "CNPs go with DSCP 48").
+pub const CNP_DSCP: u8 = 48;
+
+/// The 2-bit ECN field. Both vocabularies name the same four codepoints:
+///
+/// | bits | RFC 3168 | TCD (tcd.md, Table 1) |
+/// |---|---|---|
+/// | 00 | Not-ECT | not TCD-capable |
+/// | 01 | ECT(1) | TCD-capable |
+/// | 10 | ECT(0) | undetermined encountered (UE) |
+/// | 11 | CE | congestion encountered (CE) |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[repr(u8)]
+pub enum Ecn {
+    /// 00: Not ECN-Capable Transport.
+    #[default]
+    NotEct = 0b00,
+    /// 01: ECN-Capable Transport (1).
+    Ect1 = 0b01,
+    /// 10: ECN-Capable Transport (0).
+    Ect0 = 0b10,
+    /// 11: Congestion Experienced.
+    Ce = 0b11,
+}
+
+impl Ecn {
+    /// All four codepoints in bit order.
+    pub const ALL: [Ecn; 4] = [Ecn::NotEct, Ecn::Ect1, Ecn::Ect0, Ecn::Ce];
+    /// TCD "00 not TCD-capable".
+    pub const TCD_NOT_CAPABLE: Ecn = Ecn::NotEct;
+    /// TCD "01 TCD-capable".
+    pub const TCD_CAPABLE: Ecn = Ecn::Ect1;
+    /// TCD "10 undetermined encountered (UE)".
+    pub const TCD_UNDETERMINED: Ecn = Ecn::Ect0;
+    /// TCD "11 congestion encountered (CE)".
+    pub const TCD_CONGESTED: Ecn = Ecn::Ce;
+
+    /// The codepoint of the low two bits of `bits`.
+    pub const fn from_bits(bits: u8) -> Self {
+        match bits & 0b11 {
+            0b00 => Ecn::NotEct,
+            0b01 => Ecn::Ect1,
+            0b10 => Ecn::Ect0,
+            _ => Ecn::Ce,
+        }
+    }
+
+    /// The two bits.
+    pub const fn bits(self) -> u8 {
+        self as u8
+    }
+
+    /// RFC 3168 name.
+    pub const fn rfc3168_name(self) -> &'static str {
+        match self {
+            Ecn::NotEct => "Not-ECT",
+            Ecn::Ect1 => "ECT(1)",
+            Ecn::Ect0 => "ECT(0)",
+            Ecn::Ce => "CE",
+        }
+    }
+
+    /// TCD name (tcd.md, Table 1).
+    pub const fn tcd_name(self) -> &'static str {
+        match self {
+            Ecn::NotEct => "not-TCD-capable",
+            Ecn::Ect1 => "TCD-capable",
+            Ecn::Ect0 => "UE",
+            Ecn::Ce => "CE",
+        }
+    }
+}
+
+/// Why an IPv4 header could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Ipv4Error {
+    /// Shorter than the header or than the total length says.
+    #[error(transparent)]
+    Truncated(#[from] Truncated),
+    /// Version field is not 4.
+    #[error("IPv4 version field is {0}, not 4")]
+    BadVersion(u8),
+    /// IHL below 5 words.
+    #[error("IPv4 header length {0} words is below 5")]
+    BadHeaderLen(u8),
+    /// Total length shorter than the header.
+    #[error("IPv4 total length {total} is shorter than the header ({header})")]
+    BadTotalLen {
+        /// Total length field.
+        total: u16,
+        /// Header length in octets.
+        header: usize,
+    },
+    /// Header checksum does not verify.
+    #[error("IPv4 header checksum {found:#06x}, computed {computed:#06x}")]
+    BadChecksum {
+        /// Checksum in the header.
+        found: u16,
+        /// Checksum computed over the header.
+        computed: u16,
+    },
+}
+
+/// What an IPv4 header says (options dropped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ipv4Repr {
+    /// Differentiated Services codepoint, 6 bits.
+    pub dscp: u8,
+    /// ECN field.
+    pub ecn: Ecn,
+    /// Identification.
+    pub ident: u16,
+    /// Flags, 3 bits ([`FLAG_DF`]).
+    pub flags: u8,
+    /// Fragment offset in 8-octet units, 13 bits.
+    pub frag_offset: u16,
+    /// Time to live.
+    pub ttl: u8,
+    /// Protocol of the payload (any value round-trips).
+    pub protocol: IpNextHeaderProtocol,
+    /// Source address.
+    pub src: Ipv4Addr,
+    /// Destination address.
+    pub dst: Ipv4Addr,
+    /// Payload octets (total length minus header length).
+    pub payload_len: u16,
+}
+
+impl Ipv4Repr {
+    /// A UDP datagram header with DF set, TTL 64, identification 0.
+    pub fn udp(src: Ipv4Addr, dst: Ipv4Addr, dscp: u8, ecn: Ecn, payload_len: u16) -> Self {
+        Self {
+            dscp,
+            ecn,
+            ident: 0,
+            flags: FLAG_DF,
+            frag_offset: 0,
+            ttl: 64,
+            protocol: PROTO_UDP,
+            src,
+            dst,
+            payload_len,
+        }
+    }
+
+    /// Parses and verifies an IPv4 header; returns it and the header length (payload offset).
+    /// The payload is `buf[header_len..header_len + payload_len]`; octets past the total length
+    /// (Ethernet padding) are ignored.
+    pub fn parse(buf: &[u8]) -> Result<(Self, usize), Ipv4Error> {
+        let p = view("IPv4", buf, HEADER_LEN, Ipv4Packet::new)?;
+        let version = p.get_version();
+        if version != 4 {
+            return Err(Ipv4Error::BadVersion(version));
+        }
+        let ihl = p.get_header_length();
+        if ihl < 5 {
+            return Err(Ipv4Error::BadHeaderLen(ihl));
+        }
+        let header = usize::from(ihl) * 4;
+        let total = p.get_total_length();
+        if usize::from(total) < header {
+            return Err(Ipv4Error::BadTotalLen { total, header });
+        }
+        check_len("IPv4", buf, usize::from(total))?;
+        // header <= total <= buf.len(), so the slice is there.
+        let hdr = view(
+            "IPv4",
+            buf.get(..header).unwrap_or_default(),
+            header,
+            Ipv4Packet::new,
+        )?;
+        let found = hdr.get_checksum();
+        let computed = ipv4::checksum(&hdr);
+        if found != computed {
+            return Err(Ipv4Error::BadChecksum { found, computed });
+        }
+        Ok((
+            Self {
+                dscp: p.get_dscp(),
+                ecn: Ecn::from_bits(p.get_ecn()),
+                ident: p.get_identification(),
+                flags: p.get_flags(),
+                frag_offset: p.get_fragment_offset(),
+                ttl: p.get_ttl(),
+                protocol: p.get_next_level_protocol(),
+                src: p.get_source(),
+                dst: p.get_destination(),
+                payload_len: total - header as u16,
+            },
+            header,
+        ))
+    }
+
+    /// Octets `emit` writes.
+    pub const fn buffer_len(&self) -> usize {
+        HEADER_LEN
+    }
+
+    /// Writes a 20-octet header with a correct checksum into `buf[..20]`.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize, EmitError> {
+        const W: &str = "IPv4";
+        check_range(W, "dscp", self.dscp.into(), 0x3F)?;
+        check_range(W, "flags", self.flags.into(), 0b111)?;
+        check_range(W, "frag_offset", self.frag_offset.into(), 0x1FFF)?;
+        let max_payload = u64::from(u16::MAX) - HEADER_LEN as u64;
+        check_range(W, "payload_len", self.payload_len.into(), max_payload)?;
+        let mut p = view_mut(W, buf, HEADER_LEN, MutableIpv4Packet::new)?;
+        p.set_version(4);
+        p.set_header_length(5);
+        p.set_dscp(self.dscp);
+        p.set_ecn(self.ecn.bits());
+        p.set_total_length(self.payload_len + HEADER_LEN as u16);
+        p.set_identification(self.ident);
+        p.set_flags(self.flags);
+        p.set_fragment_offset(self.frag_offset);
+        p.set_ttl(self.ttl);
+        p.set_next_level_protocol(self.protocol);
+        p.set_checksum(0);
+        p.set_source(self.src);
+        p.set_destination(self.dst);
+        let sum = ipv4::checksum(&p.to_immutable());
+        p.set_checksum(sum);
+        Ok(HEADER_LEN)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// 10.0.0.1 -> 10.0.0.2, UDP, DSCP 26, ECT(0), DF, TTL 64, 8 octets of payload.
+    /// Checksum by hand: 456a+001c+0000+4000+4011+0000+0a00+0001+0a00+0002 = d99a, !d99a = 2665.
+    const BYTES: [u8; 20] = [
+        0x45, 0x6A, 0x00, 0x1C, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x26, 0x65, 10, 0, 0, 1, 10, 0,
+        0, 2,
+    ];
+
+    fn repr() -> Ipv4Repr {
+        Ipv4Repr::udp(
+            Ipv4Addr::new(10, 0, 0, 1),
+            Ipv4Addr::new(10, 0, 0, 2),
+            26,
+            Ecn::Ect0,
+            8,
+        )
+    }
+
+    fn with_payload() -> [u8; 28] {
+        let mut b = [0u8; 28];
+        b[..20].copy_from_slice(&BYTES);
+        b
+    }
+
+    #[test]
+    fn parse_fixture() {
+        let (r, hl) = Ipv4Repr::parse(&with_payload()).unwrap();
+        assert_eq!(r, repr());
+        assert_eq!(hl, 20);
+    }
+
+    #[test]
+    fn emit_fixture() {
+        let mut out = [0u8; 20];
+        assert_eq!(repr().emit(&mut out), Ok(20));
+        assert_eq!(out, BYTES);
+    }
+
+    #[test]
+    fn ecn_names() {
+        assert_eq!(Ecn::from_bits(0b10), Ecn::Ect0);
+        assert_eq!(Ecn::TCD_UNDETERMINED.bits(), 0b10);
+        assert_eq!(Ecn::TCD_CONGESTED.rfc3168_name(), "CE");
+        assert_eq!(Ecn::Ect1.tcd_name(), "TCD-capable");
+        for (i, e) in Ecn::ALL.iter().enumerate() {
+            assert_eq!(usize::from(e.bits()), i);
+        }
+    }
+
+    #[test]
+    fn malformed() {
+        let good = with_payload();
+        for n in 0..28 {
+            assert!(matches!(
+                Ipv4Repr::parse(&good[..n]),
+                Err(Ipv4Error::Truncated(_))
+            ));
+        }
+        let mut b = good;
+        b[10] ^= 1;
+        assert!(matches!(
+            Ipv4Repr::parse(&b),
+            Err(Ipv4Error::BadChecksum { .. })
+        ));
+        let mut b = good;
+        b[0] = 0x65;
+        assert_eq!(Ipv4Repr::parse(&b), Err(Ipv4Error::BadVersion(6)));
+        let mut b = good;
+        b[0] = 0x44;
+        assert_eq!(Ipv4Repr::parse(&b), Err(Ipv4Error::BadHeaderLen(4)));
+        let mut b = good;
+        b[3] = 19;
+        assert_eq!(
+            Ipv4Repr::parse(&b),
+            Err(Ipv4Error::BadTotalLen {
+                total: 19,
+                header: 20
+            })
+        );
+        let mut r = repr();
+        r.dscp = 64;
+        assert!(r.emit(&mut [0u8; 20]).is_err());
+    }
+
+    #[test]
+    fn options_skipped() {
+        // IHL 6: one word of options (NOP x 4); checksum recomputed.
+        let mut b = [0u8; 32];
+        b[..20].copy_from_slice(&BYTES);
+        b[0] = 0x46;
+        b[3] = 32;
+        b[20..24].fill(1);
+        b[10] = 0;
+        b[11] = 0;
+        let sum = ipv4::checksum(&Ipv4Packet::new(&b[..24]).unwrap());
+        b[10..12].copy_from_slice(&sum.to_be_bytes());
+        let (r, hl) = Ipv4Repr::parse(&b).unwrap();
+        assert_eq!(hl, 24);
+        assert_eq!(r.payload_len, 8);
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip(
+            dscp in 0u8..64, ecn in 0u8..4, ident: u16, flags in 0u8..8,
+            frag_offset in 0u16..0x2000, ttl: u8, proto: u8, src: u32, dst: u32,
+            payload_len in 0u16..64,
+        ) {
+            let r = Ipv4Repr {
+                dscp, ecn: Ecn::from_bits(ecn), ident, flags, frag_offset, ttl,
+                protocol: IpNextHeaderProtocol(proto), src: src.into(), dst: dst.into(),
+                payload_len,
+            };
+            let mut out = vec![0u8; 20 + usize::from(payload_len)];
+            prop_assert_eq!(r.emit(&mut out), Ok(20));
+            prop_assert_eq!(Ipv4Repr::parse(&out), Ok((r, 20)));
+        }
+
+        #[test]
+        fn no_bytes_panic(bytes in proptest::collection::vec(any::<u8>(), 0..80)) {
+            let _ = Ipv4Repr::parse(&bytes);
+        }
+
+        #[test]
+        fn no_header_panics(mut bytes in proptest::collection::vec(any::<u8>(), 20..80), ihl in 0u8..16) {
+            // Random bytes rarely have version 4; force it and fix the checksum so the
+            // length checks are reached.
+            bytes[0] = 0x40 | ihl;
+            let hl = (usize::from(ihl) * 4).clamp(20, bytes.len());
+            bytes[10] = 0;
+            bytes[11] = 0;
+            let sum = ipv4::checksum(&Ipv4Packet::new(&bytes[..hl]).unwrap());
+            bytes[10..12].copy_from_slice(&sum.to_be_bytes());
+            let _ = Ipv4Repr::parse(&bytes);
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! The header quench puts at the start of its own test traffic's payload.
+//!
+//! Layout (28 octets, network byte order; a multiple of 4 so a RoCEv2 SEND needs no pad):
+//!
+//! | octets | field | meaning |
+//! |---|---|---|
+//! | 0-3 | magic | 0x514E4348, ASCII "QNCH": tells quench traffic from anything else |
+//! | 4 | version | 1; a receiver drops other versions (typed error) |
+//! | 5-7 | reserved | zero on send, kept (round-trips) on receive |
+//! | 8-11 | flow id | sender's flow (`units::FlowId`) |
+//! | 12-19 | sequence | per-flow sequence number, starting at 0, +1 per frame |
+//! | 20-27 | tx timestamp | sender's clock in ns when the frame was queued for transmit |
+//!
+//! The receiver computes one-way delay as its receive time minus the tx timestamp, which is
+//! meaningful when both ends read the same clock (veth pairs on one host) and gaps from the
+//! sequence numbers. Bytes after the header are filler up to the frame size.
+
+use pnet_macros::packet;
+use pnet_macros_support::types::{u24be, u32be, u64be};
+use units::{FlowId, Instant};
+
+use super::{check_range, view, view_mut, EmitError, Truncated};
+
+/// "QNCH" in ASCII.
+pub const MAGIC: u32 = 0x514E_4348;
+/// The layout above.
+pub const VERSION: u8 = 1;
+/// Header length.
+pub const LEN: usize = 28;
+/// UDP port quench's IPv4 test traffic is sent to (an unassigned port in the dynamic range,
+/// RFC 6335; configurable by the traffic generator).
+pub const UDP_PORT: u16 = 50_101;
+
+/// View over the test header.
+#[packet]
+pub struct TestHdr {
+    pub magic: u32be,
+    pub version: u8,
+    pub reserved: u24be,
+    pub flow_id: u32be,
+    pub seq: u64be,
+    pub tx_ns: u64be,
+    #[payload]
+    pub filler: Vec<u8>,
+}
+
+/// Why a test header could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TestHdrError {
+    /// Shorter than 28 octets.
+    #[error(transparent)]
+    Truncated(#[from] Truncated),
+    /// Not quench traffic.
+    #[error("test header magic {0:#010x} is not {MAGIC:#010x} (\"QNCH\")")]
+    BadMagic(u32),
+    /// A layout this build does not know.
+    #[error("test header version {0}, expected {VERSION}")]
+    BadVersion(u8),
+}
+
+/// What a test header says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TestHdrRepr {
+    /// Reserved 24 bits (zero on send).
+    pub reserved: u32,
+    /// Sender's flow.
+    pub flow: FlowId,
+    /// Per-flow sequence number.
+    pub seq: u64,
+    /// Transmit timestamp.
+    pub tx: Instant,
+}
+
+impl TestHdrRepr {
+    /// A header for frame `seq` of `flow` sent at `tx`.
+    pub fn new(flow: FlowId, seq: u64, tx: Instant) -> Self {
+        Self {
+            reserved: 0,
+            flow,
+            seq,
+            tx,
+        }
+    }
+
+    /// Parses the header at the start of `buf`.
+    pub fn parse(buf: &[u8]) -> Result<Self, TestHdrError> {
+        let p = view("test header", buf, LEN, TestHdrPacket::new)?;
+        let magic = p.get_magic();
+        if magic != MAGIC {
+            return Err(TestHdrError::BadMagic(magic));
+        }
+        let version = p.get_version();
+        if version != VERSION {
+            return Err(TestHdrError::BadVersion(version));
+        }
+        Ok(Self {
+            reserved: p.get_reserved(),
+            flow: FlowId(p.get_flow_id()),
+            seq: p.get_seq(),
+            tx: Instant::from_nanos(p.get_tx_ns()),
+        })
+    }
+
+    /// Octets `emit` writes.
+    pub const fn buffer_len(&self) -> usize {
+        LEN
+    }
+
+    /// Writes the header into `buf[..28]`.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize, EmitError> {
+        check_range("test header", "reserved", self.reserved.into(), 0xFF_FFFF)?;
+        let mut p = view_mut("test header", buf, LEN, MutableTestHdrPacket::new)?;
+        p.set_magic(MAGIC);
+        p.set_version(VERSION);
+        p.set_reserved(self.reserved);
+        p.set_flow_id(self.flow.0);
+        p.set_seq(self.seq);
+        p.set_tx_ns(self.tx.as_nanos());
+        Ok(LEN)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const BYTES: [u8; 28] = [
+        b'Q', b'N', b'C', b'H', 1, 0, 0, 0, // magic, version, reserved
+        0, 0, 0, 7, // flow 7
+        0, 0, 0, 0, 0, 0, 0x01, 0x00, // seq 256
+        0, 0, 0, 0, 0x3B, 0x9A, 0xCA, 0x00, // tx 1 s
+    ];
+
+    fn repr() -> TestHdrRepr {
+        TestHdrRepr::new(FlowId(7), 256, Instant::from_nanos(1_000_000_000))
+    }
+
+    #[test]
+    fn fixture_both_ways() {
+        assert_eq!(TestHdrRepr::parse(&BYTES), Ok(repr()));
+        let mut out = [0u8; 28];
+        assert_eq!(repr().emit(&mut out), Ok(28));
+        assert_eq!(out, BYTES);
+    }
+
+    #[test]
+    fn malformed() {
+        for n in 0..28 {
+            assert!(matches!(
+                TestHdrRepr::parse(&BYTES[..n]),
+                Err(TestHdrError::Truncated(_))
+            ));
+        }
+        let mut b = BYTES;
+        b[0] = b'X';
+        assert_eq!(
+            TestHdrRepr::parse(&b),
+            Err(TestHdrError::BadMagic(0x584E_4348))
+        );
+        let mut b = BYTES;
+        b[4] = 2;
+        assert_eq!(TestHdrRepr::parse(&b), Err(TestHdrError::BadVersion(2)));
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip(reserved in 0u32..0x100_0000, flow: u32, seq: u64, tx: u64) {
+            let r = TestHdrRepr { reserved, flow: FlowId(flow), seq, tx: Instant::from_nanos(tx) };
+            let mut out = [0u8; 28];
+            r.emit(&mut out).unwrap();
+            prop_assert_eq!(TestHdrRepr::parse(&out), Ok(r));
+        }
+
+        #[test]
+        fn no_bytes_panic(mut bytes in proptest::collection::vec(any::<u8>(), 0..40), magic: bool) {
+            if magic && bytes.len() >= 4 {
+                bytes[..4].copy_from_slice(&MAGIC.to_be_bytes());
+            }
+            let _ = TestHdrRepr::parse(&bytes);
+        }
+    }
+}
