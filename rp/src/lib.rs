@@ -21,9 +21,15 @@
 //! [`rpg_min_rate`, line rate]; the QCN pool never holds more limiters than `rppp_max_rps`.
 #![forbid(unsafe_code)]
 
+pub mod dcqcn;
+pub mod pacer;
 pub mod params;
 pub mod qcn;
 
+pub use dcqcn::{
+    DcqcnParams, DcqcnProfile, DcqcnRp, DcqcnSnapshot, DcqcnState, UeReaction, Variant,
+};
+pub use pacer::Pacer;
 pub use params::ParamError;
 pub use qcn::{
     CnmError, CnmOutcome, QcnCounters, QcnParams, QcnProfile, QcnRp, QcnSnapshot, TxOutcome,
