@@ -129,7 +129,7 @@ impl Default for QueueLimits {
 
 /// Counters of one class. Plain integers: the queue belongs to one worker; the worker
 /// publishes copies for the control plane.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ClassStats {
     pub enq_pkts: u64,
     pub enq_bytes: u64,

@@ -1,0 +1,195 @@
+//! The closed set of port kinds the switch drives, as one enum: per-packet dispatch is a
+//! `match`, never a `dyn` call. Frames of different kinds meet here; a frame of another kind is
+//! copied once into a buffer of the transmitting port's kind.
+use super::heap::HeapFrame;
+use super::mem::MemPort;
+use super::packet::PacketPort;
+use super::xdp::{XdpFrame, XdpPort};
+use super::{Capabilities, Frame, Port, PortError};
+
+/// Any port quench can open.
+pub enum AnyPort {
+    Mem(MemPort),
+    Packet(PacketPort),
+    Xdp(XdpPort),
+}
+
+/// A frame from any port.
+pub enum AnyFrame {
+    Heap(HeapFrame),
+    Xdp(XdpFrame),
+}
+
+impl Frame for AnyFrame {
+    #[inline]
+    fn data(&self) -> &[u8] {
+        match self {
+            AnyFrame::Heap(f) => f.data(),
+            AnyFrame::Xdp(f) => f.data(),
+        }
+    }
+    #[inline]
+    fn data_mut(&mut self) -> &mut [u8] {
+        match self {
+            AnyFrame::Heap(f) => f.data_mut(),
+            AnyFrame::Xdp(f) => f.data_mut(),
+        }
+    }
+    fn set_len(&mut self, len: usize) -> usize {
+        match self {
+            AnyFrame::Heap(f) => f.set_len(len),
+            AnyFrame::Xdp(f) => f.set_len(len),
+        }
+    }
+}
+
+impl AnyFrame {
+    /// A `Send` copy, for crossing to another core.
+    pub fn to_heap(&self) -> Option<HeapFrame> {
+        match self {
+            AnyFrame::Heap(f) => Some(f.clone()),
+            AnyFrame::Xdp(f) => HeapFrame::copy_of(f.data()),
+        }
+    }
+}
+
+/// Scratch vectors for converting bursts; kept per port so a burst allocates nothing.
+#[derive(Default)]
+pub struct Scratch {
+    heap: Vec<HeapFrame>,
+    xdp: Vec<XdpFrame>,
+}
+
+/// Moves `frames` into the typed scratch vector `dst`, converting with `conv` (frames it cannot
+/// convert are dropped, i.e. freed, and counted), sends, and puts the unsent back.
+fn send_typed<P: Port>(
+    port: &mut P,
+    queue: u16,
+    frames: &mut Vec<AnyFrame>,
+    dst: &mut Vec<P::Frame>,
+    conv: impl Fn(&mut P, AnyFrame) -> Option<P::Frame>,
+    back: impl Fn(P::Frame) -> AnyFrame,
+) -> Result<(usize, u64), PortError> {
+    let mut dropped = 0;
+    dst.clear();
+    for f in frames.drain(..) {
+        match conv(port, f) {
+            Some(f) => dst.push(f),
+            None => dropped += 1,
+        }
+    }
+    let r = port.tx_burst(queue, dst);
+    frames.extend(dst.drain(..).map(back));
+    r.map(|n| (n, dropped))
+}
+
+impl AnyPort {
+    /// Like [`Port::tx_burst`], also returning frames dropped because no buffer of this port's
+    /// kind was free for the copy.
+    pub fn tx_burst_counted(
+        &mut self,
+        queue: u16,
+        frames: &mut Vec<AnyFrame>,
+        scratch: &mut Scratch,
+    ) -> Result<(usize, u64), PortError> {
+        match self {
+            AnyPort::Mem(p) => {
+                send_typed(p, queue, frames, &mut scratch.heap, to_heap, AnyFrame::Heap)
+            }
+            AnyPort::Packet(p) => {
+                send_typed(p, queue, frames, &mut scratch.heap, to_heap, AnyFrame::Heap)
+            }
+            AnyPort::Xdp(p) => send_typed(
+                p,
+                queue,
+                frames,
+                &mut scratch.xdp,
+                |p, f| match f {
+                    AnyFrame::Xdp(f) => Some(f),
+                    AnyFrame::Heap(h) => p.import(h.data()),
+                },
+                AnyFrame::Xdp,
+            ),
+        }
+    }
+}
+
+fn to_heap<P>(_: &mut P, f: AnyFrame) -> Option<HeapFrame> {
+    match f {
+        AnyFrame::Heap(h) => Some(h),
+        AnyFrame::Xdp(x) => HeapFrame::copy_of(x.data()),
+    }
+}
+
+impl Port for AnyPort {
+    type Frame = AnyFrame;
+
+    fn caps(&self) -> &Capabilities {
+        match self {
+            AnyPort::Mem(p) => p.caps(),
+            AnyPort::Packet(p) => p.caps(),
+            AnyPort::Xdp(p) => p.caps(),
+        }
+    }
+
+    fn rx_burst(
+        &mut self,
+        queue: u16,
+        out: &mut Vec<AnyFrame>,
+        max: usize,
+    ) -> Result<usize, PortError> {
+        // Receive straight into `out` through a typed view: the frames are wrapped in place.
+        let start = out.len();
+        let mut typed_heap = Vec::new();
+        let mut typed_xdp = Vec::new();
+        let n = match self {
+            AnyPort::Mem(p) => p.rx_burst(queue, &mut typed_heap, max)?,
+            AnyPort::Packet(p) => p.rx_burst(queue, &mut typed_heap, max)?,
+            AnyPort::Xdp(p) => p.rx_burst(queue, &mut typed_xdp, max)?,
+        };
+        out.extend(typed_heap.into_iter().map(AnyFrame::Heap));
+        out.extend(typed_xdp.into_iter().map(AnyFrame::Xdp));
+        debug_assert_eq!(out.len() - start, n);
+        Ok(n)
+    }
+
+    fn tx_burst(&mut self, queue: u16, frames: &mut Vec<AnyFrame>) -> Result<usize, PortError> {
+        let mut scratch = Scratch::default();
+        self.tx_burst_counted(queue, frames, &mut scratch)
+            .map(|(n, _)| n)
+    }
+
+    fn alloc(&mut self, len: usize) -> Option<AnyFrame> {
+        match self {
+            AnyPort::Mem(p) => p.alloc(len).map(AnyFrame::Heap),
+            AnyPort::Packet(p) => p.alloc(len).map(AnyFrame::Heap),
+            AnyPort::Xdp(p) => p.alloc(len).map(AnyFrame::Xdp),
+        }
+    }
+
+    fn poll(&mut self) -> Result<(), PortError> {
+        match self {
+            AnyPort::Mem(p) => p.poll(),
+            AnyPort::Packet(p) => p.poll(),
+            AnyPort::Xdp(p) => p.poll(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::port::mem;
+
+    #[test]
+    fn any_port_moves_frames_between_mem_ports() {
+        let (a, b) = mem::link("a", "b");
+        let (mut a, mut b) = (AnyPort::Mem(a), AnyPort::Mem(b));
+        let mut burst = vec![a.import(&[7; 60]).unwrap(), a.import(&[8; 64]).unwrap()];
+        assert_eq!(a.tx_burst(0, &mut burst).unwrap(), 2);
+        let mut got = Vec::new();
+        assert_eq!(b.rx_burst(0, &mut got, 32).unwrap(), 2);
+        assert_eq!(got[1].data(), &[8; 64][..]);
+        assert_eq!(a.caps().name, "a");
+    }
+}

@@ -1,0 +1,622 @@
+//! AF_XDP ports through xsk-rs (libxdp).
+//!
+//! # Pools and zero-copy forwarding
+//! A worker makes one [`XdpPool`] (one UMEM) and opens all its AF_XDP ports on it: a frame
+//! received on one port is transmitted on another by moving its descriptor, no copy. An
+//! [`XdpFrame`] owns one UMEM frame; dropping it puts the frame back on the pool's free list.
+//! Frames hold an `Rc` of the pool, so they are `!Send` and cannot leave the worker.
+//!
+//! # Modes
+//! `XdpMode::Auto` tries native (driver) mode with zero-copy, then native with copy, then
+//! generic (SKB) mode with copy. veth supports native mode in copy mode only. Every device queue
+//! gets its own socket (all on the one UMEM, each with its own fill and completion rings).
+//!
+//! # Program lifecycle
+//! libxdp loads its default redirect program when the first socket binds and removes it when
+//! the last socket on the device is deleted (on drop, so a clean stop detaches it). A process
+//! killed without cleanup leaves the program attached and the next attach fails; so on open we
+//! look at what is attached: a libxdp AF_XDP program whose owner (recorded in a pid file) is no
+//! longer alive is stale and removed; anything else is an attach conflict, reported with the
+//! program id, unless the caller forces the replacement.
+use std::cell::RefCell;
+use std::ffi::CString;
+use std::num::NonZeroU32;
+use std::rc::Rc;
+
+use xsk_rs::config::{
+    BindFlags, FrameSize, Interface, LibxdpFlags, QueueSize, SocketConfig, UmemConfig, XdpFlags,
+};
+use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
+
+use super::{device_mac, device_queues, if_index, Capabilities, Frame, Port, PortError, PortKind};
+
+/// UMEM frame size: the kernel's minimum chunk (and a page fits two).
+const FRAME_SIZE: u32 = 2048;
+/// Ring sizes (fill, completion, rx, tx) per socket.
+const RING: u32 = 2048;
+/// Room for frames: the device writes after XDP_PACKET_HEADROOM (256).
+const FRAME_CAP: usize = FRAME_SIZE as usize - 256;
+
+/// How to attach.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum XdpMode {
+    /// Native with zero-copy, else native copy, else generic.
+    #[default]
+    Auto,
+    /// Native (driver) mode only.
+    Native,
+    /// Generic (SKB) mode only.
+    Generic,
+}
+
+struct PoolInner {
+    umem: Umem,
+    free: RefCell<Vec<FrameDesc>>,
+}
+
+/// One worker's UMEM and its free list. Cheap to clone (an `Rc`).
+#[derive(Clone)]
+pub struct XdpPool(Rc<PoolInner>);
+
+impl XdpPool {
+    /// A UMEM of `frames` frames of 2 KiB (locked memory: `frames * 2048` octets).
+    pub fn new(frames: u32) -> Result<XdpPool, PortError> {
+        let config = UmemConfig::builder()
+            .frame_size(FrameSize::new(FRAME_SIZE).map_err(|e| unsupported("umem", e))?)
+            .fill_queue_size(QueueSize::new(RING).map_err(|e| unsupported("umem", e))?)
+            .comp_queue_size(QueueSize::new(RING).map_err(|e| unsupported("umem", e))?)
+            .build()
+            .map_err(|e| unsupported("umem", e))?;
+        let n = NonZeroU32::new(frames.max(1)).unwrap_or(NonZeroU32::MIN);
+        let (umem, descs) = Umem::new(config, n, false).map_err(|e| {
+            let needed = frames as u64 * FRAME_SIZE as u64;
+            match io_errno(&e) {
+                Some(libc::ENOMEM) | Some(libc::EPERM) | Some(libc::EAGAIN) => PortError::Memlock {
+                    name: "umem".into(),
+                    needed,
+                    limit: memlock_limit(),
+                },
+                _ => PortError::Io {
+                    name: "umem".into(),
+                    op: "create UMEM",
+                    source: std::io::Error::other(error_chain(&e)),
+                },
+            }
+        })?;
+        Ok(XdpPool(Rc::new(PoolInner {
+            umem,
+            free: RefCell::new(descs),
+        })))
+    }
+
+    /// Frames currently free.
+    pub fn free_frames(&self) -> usize {
+        self.0.free.borrow().len()
+    }
+
+    fn take(&self, n: usize, out: &mut Vec<FrameDesc>) {
+        let mut free = self.0.free.borrow_mut();
+        let k = n.min(free.len());
+        let at = free.len() - k;
+        out.extend(free.drain(at..));
+    }
+
+    fn put(&self, descs: &[FrameDesc]) {
+        self.0.free.borrow_mut().extend_from_slice(descs);
+    }
+
+    fn frame(&self, desc: FrameDesc) -> XdpFrame {
+        XdpFrame {
+            desc,
+            pool: self.clone(),
+        }
+    }
+}
+
+/// An owned UMEM frame. Dropping it returns it to its pool.
+pub struct XdpFrame {
+    desc: FrameDesc,
+    pool: XdpPool,
+}
+
+impl XdpFrame {
+    /// Hands the descriptor to the kernel: the pool gets it back through the completion ring,
+    /// not through `Drop`.
+    fn into_desc(self) -> FrameDesc {
+        let me = std::mem::ManuallyDrop::new(self);
+        // Safety: `me` is never used or dropped again, so reading the pool handle out of it
+        // moves it exactly once (its Rc count stays balanced).
+        let _pool = unsafe { std::ptr::read(&me.pool) };
+        me.desc
+    }
+}
+
+impl Drop for XdpFrame {
+    fn drop(&mut self) {
+        self.pool.put(std::slice::from_ref(&self.desc));
+    }
+}
+
+impl Frame for XdpFrame {
+    fn data(&self) -> &[u8] {
+        // Safety: `desc` came from this pool's UMEM; we own the frame (it is neither on a fill
+        // nor a tx ring), so the kernel does not write it while we read.
+        unsafe { self.pool.0.umem.data(&self.desc).contents() }
+    }
+    fn data_mut(&mut self) -> &mut [u8] {
+        // Safety: as in `data`; `&mut self` makes this the only access in userspace.
+        unsafe {
+            let d = self.pool.0.umem.data_mut(&mut self.desc);
+            let len = d.contents().len();
+            let p = d.contents().as_ptr() as *mut u8;
+            // The DataMut borrow ends here but the region stays ours while `self` is borrowed.
+            std::slice::from_raw_parts_mut(p, len)
+        }
+    }
+    fn set_len(&mut self, len: usize) -> usize {
+        let len = len.min(FRAME_CAP);
+        // Safety: as in `data_mut`.
+        unsafe {
+            self.pool
+                .0
+                .umem
+                .data_mut(&mut self.desc)
+                .cursor()
+                .set_pos(len)
+        };
+        len
+    }
+}
+
+struct XskQueue {
+    tx: TxQueue,
+    rx: RxQueue,
+    fq: FillQueue,
+    cq: CompQueue,
+    /// Frames on the tx ring not yet completed.
+    in_flight: u32,
+}
+
+/// An AF_XDP port: one socket per device queue, all on the worker's pool.
+pub struct XdpPort {
+    caps: Capabilities,
+    pool: XdpPool,
+    queues: Vec<XskQueue>,
+    scratch: Vec<FrameDesc>,
+    _owner: OwnerFile,
+}
+
+/// Options for [`XdpPort::open`].
+#[derive(Clone, Debug, Default)]
+pub struct XdpOptions {
+    pub mode: XdpMode,
+    /// Replace any XDP program already attached, not only stale libxdp ones.
+    pub force: bool,
+    /// Only this device queue; all queues when `None`.
+    pub queue: Option<u16>,
+}
+
+fn unsupported(what: &str, e: impl std::fmt::Display) -> PortError {
+    PortError::Unsupported {
+        name: what.to_string(),
+        what: e.to_string(),
+    }
+}
+
+fn io_errno(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return io.raw_os_error();
+        }
+        cur = s.source();
+    }
+    None
+}
+
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+/// RLIMIT_MEMLOCK soft limit in bytes (`u64::MAX` for unlimited).
+pub fn memlock_limit() -> u64 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // Safety: `r` is a valid rlimit to write into.
+    unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut r) };
+    r.rlim_cur
+}
+
+/// Records which process owns the AF_XDP program on a device, so a later start can tell a
+/// stale program (owner dead) from a live one. Removed on drop.
+struct OwnerFile(std::path::PathBuf);
+
+const OWNER_DIR: &str = "/run/quench";
+
+fn owner_path(ifname: &str) -> std::path::PathBuf {
+    // Network namespaces share /run; the namespace inode keeps names apart.
+    let ns = std::fs::read_link("/proc/self/ns/net")
+        .map(|p| p.to_string_lossy().replace(['[', ']', ':'], ""))
+        .unwrap_or_default();
+    std::path::Path::new(OWNER_DIR).join(format!("xdp-{ns}-{ifname}.pid"))
+}
+
+fn owner_alive(ifname: &str) -> Option<u32> {
+    let pid: i32 = std::fs::read_to_string(owner_path(ifname))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    // Safety: kill with signal 0 only checks that the process exists.
+    let alive = pid > 0 && unsafe { libc::kill(pid, 0) } == 0 && pid != std::process::id() as i32;
+    alive.then_some(pid as u32)
+}
+
+impl OwnerFile {
+    fn claim(ifname: &str) -> OwnerFile {
+        let p = owner_path(ifname);
+        let _ = std::fs::create_dir_all(OWNER_DIR);
+        let _ = std::fs::write(&p, std::process::id().to_string());
+        OwnerFile(p)
+    }
+}
+
+impl Drop for OwnerFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// An XDP program attached to a device: id, name and mode flag.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttachedProg {
+    pub id: u32,
+    pub name: String,
+    pub mode: u32,
+}
+
+/// Programs attached to `ifindex` in native and generic mode.
+pub fn attached_programs(ifindex: u32) -> Vec<AttachedProg> {
+    let mut out = Vec::new();
+    for mode in [
+        XdpFlags::XDP_FLAGS_DRV_MODE.bits(),
+        XdpFlags::XDP_FLAGS_SKB_MODE.bits(),
+    ] {
+        let mut id = 0u32;
+        // Safety: `id` is a valid u32 to write into; ifindex is a plain integer.
+        let rc = unsafe { libxdp_sys::bpf_xdp_query_id(ifindex as i32, mode as i32, &mut id) };
+        if rc == 0 && id != 0 {
+            out.push(AttachedProg {
+                id,
+                name: prog_name(id).unwrap_or_default(),
+                mode,
+            });
+        }
+    }
+    out
+}
+
+fn prog_name(id: u32) -> Option<String> {
+    // Safety: plain syscall wrapper; a negative return is an error.
+    let fd = unsafe { libxdp_sys::bpf_prog_get_fd_by_id(id) };
+    if fd < 0 {
+        return None;
+    }
+    // Safety: bpf_prog_info is plain old data; zeroed is a valid value.
+    let mut info: libxdp_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libxdp_sys::bpf_prog_info>() as u32;
+    // Safety: `info` and `len` are valid for writes of `len` bytes; fd is ours and closed below.
+    let rc = unsafe {
+        let rc = libxdp_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len);
+        libc::close(fd);
+        rc
+    };
+    if rc != 0 {
+        return None;
+    }
+    let bytes: Vec<u8> = info
+        .name
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Detaches whatever XDP program is attached to `ifindex` in `mode`.
+pub fn detach_program(ifindex: u32, mode: u32) -> Result<(), std::io::Error> {
+    // Safety: plain syscall wrapper; a null opts pointer is allowed.
+    let rc = unsafe { libxdp_sys::bpf_xdp_detach(ifindex as i32, mode, std::ptr::null()) };
+    if rc < 0 {
+        Err(std::io::Error::from_raw_os_error(-rc))
+    } else {
+        Ok(())
+    }
+}
+
+/// Program names libxdp loads for AF_XDP sockets.
+fn is_libxdp_program(name: &str) -> bool {
+    name.starts_with("xsk_def_prog") || name.starts_with("xdp_dispatcher")
+}
+
+/// Removes stale AF_XDP programs from `ifname`; errors on a live or foreign one unless `force`.
+pub fn clear_stale(ifname: &str, ifindex: u32, force: bool) -> Result<(), PortError> {
+    for p in attached_programs(ifindex) {
+        let stale = is_libxdp_program(&p.name) && owner_alive(ifname).is_none();
+        if !(stale || force) {
+            return Err(PortError::XdpConflict {
+                name: ifname.to_string(),
+                prog_id: p.id,
+            });
+        }
+        detach_program(ifindex, p.mode).map_err(|e| PortError::from_open(ifname, "detach", e))?;
+    }
+    Ok(())
+}
+
+impl XdpPort {
+    /// Opens `ifname` on `pool` (see the module docs for modes and stale programs).
+    pub fn open(pool: &XdpPool, ifname: &str, opts: &XdpOptions) -> Result<XdpPort, PortError> {
+        let ifindex = if_index(ifname)?;
+        // Safety: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err(PortError::Permission {
+                name: ifname.to_string(),
+                // Safety: as above.
+                uid: unsafe { libc::getuid() },
+            });
+        }
+        clear_stale(ifname, ifindex, opts.force)?;
+        let owner = OwnerFile::claim(ifname);
+        let qids: Vec<u16> = match opts.queue {
+            Some(q) => vec![q],
+            None => (0..device_queues(ifname)).collect(),
+        };
+        let iface: Interface =
+            CString::new(ifname)
+                .map(Interface::new)
+                .map_err(|_| PortError::NoSuchInterface {
+                    name: ifname.to_string(),
+                })?;
+        let attempts: &[(XdpFlags, BindFlags, &str, bool)] = &[
+            (
+                XdpFlags::XDP_FLAGS_DRV_MODE,
+                BindFlags::XDP_ZEROCOPY,
+                "native/zero-copy",
+                true,
+            ),
+            (
+                XdpFlags::XDP_FLAGS_DRV_MODE,
+                BindFlags::XDP_COPY,
+                "native/copy",
+                false,
+            ),
+            (
+                XdpFlags::XDP_FLAGS_SKB_MODE,
+                BindFlags::XDP_COPY,
+                "generic/copy",
+                false,
+            ),
+        ];
+        let attempts: Vec<_> = attempts
+            .iter()
+            .filter(|(x, _, _, _)| match opts.mode {
+                XdpMode::Auto => true,
+                XdpMode::Native => x.contains(XdpFlags::XDP_FLAGS_DRV_MODE),
+                XdpMode::Generic => x.contains(XdpFlags::XDP_FLAGS_SKB_MODE),
+            })
+            .collect();
+        let mut last_err = None;
+        for (xdp_flags, bind, mode, zc) in attempts {
+            match open_queues(pool, &iface, ifname, &qids, *xdp_flags, *bind) {
+                Ok(queues) => {
+                    return Ok(XdpPort {
+                        caps: Capabilities {
+                            name: ifname.to_string(),
+                            kind: PortKind::Xdp,
+                            rx_queues: queues.len() as u16,
+                            tx_queues: queues.len() as u16,
+                            max_frame: FRAME_CAP,
+                            zero_copy: *zc,
+                            mode: mode.to_string(),
+                            mac: device_mac(ifname),
+                        },
+                        pool: pool.clone(),
+                        queues,
+                        scratch: vec![FrameDesc::default(); RING as usize],
+                        _owner: owner,
+                    });
+                }
+                Err(e) => last_err = Some(e),
+            }
+        }
+        Err(last_err.unwrap_or(PortError::Unsupported {
+            name: ifname.to_string(),
+            what: "no AF_XDP mode to try".into(),
+        }))
+    }
+}
+
+fn open_queues(
+    pool: &XdpPool,
+    iface: &Interface,
+    ifname: &str,
+    qids: &[u16],
+    xdp_flags: XdpFlags,
+    bind: BindFlags,
+) -> Result<Vec<XskQueue>, PortError> {
+    let ring = QueueSize::new(RING).map_err(|e| unsupported(ifname, e))?;
+    let mut queues = Vec::new();
+    for &q in qids {
+        let config = SocketConfig::builder()
+            .rx_queue_size(ring)
+            .tx_queue_size(ring)
+            .xdp_flags(xdp_flags)
+            .bind_flags(bind | BindFlags::XDP_USE_NEED_WAKEUP)
+            .libxdp_flags(LibxdpFlags::empty())
+            .build();
+        // Safety: each (ifname, queue) pair is bound once per UMEM here, so the shared-UMEM
+        // contract of `Socket::new` (INHIBIT_PROG_LOAD for re-binding a pair) does not apply.
+        let r = unsafe { Socket::new(config, &pool.0.umem, iface, q as u32) };
+        let (tx, rx, fqcq) = r.map_err(|e| classify_socket_error(ifname, &e))?;
+        let (fq, cq) = fqcq.ok_or_else(|| unsupported(ifname, "queue already bound"))?;
+        let mut xq = XskQueue {
+            tx,
+            rx,
+            fq,
+            cq,
+            in_flight: 0,
+        };
+        refill(pool, &mut xq, &mut Vec::new());
+        queues.push(xq);
+    }
+    Ok(queues)
+}
+
+fn classify_socket_error(ifname: &str, e: &xsk_rs::socket::SocketCreateError) -> PortError {
+    let name = ifname.to_string();
+    match io_errno(e) {
+        Some(libc::ENODEV) | Some(libc::ENXIO) => PortError::NoSuchInterface { name },
+        Some(libc::EPERM) | Some(libc::EACCES) => PortError::Permission {
+            name,
+            // Safety: getuid has no preconditions.
+            uid: unsafe { libc::getuid() },
+        },
+        Some(libc::EBUSY) | Some(libc::EEXIST) => {
+            let id = if_index(ifname)
+                .map(attached_programs)
+                .ok()
+                .and_then(|p| p.first().map(|p| p.id))
+                .unwrap_or(0);
+            PortError::XdpConflict { name, prog_id: id }
+        }
+        Some(libc::ENOMEM) => PortError::Memlock {
+            name,
+            needed: 0,
+            limit: memlock_limit(),
+        },
+        _ => PortError::Io {
+            name,
+            op: "create AF_XDP socket",
+            source: std::io::Error::other(error_chain(e)),
+        },
+    }
+}
+
+/// Tops up a queue's fill ring from the pool.
+fn refill(pool: &XdpPool, q: &mut XskQueue, scratch: &mut Vec<FrameDesc>) {
+    // Refill in batches: a ring-space check is a shared-memory read, a wakeup a syscall.
+    let want = q.fq.nb_free(RING) as usize;
+    if want < 32 {
+        return;
+    }
+    scratch.clear();
+    pool.take(want, scratch);
+    if scratch.is_empty() {
+        return;
+    }
+    // Safety: the descriptors come from this pool's free list, so they belong to the UMEM the
+    // fill ring was created on and nothing else references them.
+    let n = unsafe { q.fq.produce(scratch) };
+    pool.put(&scratch[n..]);
+    scratch.clear();
+    if q.fq.needs_wakeup() {
+        let fd = q.rx.fd_mut();
+        let _ = q.fq.wakeup(fd, 0);
+    }
+}
+
+impl Port for XdpPort {
+    type Frame = XdpFrame;
+
+    fn caps(&self) -> &Capabilities {
+        &self.caps
+    }
+
+    fn rx_burst(
+        &mut self,
+        queue: u16,
+        out: &mut Vec<XdpFrame>,
+        max: usize,
+    ) -> Result<usize, PortError> {
+        let Some(q) = self.queues.get_mut(queue as usize) else {
+            return Ok(0);
+        };
+        let max = max.min(self.scratch.len());
+        // Safety: the rx ring was created on this pool's UMEM; the consumed descriptors are
+        // ours until we return them.
+        let n = unsafe { q.rx.consume(&mut self.scratch[..max]) };
+        out.extend(self.scratch[..n].iter().map(|d| self.pool.frame(*d)));
+        Ok(n)
+    }
+
+    fn tx_burst(&mut self, queue: u16, frames: &mut Vec<XdpFrame>) -> Result<usize, PortError> {
+        let Some(q) = self.queues.get_mut(queue as usize) else {
+            return Ok(0);
+        };
+        let room = q.tx.nb_free(frames.len() as u32) as usize;
+        let n = room.min(frames.len());
+        if n == 0 {
+            if q.tx.needs_wakeup() {
+                let _ = q.tx.wakeup();
+            }
+            return Ok(0);
+        }
+        self.scratch.clear();
+        self.scratch
+            .extend(frames.drain(..n).map(XdpFrame::into_desc));
+        // Safety: the descriptors belong to this UMEM (XdpFrame only comes from this pool
+        // type, and all ports of a worker share one pool) and we checked the ring has room.
+        let sent = unsafe { q.tx.produce(&self.scratch[..n]) };
+        if sent < n {
+            // Cannot happen after nb_free; return the frames to the pool rather than leak.
+            self.pool.put(&self.scratch[sent..n]);
+        }
+        q.in_flight += sent as u32;
+        if q.tx.needs_wakeup() {
+            let _ = q.tx.wakeup();
+        }
+        self.scratch.resize(RING as usize, FrameDesc::default());
+        Ok(sent)
+    }
+
+    fn alloc(&mut self, len: usize) -> Option<XdpFrame> {
+        if len > FRAME_CAP {
+            return None;
+        }
+        let desc = self.pool.0.free.borrow_mut().pop()?;
+        let mut f = self.pool.frame(desc);
+        f.set_len(len);
+        Some(f)
+    }
+
+    fn poll(&mut self) -> Result<(), PortError> {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        for q in &mut self.queues {
+            if q.in_flight > 0 {
+                scratch.resize(RING as usize, FrameDesc::default());
+                // Safety: completions return descriptors we produced on this UMEM.
+                let n = unsafe { q.cq.consume(&mut scratch) };
+                self.pool.put(&scratch[..n]);
+                q.in_flight -= n as u32;
+                if q.in_flight > 0 && q.tx.needs_wakeup() {
+                    let _ = q.tx.wakeup();
+                }
+            }
+            refill(&self.pool, q, &mut scratch);
+        }
+        scratch.resize(RING as usize, FrameDesc::default());
+        self.scratch = scratch;
+        Ok(())
+    }
+}

@@ -1,0 +1,300 @@
+//! `configs/switch.toml`: the switch's ports, MAC table and queues.
+//!
+//! Parsed with `deny_unknown_fields` and validated once into a [`SwitchProfile`]; every error
+//! names the file and the key (`ports[1].rate`), so a typo never turns into a silent default.
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use units::{Duration, Rate};
+
+use super::fdb::{PortIdx, DEFAULT_AGEING};
+use super::queue::QueueLimits;
+use crate::port::xdp::XdpMode;
+use crate::port::{parse_mac, PortKind};
+
+/// The file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchConfig {
+    /// Forwarding cores (each pinned); ports' queues are spread over them.
+    #[serde(default = "one")]
+    pub workers: usize,
+    /// Seconds a learned MAC entry lives without being seen (802.1Q default 300).
+    #[serde(default)]
+    pub ageing_secs: Option<f64>,
+    /// Octets each data priority of an egress port may queue.
+    #[serde(default)]
+    pub queue_bytes: Option<u64>,
+    /// Octets the control class of an egress port may queue.
+    #[serde(default)]
+    pub control_queue_bytes: Option<u64>,
+    /// Unix socket of the control plane (`quench stats`).
+    #[serde(default)]
+    pub control_socket: Option<PathBuf>,
+    #[serde(default)]
+    pub ports: Vec<PortConfig>,
+    #[serde(default)]
+    pub static_macs: Vec<StaticMac>,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// One `[[ports]]` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortConfig {
+    /// Name used in `static_macs`, `--capture` and stats.
+    pub name: String,
+    /// Network interface.
+    pub iface: String,
+    /// `af_xdp` (default), `af_packet`.
+    #[serde(default)]
+    pub driver: Option<String>,
+    /// AF_XDP attach mode: `auto` (default), `native`, `generic`.
+    #[serde(default)]
+    pub xdp_mode: Option<XdpMode>,
+    /// Egress rate limit, e.g. `1gbit`, `100mbit`.
+    #[serde(default)]
+    pub rate: Option<String>,
+    /// Per-port override of the top-level `queue_bytes`.
+    #[serde(default)]
+    pub queue_bytes: Option<u64>,
+}
+
+/// One `[[static_macs]]` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StaticMac {
+    pub mac: String,
+    pub port: String,
+}
+
+/// A validated port.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PortProfile {
+    pub name: String,
+    pub iface: String,
+    pub kind: PortKind,
+    pub xdp_mode: XdpMode,
+    pub rate: Option<Rate>,
+    pub limits: QueueLimits,
+}
+
+/// The validated configuration (params -> profile).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SwitchProfile {
+    pub workers: usize,
+    pub ageing: Duration,
+    pub control_socket: PathBuf,
+    pub ports: Vec<PortProfile>,
+    pub static_macs: Vec<([u8; 6], PortIdx)>,
+}
+
+/// Default control socket.
+pub const DEFAULT_CONTROL_SOCKET: &str = "/run/quench/switch.sock";
+
+/// A configuration that cannot be used; always names the file, and the key when there is one.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {file}: {source}")]
+    Read {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Syntax errors and unknown keys: the toml message names the key, line and column.
+    #[error("{file}: {message}")]
+    Parse { file: String, message: String },
+    #[error("{file}: key `{key}`: {why}")]
+    Invalid {
+        file: String,
+        key: String,
+        why: String,
+    },
+}
+
+impl SwitchConfig {
+    /// Reads and validates `path`.
+    pub fn load(path: &Path) -> Result<SwitchProfile, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            file: file.clone(),
+            source: e,
+        })?;
+        Self::parse(&text, &file)
+    }
+
+    /// Parses and validates `text`, attributing errors to `file`.
+    pub fn parse(text: &str, file: &str) -> Result<SwitchProfile, ConfigError> {
+        let cfg: SwitchConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            file: file.to_string(),
+            message: e.to_string().trim_end().replace('\n', " "),
+        })?;
+        cfg.validate(file)
+    }
+
+    fn validate(self, file: &str) -> Result<SwitchProfile, ConfigError> {
+        let invalid = |key: String, why: String| ConfigError::Invalid {
+            file: file.to_string(),
+            key,
+            why,
+        };
+        if self.workers == 0 || self.workers > 64 {
+            return Err(invalid("workers".into(), "must be 1..=64".into()));
+        }
+        if self.ports.is_empty() {
+            return Err(invalid(
+                "ports".into(),
+                "at least one [[ports]] is needed".into(),
+            ));
+        }
+        let ageing = match self.ageing_secs {
+            None => DEFAULT_AGEING,
+            Some(s) if s.is_finite() && s > 0.0 => Duration::from_nanos((s * 1e9) as u64),
+            Some(_) => return Err(invalid("ageing_secs".into(), "must be > 0".into())),
+        };
+        let defaults = QueueLimits::default();
+        let base = QueueLimits {
+            data_bytes: self.queue_bytes.unwrap_or(defaults.data_bytes),
+            control_bytes: self.control_queue_bytes.unwrap_or(defaults.control_bytes),
+        };
+        for (k, v) in [
+            ("queue_bytes", base.data_bytes),
+            ("control_queue_bytes", base.control_bytes),
+        ] {
+            if v < 2048 {
+                return Err(invalid(k.into(), "must hold a full frame (>= 2048)".into()));
+            }
+        }
+        let mut ports = Vec::new();
+        for (i, p) in self.ports.iter().enumerate() {
+            let key = |k: &str| format!("ports[{i}].{k}");
+            if p.name.is_empty() || ports.iter().any(|q: &PortProfile| q.name == p.name) {
+                return Err(invalid(
+                    key("name"),
+                    format!("{:?} is empty or repeated", p.name),
+                ));
+            }
+            if p.iface.is_empty() || p.iface.len() > 15 {
+                return Err(invalid(key("iface"), "must be 1..=15 characters".into()));
+            }
+            let kind = match p.driver.as_deref().unwrap_or("af_xdp") {
+                "af_xdp" => PortKind::Xdp,
+                "af_packet" => PortKind::Packet,
+                "mem" => PortKind::Mem,
+                other => {
+                    return Err(invalid(
+                        key("driver"),
+                        format!("{other:?}: expected af_xdp, af_packet or mem"),
+                    ))
+                }
+            };
+            let rate = match &p.rate {
+                None => None,
+                Some(r) => match Rate::parse(r) {
+                    Ok(r) if r.as_bps() > 0 => Some(r),
+                    Ok(_) => return Err(invalid(key("rate"), "must be > 0".into())),
+                    Err(e) => return Err(invalid(key("rate"), format!("{r:?}: {e}"))),
+                },
+            };
+            let data_bytes = p.queue_bytes.unwrap_or(base.data_bytes);
+            if data_bytes < 2048 {
+                return Err(invalid(key("queue_bytes"), "must be >= 2048".into()));
+            }
+            ports.push(PortProfile {
+                name: p.name.clone(),
+                iface: p.iface.clone(),
+                kind,
+                xdp_mode: p.xdp_mode.unwrap_or_default(),
+                rate,
+                limits: QueueLimits { data_bytes, ..base },
+            });
+        }
+        let mut static_macs = Vec::new();
+        for (i, m) in self.static_macs.iter().enumerate() {
+            let mac = parse_mac(&m.mac).ok_or_else(|| {
+                invalid(
+                    format!("static_macs[{i}].mac"),
+                    format!("{:?} is not a MAC", m.mac),
+                )
+            })?;
+            let port = ports.iter().position(|p| p.name == m.port).ok_or_else(|| {
+                invalid(
+                    format!("static_macs[{i}].port"),
+                    format!("no port named {:?}", m.port),
+                )
+            })?;
+            static_macs.push((mac, port as PortIdx));
+        }
+        Ok(SwitchProfile {
+            workers: self.workers,
+            ageing,
+            control_socket: self
+                .control_socket
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_CONTROL_SOCKET)),
+            ports,
+            static_macs,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+workers = 1
+ageing_secs = 10
+[[ports]]
+name = "a"
+iface = "qn-sw0"
+rate = "1gbit"
+[[ports]]
+name = "b"
+iface = "qn-sw1"
+driver = "af_packet"
+[[static_macs]]
+mac = "02:00:00:00:00:01"
+port = "b"
+"#;
+
+    #[test]
+    fn shipped_config_validates() {
+        let p = SwitchConfig::load(Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../configs/switch.toml"
+        )))
+        .unwrap();
+        assert!(!p.ports.is_empty());
+    }
+
+    #[test]
+    fn good_config_becomes_a_profile() {
+        let p = SwitchConfig::parse(GOOD, "t.toml").unwrap();
+        assert_eq!(p.ports[0].rate, Some(Rate::from_gbps(1)));
+        assert_eq!(p.ports[1].kind, PortKind::Packet);
+        assert_eq!(p.static_macs, vec![([2, 0, 0, 0, 0, 1], 1)]);
+        assert_eq!(p.ageing, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn unknown_key_names_key_and_file() {
+        let bad = GOOD.replace("rate = \"1gbit\"", "rat = \"1gbit\"");
+        let e = SwitchConfig::parse(&bad, "conf/x.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("conf/x.toml") && e.contains("rat"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let bad = GOOD.replace("1gbit", "fast");
+        let e = SwitchConfig::parse(&bad, "x.toml").unwrap_err().to_string();
+        assert!(e.contains("ports[0].rate"), "{e}");
+        let bad = GOOD.replace("port = \"b\"", "port = \"zz\"");
+        let e = SwitchConfig::parse(&bad, "x.toml").unwrap_err().to_string();
+        assert!(e.contains("static_macs[0].port"), "{e}");
+    }
+}

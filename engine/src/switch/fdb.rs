@@ -1,0 +1,197 @@
+//! The filtering database (802.1Q 8.8): MAC address -> port, from static entries and from
+//! learning source addresses, with ageing.
+//!
+//! No clock reads: `now` comes from the worker. Learned entries expire `ageing` after they were
+//! last seen (802.1Q 8.8.3, default ageing time 300 s); static entries never expire and are never
+//! overwritten by learning. The table is bounded; when full, new addresses are not learned
+//! (frames to them are flooded) and a counter says so.
+use std::collections::HashMap;
+
+use units::{Duration, Instant};
+
+/// A port index in the switch's port table.
+pub type PortIdx = u16;
+
+/// 802.1Q Table 8-6: recommended default ageing time, 300 s.
+pub const DEFAULT_AGEING: Duration = Duration::from_secs(300);
+
+/// Most learned entries the table holds.
+pub const DEFAULT_CAPACITY: usize = 64 * 1024;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Entry {
+    port: PortIdx,
+    last_seen: Instant,
+    is_static: bool,
+}
+
+/// Result of a lookup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// Known unicast destination on this port.
+    Port(PortIdx),
+    /// Broadcast, multicast or unknown unicast: flood.
+    Flood,
+}
+
+/// Counters of the table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FdbStats {
+    pub learned: u64,
+    pub moved: u64,
+    pub aged: u64,
+    pub full: u64,
+}
+
+/// The MAC table of one worker.
+pub struct Fdb {
+    map: HashMap<[u8; 6], Entry>,
+    ageing: Duration,
+    capacity: usize,
+    stats: FdbStats,
+}
+
+/// Group addresses (multicast and broadcast) have the I/G bit set (802 clause 8.2).
+pub fn is_group(mac: &[u8; 6]) -> bool {
+    mac[0] & 1 == 1
+}
+
+impl Fdb {
+    pub fn new(ageing: Duration, capacity: usize) -> Fdb {
+        Fdb {
+            map: HashMap::new(),
+            ageing,
+            capacity,
+            stats: FdbStats::default(),
+        }
+    }
+
+    /// Adds a static entry (configuration): never aged, never moved by learning.
+    pub fn add_static(&mut self, mac: [u8; 6], port: PortIdx) {
+        self.map.insert(
+            mac,
+            Entry {
+                port,
+                last_seen: Instant::ZERO,
+                is_static: true,
+            },
+        );
+    }
+
+    /// Learns that `src` was seen on `port` at `now`. Returns true when this created or moved
+    /// an entry (the worker then tells the other workers).
+    pub fn learn(&mut self, now: Instant, src: [u8; 6], port: PortIdx) -> bool {
+        if is_group(&src) {
+            return false;
+        }
+        let len = self.map.len();
+        match self.map.get_mut(&src) {
+            Some(e) if e.is_static => false,
+            Some(e) => {
+                e.last_seen = now;
+                if e.port != port {
+                    e.port = port;
+                    self.stats.moved += 1;
+                    true
+                } else {
+                    false
+                }
+            }
+            None if len >= self.capacity => {
+                self.stats.full += 1;
+                false
+            }
+            None => {
+                self.map.insert(
+                    src,
+                    Entry {
+                        port,
+                        last_seen: now,
+                        is_static: false,
+                    },
+                );
+                self.stats.learned += 1;
+                true
+            }
+        }
+    }
+
+    /// Where to send a frame for `dst` at `now`. An entry older than the ageing time counts as
+    /// absent even before [`age`](Self::age) removes it.
+    pub fn lookup(&self, now: Instant, dst: &[u8; 6]) -> Lookup {
+        if is_group(dst) {
+            return Lookup::Flood;
+        }
+        match self.map.get(dst) {
+            Some(e) if e.is_static || now - e.last_seen < self.ageing => Lookup::Port(e.port),
+            _ => Lookup::Flood,
+        }
+    }
+
+    /// Removes learned entries not seen for the ageing time. Returns how many were removed.
+    pub fn age(&mut self, now: Instant) -> usize {
+        let ageing = self.ageing;
+        let before = self.map.len();
+        self.map
+            .retain(|_, e| e.is_static || now - e.last_seen < ageing);
+        let n = before - self.map.len();
+        self.stats.aged += n as u64;
+        n
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    pub fn stats(&self) -> FdbStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
+    const B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
+    const BCAST: [u8; 6] = [0xff; 6];
+
+    fn t(s: u64) -> Instant {
+        Instant::from_nanos(s * 1_000_000_000)
+    }
+
+    #[test]
+    fn learns_moves_and_ages() {
+        let mut f = Fdb::new(Duration::from_secs(10), 16);
+        assert_eq!(f.lookup(t(0), &A), Lookup::Flood);
+        assert!(f.learn(t(1), A, 3));
+        assert!(!f.learn(t(2), A, 3));
+        assert_eq!(f.lookup(t(5), &A), Lookup::Port(3));
+        assert!(f.learn(t(6), A, 4));
+        assert_eq!(f.lookup(t(7), &A), Lookup::Port(4));
+        // Last seen at 6 s, ageing 10 s: gone at 16 s, before and after the sweep.
+        assert_eq!(f.lookup(t(16), &A), Lookup::Flood);
+        assert_eq!(f.age(t(15)), 0);
+        assert_eq!(f.age(t(16)), 1);
+        assert!(f.is_empty());
+        assert_eq!(f.stats().moved, 1);
+    }
+
+    #[test]
+    fn statics_stay_and_groups_flood() {
+        let mut f = Fdb::new(Duration::from_secs(1), 1);
+        f.add_static(B, 7);
+        assert!(!f.learn(t(0), B, 1));
+        assert_eq!(f.lookup(t(1000), &B), Lookup::Port(7));
+        assert_eq!(f.age(t(1000)), 0);
+        assert!(!f.learn(t(0), BCAST, 1));
+        assert_eq!(f.lookup(t(0), &BCAST), Lookup::Flood);
+        // Capacity 1 is taken by the static entry: A is not learned, and counted.
+        assert!(!f.learn(t(0), A, 2));
+        assert_eq!(f.stats().full, 1);
+    }
+}

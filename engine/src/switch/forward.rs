@@ -1,0 +1,492 @@
+//! One worker's share of the switch: the run-to-completion loop body (DPDK l2fwd style).
+//!
+//! A [`Worker`] owns some of the switch's ports (every device queue it polls, and the egress
+//! queues of those ports). One call to [`Worker::poll`] does bounded work:
+//! 1. receive at most [`BURST`] frames per owned port queue; classify each (wire::ethernet::walk),
+//!    learn its source, look up its destination, and queue it on the egress port (flooding
+//!    copies it to every other port). A frame for a port another worker owns is copied into a
+//!    `Send` heap frame and crosses on that worker's lock-free ring;
+//! 2. take at most `BURST x 4` frames from its own inbound ring and learning notices;
+//! 3. per owned port, dequeue what the pacer allows (at most [`BURST`]) and transmit;
+//! 4. about every millisecond, publish counters; every second, age the MAC table.
+//!
+//! Every frame is forwarded or freed exactly once: frames are owned handles, and each path
+//! either moves one into a queue / a transmit burst / a ring or drops it (freeing it) with a
+//! counter.
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crossbeam_queue::ArrayQueue;
+use units::{Duration, Instant};
+
+use super::fdb::{Fdb, Lookup, PortIdx, DEFAULT_CAPACITY};
+use super::queue::{Class, EgressQueue, Pacer, QueueLimits};
+use super::stats::{bump, PortCounters};
+use crate::port::heap::HeapFrame;
+use crate::port::{Frame, Port, BURST, MAX_FRAME};
+use crate::wire::ethernet::{ethertype, walk};
+
+/// A frame crossing to the worker that owns its egress port.
+pub type Crossing = (PortIdx, Class, HeapFrame);
+/// A learning notice for the other workers: this MAC is behind this port.
+pub type Learned = ([u8; 6], PortIdx);
+
+/// Frames a cross-core ring holds (power of two).
+pub const CROSS_RING: usize = 4096;
+
+/// Links between workers: worker `w` pops `frames[w]` and `learned[w]`; everyone pushes.
+pub struct Rings {
+    pub frames: Vec<Arc<ArrayQueue<Crossing>>>,
+    pub learned: Vec<Arc<ArrayQueue<Learned>>>,
+}
+
+impl Rings {
+    pub fn new(workers: usize) -> Rings {
+        Rings {
+            frames: (0..workers)
+                .map(|_| Arc::new(ArrayQueue::new(CROSS_RING)))
+                .collect(),
+            learned: (0..workers)
+                .map(|_| Arc::new(ArrayQueue::new(CROSS_RING)))
+                .collect(),
+        }
+    }
+}
+
+impl Clone for Rings {
+    fn clone(&self) -> Self {
+        Rings {
+            frames: self.frames.clone(),
+            learned: self.learned.clone(),
+        }
+    }
+}
+
+/// One owned port.
+pub struct OwnedPort<P: Port> {
+    pub port: P,
+    /// Device queues this worker polls on it.
+    pub rx_queues: Vec<u16>,
+    pub egress: EgressQueue<P::Frame>,
+    pub pacer: Option<Pacer>,
+    pub counters: Arc<PortCounters>,
+    /// Dequeued frames the device has not accepted yet (ring full): sent first next time.
+    pending: Vec<P::Frame>,
+}
+
+impl<P: Port> OwnedPort<P> {
+    pub fn new(
+        port: P,
+        rx_queues: Vec<u16>,
+        limits: QueueLimits,
+        rate: Option<units::Rate>,
+        counters: Arc<PortCounters>,
+    ) -> Self {
+        OwnedPort {
+            port,
+            rx_queues,
+            egress: EgressQueue::new(limits),
+            pacer: rate.map(|r| Pacer::new(r, Pacer::default_burst(r, MAX_FRAME as u64))),
+            counters,
+            pending: Vec::with_capacity(BURST),
+        }
+    }
+}
+
+/// What classification found out about a frame.
+struct Meta {
+    dst: [u8; 6],
+    src: [u8; 6],
+    class: Class,
+    /// MAC control (PAUSE/PFC) is link-local: consumed, never forwarded.
+    mac_control: bool,
+}
+
+/// Reads what the switch needs from a frame's L2 headers; `None` for a malformed frame.
+fn classify(frame: &[u8]) -> Option<Meta> {
+    let l2 = walk(frame).ok()?;
+    let mut dst = [0u8; 6];
+    let mut src = [0u8; 6];
+    dst.copy_from_slice(frame.get(0..6)?);
+    src.copy_from_slice(frame.get(6..12)?);
+    // CNMs travel back to the reaction point ahead of data, like the frames the switch
+    // originates: strict priority (issue 4: "control frames strict priority").
+    let class = if l2.ethertype == ethertype::CNM {
+        Class::Control
+    } else {
+        Class::from_pcp(l2.priority())
+    };
+    Some(Meta {
+        dst,
+        src,
+        class,
+        mac_control: l2.ethertype == ethertype::MAC_CONTROL,
+    })
+}
+
+/// A worker's state. See the module docs.
+pub struct Worker<P: Port> {
+    pub id: usize,
+    /// Indexed by global port index; `None` for ports other workers own.
+    pub ports: Vec<Option<OwnedPort<P>>>,
+    /// Owning worker of each global port.
+    owner: Vec<usize>,
+    rings: Rings,
+    pub fdb: Fdb,
+    rx: Vec<P::Frame>,
+    last_publish: Instant,
+    last_age: Instant,
+    fdb_entries: Arc<std::sync::atomic::AtomicU64>,
+    /// Frames lost crossing to another worker (its ring full).
+    pub cross_drops: u64,
+}
+
+/// How often counters are published and the MAC table swept.
+const PUBLISH_EVERY: Duration = Duration::from_millis(1);
+const AGE_EVERY: Duration = Duration::from_secs(1);
+
+impl<P: Port> Worker<P> {
+    pub fn new(
+        id: usize,
+        ports: Vec<Option<OwnedPort<P>>>,
+        owner: Vec<usize>,
+        rings: Rings,
+        fdb: Fdb,
+        fdb_entries: Arc<std::sync::atomic::AtomicU64>,
+    ) -> Self {
+        Worker {
+            id,
+            ports,
+            owner,
+            rings,
+            fdb,
+            rx: Vec::with_capacity(BURST),
+            last_publish: Instant::ZERO,
+            last_age: Instant::ZERO,
+            fdb_entries,
+            cross_drops: 0,
+        }
+    }
+
+    /// A worker owning every port (the single-worker switch, and tests).
+    pub fn single(ports: Vec<OwnedPort<P>>, ageing: Duration) -> Self {
+        let n = ports.len();
+        Worker::new(
+            0,
+            ports.into_iter().map(Some).collect(),
+            vec![0; n],
+            Rings::new(1),
+            Fdb::new(ageing, DEFAULT_CAPACITY),
+            Arc::new(Default::default()),
+        )
+    }
+
+    /// Queues `frame` for egress port `e` (local queue or the owner's ring).
+    fn deliver(&mut self, now: Instant, e: usize, class: Class, frame: P::Frame) {
+        match self.ports.get_mut(e) {
+            // A refused frame comes back and is dropped here (freed); the queue counted it.
+            Some(Some(op)) => drop(op.egress.enqueue(now, class, frame)),
+            Some(None) => self.cross(e, class, frame.data()),
+            None => {}
+        }
+    }
+
+    /// Copies a frame onto the ring of the worker owning port `e`.
+    fn cross(&mut self, e: usize, class: Class, data: &[u8]) {
+        let ok = match (HeapFrame::copy_of(data), self.owner.get(e)) {
+            (Some(h), Some(&w)) => self.rings.frames[w].push((e as PortIdx, class, h)).is_ok(),
+            _ => false,
+        };
+        if !ok {
+            // The owner's counters belong to the owner (single writer): count it here.
+            self.cross_drops += 1;
+        }
+    }
+
+    /// One iteration of the loop at time `now`. Returns the number of frames moved (0 = idle).
+    pub fn poll(&mut self, now: Instant) -> usize {
+        let mut work = 0;
+        let nports = self.ports.len();
+        // 1. Receive, classify, learn, forward.
+        for i in 0..nports {
+            let Some(op) = self.ports[i].as_mut() else {
+                continue;
+            };
+            let mut rx = std::mem::take(&mut self.rx);
+            let (mut pkts, mut bytes, mut drops, mut flooded) = (0u64, 0u64, 0u64, 0u64);
+            for qi in 0..op.rx_queues.len() {
+                let q = op.rx_queues[qi];
+                if op.port.rx_burst(q, &mut rx, BURST).is_err() {
+                    drops += 1;
+                }
+            }
+            let counters = op.counters.clone();
+            for frame in rx.drain(..) {
+                pkts += 1;
+                bytes += frame.len() as u64;
+                let Some(meta) = classify(frame.data()) else {
+                    drops += 1;
+                    continue; // malformed: dropped (freed) and counted
+                };
+                if meta.mac_control {
+                    drops += 1;
+                    continue;
+                }
+                if self.fdb.learn(now, meta.src, i as PortIdx) {
+                    for (w, ring) in self.rings.learned.iter().enumerate() {
+                        if w != self.id {
+                            let _ = ring.push((meta.src, i as PortIdx));
+                        }
+                    }
+                }
+                match self.fdb.lookup(now, &meta.dst) {
+                    Lookup::Port(e) if e as usize == i => drops += 1, // filtered
+                    Lookup::Port(e) => self.deliver(now, e as usize, meta.class, frame),
+                    Lookup::Flood => {
+                        flooded += 1;
+                        self.flood(now, i, meta.class, frame);
+                    }
+                }
+            }
+            self.rx = rx;
+            bump(&counters.rx_pkts, pkts);
+            bump(&counters.rx_bytes, bytes);
+            bump(&counters.rx_drops, drops);
+            bump(&counters.flooded, flooded);
+            work += pkts as usize;
+        }
+        // 2. Frames and learning notices from other workers (bounded).
+        for _ in 0..4 * BURST {
+            let Some((e, class, h)) = self.rings.frames[self.id].pop() else {
+                break;
+            };
+            if let Some(Some(op)) = self.ports.get_mut(e as usize) {
+                match op.port.import(h.data()) {
+                    Some(f) => {
+                        let _ = op.egress.enqueue(now, class, f);
+                    }
+                    None => bump(&op.counters.tx_drops, 1),
+                }
+            }
+            work += 1;
+        }
+        for _ in 0..4 * BURST {
+            let Some((mac, port)) = self.rings.learned[self.id].pop() else {
+                break;
+            };
+            self.fdb.learn(now, mac, port);
+        }
+        // 3. Transmit what the pacers allow.
+        for op in self.ports.iter_mut().flatten() {
+            work += transmit(op, now);
+        }
+        // 4. Housekeeping.
+        if now - self.last_publish >= PUBLISH_EVERY {
+            self.last_publish = now;
+            for op in self.ports.iter().flatten() {
+                op.counters.publish_classes(op.egress.stats());
+            }
+            self.fdb_entries
+                .store(self.fdb.len() as u64, Ordering::Relaxed);
+        }
+        if now - self.last_age >= AGE_EVERY {
+            self.last_age = now;
+            self.fdb.age(now);
+        }
+        work
+    }
+
+    /// Copies `frame` to every port but `from`; the last copy is the frame itself.
+    fn flood(&mut self, now: Instant, from: usize, class: Class, frame: P::Frame) {
+        let n = self.ports.len();
+        let Some(last) = (0..n).rev().find(|&e| e != from) else {
+            return; // a one-port switch: nowhere to flood; the frame is freed
+        };
+        for e in (0..n).filter(|&e| e != from && e != last) {
+            match self.ports[e].as_mut() {
+                Some(op) => match op.port.import(frame.data()) {
+                    Some(c) => drop(op.egress.enqueue(now, class, c)),
+                    None => bump(&op.counters.tx_drops, 1),
+                },
+                None => self.cross(e, class, frame.data()),
+            }
+        }
+        self.deliver(now, last, class, frame);
+    }
+
+    /// Stops: frees every queued and pending frame, publishes final counters.
+    pub fn shutdown(&mut self) -> usize {
+        let mut freed = 0;
+        for op in self.ports.iter_mut().flatten() {
+            op.counters.publish_classes(op.egress.stats());
+            freed += op.egress.clear() + op.pending.len();
+            op.pending.clear();
+            let _ = op.port.poll();
+        }
+        freed
+    }
+}
+
+/// Dequeues what the pacer allows (at most one burst) and transmits. Returns frames sent.
+fn transmit<P: Port>(op: &mut OwnedPort<P>, now: Instant) -> usize {
+    while op.pending.len() < BURST {
+        if let Some(p) = &op.pacer {
+            if !p.ready(now) {
+                break;
+            }
+        }
+        let Some((_, f)) = op.egress.dequeue(now) else {
+            break;
+        };
+        if let Some(p) = &mut op.pacer {
+            p.on_send(now, f.len() as u32);
+        }
+        op.pending.push(f);
+    }
+    let mut sent = 0;
+    if !op.pending.is_empty() {
+        let mut lens = [0u32; BURST];
+        for (l, f) in lens.iter_mut().zip(op.pending.iter()) {
+            *l = f.len() as u32;
+        }
+        match op.port.tx_burst(0, &mut op.pending) {
+            Ok(n) => {
+                sent = n;
+                bump(&op.counters.tx_pkts, n as u64);
+                bump(
+                    &op.counters.tx_bytes,
+                    lens[..n.min(BURST)].iter().map(|&l| l as u64).sum(),
+                );
+            }
+            Err(_) => {
+                bump(&op.counters.tx_drops, op.pending.len() as u64);
+                op.pending.clear();
+            }
+        }
+    }
+    let _ = op.port.poll();
+    sent
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::port::mem::{MemPeer, MemPort};
+
+    const A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
+    const B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
+    const C: [u8; 6] = [2, 0, 0, 0, 0, 0xc];
+
+    fn frame(dst: [u8; 6], src: [u8; 6], pcp: Option<u8>, tag: u8) -> Vec<u8> {
+        let mut f = Vec::new();
+        f.extend_from_slice(&dst);
+        f.extend_from_slice(&src);
+        if let Some(p) = pcp {
+            f.extend_from_slice(&[0x81, 0x00, p << 5, 1]);
+        }
+        f.extend_from_slice(&[0x08, 0x00]);
+        f.resize(60, tag);
+        f
+    }
+
+    fn switch(n: usize, rate: Option<units::Rate>) -> (Worker<MemPort>, Vec<MemPeer>) {
+        let mut ports = Vec::new();
+        let mut peers = Vec::new();
+        for i in 0..n {
+            let (p, peer) = MemPort::with_peer(&format!("p{i}"));
+            ports.push(OwnedPort::new(
+                p,
+                vec![0],
+                QueueLimits::default(),
+                if i == n - 1 { rate } else { None },
+                Arc::new(PortCounters::default()),
+            ));
+            peers.push(peer);
+        }
+        (Worker::single(ports, Duration::from_secs(10)), peers)
+    }
+
+    fn t(ms: u64) -> Instant {
+        Instant::from_nanos(ms * 1_000_000)
+    }
+
+    #[test]
+    fn floods_unknown_then_forwards_learned_intact() {
+        let (mut sw, peers) = switch(3, None);
+        let f1 = frame(B, A, None, 1);
+        peers[0].send(&f1);
+        sw.poll(t(1));
+        assert_eq!(peers[1].drain(), vec![f1.clone()]);
+        assert_eq!(peers[2].drain(), vec![f1]);
+        assert!(peers[0].drain().is_empty());
+        // B answers: A is known, so only port 0 gets it.
+        let f2 = frame(A, B, None, 2);
+        peers[1].send(&f2);
+        sw.poll(t(2));
+        assert_eq!(peers[0].drain(), vec![f2]);
+        assert!(peers[2].drain().is_empty());
+    }
+
+    #[test]
+    fn learned_entries_age_out() {
+        let (mut sw, peers) = switch(3, None);
+        peers[0].send(&frame(C, A, None, 1));
+        sw.poll(t(1));
+        for p in &peers {
+            p.drain();
+        }
+        peers[1].send(&frame(A, B, None, 2));
+        sw.poll(t(2));
+        assert_eq!(peers[0].drain().len(), 1);
+        assert!(peers[2].drain().is_empty());
+        // 10 s ageing: at 11.5 s A is gone, so B's next frame floods.
+        peers[1].send(&frame(A, B, None, 3));
+        sw.poll(t(11_500));
+        assert_eq!(peers[0].drain().len(), 1);
+        assert_eq!(peers[2].drain().len(), 1);
+    }
+
+    #[test]
+    fn higher_pcp_leaves_first_under_shaping() {
+        // Egress to port 2 at 1 Mbit/s: a 60-octet frame takes 480 us, so frames queue.
+        let (mut sw, peers) = switch(3, Some(units::Rate::from_mbps(1)));
+        sw.fdb.add_static(C, 2);
+        for i in 0..4u8 {
+            peers[0].send(&frame(C, A, Some(1), 10 + i));
+        }
+        for i in 0..4u8 {
+            peers[1].send(&frame(C, B, Some(6), 20 + i));
+        }
+        let mut now = t(1);
+        let mut out = Vec::new();
+        for _ in 0..50 {
+            sw.poll(now);
+            out.extend(peers[2].drain());
+            now += Duration::from_micros(500);
+        }
+        let tags: Vec<u8> = out.iter().map(|f| f[59]).collect();
+        // The first frame leaves at once (idle credit), then priority 6 drains before 1.
+        assert_eq!(tags.len(), 8);
+        assert_eq!(&tags[tags.len() - 3..], &[11, 12, 13]);
+        let first_low = tags.iter().position(|&t| t < 20 && t != tags[0]).unwrap();
+        assert!(
+            tags[..first_low].iter().filter(|&&t| t >= 20).count() >= 3,
+            "{tags:?}"
+        );
+    }
+
+    #[test]
+    fn malformed_and_mac_control_are_dropped_and_counted() {
+        let (mut sw, peers) = switch(2, None);
+        peers[0].send(&[1, 2, 3]);
+        let mut pause = frame([0x01, 0x80, 0xc2, 0, 0, 1], A, None, 0);
+        pause[12] = 0x88;
+        pause[13] = 0x08;
+        peers[0].send(&pause);
+        sw.poll(t(1));
+        assert!(peers[1].drain().is_empty());
+        let c = &sw.ports[0].as_ref().unwrap().counters;
+        assert_eq!(c.rx_drops.load(Ordering::Relaxed), 2);
+        assert_eq!(c.rx_pkts.load(Ordering::Relaxed), 2);
+    }
+}

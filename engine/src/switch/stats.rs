@@ -1,0 +1,317 @@
+//! Live counters and the control plane.
+//!
+//! Each port's counters are written by exactly one worker (the one that owns the port) and
+//! read by the control-plane thread: plain atomics with relaxed load + store on the writer side
+//! (no locked read-modify-write, no locks on the hot path), relaxed loads on the reader side.
+//! The control plane is a Unix socket served with mio: a client writes `stats\n` and reads one
+//! JSON document ([`Snapshot`]) until EOF.
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::queue::{ClassStats, CLASSES};
+use crate::time::Clock;
+
+/// Adds `v` to a counter that only the calling thread writes.
+#[inline]
+pub fn bump(c: &AtomicU64, v: u64) {
+    c.store(c.load(Ordering::Relaxed).wrapping_add(v), Ordering::Relaxed);
+}
+
+/// Per-class queue counters as published.
+#[derive(Default)]
+pub struct ClassCounters {
+    pub enq_pkts: AtomicU64,
+    pub enq_bytes: AtomicU64,
+    pub deq_pkts: AtomicU64,
+    pub deq_bytes: AtomicU64,
+    pub drop_pkts: AtomicU64,
+    pub drop_bytes: AtomicU64,
+    pub hook_drop_pkts: AtomicU64,
+    pub depth_pkts: AtomicU64,
+    pub depth_bytes: AtomicU64,
+    pub max_depth_bytes: AtomicU64,
+}
+
+/// One port's counters.
+#[derive(Default)]
+pub struct PortCounters {
+    pub rx_pkts: AtomicU64,
+    pub rx_bytes: AtomicU64,
+    pub tx_pkts: AtomicU64,
+    pub tx_bytes: AtomicU64,
+    /// Received frames dropped: malformed, MAC control consumed, or filtered (same port).
+    pub rx_drops: AtomicU64,
+    /// Frames for this port dropped before queueing: no buffer for a copy, cross-core ring full.
+    pub tx_drops: AtomicU64,
+    /// Frames received here and flooded.
+    pub flooded: AtomicU64,
+    pub classes: [ClassCounters; CLASSES],
+}
+
+impl PortCounters {
+    /// Publishes the queue's own counters (called by the owning worker, about every ms).
+    pub fn publish_classes(&self, stats: &[ClassStats; CLASSES]) {
+        for (c, s) in self.classes.iter().zip(stats.iter()) {
+            let st = |a: &AtomicU64, v| a.store(v, Ordering::Relaxed);
+            st(&c.enq_pkts, s.enq_pkts);
+            st(&c.enq_bytes, s.enq_bytes);
+            st(&c.deq_pkts, s.deq_pkts);
+            st(&c.deq_bytes, s.deq_bytes);
+            st(&c.drop_pkts, s.drop_pkts);
+            st(&c.drop_bytes, s.drop_bytes);
+            st(&c.hook_drop_pkts, s.hook_drop_pkts);
+            st(&c.depth_pkts, s.depth_pkts);
+            st(&c.depth_bytes, s.depth_bytes);
+            st(&c.max_depth_bytes, s.max_depth_bytes);
+        }
+    }
+}
+
+/// Static facts about a port, for the snapshot.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PortInfo {
+    pub name: String,
+    pub iface: String,
+    pub kind: String,
+    pub mode: String,
+    pub worker: usize,
+    pub rate_bps: Option<u64>,
+}
+
+/// Everything the control plane reports.
+pub struct Registry {
+    pub info: Vec<PortInfo>,
+    pub counters: Vec<Arc<PortCounters>>,
+    pub fdb_entries: Vec<AtomicU64>,
+    pub clock: Clock,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ClassSnapshot {
+    /// `0`..`7` for data priorities, `ctl` for control.
+    pub class: String,
+    #[serde(flatten)]
+    pub counters: ClassStats,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PortSnapshot {
+    #[serde(flatten)]
+    pub info: PortInfo,
+    pub rx_pkts: u64,
+    pub rx_bytes: u64,
+    pub tx_pkts: u64,
+    pub tx_bytes: u64,
+    pub rx_drops: u64,
+    pub tx_drops: u64,
+    pub queue_drops: u64,
+    pub flooded: u64,
+    pub queue_depth_bytes: u64,
+    pub queues: Vec<ClassSnapshot>,
+}
+
+/// The control plane's answer to `stats`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Snapshot {
+    /// Engine time of the snapshot (ns since start): rates are deltas over this.
+    pub uptime_ns: u64,
+    pub fdb_entries: u64,
+    pub ports: Vec<PortSnapshot>,
+}
+
+impl Registry {
+    pub fn snapshot(&self) -> Snapshot {
+        let ld = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let ports = self
+            .info
+            .iter()
+            .zip(&self.counters)
+            .map(|(info, c)| {
+                let queues: Vec<ClassSnapshot> = c
+                    .classes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, q)| ClassSnapshot {
+                        class: if i == CLASSES - 1 {
+                            "ctl".into()
+                        } else {
+                            i.to_string()
+                        },
+                        counters: ClassStats {
+                            enq_pkts: ld(&q.enq_pkts),
+                            enq_bytes: ld(&q.enq_bytes),
+                            deq_pkts: ld(&q.deq_pkts),
+                            deq_bytes: ld(&q.deq_bytes),
+                            drop_pkts: ld(&q.drop_pkts),
+                            drop_bytes: ld(&q.drop_bytes),
+                            hook_drop_pkts: ld(&q.hook_drop_pkts),
+                            depth_pkts: ld(&q.depth_pkts),
+                            depth_bytes: ld(&q.depth_bytes),
+                            max_depth_bytes: ld(&q.max_depth_bytes),
+                        },
+                    })
+                    .collect();
+                PortSnapshot {
+                    info: info.clone(),
+                    rx_pkts: ld(&c.rx_pkts),
+                    rx_bytes: ld(&c.rx_bytes),
+                    tx_pkts: ld(&c.tx_pkts),
+                    tx_bytes: ld(&c.tx_bytes),
+                    rx_drops: ld(&c.rx_drops),
+                    tx_drops: ld(&c.tx_drops),
+                    queue_drops: queues
+                        .iter()
+                        .map(|q| q.counters.drop_pkts + q.counters.hook_drop_pkts)
+                        .sum(),
+                    flooded: ld(&c.flooded),
+                    queue_depth_bytes: queues.iter().map(|q| q.counters.depth_bytes).sum(),
+                    queues,
+                }
+            })
+            .collect();
+        Snapshot {
+            uptime_ns: self.clock.now().as_nanos(),
+            fdb_entries: self.fdb_entries.iter().map(ld).max().unwrap_or(0),
+            ports,
+        }
+    }
+}
+
+/// Serves `stats` requests on `path` until `stop` is set. Removes a stale socket file first
+/// and the socket file on return.
+pub fn serve(path: &Path, registry: Arc<Registry>, stop: Arc<AtomicBool>) -> std::io::Result<()> {
+    use mio::net::UnixListener;
+    use mio::{Events, Interest, Poll, Token};
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let _ = std::fs::remove_file(path);
+    let mut listener = UnixListener::bind(path)?;
+    let _guard = RemoveOnDrop(path.to_path_buf());
+    let mut poll = Poll::new()?;
+    poll.registry()
+        .register(&mut listener, Token(0), Interest::READABLE)?;
+    let mut events = Events::with_capacity(16);
+    while !stop.load(Ordering::Relaxed) {
+        poll.poll(&mut events, Some(std::time::Duration::from_millis(100)))?;
+        if events.is_empty() {
+            continue;
+        }
+        while let Ok((mut conn, _)) = listener.accept() {
+            // One short request per connection; the client is local, so serve it blocking
+            // with a timeout rather than keeping per-connection state.
+            let std_conn: &mut mio::net::UnixStream = &mut conn;
+            let _ = answer(std_conn, &registry);
+        }
+    }
+    Ok(())
+}
+
+fn answer(conn: &mut mio::net::UnixStream, registry: &Registry) -> std::io::Result<()> {
+    let mut req = [0u8; 64];
+    let mut got = 0;
+    // The request is one short line; wait at most ~100 ms for it.
+    for _ in 0..100 {
+        match conn.read(&mut req[got..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                got += n;
+                if req[..got].contains(&b'\n') || got == req.len() {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(std::time::Duration::from_millis(1))
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let cmd = String::from_utf8_lossy(&req[..got]).trim().to_string();
+    let body = match cmd.as_str() {
+        "stats" => serde_json::to_string(&registry.snapshot()).unwrap_or_default(),
+        other => format!("{{\"error\":\"unknown command {other:?}\"}}"),
+    };
+    let mut out = body.into_bytes();
+    out.push(b'\n');
+    let mut at = 0;
+    for _ in 0..1000 {
+        match conn.write(&out[at..]) {
+            Ok(n) => {
+                at += n;
+                if at == out.len() {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(std::time::Duration::from_millis(1))
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+struct RemoveOnDrop(PathBuf);
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Asks the switch at `path` for a snapshot.
+pub fn query(path: &Path) -> std::io::Result<Snapshot> {
+    let mut s = std::os::unix::net::UnixStream::connect(path)?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(2)))?;
+    s.write_all(b"stats\n")?;
+    let mut body = String::new();
+    s.read_to_string(&mut body)?;
+    serde_json::from_str(&body).map_err(std::io::Error::other)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_socket_serves_snapshots() {
+        let path = std::env::temp_dir().join(format!("qn-ctl-{}.sock", std::process::id()));
+        let counters = Arc::new(PortCounters::default());
+        bump(&counters.rx_pkts, 5);
+        bump(&counters.rx_pkts, 2);
+        let registry = Arc::new(Registry {
+            info: vec![PortInfo {
+                name: "a".into(),
+                iface: "qn-a".into(),
+                kind: "mem".into(),
+                mode: "mem".into(),
+                worker: 0,
+                rate_bps: None,
+            }],
+            counters: vec![counters],
+            fdb_entries: vec![AtomicU64::new(3)],
+            clock: Clock::monotonic(),
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let (p, r, s) = (path.clone(), registry.clone(), stop.clone());
+        let server = std::thread::spawn(move || serve(&p, r, s));
+        let mut snap = None;
+        for _ in 0..200 {
+            if let Ok(s) = query(&path) {
+                snap = Some(s);
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        stop.store(true, Ordering::Relaxed);
+        server.join().unwrap().unwrap();
+        let snap = snap.expect("no answer from the control socket");
+        assert_eq!(snap.ports[0].rx_pkts, 7);
+        assert_eq!(snap.fdb_entries, 3);
+        assert_eq!(snap.ports[0].queues.len(), CLASSES);
+        assert!(!path.exists());
+    }
+}
