@@ -12,6 +12,8 @@ struct Cli {
 // One variant per subcommand; each lives in engine/src/cli/<name>.rs with its own Args and run().
 #[derive(Subcommand)]
 enum Command {
+    /// Writes one frame of each kind quench emits to a pcap file, or decodes a pcap file.
+    Frames(cli::frames::Args),
     /// Re-reads a run's interval log, JSON summary or report directory; prints or plots it.
     Report(cli::report::Args),
 }
@@ -19,6 +21,7 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
+        Command::Frames(a) => cli::frames::run(a),
         Command::Report(a) => cli::report::run(a),
     }
 }

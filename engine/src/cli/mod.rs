@@ -1,2 +1,3 @@
 //! One module per `quench` subcommand, each with a clap `Args` and `run(args)`.
+pub mod frames;
 pub mod report;

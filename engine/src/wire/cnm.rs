@@ -26,6 +26,7 @@ use pnet_macros::packet;
 use pnet_macros_support::types::{u16be, u4, u6, u64be};
 use pnet_packet::ethernet::EtherType;
 
+use super::ethernet::L2Walk;
 use super::{check_out, check_range, view, view_mut, EmitError, Truncated};
 
 /// The CNM's EtherType (S: HPE 5700/5940 manuals; FortiSwitch default 8935 = 0x22E7).
@@ -86,6 +87,15 @@ pub fn cpid(cp_mac: MacAddr, queue: u16) -> u64 {
 /// The Encapsulated priority field for an 802.1p priority, by [`ENCAP_PRIORITY_SHIFT`] (U).
 pub fn encap_priority(pcp: u8) -> u16 {
     u16::from(pcp & 7) << ENCAP_PRIORITY_SHIFT
+}
+
+/// **U**: which octets of the sampled frame the CNM encapsulates. protocols.md says only
+/// "Encapsulated MSDU (first bytes of the sampled frame) | 0-64". quench takes the frame from the
+/// first octet after its final EtherType (after VLAN tags and CN-TAG: the IP header onward), up
+/// to [`MAX_MSDU_LEN`] octets. `walk` is [`super::ethernet::walk`] of `frame`.
+pub fn encap_msdu<'a>(frame: &'a [u8], walk: &L2Walk) -> &'a [u8] {
+    let rest = frame.get(walk.payload_offset..).unwrap_or_default();
+    rest.get(..MAX_MSDU_LEN).unwrap_or(rest)
 }
 
 /// Why a CNM PDU could not be read.
