@@ -19,6 +19,31 @@
 //!
 //! Invariants (checked by the property tests): a limited flow's current rate stays within
 //! [`rpg_min_rate`, line rate]; the QCN pool never holds more limiters than `rppp_max_rps`.
+//!
+//! ```
+//! use rp::{CnmOutcome, DcqcnParams, DcqcnRp, Pacer, QcnParams, QcnRp};
+//! use units::{Duration, FlowId, Instant, Rate};
+//!
+//! // QCN: one CNM with QntzFb 63 cuts a 10 Gb/s flow by 63/128.
+//! let mut qcn = QcnRp::new(QcnParams::default().profile(Rate::from_gbps(10)).unwrap());
+//! let out = qcn.on_cnm(Instant::ZERO, FlowId(1), 63).unwrap();
+//! assert!(matches!(out, CnmOutcome::Decreased { new_limiter: true, .. }));
+//! assert_eq!(qcn.rate(FlowId(1)).as_bps(), 5_078_125_000);
+//!
+//! // DCQCN (NVIDIA defaults): a CNP only marks; the decrease check 4 us later cuts.
+//! let mut dcqcn = DcqcnRp::new(DcqcnParams::default().profile(Rate::from_gbps(100)).unwrap());
+//! dcqcn.on_cnp(Instant::ZERO);
+//! while let Some(t) = dcqcn.next_deadline().filter(|&t| t <= Instant::from_nanos(4_001)) {
+//!     dcqcn.on_timeout(t);
+//! }
+//! assert!(dcqcn.rate() < Rate::from_gbps(100));
+//!
+//! // Pacing: release times for back-to-back 1500-octet frames at the flow's rate.
+//! let mut pacer = Pacer::new();
+//! let first = pacer.next_release(Instant::ZERO, 1500, Rate::from_gbps(10));
+//! let second = pacer.next_release(Instant::ZERO, 1500, Rate::from_gbps(10));
+//! assert_eq!(second - first, Duration::from_nanos(1200));
+//! ```
 #![forbid(unsafe_code)]
 
 pub mod dcqcn;
