@@ -19,6 +19,8 @@ use std::collections::HashMap;
 use hdrhistogram::Histogram;
 use units::{Duration, FlowId, Instant};
 
+pub mod worker;
+
 /// Sequence numbers remembered behind the highest one seen, to tell a late frame from a
 /// duplicate. 1024 frames of 1500 octets is 12 ms at 1 Gb/s: far more than any reordering the
 /// switch can cause (it reorders only across priorities).

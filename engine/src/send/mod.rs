@@ -3,3 +3,4 @@ pub mod appliance;
 pub mod flowgen;
 pub mod pacer;
 pub mod wheel;
+pub mod worker;

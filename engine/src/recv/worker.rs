@@ -1,0 +1,348 @@
+//! The frame-level half of `quench recv`: decodes each received frame, feeds test frames to the
+//! [`Receiver`], tallies their ECN codepoints, writes the interval log, and acts as the DCQCN
+//! notification point: a CE-marked frame asks for a CNP back to its sender.
+//!
+//! CNP policy ([`CnpPolicy`]): at most one CNP per flow per `min_interval` (the DCQCN paper's
+//! 50 us, NVIDIA's `min_time_between_cnps` 4 us); `min_interval = 0` sends one per marked frame
+//! (the ns-3 HPCC receiver, dcqcn.md step 2). A CNP goes to the data frame's source MAC and IPv4
+//! address, with DSCP 48 and 802.1p priority 6 (protocols.md, NVIDIA defaults), DestQP = the
+//! RoCEv2 frame's QP or, for quench test traffic over UDP, the flow id (quench's senders use the
+//! flow id as their QP).
+use std::collections::HashMap;
+
+use hdrhistogram::Histogram;
+use units::{Duration, FlowId, Instant};
+
+use super::{Accepted, Arrival, Receiver, RecvConfig, MAX_LATENCY_NS, SIGFIG};
+use crate::report::{IntervalLog, Summary};
+use crate::wire::ethernet::{L2Repr, VlanTag, VlanTci};
+use crate::wire::frame::{
+    decode, emit_roce_frame, Body, IpBody, Ipv4UdpHeaders, RocePayload, UdpBody,
+};
+use crate::wire::ipv4::{Ecn, CNP_DSCP};
+use crate::wire::roce::{BthRepr, MAX_QP};
+use crate::wire::MacAddr;
+
+/// When the notification point answers a CE mark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CnpPolicy {
+    pub enabled: bool,
+    /// Least time between two CNPs of one flow; zero = one per marked frame.
+    pub min_interval: Duration,
+    /// 802.1p priority of CNPs (NVIDIA `cnp_802p_prio` 6).
+    pub priority: u8,
+}
+
+impl Default for CnpPolicy {
+    fn default() -> Self {
+        CnpPolicy {
+            enabled: true,
+            min_interval: Duration::from_micros(50),
+            priority: 6,
+        }
+    }
+}
+
+/// Counters of frames that were not counted as test traffic.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecvCounters {
+    /// Frames that failed to decode.
+    pub malformed: u64,
+    /// Decoded frames that are not quench test traffic (ARP, IPv6 ND, CNMs ...).
+    pub other: u64,
+    pub cnps_sent: u64,
+    pub cnps_suppressed: u64,
+}
+
+/// See the module docs. Call [`RecvWorker::on_frame`] per received frame with the receive time
+/// in the senders' clock domain, [`RecvWorker::on_tick`] once per burst, [`RecvWorker::finish`]
+/// at the end.
+pub struct RecvWorker {
+    rx: Receiver,
+    all: Histogram<u64>,
+    log: IntervalLog,
+    interval: Duration,
+    interval_start: Instant,
+    start: Option<Instant>,
+    last: Instant,
+    ecn: [u64; 4],
+    counters: RecvCounters,
+    policy: CnpPolicy,
+    last_cnp: HashMap<FlowId, Instant>,
+    mac: MacAddr,
+}
+
+impl RecvWorker {
+    /// `mac` is this receiver's MAC (the CNP source); intervals of `interval` go to the log,
+    /// whose times count from the first frame.
+    pub fn new(cfg: RecvConfig, policy: CnpPolicy, interval: Duration, mac: MacAddr) -> Self {
+        RecvWorker {
+            rx: Receiver::new(cfg),
+            all: Histogram::new_with_bounds(1, MAX_LATENCY_NS, SIGFIG)
+                .unwrap_or_else(|_| unreachable!("constant bounds")),
+            log: IntervalLog::new(0.0, "quench recv"),
+            interval,
+            interval_start: Instant::ZERO,
+            start: None,
+            last: Instant::ZERO,
+            ecn: [0; 4],
+            counters: RecvCounters::default(),
+            policy,
+            last_cnp: HashMap::new(),
+            mac,
+        }
+    }
+
+    pub fn receiver(&self) -> &Receiver {
+        &self.rx
+    }
+
+    pub fn counters(&self) -> RecvCounters {
+        self.counters
+    }
+
+    /// Counts one frame; returns a CNP to send back when the notification point wants one,
+    /// written into `cnp_buf` (its length is returned).
+    pub fn on_frame(&mut self, now: Instant, frame: &[u8], cnp_buf: &mut [u8]) -> Option<usize> {
+        let Ok(d) = decode(frame) else {
+            self.counters.malformed += 1;
+            return None;
+        };
+        let Body::Ipv4 {
+            ip,
+            body: IpBody::Udp { udp, body },
+        } = d.body
+        else {
+            self.counters.other += 1;
+            return None;
+        };
+        let (hdr, qp) = match body {
+            UdpBody::Test(h) => (h, h.flow.0 & MAX_QP),
+            UdpBody::Roce { bth, test: Some(h) } => (h, bth.dest_qp),
+            _ => {
+                self.counters.other += 1;
+                return None;
+            }
+        };
+        if self.start.is_none() {
+            self.start = Some(now);
+            self.interval_start = now;
+        }
+        self.last = now;
+        let acc = self.rx.on_arrival(
+            now,
+            Arrival {
+                flow: hdr.flow,
+                seq: hdr.seq,
+                tx: hdr.tx,
+                len: frame.len() as u32,
+            },
+        );
+        if acc == Accepted::Overflow {
+            return None;
+        }
+        if hdr.tx <= now {
+            let ns = (now - hdr.tx).as_nanos().clamp(1, MAX_LATENCY_NS);
+            let _ = self.all.record(ns);
+        }
+        self.ecn[usize::from(ip.ecn.bits())] += 1;
+        if ip.ecn != Ecn::Ce || !self.policy.enabled {
+            return None;
+        }
+        if let Some(&t) = self.last_cnp.get(&hdr.flow) {
+            if now.saturating_since(t) < self.policy.min_interval {
+                self.counters.cnps_suppressed += 1;
+                return None;
+            }
+        }
+        // The CNP goes back where the data came from.
+        let mut l2 = L2Repr::new(d.l2.src, self.mac, d.l2.ethertype);
+        if let Some(tag) = d.l2.tags[0] {
+            l2.tags[0] = Some(VlanTag {
+                tpid: tag.tpid,
+                tci: VlanTci {
+                    pcp: self.policy.priority & 7,
+                    ..tag.tci
+                },
+            });
+        }
+        let h = Ipv4UdpHeaders {
+            l2,
+            src: ip.dst,
+            dst: ip.src,
+            dscp: CNP_DSCP,
+            ecn: Ecn::NotEct,
+            src_port: udp.dst_port,
+            dst_port: crate::wire::roce::UDP_PORT,
+        };
+        let n = emit_roce_frame(&h, &BthRepr::cnp(qp), &RocePayload::Cnp, cnp_buf).ok()?;
+        self.last_cnp.insert(hdr.flow, now);
+        self.counters.cnps_sent += 1;
+        Some(n)
+    }
+
+    /// Writes the interval histograms to the log when an interval has passed.
+    pub fn on_tick(&mut self, now: Instant) {
+        let Some(start) = self.start else { return };
+        if now.saturating_since(self.interval_start) < self.interval {
+            return;
+        }
+        let t0 = self.interval_start.saturating_since(start).as_secs_f64();
+        let dur = now.saturating_since(self.interval_start).as_secs_f64();
+        let log = &mut self.log;
+        self.rx.take_interval(|flow, lat, len| {
+            let _ = log.add(flow.0, t0, dur, lat, len);
+        });
+        self.interval_start = now;
+    }
+
+    /// Closes the last interval and summarises the run.
+    pub fn finish(mut self, now: Instant) -> (Summary, Histogram<u64>, IntervalLog) {
+        if self.start.is_some() {
+            let iv = self.interval;
+            self.interval = Duration::ZERO;
+            self.on_tick(now.max(self.last));
+            self.interval = iv;
+        }
+        let dur = match self.start {
+            Some(s) => self.last.saturating_since(s).as_secs_f64(),
+            None => 0.0,
+        };
+        let mut s = Summary::of(&self.rx, dur, &self.all);
+        s.ecn = self.ecn;
+        s.cnps_sent = self.counters.cnps_sent;
+        s.other_frames = self.counters.other + self.counters.malformed;
+        (s, self.all, self.log)
+    }
+}
+
+/// A 1000-octet test frame from 02:..:01:01 / 10.0.0.1 to 02:..:09:01 / 10.0.0.9, VLAN 1
+/// priority 3, for unit tests here and in the switch.
+#[cfg(test)]
+pub(crate) fn test_frame(flow: u32, seq: u64, tx: u64, ecn: Ecn, rpid: Option<u16>) -> Vec<u8> {
+    use crate::wire::ethernet::ethertype;
+    use crate::wire::frame::emit_test_frame;
+    use crate::wire::testhdr::{TestHdrRepr, UDP_PORT};
+    use std::net::Ipv4Addr;
+    let mut l2 = L2Repr::new(
+        MacAddr::new(2, 0, 0, 0, 9, 1),
+        MacAddr::new(2, 0, 0, 0, 1, 1),
+        ethertype::IPV4,
+    )
+    .with_vlan(VlanTci {
+        pcp: 3,
+        dei: false,
+        vid: 1,
+    });
+    if let Some(r) = rpid {
+        l2 = l2.with_cn_tag(r);
+    }
+    let h = Ipv4UdpHeaders {
+        l2,
+        src: Ipv4Addr::new(10, 0, 0, 1),
+        dst: Ipv4Addr::new(10, 0, 0, 9),
+        dscp: 0,
+        ecn,
+        src_port: 40000,
+        dst_port: UDP_PORT,
+    };
+    let mut buf = vec![0; 1600];
+    let hdr = TestHdrRepr::new(FlowId(flow), seq, Instant::from_nanos(tx));
+    let n = emit_test_frame(&h, &hdr, 1000, &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::read_interval_log;
+    use std::net::Ipv4Addr;
+
+    fn data(flow: u32, seq: u64, tx: u64, ecn: Ecn) -> Vec<u8> {
+        test_frame(flow, seq, tx, ecn, None)
+    }
+
+    #[test]
+    fn counts_test_frames_and_answers_ce_with_rate_limited_cnps() {
+        let mut w = RecvWorker::new(
+            RecvConfig::default(),
+            CnpPolicy::default(),
+            Duration::from_millis(1),
+            MacAddr::new(2, 0, 0, 0, 9, 1),
+        );
+        let mut cnp = [0u8; 128];
+        let mut cnps = Vec::new();
+        for i in 0..100u64 {
+            let now = 1_000_000 + i * 10_000; // 10 us apart
+            let ecn = if i % 2 == 0 { Ecn::Ce } else { Ecn::Ect0 };
+            if let Some(n) = w.on_frame(
+                Instant::from_nanos(now),
+                &data(7, i, now - 3_000, ecn),
+                &mut cnp,
+            ) {
+                cnps.push(cnp[..n].to_vec());
+            }
+            w.on_tick(Instant::from_nanos(now));
+        }
+        assert!(w
+            .on_frame(Instant::from_nanos(5), b"junk", &mut cnp)
+            .is_none());
+        // 50 CE frames 20 us apart over 1 ms, at most one CNP per 50 us: 17 (t = 0, 60, 120...).
+        assert_eq!(cnps.len(), 17);
+        let d = decode(&cnps[0]).unwrap();
+        assert_eq!(d.l2.dst, MacAddr::new(2, 0, 0, 0, 1, 1));
+        assert_eq!(d.l2.tags[0].unwrap().tci.pcp, 6);
+        let Body::Ipv4 {
+            ip,
+            body:
+                IpBody::Udp {
+                    body: UdpBody::Roce { bth, .. },
+                    ..
+                },
+        } = d.body
+        else {
+            panic!("{:?}", d.body)
+        };
+        assert_eq!(ip.dst, Ipv4Addr::new(10, 0, 0, 1));
+        assert_eq!(ip.dscp, CNP_DSCP);
+        assert_eq!(bth.opcode, 0x81);
+        assert!(bth.becn);
+        assert_eq!(bth.dest_qp, 7);
+        let (s, all, log) = w.finish(Instant::from_nanos(2_000_000));
+        assert_eq!(s.flows.len(), 1);
+        assert_eq!(s.flows[0].frames, 100);
+        assert_eq!(s.ecn, [0, 0, 50, 50]);
+        assert_eq!(s.cnps_sent, 17);
+        assert_eq!(s.other_frames, 1);
+        assert!(all.equivalent(all.value_at_quantile(0.5), 3_000));
+        let ivs = read_interval_log(std::path::Path::new("t"), log.as_bytes()).unwrap();
+        assert_eq!(ivs.iter().map(|i| i.len.len()).sum::<u64>(), 100);
+    }
+
+    #[test]
+    fn per_frame_cnps_when_the_interval_is_zero() {
+        let policy = CnpPolicy {
+            min_interval: Duration::ZERO,
+            ..CnpPolicy::default()
+        };
+        let mut w = RecvWorker::new(
+            RecvConfig::default(),
+            policy,
+            Duration::from_millis(1),
+            MacAddr::zero(),
+        );
+        let mut cnp = [0u8; 128];
+        let n = (0..10u64)
+            .filter(|&i| {
+                w.on_frame(
+                    Instant::from_nanos(1000 + i),
+                    &data(1, i, 0, Ecn::Ce),
+                    &mut cnp,
+                )
+                .is_some()
+            })
+            .count();
+        assert_eq!(n, 10);
+    }
+}

@@ -1,0 +1,214 @@
+//! The frame-level half of generator-mode `quench send`: builds each paced frame (VLAN tag with
+//! the flow's priority, CN-TAG with the flow id, IPv4 / UDP / test header with sequence number
+//! and transmit timestamp), and turns feedback arriving on the port into reaction-point inputs:
+//! CNMs (their CN-TAG's flow id, QntzFb) drive the QCN RP, CNPs (their DestQP) the DCQCN RP.
+//! Feedback for a flow this sender does not have is counted and ignored.
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+
+use rp::{QcnProfile, QcnRp};
+use units::{FlowId, Instant, Rate};
+
+use super::pacer::{Generator, TxDesc};
+use crate::wire::ethernet::{ethertype, L2Repr, VlanTci};
+use crate::wire::frame::{decode, emit_test_frame, Body, IpBody, Ipv4UdpHeaders, UdpBody};
+use crate::wire::ipv4::Ecn;
+use crate::wire::roce::opcode;
+use crate::wire::testhdr::{TestHdrRepr, UDP_PORT};
+use crate::wire::MacAddr;
+
+/// Which reaction point limits the flows.
+#[derive(Debug)]
+pub enum Control {
+    /// No congestion control: every flow at its configured rate.
+    None,
+    /// IEEE 802.1Qau QCN: one pool of rate limiters for all flows.
+    Qcn(QcnRp),
+}
+
+impl Control {
+    pub fn qcn(profile: QcnProfile) -> Self {
+        Control::Qcn(QcnRp::new(profile))
+    }
+
+    fn rate(&self, flow: FlowId, max: Rate) -> Rate {
+        match self {
+            Control::None => max,
+            Control::Qcn(rp) => rp.rate(flow).min(max),
+        }
+    }
+}
+
+/// Addresses of the generated frames.
+#[derive(Clone, Copy, Debug)]
+pub struct Addressing {
+    pub src_mac: MacAddr,
+    pub src_ip: Ipv4Addr,
+    pub dst_ip: Ipv4Addr,
+    pub vlan: u16,
+    /// ECN codepoint of data frames (ECT(0) for DCQCN, ECT(1) = TCD-capable).
+    pub ecn: Ecn,
+    /// Add a CN-TAG carrying the flow id (QCN).
+    pub cn_tag: bool,
+}
+
+/// Feedback counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SendCounters {
+    pub frames: u64,
+    pub bytes: u64,
+    pub cnms: u64,
+    pub cnps: u64,
+    /// Feedback naming a flow this sender does not have.
+    pub unknown_feedback: u64,
+    /// Feedback the RP refused (bad QntzFb, pool full).
+    pub refused_feedback: u64,
+    /// Frames received that were neither CNMs nor CNPs.
+    pub other_rx: u64,
+}
+
+/// Generator, reaction point and frame building for one sender port.
+pub struct SendWorker {
+    pub gen: Generator,
+    pub control: Control,
+    addr: Addressing,
+    by_flow: HashMap<FlowId, usize>,
+    counters: SendCounters,
+}
+
+impl SendWorker {
+    pub fn new(gen: Generator, control: Control, addr: Addressing) -> Self {
+        let by_flow = gen
+            .flows()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.spec.flow, i))
+            .collect();
+        SendWorker {
+            gen,
+            control,
+            addr,
+            by_flow,
+            counters: SendCounters::default(),
+        }
+    }
+
+    pub fn counters(&self) -> SendCounters {
+        self.counters
+    }
+
+    /// The flow's current rate (RP rate capped by its configured rate).
+    pub fn rate(&self, flow: FlowId) -> Rate {
+        match self.by_flow.get(&flow) {
+            Some(&i) => self.control.rate(flow, self.gen.flows()[i].spec.max_rate),
+            None => Rate::ZERO,
+        }
+    }
+
+    /// Builds the next due frame into `buf`; `stamp` is the transmit timestamp to write (the
+    /// receive side's clock domain). Returns the descriptor and the frame length.
+    pub fn next_frame(
+        &mut self,
+        now: Instant,
+        stamp: Instant,
+        buf: &mut [u8],
+    ) -> Option<(TxDesc, usize)> {
+        let control = &self.control;
+        // The generator caps the RP rate at the flow's configured rate.
+        let d = self
+            .gen
+            .poll(now, |f| control.rate(f, Rate::from_bps(u64::MAX)))?;
+        let spec = &self.gen.flows()[d.index].spec;
+        let [a, b, c, e, f, g] = spec.destination;
+        let mut l2 = L2Repr::new(
+            MacAddr::new(a, b, c, e, f, g),
+            self.addr.src_mac,
+            ethertype::IPV4,
+        )
+        .with_vlan(VlanTci {
+            pcp: spec.priority,
+            dei: false,
+            vid: self.addr.vlan,
+        });
+        if self.addr.cn_tag {
+            l2 = l2.with_cn_tag(d.flow.0 as u16);
+        }
+        let h = Ipv4UdpHeaders {
+            l2,
+            src: self.addr.src_ip,
+            dst: self.addr.dst_ip,
+            dscp: 0,
+            ecn: self.addr.ecn,
+            // One UDP source port per flow: distinct 5-tuples for ECMP and appliances.
+            src_port: 49152 | (d.flow.0 as u16 & 0x3FFF),
+            dst_port: UDP_PORT,
+        };
+        let n = emit_test_frame(
+            &h,
+            &TestHdrRepr::new(d.flow, d.seq, stamp),
+            d.len as usize,
+            buf,
+        )
+        .ok()?;
+        if let Control::Qcn(rp) = &mut self.control {
+            rp.on_tx(now, d.flow, n as u64, false);
+        }
+        self.counters.frames += 1;
+        self.counters.bytes += n as u64;
+        Some((d, n))
+    }
+
+    /// A frame arrived on the sender's port: feedback or something else.
+    pub fn on_rx(&mut self, now: Instant, frame: &[u8]) {
+        let Ok(d) = decode(frame) else {
+            self.counters.other_rx += 1;
+            return;
+        };
+        match d.body {
+            Body::Cnm(cnm) => {
+                self.counters.cnms += 1;
+                let Some(rpid) = d.l2.rpid else {
+                    self.counters.unknown_feedback += 1;
+                    return;
+                };
+                let flow = FlowId(u32::from(rpid));
+                if !self.by_flow.contains_key(&flow) {
+                    self.counters.unknown_feedback += 1;
+                    return;
+                }
+                if let Control::Qcn(rp) = &mut self.control {
+                    match rp.on_cnm(now, flow, cnm.qntz_fb) {
+                        Ok(rp::CnmOutcome::PoolFull) | Err(_) => {
+                            self.counters.refused_feedback += 1
+                        }
+                        Ok(_) => {}
+                    }
+                }
+            }
+            Body::Ipv4 {
+                body:
+                    IpBody::Udp {
+                        body: UdpBody::Roce { bth, .. },
+                        ..
+                    },
+                ..
+            } if bth.opcode == opcode::CNP => {
+                self.counters.cnps += 1;
+                let flow = FlowId(bth.dest_qp);
+                if !self.by_flow.contains_key(&flow) {
+                    self.counters.unknown_feedback += 1;
+                }
+            }
+            _ => self.counters.other_rx += 1,
+        }
+    }
+
+    /// Runs the reaction point's timers due at `now`.
+    pub fn on_timeout(&mut self, now: Instant) {
+        if let Control::Qcn(rp) = &mut self.control {
+            if rp.next_deadline().is_some_and(|t| t <= now) {
+                rp.on_timeout(now);
+            }
+        }
+    }
+}

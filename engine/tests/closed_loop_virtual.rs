@@ -1,0 +1,160 @@
+//! The closed loop in virtual time, without privileges: two generator-mode senders with QCN
+//! reaction points, one switch egress queue shaped to 1 Gb/s with the QCN congestion point, one
+//! receiver. Frames are real bytes (built, queued, marked, decoded); only the clock is virtual and
+//! the links are ideal (CNMs reach their sender 10 us after they are made).
+use std::net::Ipv4Addr;
+
+use engine::port::heap::HeapFrame;
+use engine::port::Frame;
+use engine::recv::worker::{CnpPolicy, RecvWorker};
+use engine::recv::RecvConfig;
+use engine::send::flowgen::FlowStart;
+use engine::send::pacer::{Generator, PacingConfig};
+use engine::send::worker::{Addressing, Control, SendWorker};
+use engine::switch::cp::{CongestionConfig, CpHook};
+use engine::switch::queue::{Class, EgressQueue, Pacer, QueueLimits};
+use engine::wire::ipv4::Ecn;
+use engine::wire::MacAddr;
+use units::{Duration, FlowId, Instant, Rate};
+
+fn sender(mac: u8, flows: &[u32], rp_params: &rp::QcnParams) -> SendWorker {
+    let schedule = flows
+        .iter()
+        .map(|&f| FlowStart {
+            flow: FlowId(f),
+            start: Duration::ZERO,
+            destination: [2, 0, 0, 0, 9, 1],
+            priority: 3,
+            max_rate: Rate::from_gbps(1),
+            bytes: None,
+        })
+        .collect();
+    let gen = Generator::new(PacingConfig::default(), schedule, Instant::ZERO).unwrap();
+    let profile = rp_params.profile(Rate::from_gbps(1)).unwrap();
+    SendWorker::new(
+        gen,
+        Control::qcn(profile),
+        Addressing {
+            src_mac: MacAddr::new(2, 0, 0, 0, 1, mac),
+            src_ip: Ipv4Addr::new(10, 0, 0, mac),
+            dst_ip: Ipv4Addr::new(10, 0, 0, 100),
+            vlan: 1,
+            ecn: Ecn::NotEct,
+            cn_tag: true,
+        },
+    )
+}
+
+struct Run {
+    rates: Vec<f64>,
+    jain: f64,
+    utilisation: f64,
+    mean_queue: f64,
+    cnms: u64,
+    drops: u64,
+}
+
+fn run(flows_a: &[u32], flows_b: &[u32], ms: u64, rp_params: &rp::QcnParams) -> Run {
+    let mut senders = [sender(1, flows_a, rp_params), sender(2, flows_b, rp_params)];
+    // MinSampleBase scaled from the MIB's 150000 (for 10 Gb/s) to the 1 Gb/s bottleneck.
+    let cfg: CongestionConfig =
+        toml::from_str("port = \"r\"\npriorities = [3]\nqcn = { min_sample_base = 15000 }")
+            .unwrap();
+    let hook = CpHook::new(0, &cfg, MacAddr::new(2, 0, 0, 0, 0, 0xcc)).unwrap();
+    let mut q = EgressQueue::with_hook(QueueLimits::default(), hook);
+    let mut pacer = Pacer::new(Rate::from_gbps(1), Duration::from_micros(12));
+    let mut rx = RecvWorker::new(
+        RecvConfig::default(),
+        CnpPolicy::default(),
+        Duration::from_millis(10),
+        MacAddr::new(2, 0, 0, 0, 9, 1),
+    );
+    let mut in_flight: Vec<(Instant, usize, Vec<u8>)> = Vec::new();
+    let mut buf = vec![0u8; 2048];
+    let mut cnp = vec![0u8; 128];
+    let (mut q_sum, mut q_n) = (0f64, 0u64);
+    let end = ms * 1_000_000;
+    let mut t = 0;
+    while t < end {
+        let now = Instant::from_nanos(t);
+        for (i, s) in senders.iter_mut().enumerate() {
+            in_flight.retain(|(at, to, f)| {
+                if *to == i && *at <= now {
+                    s.on_rx(now, f);
+                    false
+                } else {
+                    true
+                }
+            });
+            s.on_timeout(now);
+            while let Some((_, n)) = s.next_frame(now, now, &mut buf) {
+                let f = HeapFrame::copy_of(&buf[..n]).unwrap();
+                let _ = q.enqueue(now, Class::Data(3), f);
+            }
+        }
+        while pacer.ready(now) {
+            let Some((_, f)) = q.dequeue(now) else { break };
+            pacer.on_send(now, f.len() as u32);
+            let _ = rx.on_frame(now, f.data(), &mut cnp);
+        }
+        for cnm in q.hook_mut().take_control() {
+            let to = usize::from(cnm[5] == 2);
+            in_flight.push((now + Duration::from_micros(10), to, cnm));
+        }
+        rx.on_tick(now);
+        if t > end / 2 {
+            q_sum += q.stats()[3].depth_bytes as f64;
+            q_n += 1;
+        }
+        t += 1_000;
+    }
+    let drops = q.stats()[3].drop_pkts;
+    let cnms = q.hook().counters().cnms;
+    let (_, _, log) = rx.finish(Instant::from_nanos(end));
+    // Rates over the second half of the run, from the interval log.
+    let ivs = engine::report::read_interval_log(std::path::Path::new("-"), log.as_bytes()).unwrap();
+    let half = ms as f64 / 2e3;
+    let mut bytes = std::collections::BTreeMap::<u32, f64>::new();
+    let mut span = (f64::INFINITY, 0f64);
+    for iv in ivs.iter().filter(|iv| iv.start_s >= half) {
+        *bytes.entry(iv.flow).or_default() += iv.bytes();
+        span = (span.0.min(iv.start_s), span.1.max(iv.start_s + iv.dur_s));
+    }
+    let rates: Vec<f64> = bytes
+        .values()
+        .map(|b| b * 8.0 / (span.1 - span.0))
+        .collect();
+    Run {
+        jain: engine::recv::jain_index(&rates),
+        utilisation: rates.iter().sum::<f64>() / 1e9,
+        rates,
+        mean_queue: q_sum / q_n as f64,
+        cnms,
+        drops,
+    }
+}
+
+#[test]
+fn qcn_two_flows_share_a_1g_bottleneck() {
+    // rpgByteReset and rpgTimeReset scaled from the MIB's 10 Gb/s values to 1 Gb/s.
+    let p: rp::QcnParams = toml::from_str("rpg_byte_reset = 15000\nrpg_time_reset = 1500").unwrap();
+    let r = run(&[1], &[2], 200, &p);
+    eprintln!(
+        "rates {:?} Mb/s, Jain {:.3}, utilisation {:.3}, mean queue {:.0} B, CNMs {}, drops {}",
+        r.rates
+            .iter()
+            .map(|x| (x / 1e6).round())
+            .collect::<Vec<_>>(),
+        r.jain,
+        r.utilisation,
+        r.mean_queue,
+        r.cnms,
+        r.drops
+    );
+    assert!(r.cnms > 0);
+    assert!(r.jain >= 0.95, "Jain {}", r.jain);
+    assert!(r.utilisation >= 0.9, "utilisation {}", r.utilisation);
+    // Mean queue within 2 x Qeq (26000 octets); the queue never overflowed.
+    assert!(r.mean_queue <= 52_000.0, "mean queue {}", r.mean_queue);
+    assert_eq!(r.drops, 0);
+}
