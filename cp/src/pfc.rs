@@ -367,10 +367,14 @@ impl PfcIngress {
         self.shared_used
     }
 
-    /// Dynamic mode: the current PFC threshold. ns-3 HPCC `GetPfcThreshold`: "return
+    /// The threshold the pause decision compares against: XOFF in static mode; in dynamic
+    /// mode the current shared-buffer threshold, ns-3 HPCC `GetPfcThreshold`: "return
     /// (buffer_size - total_hdrm - total_rsrv - shared_used_bytes) >> pfc_a_shift[port];"
     /// (saturating here where ns-3's unsigned arithmetic would wrap).
     pub fn threshold(&self, profile: &PfcProfile) -> u64 {
+        if profile.threshold == ThresholdMode::Static {
+            return profile.xoff;
+        }
         profile
             .buffer
             .saturating_sub(profile.total_headroom)

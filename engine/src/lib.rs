@@ -5,6 +5,7 @@ pub mod cli;
 pub mod pcap;
 pub mod port;
 pub mod recv;
+pub mod replay;
 pub mod report;
 pub mod send;
 pub mod switch;

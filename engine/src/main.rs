@@ -16,6 +16,9 @@ enum Command {
     Frames(cli::frames::Args),
     /// Re-reads a run's interval log, JSON summary or report directory; prints or plots it.
     Report(cli::report::Args),
+    /// Drives one algorithm (QCN/DCQCN CP or RP, PFC, TCD) from an event file; prints its state
+    /// after every event as CSV.
+    Replay(cli::replay::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -23,5 +26,6 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Frames(a) => cli::frames::run(a),
         Command::Report(a) => cli::report::run(a),
+        Command::Replay(a) => cli::replay::run(a),
     }
 }

@@ -1,3 +1,4 @@
 //! One module per `quench` subcommand, each with a clap `Args` and `run(args)`.
 pub mod frames;
+pub mod replay;
 pub mod report;
