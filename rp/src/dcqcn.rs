@@ -16,6 +16,13 @@
 //! [`DcqcnRp`]); then in time order `on_cnp(now)`, `on_tx(now, bytes)`, `on_ue(now)` and
 //! `on_timeout(now)` when `now` reaches `next_deadline()`. Read `rate()` after any call.
 //!
+//! # Quiet timers
+//! ns-3 runs the alpha timer every microsecond and the decrease check every 4 us for as long as
+//! the flow lives. Here `next_deadline()` reports only the timers that can change the rates; the
+//! others run lazily and exactly when the next call reaches their time (see
+//! [`DcqcnState::next_deadline`]), so the results are the same and idle flows cost nothing.
+//! Inputs at the same instant as a timer run after it.
+//!
 //! # Event order (mlx), as in ns-3
 //! Timers due at the same instant run in the order ns-3's scheduler would run them: by deadline,
 //! then by the instant they were armed (earlier first), then alpha, decrease, increase (the
@@ -270,6 +277,9 @@ pub struct DcqcnState {
     timers: [Timer; 3],
     last_ue: Option<Instant>,
     held: u32,
+    /// Increase events can no longer move the rates: R_T is at the max rate and R_C = R_C/2 +
+    /// R_T/2 already. Then the increase timer is quiet (see [`DcqcnState::next_deadline`]).
+    inc_quiet: bool,
 }
 
 /// A read-only view of one flow's state, for replay output and CSV.
@@ -309,6 +319,7 @@ impl DcqcnState {
             timers: [Timer::default(); 3],
             last_ue: None,
             held: 0,
+            inc_quiet: false,
         }
     }
 
@@ -336,21 +347,48 @@ impl DcqcnState {
         }
     }
 
-    /// The earliest armed timer. Before the first CNP nothing is armed.
+    /// The earliest deadline whose timer can change the rate or the target: an alpha update
+    /// that must fold in a CNP (mlx), a decrease check with a CNP pending (mlx), an increase
+    /// event while increases still move the rates. Quiet timers (alpha decay without a CNP,
+    /// decrease checks with nothing pending, increase events at the fixed point) are not
+    /// reported: they run, in order and exactly, inside the next call that reaches their time
+    /// (every `on_*` first runs the timers due at or before its `now`). So a driver that wakes
+    /// only at these deadlines sees the same rates at every call as one that wakes at every
+    /// timer, and an idle flow costs no wake-ups; [`DcqcnState::snapshot`] shows alpha and the
+    /// stages as of the last call. Before the first CNP nothing is armed.
     pub fn next_deadline(&self) -> Option<Instant> {
+        let loud = [self.alpha_cnp, self.decrease_cnp, !self.inc_quiet];
+        self.timers
+            .iter()
+            .zip(loud)
+            .filter_map(|(t, loud)| t.at.filter(|_| loud))
+            .min()
+    }
+
+    /// The earliest armed timer, quiet or not: for a driver that wants to step through every
+    /// timer event as ns-3 does (a replay printing alpha after each update, say).
+    pub fn next_timer(&self) -> Option<Instant> {
         self.timers.iter().filter_map(|t| t.at).min()
     }
 
     /// A CNP for this flow arrived.
     pub fn on_cnp(&mut self, p: &DcqcnProfile, now: Instant) {
+        self.on_timeout(p, now);
         match p.variant {
             Variant::Mlx => self.cnp_mlx(p, now),
             Variant::Paper => self.cnp_paper(p, now),
         }
+        self.refresh(p);
     }
 
     /// The flow sent `bytes` octets. Only the paper variant counts them.
     pub fn on_tx(&mut self, p: &DcqcnProfile, now: Instant, bytes: u64) {
+        self.on_timeout(p, now);
+        self.count_bytes(p, now, bytes);
+        self.refresh(p);
+    }
+
+    fn count_bytes(&mut self, p: &DcqcnProfile, now: Instant, bytes: u64) {
         // The byte counter runs once a cut started the increase machinery (the timer is armed).
         if p.variant != Variant::Paper || self.timers[INCREASE].at.is_none() {
             return;
@@ -369,12 +407,13 @@ impl DcqcnState {
     }
 
     /// A TCD "undetermined encountered" notification for this flow arrived.
-    pub fn on_ue(&mut self, _p: &DcqcnProfile, now: Instant) {
+    pub fn on_ue(&mut self, p: &DcqcnProfile, now: Instant) {
+        self.on_timeout(p, now);
         self.last_ue = Some(now);
     }
 
-    /// Runs every timer due at or before `now`, in ns-3's order (see the module doc). A call
-    /// with nothing due does nothing.
+    /// Runs every timer due at or before `now`, quiet ones included, in ns-3's order (see the
+    /// module doc). A call with nothing due does nothing.
     pub fn on_timeout(&mut self, p: &DcqcnProfile, now: Instant) {
         while let Some(k) = self.due(now) {
             let Some(at) = self.timers[k].at else { break };
@@ -383,7 +422,13 @@ impl DcqcnState {
                 DECREASE => self.decrease_timer(p, at),
                 _ => self.increase_timer(p, at),
             }
+            self.refresh(p);
         }
+    }
+
+    fn refresh(&mut self, p: &DcqcnProfile) {
+        let max = p.max_rate.as_bps();
+        self.inc_quiet = self.target == max && self.rate == self.rate / 2 + self.target / 2;
     }
 
     fn due(&self, now: Instant) -> Option<usize> {
@@ -590,6 +635,9 @@ impl DcqcnRp {
     }
     pub fn next_deadline(&self) -> Option<Instant> {
         self.state.next_deadline()
+    }
+    pub fn next_timer(&self) -> Option<Instant> {
+        self.state.next_timer()
     }
     pub fn rate(&self) -> Rate {
         self.state.rate()

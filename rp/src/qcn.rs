@@ -7,6 +7,8 @@
 //! - inputs, in time order: [`QcnRp::on_cnm`] for each CNM addressed to one of our flows,
 //!   [`QcnRp::on_tx`] for each frame a rate-limited flow transmits, [`QcnRp::on_timeout`] when
 //!   `now` reaches [`QcnRp::next_deadline`];
+//! - inputs at the same instant as a due timer run after it (each `on_*` first runs the timers
+//!   due at or before its `now`);
 //! - outputs: [`QcnRp::rate`] (the rate the pacer must enforce for a flow), typed outcomes of
 //!   `on_cnm` / `on_tx`, [`QcnRp::snapshot`] and [`QcnRp::counters`].
 //!
@@ -256,6 +258,8 @@ impl QcnRp {
         if !p.enabled {
             return Ok(CnmOutcome::Disabled);
         }
+        // Timers due at or before `now` run first, so an input never overtakes a due timer.
+        self.on_timeout(now);
         if qntz_fb > 63 {
             self.counters.cnm_bad_fb += 1;
             return Err(CnmError::FbOutOfRange(qntz_fb));
@@ -334,11 +338,12 @@ impl QcnRp {
     /// queue (000:13 RL[i].qlen) is empty after this frame left.
     pub fn on_tx(
         &mut self,
-        _now: Instant,
+        now: Instant,
         flow: FlowId,
         bytes: u64,
         queue_empty: bool,
     ) -> TxOutcome {
+        self.on_timeout(now);
         let p = self.profile;
         let Some(&idx) = self.by_flow.get(&flow) else {
             return TxOutcome::NotLimited;

@@ -151,6 +151,27 @@ fn mlx_alpha_matches_ns3_bit_for_bit() {
 }
 
 #[test]
+fn mlx_idle_flow_stops_asking_for_wakeups() {
+    // After one CNP the flow recovers to the fixed point of R_C = R_C/2 + R_T/2 with R_T at
+    // line rate; from then on only quiet timers remain and next_deadline() is None.
+    let profile = hpcc_run_py().profile(Rate::from_gbps(100)).unwrap();
+    let mut rp = DcqcnRp::new(profile);
+    rp.on_cnp(us(0));
+    let mut wakeups = 0;
+    while let Some(d) = rp.next_deadline() {
+        rp.on_timeout(d);
+        wakeups += 1;
+        assert!(wakeups < 200, "still waking at {d:?}");
+    }
+    // 1 cut + increases (FR, AI, then HAI 200 Mb/s steps until R_T is at line rate and R_C at
+    // its fixed point).
+    assert!(rp.rate().as_bps() >= 99_999_999_999, "{}", rp.rate());
+    assert_eq!(rp.target_rate(), Rate::from_gbps(100));
+    // The quiet timers still exist and run exactly when a later call reaches them.
+    assert!(rp.next_timer().is_some());
+}
+
+#[test]
 fn mlx_spurious_timeout_and_cnp_burst() {
     let profile = hpcc_run_py().profile(Rate::from_gbps(100)).unwrap();
     let mut rp = DcqcnRp::new(profile);
@@ -401,5 +422,59 @@ proptest! {
             prop_assert!(s.target_rate <= profile.max_rate, "{:?}", s);
             prop_assert!((0.0..=1.0).contains(&s.alpha), "{:?}", s);
         }
+    }
+}
+
+proptest! {
+    /// Waking only at `next_deadline()` (quiet timers run lazily) gives exactly the state of
+    /// waking at every timer (`next_timer()`, ns-3's way), after every input.
+    #[test]
+    fn quiet_timers_change_nothing_observable(
+        paper in any::<bool>(),
+        hold in any::<bool>(),
+        threshold in 0u32..4,
+        events in proptest::collection::vec(ev(), 1..120),
+    ) {
+        let params = DcqcnParams {
+            variant: if paper { Variant::Paper } else { Variant::Mlx },
+            dce_tcp_g: 1020,
+            dce_tcp_rtt: 3,
+            rpg_time_reset: 20,
+            rpg_threshold: threshold,
+            rpg_byte_reset: 30_000,
+            rpg_hai_rate: 20_000,
+            ue_reaction: if hold { UeReaction::Hold } else { UeReaction::Ignore },
+            ue_hold_window: 30,
+            ..hpcc_run_py()
+        };
+        let profile = params.profile(Rate::from_gbps(100)).unwrap();
+        let mut lazy = DcqcnRp::new(profile);
+        let mut dense = DcqcnRp::new(profile);
+        let mut now = Instant::ZERO;
+        let mut lazy_wakeups = 0u32;
+        let mut dense_wakeups = 0u32;
+        for e in events {
+            if let Ev::Advance(ns) = e {
+                now += Duration::from_nanos(ns);
+            }
+            while let Some(d) = lazy.next_deadline().filter(|&d| d <= now) {
+                lazy.on_timeout(d);
+                lazy_wakeups += 1;
+            }
+            while let Some(d) = dense.next_timer().filter(|&d| d <= now) {
+                dense.on_timeout(d);
+                dense_wakeups += 1;
+            }
+            prop_assert_eq!(lazy.rate(), dense.rate());
+            prop_assert_eq!(lazy.target_rate(), dense.target_rate());
+            match e {
+                Ev::Cnp => { lazy.on_cnp(now); dense.on_cnp(now); }
+                Ev::Tx(b) => { lazy.on_tx(now, b); dense.on_tx(now, b); }
+                Ev::Ue => { lazy.on_ue(now); dense.on_ue(now); }
+                Ev::Advance(_) => { lazy.on_timeout(now); dense.on_timeout(now); }
+            }
+            prop_assert_eq!(lazy.state(), dense.state());
+        }
+        prop_assert!(lazy_wakeups <= dense_wakeups);
     }
 }
