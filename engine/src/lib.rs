@@ -8,6 +8,7 @@ pub mod recv;
 pub mod replay;
 pub mod report;
 pub mod send;
+pub mod sim;
 pub mod switch;
 pub mod time;
 pub mod wire;

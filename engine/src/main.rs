@@ -19,6 +19,8 @@ enum Command {
     /// Drives one algorithm (QCN/DCQCN CP or RP, PFC, TCD) from an event file; prints its state
     /// after every event as CSV.
     Replay(cli::replay::Args),
+    /// Simulates a topology and flows in virtual time with the same cp/rp/np code.
+    Sim(cli::sim::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -27,5 +29,6 @@ fn main() -> anyhow::Result<()> {
         Command::Frames(a) => cli::frames::run(a),
         Command::Report(a) => cli::report::run(a),
         Command::Replay(a) => cli::replay::run(a),
+        Command::Sim(a) => cli::sim::run(a),
     }
 }

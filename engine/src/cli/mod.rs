@@ -2,3 +2,4 @@
 pub mod frames;
 pub mod replay;
 pub mod report;
+pub mod sim;

@@ -1,0 +1,97 @@
+//! The simulator's validated run configuration (what the scenario file and CLI produce).
+//!
+//! Defaults are defined once, here, and follow the HPCC ns-3 simulator where it has a value
+//! (../shared/reference/dcqcn.md): 1000-octet payloads, a 32 MB shared switch buffer, one ACK per
+//! data packet, control frames in a strict-priority queue.
+
+use units::{Duration, Instant, Rate};
+
+/// End-host (NIC) behaviour.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostConfig {
+    /// Payload octets per data packet (ns-3 `PACKET_PAYLOAD_SIZE`).
+    pub mtu: u32,
+    /// Header octets added to each data packet: 14 Ethernet + 20 IPv4 + 14 UDP/sequence, the
+    /// ns-3 `CustomHeader::GetStaticWholeHeaderSize()` without INT.
+    pub header_bytes: u32,
+    /// Octets of an ACK, NACK, CNP or CNM frame on the wire.
+    pub ctrl_bytes: u32,
+    /// One ACK per this many data packets; 0 = no ACKs (a flow then completes when its last
+    /// octet reaches the receiver).
+    pub ack_every: u32,
+    /// Minimum spacing of NACKs for the same gap (ns-3 `NACK_INTERVAL`, 500 us).
+    pub nack_interval: Duration,
+    /// Retransmission timeout: with no ACK progress for this long, go back to the first
+    /// unacknowledged octet (covers tail loss, which a NACK cannot report).
+    pub rto: Duration,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            mtu: 1000,
+            header_bytes: 48,
+            ctrl_bytes: 64,
+            ack_every: 1,
+            nack_interval: Duration::from_micros(500),
+            rto: Duration::from_millis(4),
+        }
+    }
+}
+
+/// Switch buffer and queue behaviour.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SwitchConfig {
+    /// Shared packet buffer per switch (ns-3 `BUFFER_SIZE` 32 MB).
+    pub buffer_bytes: u64,
+    /// Optional tail-drop limit per egress (port, priority) queue: the IEEE 802.1Qau simulations
+    /// use a per-port buffer of a few hundred KB.
+    pub queue_limit_bytes: Option<u64>,
+}
+
+impl Default for SwitchConfig {
+    fn default() -> Self {
+        SwitchConfig {
+            buffer_bytes: 32 * 1024 * 1024,
+            queue_limit_bytes: None,
+        }
+    }
+}
+
+/// A change of one link direction's rate at a point in time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkChange {
+    pub at: Instant,
+    pub from: u32,
+    pub to: u32,
+    pub rate: Rate,
+}
+
+/// Everything a run needs besides topology, flows and the congestion-control choice.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunConfig {
+    pub seed: u64,
+    /// Stop at this time even if flows are unfinished.
+    pub stop: Option<Instant>,
+    /// Time-series sampling period.
+    pub sample: Duration,
+    /// Statistics (throughput, Jain, queue mean/p99) cover [stats_from, end].
+    pub stats_from: Instant,
+    pub host: HostConfig,
+    pub switch: SwitchConfig,
+    pub link_changes: Vec<LinkChange>,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            seed: 1,
+            stop: None,
+            sample: Duration::from_micros(10),
+            stats_from: Instant::ZERO,
+            host: HostConfig::default(),
+            switch: SwitchConfig::default(),
+            link_changes: Vec::new(),
+        }
+    }
+}

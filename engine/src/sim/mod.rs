@@ -1,0 +1,33 @@
+//! `quench sim`: a deterministic discrete-event simulator that runs the algorithm crates
+//! (`cp`, `rp`, `np`) on simulated links in virtual time.
+//!
+//! Layers:
+//! - [`event`]: the event queue (time, then insertion order);
+//! - [`world`]: nodes, ports, links, hosts and flows, and the event loop; the algorithms are
+//!   reached only through [`cc`], which wraps the crates' state machines;
+//! - [`topology`], [`traffic`], [`scenario`]: inputs (ns-3 HPCC topology / flow formats, workload
+//!   CDFs, the TOML scenario);
+//! - [`report`]: outputs (`fct.txt`, `summary.json`, CSV time series, SVG plots).
+//!
+//! Invariants: virtual time only ([`units::Instant`] nanoseconds); all randomness from one seed
+//! split per component ([`rng`]); outputs depend only on inputs and seed, so the same run twice
+//! writes byte-identical files.
+
+pub mod cc;
+pub mod config;
+pub mod event;
+pub mod packet;
+pub mod report;
+pub mod rng;
+pub mod scenario;
+pub mod topology;
+pub mod traffic;
+pub mod world;
+
+pub use cc::CcKind;
+pub use config::RunConfig;
+pub use topology::Topology;
+pub use traffic::FlowSpec;
+pub use world::World;
+#[cfg(test)]
+mod tests;

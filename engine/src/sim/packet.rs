@@ -1,0 +1,70 @@
+//! The simulator's packet: a small `Copy` struct, never bytes.
+//!
+//! A simulated packet carries only what the algorithms and the simulator need: the flow it
+//! belongs to, its sequence number, its wire size, its destination host, its priority, its ECN
+//! codepoint and, for feedback and PFC frames, a small payload field. It is copied by value
+//! through queues and events; nothing is allocated per packet.
+
+/// What a packet is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// Payload of a flow; `seq` is the offset of its first payload octet.
+    Data,
+    /// Receiver to sender: everything below `seq` arrived. `aux` bit 0: CNP flag (ns-3 "mlx"
+    /// mode, where a congestion notification rides on the ACK).
+    Ack,
+    /// Receiver to sender: go back to `seq` (a gap was seen).
+    Nack,
+    /// RoCEv2 congestion notification packet (NP to RP).
+    Cnp,
+    /// 802.1Qau congestion notification message (CP to RP); `aux` is QntzFb.
+    Cnm,
+    /// 802.1Qbb PFC frame for priority `prio`; `aux` 1 = XOFF, 0 = XON. Hop by hop only.
+    Pause,
+}
+
+/// ECN / TCD codepoints in the 2-bit field (RFC 3168; TCD Table 1 reuses the same bits).
+pub mod ecn {
+    /// Not ECN-capable (TCD: not TCD-capable).
+    pub const NOT_ECT: u8 = 0b00;
+    /// ECT(1); TCD: capable, nothing encountered.
+    pub const ECT1: u8 = 0b01;
+    /// ECT(0); TCD: undetermined encountered (UE).
+    pub const ECT0: u8 = 0b10;
+    /// Congestion experienced (TCD: CE).
+    pub const CE: u8 = 0b11;
+}
+
+/// A packet in flight or in a queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pkt {
+    /// Index of the flow in the simulation (for CNM: the flow the sampled frame belonged to).
+    pub flow: u32,
+    /// Destination host index (not node id).
+    pub dst: u32,
+    /// Data: first payload octet. Ack / Nack: cumulative sequence number.
+    pub seq: u64,
+    /// Octets on the wire.
+    pub size: u32,
+    /// Payload octets (data only).
+    pub payload: u32,
+    pub kind: Kind,
+    /// Priority 0..=7.
+    pub prio: u8,
+    /// 2-bit ECN / TCD codepoint.
+    pub ecn: u8,
+    /// Local index of the port this packet entered the current switch by (PFC accounting).
+    pub in_port: u16,
+    /// Kind-specific: QntzFb for CNM, XOFF/XON for Pause, CNP flag for Ack.
+    pub aux: u16,
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn packets_stay_small() {
+        // Events carry packets by value; keep them within half a cache line.
+        assert!(std::mem::size_of::<super::Pkt>() <= 40);
+    }
+}

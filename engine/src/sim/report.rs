@@ -1,0 +1,392 @@
+//! A run's outputs: `fct.txt` (ns-3 HPCC columns), `summary.json`, time-series CSVs, SVG plots.
+//!
+//! Every output is a function of the finished [`World`] only (no wall-clock times, no hash-map
+//! iteration order), so the same seed and inputs give byte-identical files.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::Serialize;
+use units::Instant;
+
+use super::world::{node_ip, World};
+
+/// Per-flow results.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct FlowSummary {
+    pub id: u32,
+    pub src: u32,
+    pub dst: u32,
+    pub sport: u16,
+    pub dport: u16,
+    pub pg: u8,
+    pub size: u64,
+    pub start_ns: u64,
+    pub done: bool,
+    /// Flow completion time (None while unfinished at the end of the run).
+    pub fct_ns: Option<u64>,
+    pub ideal_fct_ns: u64,
+    pub slowdown: Option<f64>,
+    /// size x 8 / FCT.
+    pub avg_rate_bps: Option<f64>,
+    /// In-order goodput within the statistics window.
+    pub window_rate_bps: f64,
+    pub notifications_sent: u64,
+    pub notifications_received: u64,
+    pub ce_received: u64,
+    pub ue_received: u64,
+    pub retransmits: u64,
+}
+
+/// Per switch-port results (ports that carried traffic).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct PortSummary {
+    pub node: u32,
+    pub port: u32,
+    pub peer: u32,
+    pub rate_bps: u64,
+    pub tx_bytes: u64,
+    pub tx_pkts: u64,
+    pub drops: u64,
+    pub marks: u64,
+    pub cnms: u64,
+    pub pauses_sent: u64,
+    pub pauses_received: u64,
+    pub queue_mean_bytes: f64,
+    pub queue_p99_bytes: u64,
+    pub queue_max_bytes: u64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Totals {
+    pub flows: usize,
+    pub flows_done: usize,
+    pub drops: u64,
+    pub marks: u64,
+    pub cnms: u64,
+    pub cnps: u64,
+    pub pauses: u64,
+    pub retransmits: u64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct FctStats {
+    pub mean_ns: f64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    pub mean_slowdown: f64,
+    pub p99_slowdown: f64,
+}
+
+/// `summary.json`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Summary {
+    pub cc: String,
+    pub seed: u64,
+    pub end_ns: u64,
+    pub stats_from_ns: u64,
+    pub events: u64,
+    pub totals: Totals,
+    pub fct: Option<FctStats>,
+    /// Jain's fairness index over the flows' window rates.
+    pub jain: Option<f64>,
+    pub flows: Vec<FlowSummary>,
+    pub ports: Vec<PortSummary>,
+}
+
+/// Jain's index (sum x)^2 / (n sum x^2); None for no values or all zero.
+pub fn jain(xs: &[f64]) -> Option<f64> {
+    let s: f64 = xs.iter().sum();
+    let s2: f64 = xs.iter().map(|x| x * x).sum();
+    if xs.is_empty() || s2 <= 0.0 {
+        return None;
+    }
+    Some(s * s / (xs.len() as f64 * s2))
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i]
+}
+
+impl Summary {
+    pub fn of(w: &World, cc: &str) -> Summary {
+        let end = w.now();
+        let cfg = w.config();
+        let from = cfg.stats_from;
+        let mut flows = Vec::with_capacity(w.flows.len());
+        for (i, f) in w.flows.iter().enumerate() {
+            let fct = f.done.then(|| (f.finish - f.spec.start).as_nanos());
+            let win_end = if f.done { f.finish } else { end };
+            let win_start = f.spec.start.max(from);
+            let window = (win_end - win_start).as_secs_f64();
+            flows.push(FlowSummary {
+                id: i as u32,
+                src: f.spec.src,
+                dst: f.spec.dst,
+                sport: f.sport,
+                dport: f.spec.dport,
+                pg: f.spec.pg,
+                size: f.spec.bytes,
+                start_ns: f.spec.start.as_nanos(),
+                done: f.done,
+                fct_ns: fct,
+                ideal_fct_ns: f.ideal_fct.as_nanos(),
+                slowdown: fct.map(|x| x as f64 / f.ideal_fct.as_nanos().max(1) as f64),
+                avg_rate_bps: fct.map(|x| f.spec.bytes as f64 * 8e9 / x.max(1) as f64),
+                window_rate_bps: if window > 0.0 {
+                    f.window_bytes as f64 * 8.0 / window
+                } else {
+                    0.0
+                },
+                notifications_sent: f.notifications_sent,
+                notifications_received: f.notifications_received,
+                ce_received: f.ce_received,
+                ue_received: f.ue_received,
+                retransmits: f.retransmits,
+            });
+        }
+        let mut samples: Vec<Vec<u64>> = vec![Vec::new(); w.port_count() as usize];
+        for s in &w.queue_samples {
+            if s.t >= from {
+                samples[s.port as usize].push(s.bytes);
+            }
+        }
+        let span = (end - from).as_nanos().max(1) as f64;
+        let mut ports = Vec::new();
+        for p in 0..w.port_count() {
+            let st = w.port_stats(p);
+            if !w.port_is_switch(p) || (st.tx_pkts == 0 && st.drops == 0) {
+                continue;
+            }
+            let (node, local, peer) = w.port_name(p);
+            let s = &mut samples[p as usize];
+            s.sort_unstable();
+            ports.push(PortSummary {
+                node,
+                port: local,
+                peer,
+                rate_bps: w.port_rate(p).as_bps(),
+                tx_bytes: st.tx_bytes,
+                tx_pkts: st.tx_pkts,
+                drops: st.drops,
+                marks: st.marks,
+                cnms: st.cnms,
+                pauses_sent: st.pauses_sent,
+                pauses_received: st.pauses_received,
+                queue_mean_bytes: st.q_integral as f64 / span,
+                queue_p99_bytes: percentile(s, 0.99),
+                queue_max_bytes: st.q_max,
+            });
+        }
+        let mut drops = 0;
+        for p in 0..w.port_count() {
+            drops += w.port_stats(p).drops;
+        }
+        let totals = Totals {
+            flows: flows.len(),
+            flows_done: flows.iter().filter(|f| f.done).count(),
+            drops,
+            marks: ports.iter().map(|p| p.marks).sum(),
+            cnms: ports.iter().map(|p| p.cnms).sum(),
+            cnps: w.flows.iter().map(|f| f.notifications_sent).sum(),
+            pauses: ports.iter().map(|p| p.pauses_sent).sum(),
+            retransmits: w.flows.iter().map(|f| f.retransmits).sum(),
+        };
+        let mut fcts: Vec<u64> = flows.iter().filter_map(|f| f.fct_ns).collect();
+        fcts.sort_unstable();
+        let mut slow: Vec<f64> = flows.iter().filter_map(|f| f.slowdown).collect();
+        slow.sort_by(f64::total_cmp);
+        let fct = (!fcts.is_empty()).then(|| FctStats {
+            mean_ns: fcts.iter().sum::<u64>() as f64 / fcts.len() as f64,
+            p50_ns: percentile(&fcts, 0.5),
+            p99_ns: percentile(&fcts, 0.99),
+            max_ns: fcts[fcts.len() - 1],
+            mean_slowdown: slow.iter().sum::<f64>() / slow.len() as f64,
+            p99_slowdown: slow
+                [((0.99 * slow.len() as f64).ceil() as usize).clamp(1, slow.len()) - 1],
+        });
+        let rates: Vec<f64> = flows
+            .iter()
+            .filter(|f| f.window_rate_bps > 0.0)
+            .map(|f| f.window_rate_bps)
+            .collect();
+        Summary {
+            cc: cc.to_string(),
+            seed: cfg.seed,
+            end_ns: end.as_nanos(),
+            stats_from_ns: from.as_nanos(),
+            events: w.events_processed(),
+            totals,
+            fct,
+            jain: jain(&rates),
+            flows,
+            ports,
+        }
+    }
+}
+
+/// `fct.txt`: `sip dip sport dport size start_ns fct_ns ideal_fct_ns`, finished flows in order of
+/// completion like ns-3 (ties by flow id).
+pub fn fct_txt(w: &World) -> String {
+    let mut done: Vec<usize> = (0..w.flows.len()).filter(|&i| w.flows[i].done).collect();
+    done.sort_by_key(|&i| (w.flows[i].finish, i));
+    let mut s = String::new();
+    for i in done {
+        let f = &w.flows[i];
+        let _ = writeln!(
+            s,
+            "{:08x} {:08x} {} {} {} {} {} {}",
+            node_ip(f.spec.src),
+            node_ip(f.spec.dst),
+            f.sport,
+            f.spec.dport,
+            f.spec.bytes,
+            f.spec.start.as_nanos(),
+            (f.finish - f.spec.start).as_nanos(),
+            f.ideal_fct.as_nanos()
+        );
+    }
+    s
+}
+
+/// `flows.csv`: `time_ns,flow,rate_bps,goodput_bps`.
+pub fn flows_csv(w: &World) -> String {
+    let mut s = String::from("time_ns,flow,rate_bps,goodput_bps\n");
+    for r in &w.flow_samples {
+        let _ = writeln!(
+            s,
+            "{},{},{},{}",
+            r.t.as_nanos(),
+            r.flow,
+            r.rate.as_bps(),
+            r.goodput.as_bps()
+        );
+    }
+    s
+}
+
+/// `queues.csv`: `time_ns,node,port,bytes` for switch ports that carried traffic.
+pub fn queues_csv(w: &World) -> String {
+    let mut s = String::from("time_ns,node,port,bytes\n");
+    for r in &w.queue_samples {
+        let (node, local, _) = w.port_name(r.port);
+        let _ = writeln!(s, "{},{},{},{}", r.t.as_nanos(), node, local, r.bytes);
+    }
+    s
+}
+
+/// Up to this many series per plot (the largest ones), so plots stay legible.
+const MAX_SERIES: usize = 12;
+
+type Series = (String, Vec<(f64, f64)>);
+
+fn line_plot(title: &str, y_label: &str, series: &[Series]) -> anyhow::Result<String> {
+    use plotters::prelude::*;
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (900, 500)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let x_max = series
+            .iter()
+            .flat_map(|(_, v)| v.iter().map(|p| p.0))
+            .fold(1e-9, f64::max);
+        let y_max = series
+            .iter()
+            .flat_map(|(_, v)| v.iter().map(|p| p.1))
+            .fold(1e-9, f64::max)
+            * 1.05;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 20))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
+        chart
+            .configure_mesh()
+            .x_desc("time (ms)")
+            .y_desc(y_label)
+            .draw()?;
+        for (i, (name, pts)) in series.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            chart
+                .draw_series(LineSeries::new(pts.iter().copied(), color))?
+                .label(name.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
+        }
+        if !series.is_empty() {
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()?;
+        }
+        root.present()?;
+    }
+    Ok(out)
+}
+
+/// `rates.svg` (per-flow reaction-point rate) and `queues.svg` (per-port queue).
+pub fn plots(w: &World) -> anyhow::Result<(String, String)> {
+    let ms = |t: Instant| t.as_nanos() as f64 * 1e-6;
+    let mut flows: Vec<Series> = Vec::new();
+    let nflows = w.flows.len().min(MAX_SERIES);
+    for i in 0..nflows {
+        flows.push((format!("flow {i}"), Vec::new()));
+    }
+    for r in &w.flow_samples {
+        if (r.flow as usize) < nflows {
+            flows[r.flow as usize]
+                .1
+                .push((ms(r.t), r.rate.as_bps() as f64 * 1e-9));
+        }
+    }
+    let mut by_port: Vec<(u64, u32)> = (0..w.port_count())
+        .filter(|&p| w.port_is_switch(p) && w.port_stats(p).q_max > 0)
+        .map(|p| (w.port_stats(p).q_max, p))
+        .collect();
+    by_port.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    by_port.truncate(MAX_SERIES);
+    let mut queues: Vec<Series> = by_port
+        .iter()
+        .map(|&(_, p)| {
+            let (n, l, peer) = w.port_name(p);
+            (format!("node {n} port {l} (to {peer})"), Vec::new())
+        })
+        .collect();
+    for r in &w.queue_samples {
+        if let Some(k) = by_port.iter().position(|&(_, p)| p == r.port) {
+            queues[k].1.push((ms(r.t), r.bytes as f64 / 1000.0));
+        }
+    }
+    Ok((
+        line_plot("Reaction point rate per flow", "rate (Gb/s)", &flows)?,
+        line_plot("Egress queue per switch port", "queue (KB)", &queues)?,
+    ))
+}
+
+/// Writes every output file into `dir`.
+pub fn write_all(w: &World, cc: &str, dir: &Path) -> anyhow::Result<Summary> {
+    use anyhow::Context;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let put = |name: &str, body: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, body).with_context(|| format!("writing {}", p.display()))
+    };
+    let summary = Summary::of(w, cc);
+    put("fct.txt", &fct_txt(w))?;
+    put(
+        "summary.json",
+        &(serde_json::to_string_pretty(&summary)? + "\n"),
+    )?;
+    put("flows.csv", &flows_csv(w))?;
+    put("queues.csv", &queues_csv(w))?;
+    let (rates, queues) = plots(w)?;
+    put("rates.svg", &rates)?;
+    put("queues.svg", &queues)?;
+    Ok(summary)
+}

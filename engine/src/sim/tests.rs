@@ -1,0 +1,159 @@
+//! End-to-end simulator tests without congestion control: timing, fairness, loss recovery,
+//! link-rate changes and determinism.
+
+use units::{Duration, Instant, Rate};
+
+use super::config::LinkChange;
+use super::report::{self, Summary};
+use super::{CcKind, FlowSpec, RunConfig, Topology, World};
+
+/// `n` hosts (0..n) on one switch (node n), all links `rate`, 1 us.
+pub fn star(n: u32, rate: &str) -> Topology {
+    let mut s = format!("{} 1 {}\n{}\n", n + 1, n, n);
+    for h in 0..n {
+        s += &format!("{h} {n} {rate} 1us 0\n");
+    }
+    Topology::parse(&s).unwrap()
+}
+
+pub fn flow(src: u32, dst: u32, bytes: u64, start_us: u64) -> FlowSpec {
+    FlowSpec {
+        src,
+        dst,
+        pg: 3,
+        dport: 100,
+        bytes,
+        start: Instant::ZERO + Duration::from_micros(start_us),
+    }
+}
+
+fn run(topo: &Topology, flows: &[FlowSpec], cfg: RunConfig) -> World {
+    let mut w = World::new(topo, flows, CcKind::None, cfg).unwrap();
+    w.run(&mut |_| {});
+    w
+}
+
+#[test]
+fn one_flow_completes_in_its_ideal_time_plus_the_ack() {
+    let topo = star(2, "100Gbps");
+    let w = run(&topo, &[flow(0, 1, 1_000_000, 0)], RunConfig::default());
+    let f = &w.flows[0];
+    assert!(f.done);
+    let fct = (f.finish - f.spec.start).as_nanos();
+    let ideal = f.ideal_fct.as_nanos();
+    // ns-3's standalone FCT: 1000 packets of 1048 octets at 100 Gb/s = 83.84 us, plus twice the
+    // 2 us one-way delay, plus one 1000-octet serialisation per hop (2 x 80 ns).
+    assert_eq!(ideal, 83_840 + 4_000 + 160);
+    // Serialisation times round up to the nanosecond per packet (<= 1 ns in 84).
+    assert!(
+        fct >= ideal && fct <= ideal + ideal / 200,
+        "fct {fct} ideal {ideal}"
+    );
+}
+
+#[test]
+fn incast_shares_the_bottleneck_fairly() {
+    let topo = star(3, "100Gbps");
+    let flows = [flow(0, 2, 2_000_000, 0), flow(1, 2, 2_000_000, 0)];
+    let w = run(&topo, &flows, RunConfig::default());
+    let s = Summary::of(&w, "none");
+    assert_eq!(s.totals.flows_done, 2);
+    for f in &s.flows {
+        let slow = f.slowdown.unwrap();
+        assert!((1.95..2.05).contains(&slow), "slowdown {slow}");
+    }
+    assert!(s.jain.unwrap() > 0.999);
+    // The bottleneck port (switch port towards host 2) queues about half the data.
+    let bottleneck = s.ports.iter().find(|p| p.peer == 2).unwrap();
+    assert!(bottleneck.queue_max_bytes > 1_900_000, "{bottleneck:?}");
+    assert_eq!(s.totals.drops, 0);
+}
+
+#[test]
+fn losses_are_recovered() {
+    let mut topo = star(2, "10Gbps");
+    topo.links[1].err = 0.01;
+    let w = run(&topo, &[flow(0, 1, 500_000, 0)], RunConfig::default());
+    let s = Summary::of(&w, "none");
+    assert!(s.totals.drops > 0);
+    assert!(s.flows[0].retransmits > 0);
+    assert!(s.flows[0].done);
+}
+
+#[test]
+fn tail_drop_queue_limit_and_go_back_n() {
+    let topo = star(3, "10Gbps");
+    let mut cfg = RunConfig::default();
+    cfg.switch.queue_limit_bytes = Some(50_000);
+    let flows = [flow(0, 2, 1_000_000, 0), flow(1, 2, 1_000_000, 0)];
+    let w = run(&topo, &flows, cfg);
+    let s = Summary::of(&w, "none");
+    assert!(s.totals.drops > 0);
+    assert_eq!(s.totals.flows_done, 2);
+    assert!(s.ports.iter().all(|p| p.queue_max_bytes <= 50_000));
+}
+
+#[test]
+fn link_rate_change_slows_the_flow() {
+    let topo = star(2, "10Gbps");
+    let mut cfg = RunConfig::default();
+    // From 100 us on, the switch's port towards host 1 runs at 1 Gb/s.
+    cfg.link_changes.push(LinkChange {
+        at: Instant::from_nanos(100_000),
+        from: 2,
+        to: 1,
+        rate: Rate::from_gbps(1),
+    });
+    cfg.switch.queue_limit_bytes = Some(10_000_000);
+    let w = run(&topo, &[flow(0, 1, 1_000_000, 0)], cfg);
+    let f = &w.flows[0];
+    let fct = (f.finish - f.spec.start).as_nanos();
+    // ~125 KB in the first 100 us at 10 Gb/s, the other ~0.9 MB (with headers) at 1 Gb/s.
+    assert!((7_000_000..8_000_000).contains(&fct), "fct {fct}");
+}
+
+#[test]
+fn same_seed_same_bytes() {
+    let mut topo = star(4, "25Gbps");
+    topo.links[3].err = 0.001;
+    let flows: Vec<FlowSpec> = (0..3).map(|i| flow(i, 3, 300_000, i as u64 * 3)).collect();
+    let out = |seed: u64| {
+        let cfg = RunConfig {
+            seed,
+            ..RunConfig::default()
+        };
+        let w = run(&topo, &flows, cfg);
+        (
+            report::fct_txt(&w),
+            report::flows_csv(&w),
+            report::queues_csv(&w),
+            serde_json::to_string(&Summary::of(&w, "none")).unwrap(),
+        )
+    };
+    let a = out(5);
+    assert_eq!(a, out(5));
+    assert_ne!(a, out(6), "the seed drives the link losses");
+}
+
+#[test]
+fn unknown_hosts_and_self_flows_are_errors() {
+    let topo = star(2, "10Gbps");
+    let e = World::new(
+        &topo,
+        &[flow(0, 2, 1, 0)],
+        CcKind::None,
+        RunConfig::default(),
+    )
+    .err()
+    .unwrap();
+    assert!(e.to_string().contains("not a host"), "{e}");
+    let e = World::new(
+        &topo,
+        &[flow(1, 1, 1, 0)],
+        CcKind::None,
+        RunConfig::default(),
+    )
+    .err()
+    .unwrap();
+    assert!(e.to_string().contains("same host"), "{e}");
+}

@@ -1,0 +1,369 @@
+//! Topologies in the HPCC ns-3 simulator's text format, and shortest-path ECMP routing.
+//!
+//! Format (../shared/reference/dcqcn.md, "Formats worth reading and writing"):
+//! "topology: first line `nodes switches links`, second the switch ids, then
+//! `src dst rate delay err`." Rates are ns-3 `DataRate` strings (`100Gbps`), delays ns-3 `Time`
+//! strings (`0.001ms`, `1us`), `err` a per-packet loss probability.
+//!
+//! Routing follows the ns-3 scratch program: a breadth-first search by hop count from every host
+//! that never passes through another host; every neighbour one hop closer is an equal-cost next
+//! hop, and a flow picks one by hashing its id with the switch id.
+
+use std::fmt::Write as _;
+
+use thiserror::Error;
+use units::{Duration, Rate};
+
+/// One bidirectional link.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkSpec {
+    pub a: u32,
+    pub b: u32,
+    pub rate: Rate,
+    pub delay: Duration,
+    /// Per-packet loss probability (ns-3 `ERROR_RATE_PER_LINK` style), applied at reception.
+    pub err: f64,
+}
+
+/// Nodes, which of them are switches, and the links between them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Topology {
+    pub nodes: u32,
+    pub is_switch: Vec<bool>,
+    pub links: Vec<LinkSpec>,
+}
+
+#[derive(Debug, Error, PartialEq)]
+pub enum TopologyError {
+    #[error("line {line}: {what}")]
+    Syntax { line: usize, what: String },
+    #[error("line {line}: node {node} out of range (the header says {nodes} nodes)")]
+    NodeOutOfRange { line: usize, node: u32, nodes: u32 },
+    #[error("the header promises {expected} {what}, the file has {found}")]
+    Count {
+        what: &'static str,
+        expected: usize,
+        found: usize,
+    },
+    #[error("host {host} and host {other} are joined directly; hosts must hang off switches")]
+    HostToHost { host: u32, other: u32 },
+}
+
+/// Parses an ns-3 `Time` string: a decimal number and a unit `s`, `ms`, `us`, `ns` (no unit: s).
+pub fn parse_ns3_time(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| c.is_ascii_alphabetic() && c != 'e' && c != 'E')
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num.parse().ok()?;
+    let scale = match unit {
+        "" | "s" => 1e9,
+        "ms" => 1e6,
+        "us" => 1e3,
+        "ns" => 1.0,
+        "ps" => 1e-3,
+        _ => return None,
+    };
+    let ns = v * scale;
+    if !ns.is_finite() || ns < 0.0 || ns > u64::MAX as f64 {
+        return None;
+    }
+    Some(Duration::from_nanos(ns.round() as u64))
+}
+
+/// Formats a duration the way ns-3 reads it back (`1000ns`).
+pub fn format_ns3_time(d: Duration) -> String {
+    format!("{}ns", d.as_nanos())
+}
+
+/// Non-empty lines split into whitespace tokens, `#` comments removed, with 1-based line numbers.
+pub(crate) fn tokens(text: &str) -> impl Iterator<Item = (usize, Vec<&str>)> {
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.split('#').next().unwrap_or("")))
+        .map(|(i, l)| (i, l.split_whitespace().collect::<Vec<_>>()))
+        .filter(|(_, t)| !t.is_empty())
+}
+
+fn num<T: std::str::FromStr>(line: usize, what: &str, s: &str) -> Result<T, TopologyError> {
+    s.parse().map_err(|_| TopologyError::Syntax {
+        line,
+        what: format!("{what}: `{s}` is not a number"),
+    })
+}
+
+impl Topology {
+    /// Parses the ns-3 topology text.
+    pub fn parse(text: &str) -> Result<Topology, TopologyError> {
+        let mut lines = tokens(text);
+        let (l, head) = lines.next().ok_or(TopologyError::Syntax {
+            line: 1,
+            what: "empty file".into(),
+        })?;
+        if head.len() < 3 {
+            return Err(TopologyError::Syntax {
+                line: l,
+                what: "expected `nodes switches links`".into(),
+            });
+        }
+        let nodes: u32 = num(l, "nodes", head[0])?;
+        let switches: usize = num(l, "switches", head[1])?;
+        let nlinks: usize = num(l, "links", head[2])?;
+        let mut is_switch = vec![false; nodes as usize];
+        let mut seen = 0usize;
+        // The switch ids may span several lines in hand-written files; read until we have them.
+        while seen < switches {
+            let (l, ids) = lines.next().ok_or(TopologyError::Count {
+                what: "switch ids",
+                expected: switches,
+                found: seen,
+            })?;
+            for id in ids {
+                let id: u32 = num(l, "switch id", id)?;
+                if id >= nodes {
+                    return Err(TopologyError::NodeOutOfRange {
+                        line: l,
+                        node: id,
+                        nodes,
+                    });
+                }
+                is_switch[id as usize] = true;
+                seen += 1;
+            }
+        }
+        if switches == 0 {
+            // ns-3 still writes a (possibly empty) switch line; an empty line is skipped above.
+        }
+        let mut links = Vec::with_capacity(nlinks);
+        for (l, t) in lines {
+            if t.len() < 4 {
+                return Err(TopologyError::Syntax {
+                    line: l,
+                    what: "expected `src dst rate delay err`".into(),
+                });
+            }
+            let a: u32 = num(l, "src", t[0])?;
+            let b: u32 = num(l, "dst", t[1])?;
+            for n in [a, b] {
+                if n >= nodes {
+                    return Err(TopologyError::NodeOutOfRange {
+                        line: l,
+                        node: n,
+                        nodes,
+                    });
+                }
+            }
+            let rate = Rate::parse(t[2]).map_err(|_| TopologyError::Syntax {
+                line: l,
+                what: format!("rate `{}` is not a rate such as 100Gbps", t[2]),
+            })?;
+            let delay = parse_ns3_time(t[3]).ok_or_else(|| TopologyError::Syntax {
+                line: l,
+                what: format!("delay `{}` is not a time such as 0.001ms", t[3]),
+            })?;
+            let err: f64 = match t.get(4) {
+                Some(e) => num(l, "err", e)?,
+                None => 0.0,
+            };
+            if !(0.0..=1.0).contains(&err) {
+                return Err(TopologyError::Syntax {
+                    line: l,
+                    what: format!("err {err} is not a probability"),
+                });
+            }
+            if !is_switch[a as usize] && !is_switch[b as usize] {
+                return Err(TopologyError::HostToHost { host: a, other: b });
+            }
+            links.push(LinkSpec {
+                a,
+                b,
+                rate,
+                delay,
+                err,
+            });
+        }
+        if links.len() != nlinks {
+            return Err(TopologyError::Count {
+                what: "links",
+                expected: nlinks,
+                found: links.len(),
+            });
+        }
+        Ok(Topology {
+            nodes,
+            is_switch,
+            links,
+        })
+    }
+
+    /// Writes the topology back in the ns-3 format.
+    pub fn to_ns3(&self) -> String {
+        let mut s = String::new();
+        let sw: Vec<String> = (0..self.nodes)
+            .filter(|&n| self.is_switch[n as usize])
+            .map(|n| n.to_string())
+            .collect();
+        let _ = writeln!(s, "{} {} {}", self.nodes, sw.len(), self.links.len());
+        let _ = writeln!(s, "{}", sw.join(" "));
+        for l in &self.links {
+            let _ = writeln!(
+                s,
+                "{} {} {}bps {} {}",
+                l.a,
+                l.b,
+                l.rate.as_bps(),
+                format_ns3_time(l.delay),
+                l.err
+            );
+        }
+        s
+    }
+
+    /// Host node ids in increasing order.
+    pub fn hosts(&self) -> Vec<u32> {
+        (0..self.nodes)
+            .filter(|&n| !self.is_switch[n as usize])
+            .collect()
+    }
+}
+
+/// Per-node, per-destination equal-cost next hops, as indices into each node's port list.
+pub struct Routes {
+    /// `table[node][host_index]` = (start, len) into `hops`.
+    table: Vec<Vec<(u32, u16)>>,
+    hops: Vec<u16>,
+}
+
+impl Routes {
+    /// Breadth-first search from every host, never through another host.
+    /// `ports[node]` lists each port's peer node, in port order.
+    pub fn compute(topo: &Topology, ports: &[Vec<u32>], hosts: &[u32]) -> Routes {
+        let n = topo.nodes as usize;
+        let mut table = vec![vec![(0u32, 0u16); hosts.len()]; n];
+        let mut hops = Vec::new();
+        let mut dist = vec![u32::MAX; n];
+        let mut queue = std::collections::VecDeque::new();
+        for (hi, &h) in hosts.iter().enumerate() {
+            dist.iter_mut().for_each(|d| *d = u32::MAX);
+            dist[h as usize] = 0;
+            queue.clear();
+            queue.push_back(h);
+            while let Some(u) = queue.pop_front() {
+                for &v in &ports[u as usize] {
+                    if dist[v as usize] == u32::MAX {
+                        dist[v as usize] = dist[u as usize] + 1;
+                        if topo.is_switch[v as usize] {
+                            queue.push_back(v);
+                        }
+                    }
+                }
+            }
+            for node in 0..n {
+                if node as u32 == h || dist[node] == u32::MAX {
+                    continue;
+                }
+                let start = hops.len() as u32;
+                for (pi, &peer) in ports[node].iter().enumerate() {
+                    let closer = dist[peer as usize] != u32::MAX
+                        && dist[peer as usize] + 1 == dist[node]
+                        && (peer == h || topo.is_switch[peer as usize]);
+                    if closer {
+                        hops.push(pi as u16);
+                    }
+                }
+                table[node][hi] = (start, (hops.len() as u32 - start) as u16);
+            }
+        }
+        Routes { table, hops }
+    }
+
+    /// Equal-cost next-hop ports of `node` towards the host with index `host_index`.
+    pub fn next_hops(&self, node: u32, host_index: u32) -> &[u16] {
+        let (s, l) = self.table[node as usize][host_index as usize];
+        &self.hops[s as usize..s as usize + l as usize]
+    }
+}
+
+/// The ECMP choice: a fixed mix of the flow's hash and the switch id, so a flow keeps its path
+/// and different switches spread flows independently.
+pub fn ecmp_pick(flow_hash: u64, node: u32, n: usize) -> usize {
+    if n <= 1 {
+        return 0;
+    }
+    (crate::sim::rng::mix64(flow_hash ^ (node as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        % n as u64) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DUMBBELL: &str = "5 2 4\n3 4\n0 3 100Gbps 0.001ms 0\n1 3 100Gbps 0.001ms 0\n\
+                            3 4 40Gbps 1us 0\n4 2 100Gbps 0.001ms 0\n";
+
+    #[test]
+    fn parses_the_ns3_example() {
+        let t = Topology::parse(DUMBBELL).unwrap();
+        assert_eq!(t.nodes, 5);
+        assert_eq!(t.is_switch, vec![false, false, false, true, true]);
+        assert_eq!(t.links.len(), 4);
+        assert_eq!(t.links[0].rate, Rate::from_gbps(100));
+        assert_eq!(t.links[0].delay, Duration::from_nanos(1000));
+        assert_eq!(t.links[2].rate, Rate::from_gbps(40));
+        assert_eq!(t.hosts(), vec![0, 1, 2]);
+        // Round trip through the writer.
+        assert_eq!(Topology::parse(&t.to_ns3()).unwrap(), t);
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let e = Topology::parse("3 1 2\n2\n0 2 10Gbps 1us 0\n1 9 10Gbps 1us 0\n").unwrap_err();
+        assert_eq!(
+            e,
+            TopologyError::NodeOutOfRange {
+                line: 4,
+                node: 9,
+                nodes: 3
+            }
+        );
+        let e = Topology::parse("3 1 1\n2\n0 2 fast 1us 0\n").unwrap_err();
+        assert!(matches!(e, TopologyError::Syntax { line: 3, .. }), "{e}");
+        let e = Topology::parse("3 1 2\n2\n0 2 10Gbps 1us 0\n").unwrap_err();
+        assert!(matches!(e, TopologyError::Count { .. }), "{e}");
+    }
+
+    #[test]
+    fn ns3_times() {
+        assert_eq!(parse_ns3_time("0.001ms"), Some(Duration::from_nanos(1000)));
+        assert_eq!(parse_ns3_time("1us"), Some(Duration::from_nanos(1000)));
+        assert_eq!(parse_ns3_time("250ns"), Some(Duration::from_nanos(250)));
+        assert_eq!(parse_ns3_time("1e-6s"), Some(Duration::from_nanos(1000)));
+        assert_eq!(parse_ns3_time("soon"), None);
+    }
+
+    #[test]
+    fn ecmp_routes_use_both_spines() {
+        // Two leaves (4, 5), two spines (6, 7), hosts 0,1 under leaf 4 and 2,3 under leaf 5.
+        let text = "8 4 8\n4 5 6 7\n0 4 10Gbps 1us 0\n1 4 10Gbps 1us 0\n2 5 10Gbps 1us 0\n\
+                    3 5 10Gbps 1us 0\n4 6 10Gbps 1us 0\n4 7 10Gbps 1us 0\n5 6 10Gbps 1us 0\n\
+                    5 7 10Gbps 1us 0\n";
+        let t = Topology::parse(text).unwrap();
+        let mut ports = vec![Vec::new(); 8];
+        for l in &t.links {
+            ports[l.a as usize].push(l.b);
+            ports[l.b as usize].push(l.a);
+        }
+        let hosts = t.hosts();
+        let r = Routes::compute(&t, &ports, &hosts);
+        // Leaf 4 towards host 2 (index 2): both spine ports (ports 2 and 3 of node 4).
+        assert_eq!(r.next_hops(4, 2), &[2, 3]);
+        // Leaf 4 towards its own host 1: the host port only.
+        assert_eq!(r.next_hops(4, 1), &[1]);
+        // Spine 6 towards host 3: leaf 5 only (its port 1).
+        assert_eq!(r.next_hops(6, 3), &[1]);
+        let picks: std::collections::BTreeSet<usize> =
+            (0..64).map(|f| ecmp_pick(f, 4, 2)).collect();
+        assert_eq!(picks.len(), 2, "flow hashes spread over both paths");
+    }
+}
