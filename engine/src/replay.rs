@@ -10,13 +10,15 @@
 //! | `pfc` | `enqueue` / `dequeue` (octets on the ingress port 0, first lossless priority), `pause` (quanta received on the egress port, 0 = resume), `resume`, `tick` |
 //! | `tcd` | `enqueue` / `dequeue` (octets), `pause` / `resume` (the port goes OFF / ON), `tick` |
 //! | `qcn-rp` | `tx` (octets sent by flow 1), `cnm` (QntzFb), `tick` |
+//! | `dcqcn-rp` | `tx` (octets sent by the flow), `cnp`, `tick` |
+//! | `np` | `rx` (the ECN bits 0..=3 of a data packet of flow 1), `tick` |
 //!
 //! Timers that fall due between events (RP timers, PFC refreshes and pause expiry, the TCD trend
 //! period) are processed in time order before the event at or after their deadline, each
 //! printed as a row with event `timer`. `tick` only lets time pass.
 //!
 //! Config file: TOML with one optional table per algorithm (`[qcn_cp]`, `[red]`, `[pfc]`,
-//! `[tcd]`, `[qcn_rp]`) holding that algorithm's parameters under the names its crate documents,
+//! `[tcd]`, `[qcn_rp]`, `[dcqcn_rp]`, `[np]`; the presets in `configs/` load as they are) holding that algorithm's parameters under the names its crate documents,
 //! and a top-level `line_rate` for the reaction points (default `"10gbit"`). A missing table
 //! means the defaults. Unknown keys are errors.
 //!
@@ -52,6 +54,10 @@ pub enum Algo {
     Pfc,
     /// Ternary congestion detection (cp::tcd).
     Tcd,
+    /// DCQCN reaction point, "mlx" or "paper" variant (rp::dcqcn).
+    DcqcnRp,
+    /// DCQCN notification point: CNP generation (np).
+    Np,
 }
 
 /// The replay config file.
@@ -65,6 +71,8 @@ pub struct ReplayConfig {
     pub pfc: Option<PfcParams>,
     pub tcd: Option<TcdParams>,
     pub qcn_rp: Option<rp::QcnParams>,
+    pub dcqcn_rp: Option<rp::DcqcnParams>,
+    pub np: Option<np::NpParams>,
 }
 
 impl ReplayConfig {
@@ -98,10 +106,11 @@ pub enum EventKind {
     Pause,
     Resume,
     Tick,
+    Rx,
 }
 
 impl EventKind {
-    const ALL: [(&'static str, EventKind); 8] = [
+    const ALL: [(&'static str, EventKind); 9] = [
         ("enqueue", EventKind::Enqueue),
         ("dequeue", EventKind::Dequeue),
         ("tx", EventKind::Tx),
@@ -110,6 +119,7 @@ impl EventKind {
         ("pause", EventKind::Pause),
         ("resume", EventKind::Resume),
         ("tick", EventKind::Tick),
+        ("rx", EventKind::Rx),
     ];
 
     fn name(self) -> &'static str {
@@ -261,6 +271,7 @@ pub fn parse_events(text: &str, algo: Algo) -> Result<Vec<Event>, EventError> {
         let range = match kind {
             EventKind::Cnm if value > 63 => Some("QntzFb is 0..=63"),
             EventKind::Pause if value > 0xFFFF => Some("pause quanta are 0..=65535"),
+            EventKind::Rx if value > 3 => Some("ECN bits are 0..=3"),
             EventKind::Enqueue | EventKind::Dequeue | EventKind::Tx if value > 1 << 32 => {
                 Some("octets are 0..=2^32")
             }
@@ -296,6 +307,8 @@ fn allowed_events(algo: Algo) -> &'static [EventKind] {
         Algo::QcnCp | Algo::DcqcnCp => &[Enqueue, Dequeue, Tick],
         Algo::Pfc | Algo::Tcd => &[Enqueue, Dequeue, Pause, Resume, Tick],
         Algo::QcnRp => &[Tx, Cnm, Tick],
+        Algo::DcqcnRp => &[Tx, Cnp, Tick],
+        Algo::Np => &[Rx, Tick],
     }
 }
 
@@ -633,6 +646,83 @@ impl Replayer for QcnRpReplay {
     }
 }
 
+struct DcqcnRpReplay {
+    rp: rp::DcqcnRp,
+}
+
+impl Replayer for DcqcnRpReplay {
+    fn columns(&self) -> &'static str {
+        "rate_bps,target_rate_bps,alpha,time_stage,byte_stage,byte_count,cnp_pending,next_deadline_ns"
+    }
+    fn next_deadline(&self) -> Option<Instant> {
+        self.rp.next_deadline()
+    }
+    fn on_timer(&mut self, now: Instant) -> String {
+        self.rp.on_timeout(now);
+        self.row()
+    }
+    fn on_event(&mut self, ev: &Event) -> anyhow::Result<String> {
+        match ev.kind {
+            EventKind::Tx => self.rp.on_tx(ev.time, ev.value),
+            EventKind::Cnp => self.rp.on_cnp(ev.time),
+            _ => {}
+        }
+        Ok(self.row())
+    }
+}
+
+impl DcqcnRpReplay {
+    fn row(&self) -> String {
+        let s = self.rp.state().snapshot();
+        format!(
+            "{},{},{},{},{},{},{},{}",
+            s.rate.as_bps(),
+            s.target_rate.as_bps(),
+            s.alpha,
+            s.time_stage,
+            s.byte_stage,
+            s.byte_count,
+            bit(s.cnp_pending),
+            opt(self.rp.next_deadline().map(|t| t.as_nanos())),
+        )
+    }
+}
+
+struct NpReplay {
+    np: np::Np,
+}
+
+impl Replayer for NpReplay {
+    fn columns(&self) -> &'static str {
+        "mark,decision,cnps,ue_sent,suppressed,tracked"
+    }
+    fn next_deadline(&self) -> Option<Instant> {
+        None
+    }
+    fn on_timer(&mut self, _now: Instant) -> String {
+        String::new()
+    }
+    fn on_event(&mut self, ev: &Event) -> anyhow::Result<String> {
+        let (mark, decision) = match ev.kind {
+            EventKind::Rx => {
+                // `value` fits 2 bits: checked by the parser.
+                let mark = np::Mark::from_ecn(ev.value as u8, self.np.profile().tcd);
+                let d = self.np.on_arrival(ev.time, RP_FLOW, mark);
+                (format!("{mark:?}"), format!("{d:?}"))
+            }
+            _ => (String::new(), String::new()),
+        };
+        let c = self.np.counters();
+        Ok(format!(
+            "{mark},{decision},{},{},{},{}",
+            c.cnps,
+            c.ue_sent,
+            c.suppressed,
+            self.np.tracked()
+        ))
+    }
+}
+
 fn build(algo: Algo, cfg: &ReplayConfig, seed: u64) -> anyhow::Result<Box<dyn Replayer>> {
     let rng = Xoshiro256PlusPlus::seed_from_u64(seed);
     Ok(match algo {
@@ -684,6 +774,28 @@ fn build(algo: Algo, cfg: &ReplayConfig, seed: u64) -> anyhow::Result<Box<dyn Re
                 .context("[qcn_rp]")?;
             Box::new(QcnRpReplay {
                 rp: rp::QcnRp::new(profile),
+            })
+        }
+        Algo::DcqcnRp => {
+            let profile = cfg
+                .dcqcn_rp
+                .clone()
+                .unwrap_or_default()
+                .profile(cfg.line_rate()?)
+                .context("[dcqcn_rp]")?;
+            Box::new(DcqcnRpReplay {
+                rp: rp::DcqcnRp::new(profile),
+            })
+        }
+        Algo::Np => {
+            let profile = cfg
+                .np
+                .clone()
+                .unwrap_or_default()
+                .profile()
+                .context("[np]")?;
+            Box::new(NpReplay {
+                np: np::Np::new(profile),
             })
         }
     })

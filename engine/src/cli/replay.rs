@@ -13,7 +13,8 @@ pub struct Args {
     /// The algorithm to drive.
     #[arg(long, value_enum)]
     pub algo: Algo,
-    /// TOML with the algorithm's parameters (`[qcn_cp]`, `[red]`, `[pfc]`, `[tcd]`, `[qcn_rp]`).
+    /// TOML with the algorithm's parameters (`[qcn_cp]`, `[red]`, `[pfc]`, `[tcd]`, `[qcn_rp]`,
+    /// `[dcqcn_rp]`, `[np]`; the presets in configs/ load as they are).
     #[arg(long)]
     pub config: PathBuf,
     /// CSV events with the header `time_ns,event,value`.
