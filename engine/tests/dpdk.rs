@@ -1,0 +1,267 @@
+//! DPDK port tests (cargo feature `dpdk`): one test binary, because `rte_eal_init` runs once per
+//! process. Every test initialises the EAL with the same [`eal`] arguments: no hugepages, no PCI,
+//! virtual devices only.
+//!
+//! Run: `cargo test -p engine --features dpdk --test dpdk` (after scripts/setup-dpdk.sh).
+use std::collections::HashSet;
+use std::process::Command;
+
+use engine::port::dpdk::{self, DpdkConfig, DpdkError, DpdkPort};
+use engine::port::{Frame, Port, PortKind, PortSpec};
+
+/// One port per test so tests can run in parallel threads.
+fn eal() -> Vec<String> {
+    [
+        "--no-huge",
+        "-m",
+        "256",
+        "--no-pci",
+        "--no-shconf",
+        "--no-telemetry",
+        "-l",
+        "0",
+        "--log-level=lib.eal:error",
+        "--vdev=net_null0",
+        "--vdev=net_null1",
+        "--vdev=net_null2",
+        "--vdev=net_ring0",
+        "--vdev=net_ring1",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+fn cfg() -> DpdkConfig {
+    DpdkConfig {
+        eal: eal(),
+        mbufs: 4095,
+        descriptors: 512,
+        ..DpdkConfig::default()
+    }
+}
+
+fn open(name: &str) -> DpdkPort {
+    DpdkPort::open(name, &cfg()).unwrap_or_else(|e| panic!("open {name}: {e}"))
+}
+
+#[test]
+fn null_port_receives_transmits_and_returns_every_mbuf() {
+    let mut p = open("net_null0");
+    assert_eq!(p.caps().kind, PortKind::Dpdk);
+    assert!(p.caps().zero_copy);
+    let before = p.pool_available();
+    let mut frames = Vec::new();
+    let n = p.rx_burst(0, &mut frames, 32).unwrap();
+    assert_eq!(n, 32, "net_null always has a full burst");
+    assert_eq!(frames.len(), 32);
+    // net_null's frames are 64 octets (its default `size`).
+    assert!(frames.iter().all(|f| f.len() == 64));
+    assert_eq!(p.pool_available(), before - 32);
+    // Half are transmitted (net_null frees them), half dropped by us: all go back to the pool.
+    let mut tx: Vec<_> = frames.drain(..16).collect();
+    assert_eq!(p.tx_burst(0, &mut tx).unwrap(), 16);
+    assert!(tx.is_empty());
+    drop(frames);
+    assert_eq!(p.pool_available(), before);
+    assert_eq!(p.stats().rx_frames, 32);
+    assert_eq!(p.stats().tx_frames, 16);
+}
+
+#[test]
+fn ring_port_loops_frames_back_without_copying() {
+    // A net_ring vdev created from the command line uses one ring per queue for both
+    // directions: what queue 0 transmits, queue 0 receives.
+    let mut p = open("net_ring0");
+    let mut out = Vec::new();
+    let mut sent_mbufs = HashSet::new();
+    for i in 0..8u8 {
+        let mut f = p.alloc(60 + usize::from(i)).expect("pool has mbufs");
+        assert!(f.data().iter().all(|&b| b == 0), "alloc zeroes the frame");
+        f.data_mut()[0] = i;
+        f.data_mut()[59] = 0xa5;
+        sent_mbufs.insert(f.as_mbuf() as usize);
+        out.push(f);
+    }
+    assert_eq!(p.tx_burst(0, &mut out).unwrap(), 8);
+    let mut back = Vec::new();
+    assert_eq!(p.rx_burst(0, &mut back, 32).unwrap(), 8);
+    for (i, f) in back.iter().enumerate() {
+        assert_eq!(f.len(), 60 + i);
+        assert_eq!(f.data()[0], i as u8);
+        assert_eq!(f.data()[59], 0xa5);
+        assert!(
+            sent_mbufs.contains(&(f.as_mbuf() as usize)),
+            "same mbuf, no copy"
+        );
+    }
+    // set_len clamps to the buffer and zero-fills growth.
+    let f = &mut back[0];
+    assert_eq!(f.set_len(100), 100);
+    assert!(f.data()[60..].iter().all(|&b| b == 0));
+    assert_eq!(f.set_len(1 << 20), engine::port::MAX_FRAME);
+    assert!(p.alloc(1 << 20).is_none());
+}
+
+#[test]
+fn tx_keeps_what_the_ring_cannot_take_in_order() {
+    // net_ring's rings hold `descriptors` frames; sending more leaves the rest in the vector.
+    let c = DpdkConfig {
+        descriptors: 512,
+        ..cfg()
+    };
+    let mut p = DpdkPort::open("net_ring1", &c).unwrap();
+    let mut out = Vec::new();
+    for i in 0..1500u32 {
+        let mut f = p.alloc(64).unwrap();
+        f.data_mut()[..4].copy_from_slice(&i.to_be_bytes());
+        out.push(f);
+    }
+    let sent = p.tx_burst(0, &mut out).unwrap();
+    assert!(sent > 0 && sent < 1500, "sent {sent}");
+    assert_eq!(out.len(), 1500 - sent);
+    let first_left = u32::from_be_bytes(out[0].data()[..4].try_into().unwrap());
+    assert_eq!(first_left as usize, sent, "unsent frames stay in order");
+    let mut back = Vec::new();
+    while p.rx_burst(0, &mut back, 32).unwrap() > 0 {}
+    assert_eq!(back.len(), sent);
+}
+
+#[test]
+fn errors_name_the_cause() {
+    let e = DpdkPort::open("net_null9", &cfg()).unwrap_err();
+    assert!(matches!(e, DpdkError::NoSuchPort(_)));
+    assert!(e.to_string().contains("--vdev=net_null9"), "{e}");
+
+    let p = open("net_null1");
+    let e = DpdkPort::open("net_null1", &cfg()).unwrap_err();
+    assert!(matches!(e, DpdkError::Busy(_)), "{e}");
+    drop(p);
+    // Reopening after the previous handle is gone works (the vdev is stopped, not closed).
+    let mut p = open("net_null1");
+    let mut v = Vec::new();
+    assert_eq!(p.rx_burst(0, &mut v, 4).unwrap(), 4);
+
+    let other = DpdkConfig {
+        eal: vec!["--no-huge".into()],
+        ..cfg()
+    };
+    let e = DpdkPort::open("net_null1", &other).unwrap_err();
+    assert!(matches!(e, DpdkError::EalMismatch { .. }), "{e}");
+
+    let spec = PortSpec::parse("dpdk:net_null2@1").unwrap();
+    let e = DpdkPort::open_spec(&spec, &cfg()).unwrap_err();
+    assert!(e.to_string().contains("dpdk.rx_queues"), "{e}");
+    let spec = PortSpec::parse("dpdk:net_null2").unwrap();
+    let p = DpdkPort::open_spec(&spec, &cfg()).unwrap();
+    assert_eq!(p.caps().name, "net_null2");
+}
+
+#[test]
+fn config_is_validated_and_parsed_from_toml() {
+    let bad = DpdkConfig {
+        mbufs: 100,
+        ..DpdkConfig::default()
+    };
+    assert!(bad
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("dpdk.mbufs"));
+    let c: DpdkConfig = toml::from_str("eal = [\"--no-pci\"]\ndescriptors = 256\n").unwrap();
+    assert_eq!(c.eal, vec!["--no-pci".to_string()]);
+    assert_eq!(c.descriptors, 256);
+    assert!(toml::from_str::<DpdkConfig>("mbuf = 5\n").is_err());
+}
+
+/// Runs `cmd` (a shell command); panics with its stderr when it fails.
+fn sh(cmd: &str) {
+    let out = Command::new("sh").args(["-c", cmd]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Deletes the namespace (and with it the veth pair) when the test ends, even on panic.
+struct Netns(String);
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// End to end over the kernel: net_af_packet on both ends of a veth pair inside a network
+/// namespace this test creates. Needs root (CI runs as root); skips with a reason otherwise.
+#[test]
+fn af_packet_over_veth_in_a_netns() {
+    // Safety: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIP af_packet_over_veth_in_a_netns: needs root to create a netns and veth");
+        return;
+    }
+    if Command::new("ip").arg("-V").output().is_err() {
+        eprintln!("SKIP af_packet_over_veth_in_a_netns: `ip` (iproute2) is not installed");
+        return;
+    }
+    dpdk::eal_init(&eal()).unwrap();
+    let pid = std::process::id();
+    let ns = Netns(format!("qdpdk{pid}"));
+    let (a, b) = (format!("qda{pid}"), format!("qdb{pid}"));
+    sh(&format!("ip netns add {}", ns.0));
+    let x = format!("ip -n {}", ns.0);
+    sh(&format!("{x} link add {a} type veth peer name {b}"));
+    sh(&format!("{x} link set {a} up && {x} link set {b} up"));
+
+    // net_af_packet opens its sockets in the probing thread's namespace: probe from a thread
+    // that entered it.
+    let nsname = ns.0.clone();
+    let (pa, pb) = std::thread::spawn(move || {
+        let f = std::fs::File::open(format!("/var/run/netns/{nsname}")).unwrap();
+        use std::os::fd::AsRawFd;
+        // Safety: f is an open netns file descriptor; setns changes only this thread.
+        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+        dpdk::probe_vdev(&format!("net_af_packet10,iface={a}")).unwrap();
+        dpdk::probe_vdev(&format!("net_af_packet11,iface={b}")).unwrap();
+        (open("net_af_packet10"), open("net_af_packet11"))
+    })
+    .join()
+    .unwrap();
+    let (mut pa, mut pb) = (pa, pb);
+
+    // Local-experimental EtherType 0x88b5, so kernel chatter (IPv6 RS, MLD) is told apart.
+    let mut out = Vec::new();
+    for i in 0..64u16 {
+        let mut f = pa.alloc(64).unwrap();
+        let d = f.data_mut();
+        d[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0xb]);
+        d[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0xa]);
+        d[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
+        d[14..16].copy_from_slice(&i.to_be_bytes());
+        out.push(f);
+    }
+    let mut sent = 0;
+    for _ in 0..1000 {
+        sent += pa.tx_burst(0, &mut out).unwrap();
+        if out.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(sent, 64);
+    let mut got = HashSet::new();
+    let mut v = Vec::new();
+    for _ in 0..2000 {
+        pb.rx_burst(0, &mut v, 32).unwrap();
+        for f in v.drain(..) {
+            if f.data()[12..14] == 0x88b5u16.to_be_bytes() {
+                got.insert(u16::from_be_bytes([f.data()[14], f.data()[15]]));
+            }
+        }
+        if got.len() == 64 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(got.len(), 64, "frames received on the far end");
+}
