@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Forwarding between two net_null ports: quench's DPDK port path (engine/benches/dpdk_fwd.rs:
+# walk, forwarding-table learn + lookup, egress enqueue/dequeue per frame) against a bare C
+# forwarding loop over the same ports (engine/benches/dpdk_fwd.c), in the same run, alternating
+# ROUNDS times. Prints each run's Mpps, the medians and the ratio quench / C (target >= 0.7).
+#
+# Usage: scripts/bench-dpdk.sh [SECONDS_PER_RUN (default 3)] [ROUNDS (default 3)] [CPU (default 1)]
+# Needs DPDK (installs it with scripts/setup-dpdk.sh); no NIC, no hugepages, no root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECS=${1:-3}
+ROUNDS=${2:-3}
+CPU=${3:-1}
+
+scripts/setup-dpdk.sh >/dev/null
+out=target/bench-dpdk
+mkdir -p "$out"
+# shellcheck disable=SC2046 # pkg-config prints several flags on purpose
+cc -O3 -Wall -o "$out/dpdk_fwd_c" engine/benches/dpdk_fwd.c \
+  $(pkg-config --cflags libdpdk) $(pkg-config --libs libdpdk) \
+  -Wl,--no-as-needed -lrte_net_null -Wl,--as-needed
+cargo bench -p engine --features dpdk --bench dpdk_fwd --no-run 2>&1 | tail -n 1
+quench=$(cargo bench -p engine --features dpdk --bench dpdk_fwd --no-run --message-format=json 2>/dev/null |
+  sed -n 's/.*"executable":"\([^"]*dpdk_fwd[^"]*\)".*/\1/p' | tail -n 1)
+
+# The same EAL arguments for both: no hugepages, no PCI, two net_null vdevs, main lcore on CPU.
+EAL=(--no-huge -m 512 --no-pci --no-shconf --no-telemetry -l "$CPU" --log-level=lib.eal:error
+  --vdev=net_null0 --vdev=net_null1)
+
+c_runs=()
+q_runs=()
+for r in $(seq "$ROUNDS"); do
+  c=$("$out/dpdk_fwd_c" "$SECS" "${EAL[@]}" | grep '^c_loop')
+  q=$("$quench" "$SECS" "${EAL[@]}" | grep '^quench')
+  echo "round $r: $c"
+  echo "round $r: $q"
+  c_runs+=("${c##*mpps=}")
+  q=${q##*mpps=}
+  q_runs+=("${q%% *}")
+done
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+cm=$(median "${c_runs[@]}")
+qm=$(median "${q_runs[@]}")
+awk -v c="$cm" -v q="$qm" 'BEGIN {
+  printf "bench-dpdk: C loop %.2f Mpps, quench %.2f Mpps (medians), ratio quench/C = %.2f (target >= 0.70)\n", c, q, q / c }'
