@@ -1,8 +1,8 @@
 /*
  * The peer quench's DPDK forwarding is measured against (scripts/bench-dpdk.sh): the minimal
  * DPDK forwarding loop, after examples/l2fwd's main loop without its MAC rewrite. Receives bursts
- * of 32 on net_null0 and transmits them on net_null1, freeing what tx refuses; counts frames
- * transmitted for SECONDS seconds and prints `c_loop mpps=<Mpps>`.
+ * of 32 on each port and transmits them on the other (net_null0 <-> net_null1), freeing what tx
+ * refuses; counts frames transmitted for SECONDS seconds and prints `c_loop mpps=<Mpps>`.
  *
  * Usage: dpdk_fwd_c SECONDS EAL-ARGS...   (EAL args must create net_null0 and net_null1)
  */
@@ -37,7 +37,7 @@ int main(int argc, char **argv)
 {
 	struct rte_mbuf *pkts[BURST];
 	struct rte_mempool *mp0, *mp1;
-	uint16_t in, out;
+	uint16_t ports[2];
 	uint64_t sent = 0, hz, start, stop;
 	double seconds;
 	int n;
@@ -55,8 +55,8 @@ int main(int argc, char **argv)
 	}
 	mp0 = rte_pktmbuf_pool_create("c_p0", 8191, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
 	mp1 = rte_pktmbuf_pool_create("c_p1", 8191, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
-	if (mp0 == NULL || mp1 == NULL || setup("net_null0", mp0, &in) != 0 ||
-	    setup("net_null1", mp1, &out) != 0) {
+	if (mp0 == NULL || mp1 == NULL || setup("net_null0", mp0, &ports[0]) != 0 ||
+	    setup("net_null1", mp1, &ports[1]) != 0) {
 		fprintf(stderr, "port set-up failed\n");
 		return 1;
 	}
@@ -65,11 +65,13 @@ int main(int argc, char **argv)
 	stop = start + (uint64_t)(seconds * (double)hz);
 	for (;;) {
 		for (int i = 0; i < 1024; i++) {
-			uint16_t rx = rte_eth_rx_burst(in, 0, pkts, BURST);
-			uint16_t tx = rte_eth_tx_burst(out, 0, pkts, rx);
-			for (uint16_t k = tx; k < rx; k++)
-				rte_pktmbuf_free(pkts[k]);
-			sent += tx;
+			for (int p = 0; p < 2; p++) {
+				uint16_t rx = rte_eth_rx_burst(ports[p], 0, pkts, BURST);
+				uint16_t tx = rte_eth_tx_burst(ports[p ^ 1], 0, pkts, rx);
+				for (uint16_t k = tx; k < rx; k++)
+					rte_pktmbuf_free(pkts[k]);
+				sent += tx;
+			}
 		}
 		if (rte_rdtsc() >= stop)
 			break;
@@ -77,8 +79,8 @@ int main(int argc, char **argv)
 	seconds = (double)(rte_rdtsc() - start) / (double)hz;
 	printf("c_loop frames=%lu seconds=%.3f mpps=%.2f\n", (unsigned long)sent, seconds,
 	       (double)sent / seconds / 1e6);
-	rte_eth_dev_stop(in);
-	rte_eth_dev_stop(out);
+	rte_eth_dev_stop(ports[0]);
+	rte_eth_dev_stop(ports[1]);
 	rte_eal_cleanup();
 	return 0;
 }

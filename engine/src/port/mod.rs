@@ -30,12 +30,12 @@ use std::fmt;
 
 pub mod any;
 pub mod capture;
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
 pub mod heap;
 pub mod mem;
 pub mod packet;
 pub mod xdp;
-#[cfg(feature = "dpdk")]
-pub mod dpdk;
 
 /// Largest frame any port here carries: a 1500-octet MTU Ethernet frame with two VLAN tags.
 /// AF_XDP UMEM frames are 2048 octets (the kernel's minimum chunk size) minus headroom.
