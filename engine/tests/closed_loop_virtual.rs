@@ -1,12 +1,13 @@
-//! The closed loop in virtual time, without privileges: two generator-mode senders with QCN
-//! reaction points, one switch egress queue shaped to 1 Gb/s with the QCN congestion point, one
-//! receiver. Frames are real bytes (built, queued, marked, decoded); only the clock is virtual and
-//! the links are ideal (CNMs reach their sender 10 us after they are made).
+//! The closed loop in virtual time, without privileges: two generator-mode senders with QCN or
+//! DCQCN reaction points, one switch egress queue shaped to 1 Gb/s with the QCN or RED/ECN
+//! congestion point, one receiver (the DCQCN notification point). Frames are real bytes (built,
+//! queued, marked, decoded, answered); only the clock is virtual and the links are ideal
+//! (feedback reaches its sender 10 us after it is made).
 use std::net::Ipv4Addr;
 
 use engine::port::heap::HeapFrame;
 use engine::port::Frame;
-use engine::recv::worker::{CnpPolicy, RecvWorker};
+use engine::recv::worker::RecvWorker;
 use engine::recv::RecvConfig;
 use engine::send::flowgen::FlowStart;
 use engine::send::pacer::{Generator, PacingConfig};
@@ -17,7 +18,13 @@ use engine::wire::ipv4::Ecn;
 use engine::wire::MacAddr;
 use units::{Duration, FlowId, Instant, Rate};
 
-fn sender(mac: u8, flows: &[u32], rp_params: &rp::QcnParams) -> SendWorker {
+#[derive(Clone, Copy, PartialEq)]
+enum Cc {
+    Qcn,
+    Dcqcn,
+}
+
+fn sender(mac: u8, flows: &[u32], cc: Cc) -> SendWorker {
     let schedule = flows
         .iter()
         .map(|&f| FlowStart {
@@ -30,17 +37,35 @@ fn sender(mac: u8, flows: &[u32], rp_params: &rp::QcnParams) -> SendWorker {
         })
         .collect();
     let gen = Generator::new(PacingConfig::default(), schedule, Instant::ZERO).unwrap();
-    let profile = rp_params.profile(Rate::from_gbps(1)).unwrap();
+    let control = match cc {
+        // rpgByteReset and rpgTimeReset scaled from the MIB's 10 Gb/s values to 1 Gb/s.
+        Cc::Qcn => {
+            let p: rp::QcnParams =
+                toml::from_str("rpg_byte_reset = 15000\nrpg_time_reset = 1500").unwrap();
+            Control::qcn(p.profile(Rate::from_gbps(1)).unwrap())
+        }
+        Cc::Dcqcn => {
+            let p = rp::DcqcnParams::default();
+            Control::dcqcn(
+                p.profile(Rate::from_gbps(1)).unwrap(),
+                flows.iter().map(|&f| FlowId(f)),
+            )
+        }
+    };
     SendWorker::new(
         gen,
-        Control::qcn(profile),
+        control,
         Addressing {
             src_mac: MacAddr::new(2, 0, 0, 0, 1, mac),
             src_ip: Ipv4Addr::new(10, 0, 0, mac),
             dst_ip: Ipv4Addr::new(10, 0, 0, 100),
             vlan: 1,
-            ecn: Ecn::NotEct,
-            cn_tag: true,
+            ecn: if cc == Cc::Dcqcn {
+                Ecn::Ect0
+            } else {
+                Ecn::NotEct
+            },
+            cn_tag: cc == Cc::Qcn,
         },
     )
 }
@@ -54,18 +79,23 @@ struct Run {
     drops: u64,
 }
 
-fn run(flows_a: &[u32], flows_b: &[u32], ms: u64, rp_params: &rp::QcnParams) -> Run {
-    let mut senders = [sender(1, flows_a, rp_params), sender(2, flows_b, rp_params)];
-    // MinSampleBase scaled from the MIB's 150000 (for 10 Gb/s) to the 1 Gb/s bottleneck.
-    let cfg: CongestionConfig =
-        toml::from_str("port = \"r\"\npriorities = [3]\nqcn = { min_sample_base = 15000 }")
-            .unwrap();
+fn run(flows_a: &[u32], flows_b: &[u32], ms: u64, cc: Cc) -> Run {
+    let mut senders = [sender(1, flows_a, cc), sender(2, flows_b, cc)];
+    let cfg: CongestionConfig = toml::from_str(match cc {
+        // MinSampleBase scaled from the MIB's 150000 (for 10 Gb/s) to the 1 Gb/s bottleneck.
+        Cc::Qcn => "port = \"r\"\npriorities = [3]\nqcn = { min_sample_base = 15000 }",
+        // HPCC run.py: Kmin = 100 KB x bw/25G, Kmax = 400 KB x bw/25G, Pmax 0.2.
+        Cc::Dcqcn => {
+            "port = \"r\"\npriorities = [3]\nred = { kmin_bytes = 4000, kmax_bytes = 16000, pmax = 0.2 }"
+        }
+    })
+    .unwrap();
     let hook = CpHook::new(0, &cfg, MacAddr::new(2, 0, 0, 0, 0, 0xcc)).unwrap();
     let mut q = EgressQueue::with_hook(QueueLimits::default(), hook);
     let mut pacer = Pacer::new(Rate::from_gbps(1), Duration::from_micros(12));
     let mut rx = RecvWorker::new(
         RecvConfig::default(),
-        CnpPolicy::default(),
+        (cc == Cc::Dcqcn).then(|| np::NpParams::default().profile().unwrap()),
         Duration::from_millis(10),
         MacAddr::new(2, 0, 0, 0, 9, 1),
     );
@@ -73,6 +103,7 @@ fn run(flows_a: &[u32], flows_b: &[u32], ms: u64, rp_params: &rp::QcnParams) -> 
     let mut buf = vec![0u8; 2048];
     let mut cnp = vec![0u8; 128];
     let (mut q_sum, mut q_n) = (0f64, 0u64);
+    let mut cnps = 0u64;
     let end = ms * 1_000_000;
     let mut t = 0;
     while t < end {
@@ -95,7 +126,11 @@ fn run(flows_a: &[u32], flows_b: &[u32], ms: u64, rp_params: &rp::QcnParams) -> 
         while pacer.ready(now) {
             let Some((_, f)) = q.dequeue(now) else { break };
             pacer.on_send(now, f.len() as u32);
-            let _ = rx.on_frame(now, f.data(), &mut cnp);
+            if let Some(n) = rx.on_frame(now, f.data(), &mut cnp) {
+                let to = usize::from(cnp[5] == 2);
+                in_flight.push((now + Duration::from_micros(10), to, cnp[..n].to_vec()));
+                cnps += 1;
+            }
         }
         for cnm in q.hook_mut().take_control() {
             let to = usize::from(cnm[5] == 2);
@@ -109,7 +144,7 @@ fn run(flows_a: &[u32], flows_b: &[u32], ms: u64, rp_params: &rp::QcnParams) -> 
         t += 1_000;
     }
     let drops = q.stats()[3].drop_pkts;
-    let cnms = q.hook().counters().cnms;
+    let cnms = q.hook().counters().cnms + cnps;
     let (_, _, log) = rx.finish(Instant::from_nanos(end));
     // Rates over the second half of the run, from the interval log.
     let ivs = engine::report::read_interval_log(std::path::Path::new("-"), log.as_bytes()).unwrap();
@@ -134,13 +169,9 @@ fn run(flows_a: &[u32], flows_b: &[u32], ms: u64, rp_params: &rp::QcnParams) -> 
     }
 }
 
-#[test]
-fn qcn_two_flows_share_a_1g_bottleneck() {
-    // rpgByteReset and rpgTimeReset scaled from the MIB's 10 Gb/s values to 1 Gb/s.
-    let p: rp::QcnParams = toml::from_str("rpg_byte_reset = 15000\nrpg_time_reset = 1500").unwrap();
-    let r = run(&[1], &[2], 200, &p);
+fn check(r: Run, max_mean_queue: f64) {
     eprintln!(
-        "rates {:?} Mb/s, Jain {:.3}, utilisation {:.3}, mean queue {:.0} B, CNMs {}, drops {}",
+        "rates {:?} Mb/s, Jain {:.3}, utilisation {:.3}, mean queue {:.0} B, CNMs+CNPs {}, drops {}",
         r.rates
             .iter()
             .map(|x| (x / 1e6).round())
@@ -154,7 +185,22 @@ fn qcn_two_flows_share_a_1g_bottleneck() {
     assert!(r.cnms > 0);
     assert!(r.jain >= 0.95, "Jain {}", r.jain);
     assert!(r.utilisation >= 0.9, "utilisation {}", r.utilisation);
-    // Mean queue within 2 x Qeq (26000 octets); the queue never overflowed.
-    assert!(r.mean_queue <= 52_000.0, "mean queue {}", r.mean_queue);
+    assert!(
+        r.mean_queue <= max_mean_queue,
+        "mean queue {}",
+        r.mean_queue
+    );
     assert_eq!(r.drops, 0);
+}
+
+#[test]
+fn qcn_two_flows_share_a_1g_bottleneck() {
+    // Mean queue within 2 x Qeq (26000 octets).
+    check(run(&[1], &[2], 200, Cc::Qcn), 52_000.0);
+}
+
+#[test]
+fn dcqcn_two_flows_share_a_1g_bottleneck() {
+    // Queue around the RED band (Kmax 16000 octets).
+    check(run(&[1], &[2], 200, Cc::Dcqcn), 32_000.0);
 }

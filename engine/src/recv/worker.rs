@@ -2,16 +2,14 @@
 //! [`Receiver`], tallies their ECN codepoints, writes the interval log, and acts as the DCQCN
 //! notification point: a CE-marked frame asks for a CNP back to its sender.
 //!
-//! CNP policy ([`CnpPolicy`]): at most one CNP per flow per `min_interval` (the DCQCN paper's
-//! 50 us, NVIDIA's `min_time_between_cnps` 4 us); `min_interval = 0` sends one per marked frame
-//! (the ns-3 HPCC receiver, dcqcn.md step 2). A CNP goes to the data frame's source MAC and IPv4
+//! When to send a CNP is the np crate's decision ([`np::Np`]: one per flow per interval, or one
+//! per marked frame); a TCD "undetermined encountered" frame is tallied but, as the np crate
+//! reports it separately, sends nothing here (the RP's UE reaction is its own). A CNP goes to the data frame's source MAC and IPv4
 //! address, with DSCP 48 and 802.1p priority 6 (protocols.md, NVIDIA defaults), DestQP = the
 //! RoCEv2 frame's QP or, for quench test traffic over UDP, the flow id (quench's senders use the
 //! flow id as their QP).
-use std::collections::HashMap;
-
 use hdrhistogram::Histogram;
-use units::{Duration, FlowId, Instant};
+use units::{Duration, Instant};
 
 use super::{Accepted, Arrival, Receiver, RecvConfig, MAX_LATENCY_NS, SIGFIG};
 use crate::report::{IntervalLog, Summary};
@@ -23,25 +21,8 @@ use crate::wire::ipv4::{Ecn, CNP_DSCP};
 use crate::wire::roce::{BthRepr, MAX_QP};
 use crate::wire::MacAddr;
 
-/// When the notification point answers a CE mark.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CnpPolicy {
-    pub enabled: bool,
-    /// Least time between two CNPs of one flow; zero = one per marked frame.
-    pub min_interval: Duration,
-    /// 802.1p priority of CNPs (NVIDIA `cnp_802p_prio` 6).
-    pub priority: u8,
-}
-
-impl Default for CnpPolicy {
-    fn default() -> Self {
-        CnpPolicy {
-            enabled: true,
-            min_interval: Duration::from_micros(50),
-            priority: 6,
-        }
-    }
-}
+/// 802.1p priority of CNPs (protocols.md: NVIDIA `cnp_802p_prio` 6).
+pub const CNP_PRIORITY: u8 = 6;
 
 /// Counters of frames that were not counted as test traffic.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -67,15 +48,19 @@ pub struct RecvWorker {
     last: Instant,
     ecn: [u64; 4],
     counters: RecvCounters,
-    policy: CnpPolicy,
-    last_cnp: HashMap<FlowId, Instant>,
+    np: Option<np::Np>,
     mac: MacAddr,
 }
 
 impl RecvWorker {
-    /// `mac` is this receiver's MAC (the CNP source); intervals of `interval` go to the log,
-    /// whose times count from the first frame.
-    pub fn new(cfg: RecvConfig, policy: CnpPolicy, interval: Duration, mac: MacAddr) -> Self {
+    /// `mac` is this receiver's MAC (the CNP source); `np` the notification point (`None`: no
+    /// CNPs); intervals of `interval` go to the log, whose times count from the first frame.
+    pub fn new(
+        cfg: RecvConfig,
+        np: Option<np::NpProfile>,
+        interval: Duration,
+        mac: MacAddr,
+    ) -> Self {
         RecvWorker {
             rx: Receiver::new(cfg),
             all: Histogram::new_with_bounds(1, MAX_LATENCY_NS, SIGFIG)
@@ -87,8 +72,7 @@ impl RecvWorker {
             last: Instant::ZERO,
             ecn: [0; 4],
             counters: RecvCounters::default(),
-            policy,
-            last_cnp: HashMap::new(),
+            np: np.map(np::Np::new),
             mac,
         }
     }
@@ -146,14 +130,15 @@ impl RecvWorker {
             let _ = self.all.record(ns);
         }
         self.ecn[usize::from(ip.ecn.bits())] += 1;
-        if ip.ecn != Ecn::Ce || !self.policy.enabled {
-            return None;
-        }
-        if let Some(&t) = self.last_cnp.get(&hdr.flow) {
-            if now.saturating_since(t) < self.policy.min_interval {
+        let np = self.np.as_mut()?;
+        let mark = np::Mark::from_ecn(ip.ecn.bits(), np.profile().tcd);
+        match np.on_arrival(now, hdr.flow, mark) {
+            np::Decision::SendCnp => {}
+            np::Decision::CnpSuppressed | np::Decision::TableFull => {
                 self.counters.cnps_suppressed += 1;
                 return None;
             }
+            _ => return None,
         }
         // The CNP goes back where the data came from.
         let mut l2 = L2Repr::new(d.l2.src, self.mac, d.l2.ethertype);
@@ -161,7 +146,7 @@ impl RecvWorker {
             l2.tags[0] = Some(VlanTag {
                 tpid: tag.tpid,
                 tci: VlanTci {
-                    pcp: self.policy.priority & 7,
+                    pcp: CNP_PRIORITY,
                     ..tag.tci
                 },
             });
@@ -176,7 +161,6 @@ impl RecvWorker {
             dst_port: crate::wire::roce::UDP_PORT,
         };
         let n = emit_roce_frame(&h, &BthRepr::cnp(qp), &RocePayload::Cnp, cnp_buf).ok()?;
-        self.last_cnp.insert(hdr.flow, now);
         self.counters.cnps_sent += 1;
         Some(n)
     }
@@ -247,7 +231,7 @@ pub(crate) fn test_frame(flow: u32, seq: u64, tx: u64, ecn: Ecn, rpid: Option<u1
         dst_port: UDP_PORT,
     };
     let mut buf = vec![0; 1600];
-    let hdr = TestHdrRepr::new(FlowId(flow), seq, Instant::from_nanos(tx));
+    let hdr = TestHdrRepr::new(units::FlowId(flow), seq, Instant::from_nanos(tx));
     let n = emit_test_frame(&h, &hdr, 1000, &mut buf).unwrap();
     buf.truncate(n);
     buf
@@ -265,9 +249,13 @@ mod tests {
 
     #[test]
     fn counts_test_frames_and_answers_ce_with_rate_limited_cnps() {
+        let np = np::NpParams {
+            min_time_between_cnps: 50,
+            ..np::NpParams::default()
+        };
         let mut w = RecvWorker::new(
             RecvConfig::default(),
-            CnpPolicy::default(),
+            Some(np.profile().unwrap()),
             Duration::from_millis(1),
             MacAddr::new(2, 0, 0, 0, 9, 1),
         );
@@ -321,14 +309,14 @@ mod tests {
     }
 
     #[test]
-    fn per_frame_cnps_when_the_interval_is_zero() {
-        let policy = CnpPolicy {
-            min_interval: Duration::ZERO,
-            ..CnpPolicy::default()
+    fn per_frame_cnps_in_per_packet_mode() {
+        let np = np::NpParams {
+            cnp_mode: np::CnpMode::PerPacket,
+            ..np::NpParams::default()
         };
         let mut w = RecvWorker::new(
             RecvConfig::default(),
-            policy,
+            Some(np.profile().unwrap()),
             Duration::from_millis(1),
             MacAddr::zero(),
         );

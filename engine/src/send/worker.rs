@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
-use rp::{QcnProfile, QcnRp};
+use rp::{DcqcnProfile, DcqcnState, QcnProfile, QcnRp};
 use units::{FlowId, Instant, Rate};
 
 use super::pacer::{Generator, TxDesc};
@@ -24,6 +24,11 @@ pub enum Control {
     None,
     /// IEEE 802.1Qau QCN: one pool of rate limiters for all flows.
     Qcn(QcnRp),
+    /// DCQCN: one reaction point per flow (QP), driven by CNPs.
+    Dcqcn {
+        profile: DcqcnProfile,
+        flows: HashMap<FlowId, DcqcnState>,
+    },
 }
 
 impl Control {
@@ -31,10 +36,43 @@ impl Control {
         Control::Qcn(QcnRp::new(profile))
     }
 
+    /// DCQCN with a reaction point for each of `flows`.
+    pub fn dcqcn(profile: DcqcnProfile, flows: impl IntoIterator<Item = FlowId>) -> Self {
+        let flows = flows
+            .into_iter()
+            .map(|f| (f, DcqcnState::new(&profile)))
+            .collect();
+        Control::Dcqcn { profile, flows }
+    }
+
     fn rate(&self, flow: FlowId, max: Rate) -> Rate {
         match self {
             Control::None => max,
             Control::Qcn(rp) => rp.rate(flow).min(max),
+            Control::Dcqcn { flows, .. } => flows.get(&flow).map_or(max, |s| s.rate().min(max)),
+        }
+    }
+
+    fn on_tx(&mut self, now: Instant, flow: FlowId, bytes: u64) {
+        match self {
+            Control::None => {}
+            Control::Qcn(rp) => {
+                rp.on_tx(now, flow, bytes, false);
+            }
+            Control::Dcqcn { profile, flows } => {
+                if let Some(s) = flows.get_mut(&flow) {
+                    s.on_tx(profile, now, bytes);
+                }
+            }
+        }
+    }
+
+    /// When a reaction point's timer is next due.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        match self {
+            Control::None => None,
+            Control::Qcn(rp) => rp.next_deadline(),
+            Control::Dcqcn { flows, .. } => flows.values().filter_map(|s| s.next_deadline()).min(),
         }
     }
 }
@@ -150,9 +188,7 @@ impl SendWorker {
             buf,
         )
         .ok()?;
-        if let Control::Qcn(rp) = &mut self.control {
-            rp.on_tx(now, d.flow, n as u64, false);
-        }
+        self.control.on_tx(now, d.flow, n as u64);
         self.counters.frames += 1;
         self.counters.bytes += n as u64;
         Some((d, n))
@@ -197,6 +233,12 @@ impl SendWorker {
                 let flow = FlowId(bth.dest_qp);
                 if !self.by_flow.contains_key(&flow) {
                     self.counters.unknown_feedback += 1;
+                    return;
+                }
+                if let Control::Dcqcn { profile, flows } = &mut self.control {
+                    if let Some(s) = flows.get_mut(&flow) {
+                        s.on_cnp(profile, now);
+                    }
                 }
             }
             _ => self.counters.other_rx += 1,
@@ -205,9 +247,19 @@ impl SendWorker {
 
     /// Runs the reaction point's timers due at `now`.
     pub fn on_timeout(&mut self, now: Instant) {
-        if let Control::Qcn(rp) = &mut self.control {
-            if rp.next_deadline().is_some_and(|t| t <= now) {
-                rp.on_timeout(now);
+        match &mut self.control {
+            Control::None => {}
+            Control::Qcn(rp) => {
+                if rp.next_deadline().is_some_and(|t| t <= now) {
+                    rp.on_timeout(now);
+                }
+            }
+            Control::Dcqcn { profile, flows } => {
+                for s in flows.values_mut() {
+                    if s.next_deadline().is_some_and(|t| t <= now) {
+                        s.on_timeout(profile, now);
+                    }
+                }
             }
         }
     }
