@@ -1,6 +1,8 @@
 //! The closed set of port kinds the switch drives, as one enum: per-packet dispatch is a
 //! `match`, never a `dyn` call. Frames of different kinds meet here; a frame of another kind is
 //! copied once into a buffer of the transmitting port's kind.
+#[cfg(feature = "dpdk")]
+use super::dpdk::{DpdkFrame, DpdkPort};
 use super::heap::HeapFrame;
 use super::mem::MemPort;
 use super::packet::PacketPort;
@@ -12,12 +14,18 @@ pub enum AnyPort {
     Mem(MemPort),
     Packet(PacketPort),
     Xdp(XdpPort),
+    /// DPDK ethdev (cargo feature `dpdk`).
+    #[cfg(feature = "dpdk")]
+    Dpdk(DpdkPort),
 }
 
 /// A frame from any port.
 pub enum AnyFrame {
     Heap(HeapFrame),
     Xdp(XdpFrame),
+    /// An mbuf; moves between DPDK ports without a copy.
+    #[cfg(feature = "dpdk")]
+    Dpdk(DpdkFrame),
 }
 
 impl Frame for AnyFrame {
@@ -26,6 +34,8 @@ impl Frame for AnyFrame {
         match self {
             AnyFrame::Heap(f) => f.data(),
             AnyFrame::Xdp(f) => f.data(),
+            #[cfg(feature = "dpdk")]
+            AnyFrame::Dpdk(f) => f.data(),
         }
     }
     #[inline]
@@ -33,12 +43,16 @@ impl Frame for AnyFrame {
         match self {
             AnyFrame::Heap(f) => f.data_mut(),
             AnyFrame::Xdp(f) => f.data_mut(),
+            #[cfg(feature = "dpdk")]
+            AnyFrame::Dpdk(f) => f.data_mut(),
         }
     }
     fn set_len(&mut self, len: usize) -> usize {
         match self {
             AnyFrame::Heap(f) => f.set_len(len),
             AnyFrame::Xdp(f) => f.set_len(len),
+            #[cfg(feature = "dpdk")]
+            AnyFrame::Dpdk(f) => f.set_len(len),
         }
     }
 }
@@ -49,6 +63,8 @@ impl AnyFrame {
         match self {
             AnyFrame::Heap(f) => Some(f.clone()),
             AnyFrame::Xdp(f) => HeapFrame::copy_of(f.data()),
+            #[cfg(feature = "dpdk")]
+            AnyFrame::Dpdk(f) => HeapFrame::copy_of(f.data()),
         }
     }
 }
@@ -58,6 +74,8 @@ impl AnyFrame {
 pub struct Scratch {
     heap: Vec<HeapFrame>,
     xdp: Vec<XdpFrame>,
+    #[cfg(feature = "dpdk")]
+    dpdk: Vec<DpdkFrame>,
 }
 
 /// Moves `frames` into the typed scratch vector `dst`, converting with `conv` (frames it cannot
@@ -106,9 +124,21 @@ impl AnyPort {
                 &mut scratch.xdp,
                 |p, f| match f {
                     AnyFrame::Xdp(f) => Some(f),
-                    AnyFrame::Heap(h) => p.import(h.data()),
+                    other => p.import(other.data()),
                 },
                 AnyFrame::Xdp,
+            ),
+            #[cfg(feature = "dpdk")]
+            AnyPort::Dpdk(p) => send_typed(
+                p,
+                queue,
+                frames,
+                &mut scratch.dpdk,
+                |p, f| match f {
+                    AnyFrame::Dpdk(f) => Some(f),
+                    other => p.import(other.data()),
+                },
+                AnyFrame::Dpdk,
             ),
         }
     }
@@ -118,6 +148,8 @@ fn to_heap<P>(_: &mut P, f: AnyFrame) -> Option<HeapFrame> {
     match f {
         AnyFrame::Heap(h) => Some(h),
         AnyFrame::Xdp(x) => HeapFrame::copy_of(x.data()),
+        #[cfg(feature = "dpdk")]
+        AnyFrame::Dpdk(x) => HeapFrame::copy_of(x.data()),
     }
 }
 
@@ -129,6 +161,8 @@ impl Port for AnyPort {
             AnyPort::Mem(p) => p.caps(),
             AnyPort::Packet(p) => p.caps(),
             AnyPort::Xdp(p) => p.caps(),
+            #[cfg(feature = "dpdk")]
+            AnyPort::Dpdk(p) => p.caps(),
         }
     }
 
@@ -146,6 +180,13 @@ impl Port for AnyPort {
             AnyPort::Mem(p) => p.rx_burst(queue, &mut typed_heap, max)?,
             AnyPort::Packet(p) => p.rx_burst(queue, &mut typed_heap, max)?,
             AnyPort::Xdp(p) => p.rx_burst(queue, &mut typed_xdp, max)?,
+            #[cfg(feature = "dpdk")]
+            AnyPort::Dpdk(p) => {
+                let mut typed = Vec::new();
+                let n = p.rx_burst(queue, &mut typed, max)?;
+                out.extend(typed.into_iter().map(AnyFrame::Dpdk));
+                n
+            }
         };
         out.extend(typed_heap.into_iter().map(AnyFrame::Heap));
         out.extend(typed_xdp.into_iter().map(AnyFrame::Xdp));
@@ -164,6 +205,8 @@ impl Port for AnyPort {
             AnyPort::Mem(p) => p.alloc(len).map(AnyFrame::Heap),
             AnyPort::Packet(p) => p.alloc(len).map(AnyFrame::Heap),
             AnyPort::Xdp(p) => p.alloc(len).map(AnyFrame::Xdp),
+            #[cfg(feature = "dpdk")]
+            AnyPort::Dpdk(p) => p.alloc(len).map(AnyFrame::Dpdk),
         }
     }
 
@@ -172,6 +215,8 @@ impl Port for AnyPort {
             AnyPort::Mem(p) => p.poll(),
             AnyPort::Packet(p) => p.poll(),
             AnyPort::Xdp(p) => p.poll(),
+            #[cfg(feature = "dpdk")]
+            AnyPort::Dpdk(p) => p.poll(),
         }
     }
 }

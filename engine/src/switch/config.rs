@@ -35,6 +35,10 @@ pub struct SwitchConfig {
     pub ports: Vec<PortConfig>,
     #[serde(default)]
     pub static_macs: Vec<StaticMac>,
+    /// EAL arguments and pool sizes for `driver = "dpdk"` ports (cargo feature `dpdk`).
+    #[cfg(feature = "dpdk")]
+    #[serde(default)]
+    pub dpdk: crate::port::dpdk::DpdkConfig,
 }
 
 fn one() -> usize {
@@ -49,7 +53,8 @@ pub struct PortConfig {
     pub name: String,
     /// Network interface.
     pub iface: String,
-    /// `af_xdp` (default), `af_packet`.
+    /// `af_xdp` (default), `af_packet`, `dpdk` (cargo feature `dpdk`; `iface` is the ethdev
+    /// name, e.g. `net_af_packet0` created by `--vdev=net_af_packet0,iface=veth0` in `[dpdk]`).
     #[serde(default)]
     pub driver: Option<String>,
     /// AF_XDP attach mode: `auto` (default), `native`, `generic`.
@@ -90,6 +95,9 @@ pub struct SwitchProfile {
     pub control_socket: PathBuf,
     pub ports: Vec<PortProfile>,
     pub static_macs: Vec<([u8; 6], PortIdx)>,
+    /// The `[dpdk]` table (EAL arguments, pools), used when a port has `driver = "dpdk"`.
+    #[cfg(feature = "dpdk")]
+    pub dpdk: crate::port::dpdk::DpdkConfig,
 }
 
 /// Default control socket.
@@ -184,10 +192,19 @@ impl SwitchConfig {
                 "af_xdp" => PortKind::Xdp,
                 "af_packet" => PortKind::Packet,
                 "mem" => PortKind::Mem,
+                #[cfg(feature = "dpdk")]
+                "dpdk" => PortKind::Dpdk,
+                #[cfg(not(feature = "dpdk"))]
+                "dpdk" => {
+                    return Err(invalid(
+                        key("driver"),
+                        "this quench was built without DPDK: `cargo build --features dpdk`".into(),
+                    ))
+                }
                 other => {
                     return Err(invalid(
                         key("driver"),
-                        format!("{other:?}: expected af_xdp, af_packet or mem"),
+                        format!("{other:?}: expected af_xdp, af_packet, mem or dpdk"),
                     ))
                 }
             };
@@ -236,6 +253,13 @@ impl SwitchConfig {
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_CONTROL_SOCKET)),
             ports,
             static_macs,
+            #[cfg(feature = "dpdk")]
+            dpdk: {
+                if let Err(e) = self.dpdk.validate() {
+                    return Err(invalid("dpdk".into(), e.to_string()));
+                }
+                self.dpdk
+            },
         })
     }
 }
