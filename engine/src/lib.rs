@@ -12,3 +12,4 @@ pub mod sim;
 pub mod switch;
 pub mod time;
 pub mod wire;
+pub mod worker;

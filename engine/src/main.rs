@@ -14,6 +14,10 @@ struct Cli {
 enum Command {
     /// Writes one frame of each kind quench emits to a pcap file, or decodes a pcap file.
     Frames(cli::frames::Args),
+    /// Software switch between AF_XDP / AF_PACKET ports (MAC learning, priority queues, shaping).
+    Switch(cli::switch::Args),
+    /// Live per-port and per-queue counters of a running `quench switch`.
+    Stats(cli::stats::Args),
     /// Re-reads a run's interval log, JSON summary or report directory; prints or plots it.
     Report(cli::report::Args),
     /// Drives one algorithm (QCN/DCQCN CP or RP, PFC, TCD) from an event file; prints its state
@@ -27,6 +31,8 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Frames(a) => cli::frames::run(a),
+        Command::Switch(a) => cli::switch::run(a),
+        Command::Stats(a) => cli::stats::run(a),
         Command::Report(a) => cli::report::run(a),
         Command::Replay(a) => cli::replay::run(a),
         Command::Sim(a) => cli::sim::run(a),

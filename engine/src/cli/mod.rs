@@ -3,3 +3,5 @@ pub mod frames;
 pub mod replay;
 pub mod report;
 pub mod sim;
+pub mod stats;
+pub mod switch;

@@ -21,6 +21,7 @@
 use std::cell::RefCell;
 use std::ffi::CString;
 use std::num::NonZeroU32;
+use std::os::unix::io::AsRawFd;
 use std::rc::Rc;
 
 use xsk_rs::config::{
@@ -55,6 +56,12 @@ struct PoolInner {
     free: RefCell<Vec<FrameDesc>>,
 }
 
+extern "C" {
+    /// libbpf's log hook (linked in through libxdp-sys, which does not bind it). The argument
+    /// is a `libbpf_print_fn_t`; NULL silences libbpf.
+    fn libbpf_set_print(f: *const libc::c_void) -> *const libc::c_void;
+}
+
 /// One worker's UMEM and its free list. Cheap to clone (an `Rc`).
 #[derive(Clone)]
 pub struct XdpPool(Rc<PoolInner>);
@@ -62,6 +69,13 @@ pub struct XdpPool(Rc<PoolInner>);
 impl XdpPool {
     /// A UMEM of `frames` frames of 2 KiB (locked memory: `frames * 2048` octets).
     pub fn new(frames: u32) -> Result<XdpPool, PortError> {
+        // libxdp/libbpf narrate program loading on stderr ("No bpffs found", ...); quench
+        // reports what it got through Capabilities and its own errors instead.
+        // Safety: setting a print callback to none (NULL) is always allowed.
+        unsafe {
+            libxdp_sys::libxdp_set_print(None);
+            libbpf_set_print(std::ptr::null());
+        }
         let config = UmemConfig::builder()
             .frame_size(FrameSize::new(FRAME_SIZE).map_err(|e| unsupported("umem", e))?)
             .fill_queue_size(QueueSize::new(RING).map_err(|e| unsupported("umem", e))?)
@@ -193,8 +207,8 @@ pub struct XdpOptions {
     pub mode: XdpMode,
     /// Replace any XDP program already attached, not only stale libxdp ones.
     pub force: bool,
-    /// Only this device queue; all queues when `None`.
-    pub queue: Option<u16>,
+    /// Only these device queues; all queues when `None`.
+    pub queues: Option<Vec<u16>>,
 }
 
 fn unsupported(what: &str, e: impl std::fmt::Display) -> PortError {
@@ -378,8 +392,8 @@ impl XdpPort {
         }
         clear_stale(ifname, ifindex, opts.force)?;
         let owner = OwnerFile::claim(ifname);
-        let qids: Vec<u16> = match opts.queue {
-            Some(q) => vec![q],
+        let qids: Vec<u16> = match &opts.queues {
+            Some(q) => q.clone(),
             None => (0..device_queues(ifname)).collect(),
         };
         let iface: Interface =
@@ -417,9 +431,22 @@ impl XdpPort {
             })
             .collect();
         let mut last_err = None;
-        for (xdp_flags, bind, mode, zc) in attempts {
+        for (xdp_flags, bind, _, _) in attempts {
             match open_queues(pool, &iface, ifname, &qids, *xdp_flags, *bind) {
                 Ok(queues) => {
+                    // Ask the kernel what we got: a socket sharing a UMEM inherits its mode, and
+                    // the attach mode is the program's, not the flag's.
+                    let zc = queues
+                        .first()
+                        .is_some_and(|q| is_zero_copy(q.rx.fd().as_raw_fd()));
+                    let native = attached_programs(ifindex)
+                        .iter()
+                        .any(|p| p.mode == XdpFlags::XDP_FLAGS_DRV_MODE.bits());
+                    let mode = format!(
+                        "{}/{}",
+                        if native { "native" } else { "generic" },
+                        if zc { "zero-copy" } else { "copy" }
+                    );
                     return Ok(XdpPort {
                         caps: Capabilities {
                             name: ifname.to_string(),
@@ -427,8 +454,8 @@ impl XdpPort {
                             rx_queues: queues.len() as u16,
                             tx_queues: queues.len() as u16,
                             max_frame: FRAME_CAP,
-                            zero_copy: *zc,
-                            mode: mode.to_string(),
+                            zero_copy: zc,
+                            mode,
                             mac: device_mac(ifname),
                         },
                         pool: pool.clone(),
@@ -445,6 +472,23 @@ impl XdpPort {
             what: "no AF_XDP mode to try".into(),
         }))
     }
+}
+
+/// Whether an AF_XDP socket runs in zero-copy mode (getsockopt XDP_OPTIONS).
+fn is_zero_copy(fd: std::os::unix::io::RawFd) -> bool {
+    let mut opts = 0u32;
+    let mut len = std::mem::size_of::<u32>() as libc::socklen_t;
+    // Safety: `opts`/`len` are valid for writes; fd is a live AF_XDP socket.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_XDP,
+            libxdp_sys::XDP_OPTIONS as i32,
+            &mut opts as *mut u32 as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    rc == 0 && opts & libxdp_sys::XDP_OPTIONS_ZEROCOPY != 0
 }
 
 fn open_queues(

@@ -86,7 +86,7 @@ pub struct PortInfo {
 pub struct Registry {
     pub info: Vec<PortInfo>,
     pub counters: Vec<Arc<PortCounters>>,
-    pub fdb_entries: Vec<AtomicU64>,
+    pub fdb_entries: Vec<Arc<AtomicU64>>,
     pub clock: Clock,
 }
 
@@ -175,7 +175,7 @@ impl Registry {
             .collect();
         Snapshot {
             uptime_ns: self.clock.now().as_nanos(),
-            fdb_entries: self.fdb_entries.iter().map(ld).max().unwrap_or(0),
+            fdb_entries: self.fdb_entries.iter().map(|a| ld(a)).max().unwrap_or(0),
             ports,
         }
     }
@@ -292,7 +292,7 @@ mod tests {
                 rate_bps: None,
             }],
             counters: vec![counters],
-            fdb_entries: vec![AtomicU64::new(3)],
+            fdb_entries: vec![Arc::new(AtomicU64::new(3))],
             clock: Clock::monotonic(),
         });
         let stop = Arc::new(AtomicBool::new(false));

@@ -1,0 +1,127 @@
+//! `quench stats [--json] [--watch]`: live per-port and per-queue counters of a running
+//! `quench switch`, read from its control socket, in the spirit of testpmd's `show port stats`.
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::switch::config::DEFAULT_CONTROL_SOCKET;
+use crate::switch::stats::{query, Snapshot};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The switch's control socket.
+    #[arg(long, default_value = DEFAULT_CONTROL_SOCKET)]
+    pub socket: PathBuf,
+    /// Print the raw JSON snapshot.
+    #[arg(long)]
+    pub json: bool,
+    /// Refresh every second, with rates over the last second.
+    #[arg(long)]
+    pub watch: bool,
+    /// With --watch: stop after this many refreshes.
+    #[arg(long)]
+    pub count: Option<u64>,
+}
+
+fn si(v: f64) -> String {
+    if v >= 1e9 {
+        format!("{:.2}G", v / 1e9)
+    } else if v >= 1e6 {
+        format!("{:.2}M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.1}k", v / 1e3)
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+/// The human-readable table; with `prev`, rates are the deltas since it.
+pub fn table(now: &Snapshot, prev: Option<&Snapshot>) -> String {
+    let mut s = String::new();
+    let dt = prev
+        .map(|p| now.uptime_ns.saturating_sub(p.uptime_ns) as f64 * 1e-9)
+        .filter(|&d| d > 0.0);
+    let _ = writeln!(
+        s,
+        "######## quench switch: {:.1} s up, {} MAC entries ########",
+        now.uptime_ns as f64 * 1e-9,
+        now.fdb_entries
+    );
+    let _ = writeln!(
+        s,
+        "{:<8} {:<12} {:<22} {:>12} {:>12} {:>12} {:>12} {:>9} {:>9} {:>9} {:>10} {:>10}",
+        "port",
+        "iface",
+        "mode",
+        "rx-pkts",
+        "tx-pkts",
+        "rx-pps",
+        "tx-pps",
+        "rx-bps",
+        "tx-bps",
+        "drops",
+        "q-drops",
+        "q-depth"
+    );
+    for (i, p) in now.ports.iter().enumerate() {
+        let old = prev.and_then(|pr| pr.ports.get(i));
+        let rate = |cur: u64, old: Option<u64>| match (dt, old) {
+            (Some(dt), Some(o)) => si(cur.saturating_sub(o) as f64 / dt),
+            _ => "-".into(),
+        };
+        let _ = writeln!(
+            s,
+            "{:<8} {:<12} {:<22} {:>12} {:>12} {:>12} {:>12} {:>9} {:>9} {:>9} {:>10} {:>10}",
+            p.info.name,
+            p.info.iface,
+            format!("{}/{}", p.info.kind, p.info.mode),
+            p.rx_pkts,
+            p.tx_pkts,
+            rate(p.rx_pkts, old.map(|o| o.rx_pkts)),
+            rate(p.tx_pkts, old.map(|o| o.tx_pkts)),
+            rate(p.rx_bytes * 8, old.map(|o| o.rx_bytes * 8)),
+            rate(p.tx_bytes * 8, old.map(|o| o.tx_bytes * 8)),
+            p.rx_drops + p.tx_drops,
+            p.queue_drops,
+            p.queue_depth_bytes,
+        );
+        for q in p.queues.iter().filter(|q| q.counters.enq_pkts > 0) {
+            let c = &q.counters;
+            let _ = writeln!(
+                s,
+                "    queue {:<3} enq {:>12} deq {:>12} drop {:>10} ({} B) depth {:>8} B max {:>8} B",
+                q.class, c.enq_pkts, c.deq_pkts, c.drop_pkts, c.drop_bytes, c.depth_bytes,
+                c.max_depth_bytes
+            );
+        }
+    }
+    s
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let get = || {
+        query(&args.socket).with_context(|| {
+            format!(
+                "no quench switch answering on {} (is it running, in this network namespace?)",
+                args.socket.display()
+            )
+        })
+    };
+    let mut prev: Option<Snapshot> = None;
+    let mut n = 0u64;
+    loop {
+        let snap = get()?;
+        if args.json {
+            println!("{}", serde_json::to_string(&snap)?);
+        } else {
+            print!("{}", table(&snap, prev.as_ref()));
+        }
+        n += 1;
+        if !args.watch || args.count.is_some_and(|c| n >= c) {
+            return Ok(());
+        }
+        prev = Some(snap);
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}

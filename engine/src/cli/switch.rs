@@ -1,0 +1,306 @@
+//! `quench switch --config configs/switch.toml`: the software switch on real ports.
+//!
+//! Start-up: load and validate the configuration, calibrate the clock, spread the ports' device
+//! queues over the workers (each pinned to a core), open the ports inside their workers (AF_XDP
+//! pools are per worker), start the control socket. Stop on SIGINT/SIGTERM (or `--duration`):
+//! workers leave their loops, free queued frames, close their sockets (which detaches the
+//! AF_XDP program), and the final counters are printed.
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+
+use anyhow::{bail, Context};
+use units::Duration;
+
+use crate::port::any::AnyPort;
+use crate::port::capture::Capture;
+use crate::port::packet::PacketPort;
+use crate::port::xdp::{self, XdpOptions, XdpPool};
+use crate::port::{device_queues, if_index, Capabilities, PortError, PortKind};
+use crate::switch::config::{PortProfile, SwitchConfig, SwitchProfile};
+use crate::switch::fdb::{Fdb, PortIdx, DEFAULT_CAPACITY};
+use crate::switch::forward::{OwnedPort, Rings, Worker};
+use crate::switch::stats::{self, PortCounters, PortInfo, Registry};
+use crate::time::Clock;
+use crate::worker;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The switch configuration (TOML).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Forwarding workers (pinned cores); overrides the file's `workers`.
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Write a port's rx and tx to pcap: `--capture PORT=FILE` (repeatable).
+    #[arg(long, value_name = "PORT=FILE")]
+    pub capture: Vec<String>,
+    /// Control socket path; overrides the file's `control_socket`.
+    #[arg(long)]
+    pub control: Option<PathBuf>,
+    /// Replace XDP programs already attached to the ports (not only stale quench ones).
+    #[arg(long)]
+    pub force_xdp: bool,
+    /// Stop by itself after this many seconds.
+    #[arg(long)]
+    pub duration: Option<f64>,
+}
+
+/// The switch's port type: any port, optionally captured.
+type SwitchPort = Capture<AnyPort>;
+
+/// Which worker polls which (port, device queue); the first worker of a port owns its egress.
+fn assign(profile: &SwitchProfile, workers: usize) -> Vec<Vec<(usize, Vec<u16>)>> {
+    let mut units = Vec::new();
+    for (i, p) in profile.ports.iter().enumerate() {
+        let queues = match p.kind {
+            PortKind::Xdp => device_queues(&p.iface),
+            _ => 1,
+        };
+        units.extend((0..queues).map(|q| (i, q)));
+    }
+    let mut per: Vec<Vec<(usize, Vec<u16>)>> = vec![Vec::new(); workers];
+    for (k, (port, q)) in units.into_iter().enumerate() {
+        let w = &mut per[k % workers];
+        match w.iter_mut().find(|(p, _)| *p == port) {
+            Some((_, qs)) => qs.push(q),
+            None => w.push((port, vec![q])),
+        }
+    }
+    per
+}
+
+fn open_port(
+    p: &PortProfile,
+    pool: &mut Option<XdpPool>,
+    queues: &[u16],
+    force: bool,
+) -> Result<AnyPort, PortError> {
+    match p.kind {
+        PortKind::Xdp => {
+            if pool.is_none() {
+                // Per port: fill ring + tx ring + queue slack, 4096 frames (8 MiB).
+                *pool = Some(XdpPool::new(4096 * 4)?);
+            }
+            let pool = pool.as_ref().ok_or_else(|| PortError::Unsupported {
+                name: p.iface.clone(),
+                what: "no UMEM".into(),
+            })?;
+            let opts = XdpOptions {
+                mode: p.xdp_mode,
+                force,
+                queues: Some(queues.to_vec()),
+            };
+            xdp::XdpPort::open(pool, &p.iface, &opts).map(AnyPort::Xdp)
+        }
+        PortKind::Packet => PacketPort::open(&p.iface).map(AnyPort::Packet),
+        PortKind::Mem | PortKind::Dpdk => Err(PortError::Unsupported {
+            name: p.iface.clone(),
+            what: format!("driver {} cannot be opened by `quench switch`", p.kind),
+        }),
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let mut profile = SwitchConfig::load(&args.config)?;
+    if let Some(w) = args.workers {
+        if w == 0 {
+            bail!("--workers must be at least 1");
+        }
+        profile.workers = w;
+    }
+    if let Some(c) = &args.control {
+        profile.control_socket = c.clone();
+    }
+    let mut captures: Vec<Option<PathBuf>> = vec![None; profile.ports.len()];
+    for c in &args.capture {
+        let (name, file) = c
+            .split_once('=')
+            .with_context(|| format!("--capture {c:?}: expected PORT=FILE"))?;
+        let i = profile
+            .ports
+            .iter()
+            .position(|p| p.name == name || p.iface == name)
+            .with_context(|| format!("--capture {c:?}: no port named {name:?}"))?;
+        captures[i] = Some(PathBuf::from(file));
+    }
+    // Fail early, in the main thread, with the interface named.
+    for p in &profile.ports {
+        if_index(&p.iface)
+            .with_context(|| format!("port {:?} in {}", p.name, args.config.display()))?;
+    }
+    let stop = worker::stop_on_signals().context("installing signal handlers")?;
+    let clock = Clock::new();
+    let workers = profile.workers;
+    let plan = assign(&profile, workers);
+    let mut owner = vec![0usize; profile.ports.len()];
+    for (w, units) in plan.iter().enumerate().rev() {
+        for (p, _) in units {
+            owner[*p] = w;
+        }
+    }
+    let counters: Vec<Arc<PortCounters>> = profile
+        .ports
+        .iter()
+        .map(|_| Arc::new(PortCounters::default()))
+        .collect();
+    let fdb_entries: Vec<Arc<AtomicU64>> = (0..workers).map(|_| Arc::default()).collect();
+    let rings = Rings::new(workers);
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<Vec<(usize, Capabilities)>, String>>();
+    let mut handles = Vec::new();
+    for (w, units) in plan.into_iter().enumerate() {
+        let profile = profile.clone();
+        let owner = owner.clone();
+        let counters = counters.clone();
+        let rings = rings.clone();
+        let stop = stop.clone();
+        let ready = ready_tx.clone();
+        let captures = captures.clone();
+        let entries = fdb_entries[w].clone();
+        let force = args.force_xdp;
+        let h = worker::spawn_pinned(w, format!("quench-w{w}"), move || {
+            let mut pool = None;
+            let mut ports: Vec<Option<OwnedPort<SwitchPort>>> =
+                (0..profile.ports.len()).map(|_| None).collect();
+            let mut caps = Vec::new();
+            for (pi, queues) in &units {
+                let p = &profile.ports[*pi];
+                let port = match open_port(p, &mut pool, queues, force) {
+                    Ok(port) => port,
+                    Err(e) => {
+                        let _ = ready.send(Err(format!("port {:?}: {e}", p.name)));
+                        return;
+                    }
+                };
+                caps.push((*pi, crate::port::Port::caps(&port).clone()));
+                let port = match &captures[*pi] {
+                    Some(f) => match Capture::to_file(port, f, clock) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            let _ = ready.send(Err(format!("port {:?}: {e}", p.name)));
+                            return;
+                        }
+                    },
+                    None => Capture::off(port),
+                };
+                let rx_queues = (0..queues.len() as u16).collect();
+                let is_owner = owner[*pi] == w;
+                ports[*pi] = Some(OwnedPort::new(
+                    port,
+                    rx_queues,
+                    p.limits,
+                    if is_owner { p.rate } else { None },
+                    counters[*pi].clone(),
+                ));
+            }
+            let mut fdb = Fdb::new(profile.ageing, DEFAULT_CAPACITY);
+            for &(mac, port) in &profile.static_macs {
+                fdb.add_static(mac, port as PortIdx);
+            }
+            let mut wk = Worker::new(w, ports, owner, rings, fdb, entries);
+            let _ = ready.send(Ok(caps));
+            worker::run_loop(&clock, &stop, |now| wk.poll(now));
+            wk.shutdown();
+            for op in wk.ports.iter_mut().flatten() {
+                op.port.flush();
+            }
+        })?;
+        handles.push(h);
+    }
+    drop(ready_tx);
+    let mut info: Vec<Option<PortInfo>> = vec![None; profile.ports.len()];
+    let mut failure = None;
+    for _ in 0..workers {
+        match ready_rx.recv() {
+            Ok(Ok(caps)) => {
+                for (pi, c) in caps {
+                    let p = &profile.ports[pi];
+                    if info[pi].is_none() {
+                        info[pi] = Some(PortInfo {
+                            name: p.name.clone(),
+                            iface: p.iface.clone(),
+                            kind: c.kind.to_string(),
+                            mode: c.mode.clone(),
+                            worker: owner[pi],
+                            rate_bps: p.rate.map(|r| r.as_bps()),
+                        });
+                    }
+                }
+            }
+            Ok(Err(e)) => failure = Some(e),
+            Err(_) => failure = Some("a worker exited during start-up".into()),
+        }
+    }
+    if let Some(e) = failure {
+        stop.store(true, Ordering::Relaxed);
+        for h in handles {
+            let _ = h.join();
+        }
+        bail!("{e} (config {})", args.config.display());
+    }
+    let registry = Arc::new(Registry {
+        info: info.into_iter().flatten().collect(),
+        counters: counters.clone(),
+        fdb_entries: fdb_entries.clone(),
+        clock,
+    });
+    for p in &registry.info {
+        eprintln!(
+            "quench switch: port {} ({}) {} {} on worker {}{}",
+            p.name,
+            p.iface,
+            p.kind,
+            p.mode,
+            p.worker,
+            p.rate_bps
+                .map(|r| format!(", egress {}", units::Rate::from_bps(r)))
+                .unwrap_or_default()
+        );
+    }
+    let ctl_path = profile.control_socket.clone();
+    let ctl = {
+        let (r, s, p) = (registry.clone(), stop.clone(), ctl_path.clone());
+        std::thread::Builder::new()
+            .name("quench-ctl".into())
+            .spawn(move || stats::serve(&p, r, s))?
+    };
+    eprintln!(
+        "quench switch: {} workers, clock {:?}, control socket {}",
+        workers,
+        clock.source(),
+        ctl_path.display()
+    );
+    let deadline = args
+        .duration
+        .map(|s| clock.now() + Duration::from_nanos((s * 1e9) as u64));
+    while !stop.load(Ordering::Relaxed) {
+        if deadline.is_some_and(|d| clock.now() >= d) {
+            stop.store(true, Ordering::Relaxed);
+            break;
+        }
+        // The main thread only waits: the workers do the work.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    match ctl.join() {
+        Ok(Err(e)) => eprintln!("quench switch: control socket: {e}"),
+        Err(_) => eprintln!("quench switch: control socket thread panicked"),
+        Ok(Ok(())) => {}
+    }
+    // The sockets are closed, so libxdp has detached its program; remove any that a failed
+    // close left behind, so the next start finds the devices clean.
+    for p in profile.ports.iter().filter(|p| p.kind == PortKind::Xdp) {
+        if let Ok(ifindex) = if_index(&p.iface) {
+            for prog in xdp::attached_programs(ifindex) {
+                if prog.name.starts_with("xsk_def_prog") {
+                    let _ = xdp::detach_program(ifindex, prog.mode);
+                }
+            }
+        }
+    }
+    let snap = registry.snapshot();
+    println!("{}", crate::cli::stats::table(&snap, None));
+    Ok(())
+}

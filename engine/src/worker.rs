@@ -1,0 +1,81 @@
+//! Worker threads: one per core, pinned, polling in a run-to-completion loop until told to
+//! stop. The stop flag is the only shared state a worker reads every iteration (a relaxed
+//! load); everything else it owns.
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use units::Instant;
+
+use crate::time::Clock;
+
+/// The cores this process may run on, in order (falls back to core 0 when unknown).
+pub fn cores() -> Vec<core_affinity::CoreId> {
+    let c = core_affinity::get_core_ids().unwrap_or_default();
+    if c.is_empty() {
+        vec![core_affinity::CoreId { id: 0 }]
+    } else {
+        c
+    }
+}
+
+/// Spawns a thread named `name` pinned to the `index`-th usable core (wrapping around).
+pub fn spawn_pinned<T: Send + 'static>(
+    index: usize,
+    name: String,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::io::Result<JoinHandle<T>> {
+    let cores = cores();
+    let core = cores[index % cores.len()];
+    std::thread::Builder::new().name(name).spawn(move || {
+        // Pinning can fail in a restricted cpuset; the worker then still runs, unpinned.
+        let _ = core_affinity::set_for_current(core);
+        f()
+    })
+}
+
+/// Polls `step(now)` until `stop` is set, reading the clock once per iteration. `step` returns
+/// the work it did; an idle iteration spins (poll mode: no sleeping, sleeping is useless for
+/// timing here) with a CPU relax hint.
+pub fn run_loop(clock: &Clock, stop: &AtomicBool, mut step: impl FnMut(Instant) -> usize) {
+    while !stop.load(Ordering::Relaxed) {
+        let now = clock.now();
+        if step(now) == 0 {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// Installs SIGINT and SIGTERM handlers that set the returned flag (and nothing else).
+pub fn stop_on_signals() -> std::io::Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
+    Ok(stop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pinned_loop_runs_until_stopped() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let h = spawn_pinned(0, "t".into(), move || {
+            let clock = Clock::monotonic();
+            let mut n = 0u64;
+            run_loop(&clock, &s, |_| {
+                n += 1;
+                if n == 1000 {
+                    s.store(true, Ordering::Relaxed);
+                }
+                1
+            });
+            n
+        })
+        .unwrap();
+        assert_eq!(h.join().unwrap(), 1000);
+        assert!(stop.load(Ordering::Relaxed));
+    }
+}
