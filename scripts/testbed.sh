@@ -45,6 +45,8 @@ ns_exists() { ip netns list | awk '{print $1}' | grep -qx "$1"; }
 mkns() {
   ns_exists "$1" || ip netns add "$1"
   ip -n "$1" link set lo up
+  # No IPv6 autoconfiguration chatter (router solicitations, DAD) on the test links.
+  ip netns exec "$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
 }
 
 # join NS KIND IDX MAC ADDR: a veth pair between NS (eth0) and the switch (P-sw-KIND IDX).

@@ -75,6 +75,19 @@ pub struct OwnedPort<P: Port> {
 }
 
 impl<P: Port> OwnedPort<P> {
+    /// Queues a frame for egress. A frame arriving at an empty queue starts a backlog: the
+    /// pacer forgets idle credit beyond its burst then (not earlier, so a worker that was away
+    /// while frames waited in the receive ring does not release them as a catch-up burst).
+    pub fn enqueue(&mut self, now: Instant, class: Class, frame: P::Frame) {
+        if self.egress.is_empty() {
+            if let Some(p) = &mut self.pacer {
+                p.on_idle(now);
+            }
+        }
+        // A refused frame comes back and is dropped here (freed); the queue counted it.
+        drop(self.egress.enqueue(now, class, frame));
+    }
+
     pub fn new(
         port: P,
         rx_queues: Vec<u16>,
@@ -184,8 +197,7 @@ impl<P: Port> Worker<P> {
     /// Queues `frame` for egress port `e` (local queue or the owner's ring).
     fn deliver(&mut self, now: Instant, e: usize, class: Class, frame: P::Frame) {
         match self.ports.get_mut(e) {
-            // A refused frame comes back and is dropped here (freed); the queue counted it.
-            Some(Some(op)) => drop(op.egress.enqueue(now, class, frame)),
+            Some(Some(op)) => op.enqueue(now, class, frame),
             Some(None) => self.cross(e, class, frame.data()),
             None => {}
         }
@@ -262,9 +274,7 @@ impl<P: Port> Worker<P> {
             };
             if let Some(Some(op)) = self.ports.get_mut(e as usize) {
                 match op.port.import(h.data()) {
-                    Some(f) => {
-                        let _ = op.egress.enqueue(now, class, f);
-                    }
+                    Some(f) => op.enqueue(now, class, f),
                     None => bump(&op.counters.tx_drops, 1),
                 }
             }
@@ -305,7 +315,7 @@ impl<P: Port> Worker<P> {
         for e in (0..n).filter(|&e| e != from && e != last) {
             match self.ports[e].as_mut() {
                 Some(op) => match op.port.import(frame.data()) {
-                    Some(c) => drop(op.egress.enqueue(now, class, c)),
+                    Some(c) => op.enqueue(now, class, c),
                     None => bump(&op.counters.tx_drops, 1),
                 },
                 None => self.cross(e, class, frame.data()),
@@ -329,6 +339,11 @@ impl<P: Port> Worker<P> {
 
 /// Dequeues what the pacer allows (at most one burst) and transmits. Returns frames sent.
 fn transmit<P: Port>(op: &mut OwnedPort<P>, now: Instant) -> usize {
+    if let Some(p) = &mut op.pacer {
+        if op.egress.is_empty() {
+            p.on_idle(now);
+        }
+    }
     while op.pending.len() < BURST {
         if let Some(p) = &op.pacer {
             if !p.ready(now) {

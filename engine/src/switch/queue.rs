@@ -321,24 +321,34 @@ impl<F: QueuedFrame, H: CongestionHook<F>> EgressQueue<F, H> {
 /// its virtual clock.
 ///
 /// Each frame of `len` octets advances the release time by exactly `len * 8 / rate` seconds
-/// (kept to the bit, with the division remainder carried, so no rounding accumulates). After an
-/// idle period, at most `burst` of unused credit is kept, so a late worker may catch up a little
-/// but a long-idle port does not release a long burst.
+/// (kept to the bit, with the division remainder carried, so no rounding accumulates). Two
+/// bounds on credit:
+/// - an idle port (queue empty: [`Pacer::on_idle`]) keeps at most `burst` of unused credit, so
+///   a long-idle port does not release a long burst;
+/// - a backlogged port whose worker was late (descheduled, a slow transmit) may catch up at
+///   most `max_lag`; beyond that the credit is lost. This keeps the long-run rate exact on a
+///   busy machine without letting an arbitrarily old debt turn into a line-rate burst.
 #[derive(Clone, Debug)]
 pub struct Pacer {
     rate: Rate,
     burst: Duration,
+    max_lag: Duration,
     next: Instant,
     /// Remainder of `bits * 1e9 / rate` not yet turned into whole nanoseconds.
     rem: u128,
 }
 
+/// Default catch-up bound for a backlogged port (see [`Pacer`]).
+pub const DEFAULT_MAX_LAG: Duration = Duration::from_millis(100);
+
 impl Pacer {
-    /// A pacer at `rate` (must be non-zero) keeping at most `burst` of idle credit.
+    /// A pacer at `rate` (must be non-zero) keeping at most `burst` of idle credit and
+    /// catching up at most [`DEFAULT_MAX_LAG`].
     pub fn new(rate: Rate, burst: Duration) -> Pacer {
         Pacer {
             rate,
             burst,
+            max_lag: DEFAULT_MAX_LAG.max(burst),
             next: Instant::ZERO,
             rem: 0,
         }
@@ -368,9 +378,18 @@ impl Pacer {
         now >= self.next
     }
 
+    /// The queue is empty at `now`: drop idle credit beyond `burst`.
+    pub fn on_idle(&mut self, now: Instant) {
+        let floor = now - self.burst;
+        if self.next < floor {
+            self.next = floor;
+            self.rem = 0;
+        }
+    }
+
     /// Accounts a frame of `len` octets sent at `now`.
     pub fn on_send(&mut self, now: Instant, len: u32) {
-        let floor = now - self.burst;
+        let floor = now - self.max_lag;
         if self.next < floor {
             self.next = floor;
             self.rem = 0;
@@ -508,6 +527,7 @@ mod tests {
         // 1500 octets at 1 Gb/s = 12 us per frame: 1000 back-to-back frames take 12 ms.
         let mut p = Pacer::new(Rate::from_gbps(1), Duration::from_micros(20));
         let mut now = t(1_000_000);
+        p.on_idle(now);
         let mut sent = 0u64;
         while sent < 1000 {
             if p.ready(now) {
@@ -520,6 +540,29 @@ mod tests {
         // The first frame went at 1 ms minus the 20 us idle credit; the 1000th at +999 x 12 us.
         assert_eq!(now, t(1_000_000 - 20_000 + 999 * 12_000));
         assert_eq!(p.release_time(), t(1_000_000 - 20_000 + 1000 * 12_000));
+    }
+
+    #[test]
+    fn late_backlogged_pacer_catches_up_within_max_lag() {
+        let mut p = Pacer::new(Rate::from_gbps(1), Duration::from_micros(20));
+        p.on_idle(t(0));
+        p.on_send(t(0), 1500); // next = 12 us
+                               // The worker was away for 10 ms with a backlog: it may send the 10 ms it owes at once.
+        let now = t(10_012_000);
+        let mut burst = 0;
+        while p.ready(now) {
+            p.on_send(now, 1500);
+            burst += 1;
+        }
+        assert_eq!(burst, 834); // (10_012 us - 12 us) / 12 us, rounded up
+                                // Away for longer than max_lag: the debt beyond 100 ms is forgiven.
+        let now = t(200_000_000);
+        let mut burst = 0;
+        while p.ready(now) {
+            p.on_send(now, 1500);
+            burst += 1;
+        }
+        assert_eq!(burst, 8334); // 100 ms / 12 us, rounded up
     }
 
     #[test]
