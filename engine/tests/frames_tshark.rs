@@ -1,0 +1,272 @@
+//! `quench frames --pcap` checked by independent decoders: tshark (with the shared 802.1Qau
+//! dissector `../shared/tools/wireshark/qau.lua`) for field values and malformed frames, and
+//! scapy (`scapy.contrib.roce`) for the RoCEv2 ICRCs.
+//!
+//! tshark and python3-scapy come from `scripts/setup.sh`; where they are missing the checks
+//! that need them print why and are skipped.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const QUENCH: &str = env!("CARGO_BIN_EXE_quench");
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("engine/ has a parent")
+        .to_path_buf()
+}
+
+/// The shared Lua dissector, at `../shared` beside the repository (the CI layout), or under
+/// `$QUENCH_SHARED` (a git worktree elsewhere).
+fn qau_lua() -> Option<PathBuf> {
+    let shared = std::env::var_os("QUENCH_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("../shared"));
+    let p = shared.join("tools/wireshark/qau.lua");
+    p.exists().then_some(p)
+}
+
+fn have(cmd: &str, arg: &str) -> bool {
+    Command::new(cmd)
+        .arg(arg)
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// Writes the sample frames to a fresh file and returns its path.
+fn write_pcap(name: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("quench-{name}-{}.pcap", std::process::id()));
+    let out = Command::new(QUENCH)
+        .args(["frames", "--pcap"])
+        .arg(&path)
+        .output()
+        .expect("run quench frames --pcap");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
+}
+
+#[test]
+fn decode_prints_one_line_per_frame() {
+    let path = write_pcap("decode");
+    let out = Command::new(QUENCH)
+        .args(["frames", "--decode"])
+        .arg(&path)
+        .output()
+        .expect("run quench frames --decode");
+    let _ = std::fs::remove_file(&path);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 9, "{text}");
+    assert!(!text.contains("error"), "{text}");
+    assert!(lines[1].contains("cnm version=0 qntzfb=42 cpid=0x0200000000cc0003 qoffset=-100"));
+}
+
+#[test]
+fn decode_reports_malformed_frames_without_panicking() {
+    let path = write_pcap("malformed");
+    let mut bytes = std::fs::read(&path).expect("read pcap");
+    // Corrupt the last octet of the file: the CNP's ICRC.
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xFF;
+    // And cut the file inside the final record's data by appending a partial record header.
+    bytes.extend_from_slice(&[1, 2, 3]);
+    std::fs::write(&path, &bytes).expect("write pcap");
+    let out = Command::new(QUENCH)
+        .args(["frames", "--decode"])
+        .arg(&path)
+        .output()
+        .expect("run quench frames --decode");
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 10, "{text}");
+    assert!(lines[8].contains("error: RoCEv2 ICRC"), "{}", lines[8]);
+    assert!(lines[9].contains("error: pcap truncated"), "{}", lines[9]);
+}
+
+const FIELDS: &[&str] = &[
+    "frame.number",
+    "_ws.malformed",
+    "_ws.expert",
+    "cntag.rpid",
+    "cnm.version",
+    "cnm.qntzfb",
+    "cnm.cpid",
+    "cnm.qoffset",
+    "cnm.qdelta",
+    "cnm.encap_prio",
+    "cnm.encap_da",
+    "cnm.encap_len",
+    "macc.opcode",
+    "macc.cbfc.enbv",
+    "macc.cbfc.pause_time.c0",
+    "macc.cbfc.pause_time.c3",
+    "ip.dsfield.dscp",
+    "ip.dsfield.ecn",
+    "udp.dstport",
+    "infiniband.bth.opcode",
+    "infiniband.bth.destqp",
+    "infiniband.bth.p_key",
+];
+
+#[test]
+fn tshark_decodes_the_values_emitted() {
+    if !have("tshark", "--version") {
+        println!("SKIP tshark_decodes_the_values_emitted: tshark not installed (scripts/setup.sh)");
+        return;
+    }
+    let Some(lua) = qau_lua() else {
+        println!(
+            "SKIP tshark_decodes_the_values_emitted: ../shared/tools/wireshark/qau.lua not \
+             beside the repository"
+        );
+        return;
+    };
+    let path = write_pcap("tshark");
+    let mut cmd = Command::new("tshark");
+    cmd.arg("-X")
+        .arg(format!("lua_script:{}", lua.display()))
+        .arg("-r")
+        .arg(&path)
+        .args(["-T", "fields", "-E", "separator=|", "-E", "occurrence=f"]);
+    for f in FIELDS {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().expect("run tshark");
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<HashMap<&str, &str>> = text
+        .lines()
+        .map(|l| FIELDS.iter().copied().zip(l.split('|')).collect())
+        .collect();
+    assert_eq!(rows.len(), 9, "{text}");
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(r["frame.number"], (i + 1).to_string());
+        assert_eq!(r["_ws.malformed"], "", "frame {} malformed: {text}", i + 1);
+        assert_eq!(
+            r["_ws.expert"],
+            "",
+            "frame {} has expert info: {text}",
+            i + 1
+        );
+    }
+    let expect = |frame: usize, field: &str, want: &str| {
+        assert_eq!(
+            rows[frame - 1][field],
+            want,
+            "frame {frame} field {field}\n{text}"
+        );
+    };
+    // 1: data frame with VLAN + CN-TAG.
+    expect(1, "cntag.rpid", "0x0007");
+    expect(1, "ip.dsfield.ecn", "2");
+    expect(1, "udp.dstport", "50101");
+    // 2: CNM, read with the shared dissector.
+    expect(2, "cntag.rpid", "0x0007");
+    expect(2, "cnm.version", "0");
+    expect(2, "cnm.qntzfb", "42");
+    expect(2, "cnm.cpid", "0200000000cc0003");
+    expect(2, "cnm.qoffset", "-100");
+    expect(2, "cnm.qdelta", "25");
+    expect(2, "cnm.encap_prio", "0x6000");
+    expect(2, "cnm.encap_da", "02:00:00:00:00:0b");
+    expect(2, "cnm.encap_len", "64");
+    // 3, 4: PFC XOFF then XON for priority 3.
+    for (frame, time) in [(3, "65535"), (4, "0")] {
+        expect(frame, "macc.opcode", "0x0101");
+        expect(frame, "macc.cbfc.enbv", "0x0008");
+        expect(frame, "macc.cbfc.pause_time.c3", time);
+        expect(frame, "macc.cbfc.pause_time.c0", "0");
+    }
+    // 5-8: RoCEv2 data with ECN 00, 01, 10, 11.
+    for (i, ecn) in ["0", "1", "2", "3"].iter().enumerate() {
+        expect(5 + i, "ip.dsfield.ecn", ecn);
+        expect(5 + i, "ip.dsfield.dscp", "26");
+        expect(5 + i, "infiniband.bth.opcode", "4");
+        expect(5 + i, "infiniband.bth.destqp", "0x000011");
+    }
+    // 9: CNP.
+    expect(9, "infiniband.bth.opcode", "129");
+    expect(9, "infiniband.bth.destqp", "0x000022");
+    expect(9, "infiniband.bth.p_key", "65535");
+    expect(9, "ip.dsfield.dscp", "48");
+}
+
+/// Recomputes every RoCEv2 frame's ICRC scapy's way and compares it with the one on the wire;
+/// also checks that a corrupted frame fails, so the check can fail.
+const SCAPY_CHECK: &str = r#"
+import sys
+from scapy.all import rdpcap, raw, Ether
+from scapy.contrib.roce import BTH
+frames = rdpcap(sys.argv[1])
+checked = 0
+for n, f in enumerate(frames, 1):
+    p = Ether(raw(f))
+    if BTH not in p:
+        continue
+    wire = p[BTH].icrc
+    q = p.copy()
+    q[BTH].icrc = None
+    redone = Ether(raw(q))[BTH].icrc
+    if wire != redone:
+        print(f"frame {n}: ICRC {wire:#010x} on the wire, scapy computes {redone:#010x}")
+        sys.exit(1)
+    bad = bytearray(raw(f)); bad[-5] ^= 1
+    b = Ether(bytes(bad)); c = b.copy(); c[BTH].icrc = None
+    if Ether(raw(c))[BTH].icrc == b[BTH].icrc:
+        print(f"frame {n}: corrupting the payload did not change the ICRC")
+        sys.exit(1)
+    print(f"frame {n}: opcode {p[BTH].opcode:#04x} ICRC {wire:#010x} verified by scapy")
+    checked += 1
+print(f"{checked} RoCEv2 ICRCs verified")
+sys.exit(0 if checked == 5 else 2)
+"#;
+
+#[test]
+fn scapy_verifies_the_icrcs() {
+    let python = "/usr/bin/python3";
+    let scapy_ok = Command::new(python)
+        .args(["-c", "import scapy.contrib.roce"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !scapy_ok {
+        println!(
+            "SKIP scapy_verifies_the_icrcs: {python} with scapy not installed (scripts/setup.sh)"
+        );
+        return;
+    }
+    let path = write_pcap("scapy");
+    let out = Command::new(python)
+        .args(["-c", SCAPY_CHECK])
+        .arg(&path)
+        .output()
+        .expect("run python3");
+    let _ = std::fs::remove_file(&path);
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}");
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("opcode 0x81"), "the CNP was checked: {text}");
+}

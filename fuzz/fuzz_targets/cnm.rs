@@ -1,0 +1,12 @@
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use engine::wire::cnm::CnmRepr;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(r) = CnmRepr::parse(data) {
+        let mut out = [0u8; 24 + 64];
+        let n = r.emit(&mut out).expect("emit");
+        assert_eq!(&out[..n], &data[..n], "CNM round-trips");
+    }
+});

@@ -1,0 +1,11 @@
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use engine::cli::frames::describe;
+use engine::wire::frame::decode;
+use units::Rate;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = decode(data);
+    let _ = describe(data, Rate::from_gbps(10));
+});
