@@ -18,6 +18,10 @@ enum Command {
     Switch(cli::switch::Args),
     /// Live per-port and per-queue counters of a running `quench switch`.
     Stats(cli::stats::Args),
+    /// Receives test flows: goodput, loss, reordering, latency; sends CNPs; writes reports.
+    Recv(cli::recv::Args),
+    /// Sends paced test flows rate-limited by QCN or DCQCN reaction points.
+    Send(cli::send::Args),
     /// Re-reads a run's interval log, JSON summary or report directory; prints or plots it.
     Report(cli::report::Args),
     /// Drives one algorithm (QCN/DCQCN CP or RP, PFC, TCD) from an event file; prints its state
@@ -33,7 +37,9 @@ fn main() -> anyhow::Result<()> {
         Command::Frames(a) => cli::frames::run(a),
         Command::Switch(a) => cli::switch::run(a),
         Command::Stats(a) => cli::stats::run(a),
+        Command::Recv(a) => cli::recv::run(a),
         Command::Report(a) => cli::report::run(a),
+        Command::Send(a) => cli::send::run(a),
         Command::Replay(a) => cli::replay::run(a),
         Command::Sim(a) => cli::sim::run(a),
     }

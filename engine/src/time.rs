@@ -76,6 +76,14 @@ fn tsc_is_invariant() -> bool {
     has("constant_tsc") && has("nonstop_tsc")
 }
 
+/// `CLOCK_MONOTONIC` now, in nanoseconds since boot: the one time base every process on the
+/// machine shares. quench's test header carries transmit timestamps in it, so that a receiver in
+/// another process (another network namespace) measures one-way latency against the same clock.
+/// Read it once per burst, like [`Clock::now`].
+pub fn shared_now() -> Instant {
+    Instant::from_nanos(monotonic_ns())
+}
+
 impl Clock {
     /// The best clock available: a calibrated TSC when invariant, else `CLOCK_MONOTONIC`.
     /// Spins for ~20 ms when calibrating; call once at start-up.

@@ -166,20 +166,6 @@ pub enum FlowConfigError {
     },
 }
 
-/// Parses `aa:bb:cc:dd:ee:ff`.
-pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
-    let mut out = [0u8; 6];
-    let mut parts = s.trim().split(':');
-    for b in &mut out {
-        let p = parts.next()?;
-        if p.len() != 2 {
-            return None;
-        }
-        *b = u8::from_str_radix(p, 16).ok()?;
-    }
-    parts.next().is_none().then_some(out)
-}
-
 /// A scheduled flow.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlowStart {
@@ -215,7 +201,7 @@ pub fn schedule(
             key,
             why: why.to_string(),
         };
-        let destination = parse_mac(&fg.destination)
+        let destination = crate::port::parse_mac(&fg.destination)
             .ok_or_else(|| bad("destination", "not a MAC address like 02:00:00:00:00:01"))?;
         if fg.priority > 7 {
             return Err(bad("priority", "must be 0..=7"));

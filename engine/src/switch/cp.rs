@@ -136,7 +136,7 @@ impl Default for CpHook {
 }
 
 fn parse_mac(s: &str) -> Option<MacAddr> {
-    crate::send::flowgen::parse_mac(s).map(|m| MacAddr::new(m[0], m[1], m[2], m[3], m[4], m[5]))
+    crate::port::parse_mac(s).map(|m| MacAddr::new(m[0], m[1], m[2], m[3], m[4], m[5]))
 }
 
 impl CpHook {
