@@ -1,7 +1,8 @@
 //! `quench sim`: run a topology and flows in virtual time.
 //!
 //! ```text
-//! quench sim --topology TOPO --flows FLOWS --cc {none} [--config FILE.toml] [--seed N] --out DIR
+//! quench sim --topology TOPO --flows FLOWS --cc {qcn,dcqcn,none} [--preset NAME]
+//!            [--config FILE.toml] [--seed N] --out DIR
 //! quench sim --scenario FILE.toml --out DIR
 //! ```
 //! TOPO and FLOWS are in the HPCC ns-3 formats; the TOML file (see `engine::sim::scenario`) holds
@@ -13,8 +14,9 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 use clap::ValueEnum;
 
+use crate::sim::cc::{CcSections, CcSetup};
 use crate::sim::report;
-use crate::sim::scenario::Scenario;
+use crate::sim::scenario::{load_preset, Scenario};
 use crate::sim::{CcKind, RunConfig, Topology, World};
 
 /// Congestion control to simulate.
@@ -22,18 +24,24 @@ use crate::sim::{CcKind, RunConfig, Topology, World};
 pub enum CcArg {
     /// No congestion control: senders at line rate.
     None,
+    /// DCQCN (RED/ECN, CNPs, rp::dcqcn).
+    Dcqcn,
+    /// IEEE 802.1Qau QCN (CNMs, rp::qcn).
+    Qcn,
 }
 
 impl CcArg {
     pub fn kind(self) -> CcKind {
         match self {
             CcArg::None => CcKind::None,
+            CcArg::Dcqcn => CcKind::Dcqcn,
+            CcArg::Qcn => CcKind::Qcn,
         }
     }
 
     fn parse(name: &str) -> anyhow::Result<CcArg> {
         CcArg::from_str(name, true)
-            .map_err(|_| anyhow::anyhow!("`cc` = \"{name}\": expected one of: none"))
+            .map_err(|_| anyhow::anyhow!("`cc` = \"{name}\": expected one of: none, dcqcn, qcn"))
     }
 }
 
@@ -75,7 +83,7 @@ pub struct Args {
 pub struct Prepared {
     pub topo: Topology,
     pub flows: Vec<crate::sim::FlowSpec>,
-    pub cc: CcArg,
+    pub cc: CcSetup,
     pub cfg: RunConfig,
 }
 
@@ -135,13 +143,24 @@ pub fn prepare(args: &Args) -> anyhow::Result<Prepared> {
         (None, Some(name)) => CcArg::parse(name)?,
         (None, None) => bail!("give --cc or `cc` in the scenario"),
     };
-    if let Some(p) = args
+    let preset = args
         .preset
         .as_ref()
-        .or(scen.as_ref().and_then(|s| s.file.preset.as_ref()))
-    {
-        bail!("preset `{p}`: presets apply to dcqcn and qcn, and --cc {cc:?} has no parameters");
+        .or(scen.as_ref().and_then(|s| s.file.preset.as_ref()));
+    let mut sections = match preset {
+        Some(name) => load_preset(name)?,
+        None => CcSections::default(),
+    };
+    let mut origin = preset.map(|p| format!("preset {p}")).unwrap_or_default();
+    if let Some(s) = &scen {
+        sections.overlay(&s.file.cc_sections());
+        origin = if origin.is_empty() {
+            s.name.clone()
+        } else {
+            format!("{origin} + {}", s.name)
+        };
     }
+    let cc = CcSetup::new(cc.kind(), &sections, &origin)?;
     Ok(Prepared {
         topo,
         flows,
@@ -152,8 +171,8 @@ pub fn prepare(args: &Args) -> anyhow::Result<Prepared> {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let p = prepare(&args)?;
-    let cc_name = format!("{:?}", p.cc).to_lowercase();
-    let mut world = World::new(&p.topo, &p.flows, p.cc.kind(), p.cfg)?;
+    let cc_name = p.cc.kind.name();
+    let mut world = World::new(&p.topo, &p.flows, p.cc, p.cfg)?;
     let show = !args.quiet && std::io::stderr().is_terminal();
     let bar = if show {
         let b = indicatif::ProgressBar::new(world.flows.len() as u64);
@@ -180,7 +199,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let summary = report::write_all(&world, &cc_name, &args.out)?;
+    let summary = report::write_all(&world, cc_name, &args.out)?;
     if !args.quiet {
         println!(
             "{} of {} flows done at {:.6} ms virtual, {} events; outputs in {}",

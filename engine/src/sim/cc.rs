@@ -1,134 +1,482 @@
 //! The seam between the simulator and the algorithm crates.
 //!
-//! The simulator never implements an algorithm: a host's per-flow sender state, a receiver's
-//! notification point and a switch port's congestion point are the `rp`, `np` and `cp` crates'
-//! state machines, wrapped here in closed enums (static dispatch, no `dyn` on the per-packet
-//! path). `None` is no congestion control at all: senders at line rate, ports that never mark.
+//! The simulator never implements an algorithm: a sender's reaction point and pacer
+//! (`rp::DcqcnState`, `rp::QcnRp`, `rp::Pacer`), a receiver's notification point (`np::Np`) and a
+//! switch port's congestion points (`cp::red`, `cp::qcn`, `cp::tcd`, `cp::pfc`) are the crates'
+//! state machines. This module turns the scenario's parameter sections into their validated
+//! profiles, and plugs the switch-side ones into the engine's egress queue
+//! ([`crate::switch::queue::EgressQueue`]) through its congestion hook. Closed enums, static
+//! dispatch: no `dyn` on the per-packet path.
 
-use units::{Instant, Rate};
+use anyhow::{bail, Context};
+use serde::Deserialize;
+use units::{FlowId, Instant, Rate};
 
-use super::packet::Pkt;
+use crate::switch::queue::{Admit, CongestionHook, QueueEvent, QueuedFrame};
+
+use super::packet::{ecn, Kind, Pkt};
 use super::rng::SimRng;
 
 /// Which congestion control a run uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CcKind {
+    /// No congestion control: senders at line rate, switches that never mark.
     None,
+    /// DCQCN: RED/ECN at switches, CNPs from the receiver's NP, rate control at the sender.
+    Dcqcn,
+    /// IEEE 802.1Qau QCN: CNMs from switch congestion points to the senders' rate limiters.
+    Qcn,
 }
 
-/// Per-flow sender state (reaction point and pacer).
+impl CcKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            CcKind::None => "none",
+            CcKind::Dcqcn => "dcqcn",
+            CcKind::Qcn => "qcn",
+        }
+    }
+}
+
+/// Parameter sections as written in presets (`configs/NAME.toml`) and scenario files. Each is
+/// kept as a raw table so a scenario can override single keys of a preset; it is then read into
+/// the owning crate's `*Params` type, which rejects unknown keys.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CcSections {
+    /// rp::DcqcnParams
+    pub dcqcn_rp: Option<toml::Table>,
+    /// rp::QcnParams
+    pub qcn_rp: Option<toml::Table>,
+    /// np::NpParams
+    pub np: Option<toml::Table>,
+    /// cp::red::RedParams (DCQCN switches)
+    pub red: Option<toml::Table>,
+    /// cp::qcn::QcnCpParams (QCN switches)
+    pub qcn_cp: Option<toml::Table>,
+    /// cp::pfc::PfcParams plus `enabled` (default true when the section exists). The simulator
+    /// fills `ports`, `link_rate` and `buffer_bytes` per switch, and `headroom_bytes` as ns-3
+    /// does (3 x rate x one-way delay of the fastest port) unless given.
+    pub pfc: Option<toml::Table>,
+    /// cp::tcd::TcdParams plus `enabled`; `link_rate` is each port's.
+    pub tcd: Option<toml::Table>,
+}
+
+fn merge(base: &mut Option<toml::Table>, over: &Option<toml::Table>) {
+    if let Some(o) = over {
+        let b = base.get_or_insert_with(toml::Table::new);
+        for (k, v) in o {
+            b.insert(k.clone(), v.clone());
+        }
+    }
+}
+
+impl CcSections {
+    /// `self` with every key of `over` replacing the same key here.
+    pub fn overlay(&mut self, over: &CcSections) {
+        merge(&mut self.dcqcn_rp, &over.dcqcn_rp);
+        merge(&mut self.qcn_rp, &over.qcn_rp);
+        merge(&mut self.np, &over.np);
+        merge(&mut self.red, &over.red);
+        merge(&mut self.qcn_cp, &over.qcn_cp);
+        merge(&mut self.pfc, &over.pfc);
+        merge(&mut self.tcd, &over.tcd);
+    }
+}
+
+fn read<T: serde::de::DeserializeOwned + Default>(
+    t: &Option<toml::Table>,
+    section: &str,
+    origin: &str,
+) -> anyhow::Result<T> {
+    match t {
+        None => Ok(T::default()),
+        Some(t) => T::deserialize(toml::Value::Table(t.clone()))
+            .with_context(|| format!("{origin}: section [{section}]")),
+    }
+}
+
+/// `enabled` is ours, not the crate's: take it out before the crate reads the section.
+fn take_enabled(
+    t: &Option<toml::Table>,
+    section: &str,
+    origin: &str,
+) -> anyhow::Result<(bool, Option<toml::Table>)> {
+    let Some(t) = t else {
+        return Ok((false, None));
+    };
+    let mut t = t.clone();
+    let on = match t.remove("enabled") {
+        None => true,
+        Some(toml::Value::Boolean(b)) => b,
+        Some(v) => bail!("{origin}: [{section}] `enabled` = {v}: expected true or false"),
+    };
+    Ok((on, Some(t)))
+}
+
+/// PFC as configured: the crate's parameters and whether headroom was given.
 #[derive(Clone, Debug)]
-pub enum Sender {
-    None { line: Rate },
+pub struct PfcSetup {
+    pub params: cp::pfc::PfcParams,
+    pub headroom_given: bool,
 }
 
-impl Sender {
-    pub fn new(kind: CcKind, line: Rate) -> Sender {
+/// Validated congestion-control configuration of a run.
+#[derive(Clone, Debug)]
+pub struct CcSetup {
+    pub kind: CcKind,
+    pub dcqcn: rp::DcqcnParams,
+    pub qcn_rp: rp::QcnParams,
+    pub np: Option<np::NpProfile>,
+    pub red: Option<cp::red::RedProfile>,
+    pub qcn_cp: Option<cp::qcn::QcnCpProfile>,
+    pub pfc: Option<PfcSetup>,
+    pub tcd: Option<cp::tcd::TcdParams>,
+}
+
+impl CcSetup {
+    /// No congestion control, no PFC, no TCD.
+    pub fn none() -> CcSetup {
+        CcSetup {
+            kind: CcKind::None,
+            dcqcn: rp::DcqcnParams::default(),
+            qcn_rp: rp::QcnParams::default(),
+            np: None,
+            red: None,
+            qcn_cp: None,
+            pfc: None,
+            tcd: None,
+        }
+    }
+
+    /// Reads and validates the sections for `kind`; `origin` names the files in errors.
+    pub fn new(kind: CcKind, s: &CcSections, origin: &str) -> anyhow::Result<CcSetup> {
+        let mut c = CcSetup::none();
+        c.kind = kind;
+        let (pfc_on, pfc) = take_enabled(&s.pfc, "pfc", origin)?;
+        if pfc_on {
+            let headroom_given = pfc
+                .as_ref()
+                .is_some_and(|t| t.contains_key("headroom_bytes"));
+            c.pfc = Some(PfcSetup {
+                params: read(&pfc, "pfc", origin)?,
+                headroom_given,
+            });
+        }
+        let (tcd_on, tcd) = take_enabled(&s.tcd, "tcd", origin)?;
+        if tcd_on {
+            let p: cp::tcd::TcdParams = read(&tcd, "tcd", origin)?;
+            cp::tcd::TcdProfile::new(&p).with_context(|| format!("{origin}: [tcd]"))?;
+            c.tcd = Some(p);
+        }
         match kind {
-            CcKind::None => Sender::None { line },
+            CcKind::None => {}
+            CcKind::Dcqcn => {
+                c.dcqcn = read(&s.dcqcn_rp, "dcqcn_rp", origin)?;
+                // Validated here once against a nominal line rate; each host validates again
+                // against its own NIC rate when the world is built.
+                c.dcqcn
+                    .profile(Rate::from_gbps(100))
+                    .with_context(|| format!("{origin}: [dcqcn_rp]"))?;
+                let mut npp: np::NpParams = read(&s.np, "np", origin)?;
+                if c.tcd.is_some() {
+                    npp.tcd = true;
+                }
+                c.np = Some(npp.profile().with_context(|| format!("{origin}: [np]"))?);
+                let red: cp::red::RedParams = read(&s.red, "red", origin)?;
+                c.red = Some(
+                    cp::red::RedProfile::new(&red).with_context(|| format!("{origin}: [red]"))?,
+                );
+            }
+            CcKind::Qcn => {
+                c.qcn_rp = read(&s.qcn_rp, "qcn_rp", origin)?;
+                c.qcn_rp
+                    .profile(Rate::from_gbps(10))
+                    .with_context(|| format!("{origin}: [qcn_rp]"))?;
+                let q: cp::qcn::QcnCpParams = read(&s.qcn_cp, "qcn_cp", origin)?;
+                c.qcn_cp = Some(
+                    cp::qcn::QcnCpProfile::new(&q)
+                        .with_context(|| format!("{origin}: [qcn_cp]"))?,
+                );
+            }
         }
-    }
-
-    /// The rate the flow's packets are paced at now.
-    pub fn rate(&self) -> Rate {
-        match self {
-            Sender::None { line } => *line,
-        }
-    }
-
-    /// Release time of the next packet, given that a packet of `bytes` left at `now`.
-    pub fn on_send(&mut self, now: Instant, bytes: u32) -> Instant {
-        match self {
-            Sender::None { line } => now + line.tx_time(bytes as u64),
-        }
-    }
-
-    /// A congestion notification for this flow arrived (CNP, CNP-flagged ACK or CNM).
-    pub fn on_feedback(&mut self, _now: Instant, _pkt: &Pkt) {
-        match self {
-            Sender::None { .. } => {}
-        }
-    }
-
-    pub fn next_deadline(&self) -> Option<Instant> {
-        match self {
-            Sender::None { .. } => None,
-        }
-    }
-
-    pub fn on_timeout(&mut self, _now: Instant) {
-        match self {
-            Sender::None { .. } => {}
-        }
+        Ok(c)
     }
 }
 
-/// Per-flow receiver state (notification point).
-#[derive(Clone, Debug)]
-pub enum Receiver {
+/// A host's reaction-point state shared by its flows.
+pub enum HostRp {
     None,
+    /// The DCQCN profile for this NIC's rate; per-flow state lives in [`FlowRp`].
+    Dcqcn(rp::DcqcnProfile),
+    /// QCN keeps a pool of rate limiters per NIC.
+    Qcn(Box<rp::QcnRp>),
 }
 
-impl Receiver {
-    pub fn new(kind: CcKind) -> Receiver {
-        match kind {
-            CcKind::None => Receiver::None,
-        }
-    }
-
-    /// A data packet with ECN codepoint `ecn` arrived: whether to notify the sender.
-    pub fn on_data(&mut self, _now: Instant, _ecn: u8) -> bool {
-        match self {
-            Receiver::None => false,
-        }
-    }
-}
-
-/// What a congestion point asks the switch to do with a packet it saw.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CpAction {
-    /// New ECN codepoint for the packet (marking), if any.
-    pub ecn: Option<u8>,
-    /// Send a CNM with this QntzFb to the packet's source.
-    pub cnm: Option<u16>,
-}
-
-/// Per egress (port, priority) congestion point.
+/// A flow's own reaction-point state.
 #[derive(Clone, Debug)]
-pub enum PortCp {
+pub enum FlowRp {
     None,
+    Dcqcn(rp::DcqcnState),
 }
 
-impl PortCp {
-    pub fn new(kind: CcKind, _rate: Rate) -> PortCp {
-        match kind {
-            CcKind::None => PortCp::None,
+/// What a sender learns from the network.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Feedback {
+    /// DCQCN CNP (or an ACK with the CNP flag).
+    Cnp,
+    /// TCD undetermined-encountered notification.
+    Ue,
+    /// QCN CNM with QntzFb.
+    Cnm(u8),
+}
+
+impl HostRp {
+    pub fn new(setup: &CcSetup, line: Rate) -> anyhow::Result<HostRp> {
+        Ok(match setup.kind {
+            CcKind::None => HostRp::None,
+            CcKind::Dcqcn => HostRp::Dcqcn(
+                setup
+                    .dcqcn
+                    .profile(line)
+                    .with_context(|| format!("[dcqcn_rp] for a {line} NIC"))?,
+            ),
+            CcKind::Qcn => HostRp::Qcn(Box::new(rp::QcnRp::new(
+                setup
+                    .qcn_rp
+                    .profile(line)
+                    .with_context(|| format!("[qcn_rp] for a {line} NIC"))?,
+            ))),
+        })
+    }
+
+    pub fn new_flow(&self) -> FlowRp {
+        match self {
+            HostRp::Dcqcn(p) => FlowRp::Dcqcn(rp::DcqcnState::new(p)),
+            _ => FlowRp::None,
         }
     }
 
-    /// A data packet is being enqueued; `qlen` is the queue's octets before it.
-    pub fn on_enqueue(
-        &mut self,
-        _now: Instant,
-        _qlen: u64,
-        _pkt: &Pkt,
-        _rng: &mut SimRng,
-    ) -> CpAction {
-        match self {
-            PortCp::None => CpAction::default(),
+    /// The rate flow `id` may send at now.
+    pub fn rate(&self, flow: &FlowRp, id: u32, line: Rate) -> Rate {
+        match (self, flow) {
+            (HostRp::Dcqcn(_), FlowRp::Dcqcn(s)) => s.rate(),
+            (HostRp::Qcn(q), _) => q.rate(FlowId(id)),
+            _ => line,
         }
     }
 
-    /// A data packet is leaving; `qlen` is the queue's octets after it left.
-    pub fn on_dequeue(
-        &mut self,
-        _now: Instant,
-        _qlen: u64,
-        _pkt: &Pkt,
-        _rng: &mut SimRng,
-    ) -> CpAction {
+    /// Flow `id` sent `bytes`; `more` tells whether it has more to send right now.
+    pub fn on_tx(&mut self, flow: &mut FlowRp, id: u32, now: Instant, bytes: u64, more: bool) {
+        match (self, flow) {
+            (HostRp::Dcqcn(p), FlowRp::Dcqcn(s)) => s.on_tx(p, now, bytes),
+            (HostRp::Qcn(q), _) => {
+                q.on_tx(now, FlowId(id), bytes, !more);
+            }
+            _ => {}
+        }
+    }
+
+    /// Feedback for flow `id`; returns false if the reaction point rejected it (counted by the
+    /// caller).
+    pub fn on_feedback(&mut self, flow: &mut FlowRp, id: u32, now: Instant, fb: Feedback) -> bool {
+        match (self, flow, fb) {
+            (HostRp::Dcqcn(p), FlowRp::Dcqcn(s), Feedback::Cnp) => {
+                s.on_cnp(p, now);
+                true
+            }
+            (HostRp::Dcqcn(p), FlowRp::Dcqcn(s), Feedback::Ue) => {
+                s.on_ue(p, now);
+                true
+            }
+            (HostRp::Qcn(q), _, Feedback::Cnm(fb)) => q.on_cnm(now, FlowId(id), fb).is_ok(),
+            _ => false,
+        }
+    }
+
+    /// Per-flow timers (DCQCN).
+    pub fn flow_deadline(flow: &FlowRp) -> Option<Instant> {
+        match flow {
+            FlowRp::Dcqcn(s) => s.next_deadline(),
+            FlowRp::None => None,
+        }
+    }
+
+    pub fn on_flow_timeout(&mut self, flow: &mut FlowRp, now: Instant) {
+        if let (HostRp::Dcqcn(p), FlowRp::Dcqcn(s)) = (self, flow) {
+            s.on_timeout(p, now);
+        }
+    }
+
+    /// Per-host timers (QCN's limiter pool).
+    pub fn host_deadline(&self) -> Option<Instant> {
         match self {
-            PortCp::None => CpAction::default(),
+            HostRp::Qcn(q) => q.next_deadline(),
+            _ => None,
+        }
+    }
+
+    pub fn on_host_timeout(&mut self, now: Instant) {
+        if let HostRp::Qcn(q) = self {
+            q.on_timeout(now);
+        }
+    }
+}
+
+/// The receiver side: the NP of one host (DCQCN) or nothing.
+pub fn receiver(setup: &CcSetup) -> Option<np::Np> {
+    setup.np.map(np::Np::new)
+}
+
+/// What the NP asks for after a data packet.
+pub fn np_decide(
+    np: &mut Option<np::Np>,
+    now: Instant,
+    flow: u32,
+    ecn_bits: u8,
+) -> Option<Feedback> {
+    let np = np.as_mut()?;
+    let tcd = np.profile().tcd;
+    match np.on_arrival(now, FlowId(flow), np::Mark::from_ecn(ecn_bits, tcd)) {
+        np::Decision::SendCnp => Some(Feedback::Cnp),
+        np::Decision::SendUe => Some(Feedback::Ue),
+        _ => None,
+    }
+}
+
+impl QueuedFrame for Pkt {
+    fn wire_len(&self) -> u32 {
+        self.size
+    }
+}
+
+fn to_ecn(bits: u8) -> cp::Ecn {
+    match bits & 3 {
+        ecn::NOT_ECT => cp::Ecn::NotEct,
+        ecn::ECT1 => cp::Ecn::Ect1,
+        ecn::ECT0 => cp::Ecn::Ect0,
+        _ => cp::Ecn::Ce,
+    }
+}
+
+fn from_ecn(e: cp::Ecn) -> u8 {
+    match e {
+        cp::Ecn::NotEct => ecn::NOT_ECT,
+        cp::Ecn::Ect1 => ecn::ECT1,
+        cp::Ecn::Ect0 => ecn::ECT0,
+        cp::Ecn::Ce => ecn::CE,
+    }
+}
+
+fn to_tcd(bits: u8) -> cp::tcd::TcdCodepoint {
+    use cp::tcd::TcdCodepoint as T;
+    match bits & 3 {
+        0 => T::NotCapable,
+        1 => T::Capable,
+        2 => T::Ue,
+        _ => T::Ce,
+    }
+}
+
+fn from_tcd(c: cp::tcd::TcdCodepoint) -> u8 {
+    use cp::tcd::TcdCodepoint as T;
+    match c {
+        T::NotCapable => 0,
+        T::Capable => 1,
+        T::Ue => 2,
+        T::Ce => 3,
+    }
+}
+
+/// The congestion points of one switch egress port, as the egress queue's hook.
+pub struct PortHook {
+    pub red: Option<cp::red::RedProfile>,
+    pub qcn: Option<(cp::qcn::QcnCpProfile, Vec<cp::qcn::QcnCp>)>,
+    pub tcd: Option<(cp::tcd::TcdProfile, cp::tcd::TcdPort)>,
+    pub rng: SimRng,
+    /// A CNM the last enqueue asked for: (flow, QntzFb). The world sends it and clears it.
+    pub cnm: Option<(u32, u8)>,
+    pub marks: u64,
+    pub cnms: u64,
+}
+
+impl PortHook {
+    pub fn new(setup: &CcSetup, rate: Rate, rng: SimRng) -> anyhow::Result<PortHook> {
+        let tcd = match &setup.tcd {
+            Some(p) => {
+                let mut p = p.clone();
+                p.link_rate = rate;
+                let prof = cp::tcd::TcdProfile::new(&p).context("[tcd]")?;
+                let port = cp::tcd::TcdPort::new(&prof, Instant::ZERO);
+                Some((prof, port))
+            }
+            None => None,
+        };
+        Ok(PortHook {
+            red: setup.red.clone(),
+            qcn: setup.qcn_cp.as_ref().map(|p| {
+                (
+                    p.clone(),
+                    (0..units::PRIORITIES)
+                        .map(|_| cp::qcn::QcnCp::new(p))
+                        .collect(),
+                )
+            }),
+            tcd,
+            rng,
+            cnm: None,
+            marks: 0,
+            cnms: 0,
+        })
+    }
+
+    fn set_ecn(&mut self, pkt: &mut Pkt, bits: u8) {
+        if bits != pkt.ecn {
+            pkt.ecn = bits;
+            self.marks += 1;
+        }
+    }
+}
+
+impl CongestionHook<Pkt> for PortHook {
+    fn on_enqueue(&mut self, ev: &QueueEvent, pkt: &mut Pkt) -> Admit {
+        if pkt.kind != Kind::Data {
+            return Admit::Accept;
+        }
+        let after = ev.class_bytes + ev.frame_len as u64;
+        if let Some((prof, cps)) = &mut self.qcn {
+            // Seed 000 line 151: the CP runs for each incoming frame, with the queue holding it.
+            let prio = pkt.prio as usize % cps.len();
+            let d = cps[prio].on_frame(prof, after, ev.frame_len, &mut self.rng);
+            if let Some(fb) = d.feedback {
+                self.cnm = Some((pkt.flow, fb.qntz_fb));
+                self.cnms += 1;
+            }
+        }
+        if self.tcd.is_none() {
+            if let Some(red) = &self.red {
+                let m = red.on_enqueue(after, to_ecn(pkt.ecn), &mut self.rng);
+                let bits = from_ecn(m.apply(to_ecn(pkt.ecn)));
+                self.set_ecn(pkt, bits);
+            }
+        }
+        Admit::Accept
+    }
+
+    fn on_dequeue(&mut self, ev: &QueueEvent, pkt: &mut Pkt) {
+        if pkt.kind != Kind::Data {
+            return;
+        }
+        if let Some((prof, port)) = &mut self.tcd {
+            // TCD decides the codepoint (seed 004 Table 1); RED is not applied on top.
+            let c = port.on_dequeue(prof, ev.now, ev.class_bytes, to_tcd(pkt.ecn));
+            self.set_ecn(pkt, from_tcd(c));
+            return;
+        }
+        if let Some(red) = &self.red {
+            let m = red.on_dequeue(ev.class_bytes, to_ecn(pkt.ecn), &mut self.rng);
+            let bits = from_ecn(m.apply(to_ecn(pkt.ecn)));
+            self.set_ecn(pkt, bits);
         }
     }
 }

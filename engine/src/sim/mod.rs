@@ -30,4 +30,6 @@ pub use topology::Topology;
 pub use traffic::FlowSpec;
 pub use world::World;
 #[cfg(test)]
+mod repro_tests;
+#[cfg(test)]
 mod tests;

@@ -55,6 +55,10 @@ pub struct PortSummary {
     pub queue_mean_bytes: f64,
     pub queue_p99_bytes: u64,
     pub queue_max_bytes: u64,
+    /// Coefficient of variation (std / mean) of the sampled queue within the statistics window:
+    /// the oscillation metric (a steady queue stays well under 1; a queue that swings between
+    /// empty and large goes above 1).
+    pub queue_cv: f64,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -165,6 +169,10 @@ impl Summary {
             }
             let (node, local, peer) = w.port_name(p);
             let s = &mut samples[p as usize];
+            let n = s.len().max(1) as f64;
+            let mean = s.iter().map(|&x| x as f64).sum::<f64>() / n;
+            let var = s.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n;
+            let queue_cv = if mean > 0.0 { var.sqrt() / mean } else { 0.0 };
             s.sort_unstable();
             ports.push(PortSummary {
                 node,
@@ -181,6 +189,7 @@ impl Summary {
                 queue_mean_bytes: st.q_integral as f64 / span,
                 queue_p99_bytes: percentile(s, 0.99),
                 queue_max_bytes: st.q_max,
+                queue_cv,
             });
         }
         let mut drops = 0;

@@ -38,6 +38,7 @@ use anyhow::{bail, Context};
 use serde::Deserialize;
 use units::{Duration, Instant, Rate};
 
+use super::cc::CcSections;
 use super::config::{HostConfig, LinkChange, RunConfig, SwitchConfig};
 use super::rng::{self, Stream};
 use super::topology::Topology;
@@ -140,6 +141,61 @@ pub struct ScenarioFile {
     pub flow: Vec<FlowSection>,
     #[serde(default)]
     pub poisson: Vec<PoissonSection>,
+    // Congestion-control parameter sections (see `cc::CcSections`), overriding the preset's.
+    pub dcqcn_rp: Option<toml::Table>,
+    pub qcn_rp: Option<toml::Table>,
+    pub np: Option<toml::Table>,
+    pub red: Option<toml::Table>,
+    pub qcn_cp: Option<toml::Table>,
+    pub pfc: Option<toml::Table>,
+    pub tcd: Option<toml::Table>,
+}
+
+impl ScenarioFile {
+    /// The congestion-control sections of this file.
+    pub fn cc_sections(&self) -> CcSections {
+        CcSections {
+            dcqcn_rp: self.dcqcn_rp.clone(),
+            qcn_rp: self.qcn_rp.clone(),
+            np: self.np.clone(),
+            red: self.red.clone(),
+            qcn_cp: self.qcn_cp.clone(),
+            pfc: self.pfc.clone(),
+            tcd: self.tcd.clone(),
+        }
+    }
+}
+
+/// Where presets live: `$QUENCH_CONFIGS`, else `configs/` in the working directory, else the
+/// source tree's `configs/`.
+pub fn preset_path(name: &str) -> PathBuf {
+    let file = format!("{name}.toml");
+    if let Some(d) = std::env::var_os("QUENCH_CONFIGS") {
+        return Path::new(&d).join(file);
+    }
+    let local = Path::new("configs").join(&file);
+    if local.exists() {
+        return local;
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("configs")
+        .join(file)
+}
+
+/// Reads preset `name` (configs/NAME.toml): congestion-control sections only.
+pub fn load_preset(name: &str) -> anyhow::Result<CcSections> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        bail!("preset `{name}`: expected a name such as dcqcn-paper (configs/NAME.toml)");
+    }
+    let path = preset_path(name);
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("preset `{name}`: reading {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("preset {}", path.display()))
 }
 
 /// A scenario file together with the directory its relative paths start from.

@@ -3,9 +3,10 @@
 
 use units::{Duration, Instant, Rate};
 
+use super::cc::CcSetup;
 use super::config::LinkChange;
 use super::report::{self, Summary};
-use super::{CcKind, FlowSpec, RunConfig, Topology, World};
+use super::{FlowSpec, RunConfig, Topology, World};
 
 /// `n` hosts (0..n) on one switch (node n), all links `rate`, 1 us.
 pub fn star(n: u32, rate: &str) -> Topology {
@@ -28,7 +29,7 @@ pub fn flow(src: u32, dst: u32, bytes: u64, start_us: u64) -> FlowSpec {
 }
 
 fn run(topo: &Topology, flows: &[FlowSpec], cfg: RunConfig) -> World {
-    let mut w = World::new(topo, flows, CcKind::None, cfg).unwrap();
+    let mut w = World::new(topo, flows, CcSetup::none(), cfg).unwrap();
     w.run(&mut |_| {});
     w
 }
@@ -141,7 +142,7 @@ fn unknown_hosts_and_self_flows_are_errors() {
     let e = World::new(
         &topo,
         &[flow(0, 2, 1, 0)],
-        CcKind::None,
+        CcSetup::none(),
         RunConfig::default(),
     )
     .err()
@@ -150,7 +151,7 @@ fn unknown_hosts_and_self_flows_are_errors() {
     let e = World::new(
         &topo,
         &[flow(1, 1, 1, 0)],
-        CcKind::None,
+        CcSetup::none(),
         RunConfig::default(),
     )
     .err()

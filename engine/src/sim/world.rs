@@ -10,11 +10,11 @@
 //! - Nothing here reads a clock or a global random source: the run is a function of the inputs
 //!   and the seed.
 
-use std::collections::VecDeque;
-
 use units::{Duration, Instant, Rate, PRIORITIES};
 
-use super::cc::{CcKind, PortCp, Receiver, Sender};
+use crate::switch::queue::{Class, EgressQueue, Enqueued, QueueLimits};
+
+use super::cc::{self, CcSetup, Feedback, FlowRp, HostRp, PortHook};
 use super::config::RunConfig;
 use super::event::EventQueue;
 use super::packet::{ecn, Kind, Pkt};
@@ -46,6 +46,14 @@ enum Ev {
     SenderTimer {
         flow: u32,
     },
+    /// A host's reaction-point deadline (QCN's limiter pool).
+    HostTimer {
+        host: u32,
+    },
+    /// A pause received on `port` runs out.
+    PauseExpiry {
+        port: u32,
+    },
     /// A flow's retransmission check.
     Rto {
         flow: u32,
@@ -64,6 +72,8 @@ struct Node {
     host: u32,
     /// Switch: octets of data packets buffered.
     used: u64,
+    /// Switch: PFC ingress accounting (cp::pfc), when PFC is on.
+    pfc: Option<(cp::pfc::PfcProfile, cp::pfc::PfcIngress)>,
 }
 
 /// Counters and queue statistics of one port.
@@ -92,17 +102,14 @@ struct Port {
     delay: Duration,
     err: f64,
     busy: bool,
-    /// Strict-priority control queue (PFC frames, ACKs, CNPs, CNMs).
-    ctrl: VecDeque<Pkt>,
-    /// Egress data queues per priority (switch ports).
-    q: [VecDeque<Pkt>; PRIORITIES],
-    qbytes: [u64; PRIORITIES],
+    /// The engine's egress queue: a control class (PFC frames, ACKs, CNPs, CNMs) above the data
+    /// priorities, PFC paused flags, and this port's congestion points as its hook.
+    eq: EgressQueue<Pkt, PortHook>,
+    /// Pauses received from the peer (cp::pfc), mirrored into `eq`'s paused flags.
+    paused: cp::pfc::PausedState,
+    pause_at: Instant,
+    /// Octets of data queued (all data classes).
     qtotal: u64,
-    /// Egress paused for a priority by the peer's PFC.
-    paused: [bool; PRIORITIES],
-    rr: usize,
-    cp: Vec<PortCp>,
-    rng: SimRng,
     q_last: Instant,
     stats: PortStats,
 }
@@ -110,6 +117,9 @@ struct Port {
 struct Host {
     node: u32,
     port: u32,
+    rp: HostRp,
+    np: Option<np::Np>,
+    timer_at: Instant,
     /// Flows with data to send or acknowledgements outstanding.
     flows: Vec<u32>,
     rr: usize,
@@ -126,9 +136,11 @@ pub struct Flow {
     snd_nxt: u64,
     snd_una: u64,
     next_avail: Instant,
-    sender: Sender,
+    rp: FlowRp,
+    pacer: rp::Pacer,
     timer_at: Instant,
     last_progress: Instant,
+    last_tx: Instant,
     started: bool,
     pub done: bool,
     pub finish: Instant,
@@ -138,7 +150,6 @@ pub struct Flow {
     since_ack: u32,
     nack_at: Instant,
     nack_seq: u64,
-    receiver: Receiver,
     // Statistics.
     /// Payload octets delivered in order within the statistics window.
     pub window_bytes: u64,
@@ -185,7 +196,7 @@ pub struct World {
     now: Instant,
     events: EventQueue<Ev>,
     cfg: RunConfig,
-    cc: CcKind,
+    cc: CcSetup,
     nodes: Vec<Node>,
     ports: Vec<Port>,
     hosts: Vec<Host>,
@@ -198,7 +209,7 @@ pub struct World {
 }
 
 /// Errors building a world from inputs that do not fit together.
-#[derive(Debug, thiserror::Error, PartialEq)]
+#[derive(Debug, thiserror::Error)]
 pub enum WorldError {
     #[error("flow {flow}: node {node} is not a host of the topology")]
     NotAHost { flow: usize, node: u32 },
@@ -214,6 +225,8 @@ pub enum WorldError {
     Mtu(u32),
     #[error("sample period must be positive")]
     Sample,
+    #[error("{0:#}")]
+    Cc(anyhow::Error),
 }
 
 /// ns-3's `node_id_to_ip`: 11.x.y.1 with x.y the node id.
@@ -225,7 +238,7 @@ impl World {
     pub fn new(
         topo: &Topology,
         flows: &[FlowSpec],
-        cc: CcKind,
+        cc: CcSetup,
         cfg: RunConfig,
     ) -> Result<World, WorldError> {
         if !(64..=65_000).contains(&cfg.host.mtu) {
@@ -264,6 +277,7 @@ impl World {
                 nports: p.len() as u32,
                 host: host_of[i],
                 used: 0,
+                pfc: None,
             });
             first += p.len() as u32;
         }
@@ -274,6 +288,18 @@ impl World {
             let pb = nodes[l.b as usize].first_port + ib;
             for (me, peer, node) in [(pa, pb, l.a), (pb, pa, l.b)] {
                 let is_switch = topo.is_switch[node as usize];
+                let rng = rng::stream(cfg.seed, Stream::Port, me as u64);
+                // Hosts' NIC ports carry no congestion point.
+                let hook = if is_switch {
+                    PortHook::new(&cc, l.rate, rng)
+                } else {
+                    PortHook::new(&CcSetup::none(), l.rate, rng)
+                }
+                .map_err(WorldError::Cc)?;
+                let limits = QueueLimits {
+                    data_bytes: cfg.switch.queue_limit_bytes.unwrap_or(u64::MAX),
+                    control_bytes: u64::MAX,
+                };
                 ports[me as usize] = Some(Port {
                     node,
                     peer,
@@ -281,18 +307,10 @@ impl World {
                     delay: l.delay,
                     err: l.err,
                     busy: false,
-                    ctrl: VecDeque::new(),
-                    q: Default::default(),
-                    qbytes: [0; PRIORITIES],
+                    eq: EgressQueue::with_hook(limits, hook),
+                    paused: cp::pfc::PausedState::new(l.rate),
+                    pause_at: Instant::MAX,
                     qtotal: 0,
-                    paused: [false; PRIORITIES],
-                    rr: 0,
-                    cp: if is_switch {
-                        (0..PRIORITIES).map(|_| PortCp::new(cc, l.rate)).collect()
-                    } else {
-                        Vec::new()
-                    },
-                    rng: rng::stream(cfg.seed, Stream::Port, me as u64),
                     q_last: Instant::ZERO,
                     stats: PortStats::default(),
                 });
@@ -300,16 +318,46 @@ impl World {
         }
         let ports: Vec<Port> = ports.into_iter().flatten().collect();
         let routes = Routes::compute(topo, &peers, &host_nodes);
-        let hosts: Vec<Host> = host_nodes
-            .iter()
-            .map(|&h| Host {
+        let mut hosts: Vec<Host> = Vec::with_capacity(host_nodes.len());
+        for &h in &host_nodes {
+            let port = nodes[h as usize].first_port;
+            hosts.push(Host {
                 node: h,
-                port: nodes[h as usize].first_port,
+                port,
+                rp: HostRp::new(&cc, ports[port as usize].rate).map_err(WorldError::Cc)?,
+                np: cc::receiver(&cc),
+                timer_at: Instant::MAX,
                 flows: Vec::new(),
                 rr: 0,
                 wake_at: Instant::MAX,
-            })
-            .collect();
+            });
+        }
+        if let Some(pfc) = &cc.pfc {
+            for (i, node) in nodes.iter_mut().enumerate() {
+                if !topo.is_switch[i] || node.nports == 0 {
+                    continue;
+                }
+                let first = node.first_port as usize;
+                let mine = &ports[first..first + node.nports as usize];
+                let mut p = pfc.params.clone();
+                p.ports = node.nports as u16;
+                p.link_rate = mine.iter().map(|x| x.rate).max().unwrap_or(Rate::ZERO);
+                p.buffer_bytes = cfg.switch.buffer_bytes;
+                if !pfc.headroom_given {
+                    // dcqcn.md: "headroom per port = 3 x rate x one-way delay".
+                    p.headroom_bytes = mine
+                        .iter()
+                        .map(|x| x.rate.bytes_in(x.delay) * 3)
+                        .max()
+                        .unwrap_or(0)
+                        .max(3000);
+                }
+                let prof = cp::pfc::PfcProfile::new(&p)
+                    .map_err(|e| WorldError::Cc(anyhow::anyhow!("[pfc] at switch {i}: {e}")))?;
+                let ing = cp::pfc::PfcIngress::new(&prof);
+                node.pfc = Some((prof, ing));
+            }
+        }
         let link_rngs = (0..ports.len())
             .map(|i| rng::stream(cfg.seed, Stream::Link, i as u64))
             .collect();
@@ -358,7 +406,6 @@ impl World {
                 ((node_ip(f.src) as u64) << 32 | node_ip(f.dst) as u64)
                     ^ ((sport as u64) << 16 | f.dport as u64).rotate_left(17),
             );
-            let line = w.ports[w.hosts[src_h as usize].port as usize].rate;
             let ideal_fct = w
                 .ideal_fct(f, src_h, dst_h, hash)
                 .ok_or(WorldError::Unreachable {
@@ -375,9 +422,11 @@ impl World {
                 snd_nxt: 0,
                 snd_una: 0,
                 next_avail: Instant::ZERO,
-                sender: Sender::new(cc, line),
+                rp: w.hosts[src_h as usize].rp.new_flow(),
+                pacer: rp::Pacer::new(),
                 timer_at: Instant::MAX,
                 last_progress: Instant::ZERO,
+                last_tx: Instant::ZERO,
                 started: false,
                 done: false,
                 finish: Instant::ZERO,
@@ -386,7 +435,6 @@ impl World {
                 since_ack: 0,
                 nack_at: Instant::ZERO,
                 nack_seq: u64::MAX,
-                receiver: Receiver::new(cc),
                 window_bytes: 0,
                 first_window_delivery: None,
                 last_delivery: Instant::ZERO,
@@ -519,9 +567,32 @@ impl World {
                     return;
                 }
                 f.timer_at = Instant::MAX;
-                f.sender.on_timeout(self.now);
+                let h = f.src_h as usize;
+                self.hosts[h].rp.on_flow_timeout(&mut f.rp, self.now);
                 self.arm_sender(flow);
-                let port = self.hosts[self.flows[flow as usize].src_h as usize].port;
+            }
+            Ev::HostTimer { host } => {
+                let h = &mut self.hosts[host as usize];
+                if h.timer_at != self.now {
+                    return;
+                }
+                h.timer_at = Instant::MAX;
+                h.rp.on_host_timeout(self.now);
+                self.arm_host(host);
+            }
+            Ev::PauseExpiry { port } => {
+                let p = &mut self.ports[port as usize];
+                if p.pause_at != self.now {
+                    return;
+                }
+                p.pause_at = Instant::MAX;
+                let expired = p.paused.on_timeout(self.now);
+                for prio in 0..PRIORITIES as u8 {
+                    if expired & (1 << prio) != 0 {
+                        self.set_paused(port, prio, false);
+                    }
+                }
+                self.arm_pause(port);
                 self.kick(port);
             }
             Ev::Rto { flow } => self.rto(flow),
@@ -554,7 +625,7 @@ impl World {
 
     fn arm_sender(&mut self, flow: u32) {
         let f = &mut self.flows[flow as usize];
-        if let Some(d) = f.sender.next_deadline() {
+        if let Some(d) = HostRp::flow_deadline(&f.rp) {
             // A deadline in the past is due now.
             let at = d.max(self.now);
             if at != f.timer_at {
@@ -564,6 +635,48 @@ impl World {
         }
     }
 
+    fn arm_host(&mut self, host: u32) {
+        let h = &mut self.hosts[host as usize];
+        if let Some(d) = h.rp.host_deadline() {
+            let at = d.max(self.now);
+            if at != h.timer_at {
+                h.timer_at = at;
+                self.events.push(at, Ev::HostTimer { host });
+            }
+        }
+    }
+
+    fn arm_pause(&mut self, port: u32) {
+        let p = &mut self.ports[port as usize];
+        if let Some(d) = p.paused.next_deadline() {
+            let at = d.max(self.now);
+            if at != p.pause_at {
+                p.pause_at = at;
+                self.events.push(at, Ev::PauseExpiry { port });
+            }
+        }
+    }
+
+    /// Egress `prio` of `port` stops or resumes; TCD sees the port's OFF / ON periods.
+    fn set_paused(&mut self, port: u32, prio: u8, paused: bool) {
+        let now = self.now;
+        let p = &mut self.ports[port as usize];
+        if p.eq.is_paused(prio) == paused {
+            return;
+        }
+        p.eq.set_paused(prio, paused);
+        if let Some((prof, tcd)) = &mut p.eq.hook_mut().tcd {
+            if paused {
+                tcd.on_pause(prof, now);
+            } else {
+                tcd.on_resume(now);
+            }
+        }
+    }
+
+    /// Retransmission check: only when the flow has sent nothing and heard nothing new for a
+    /// whole `rto` (a slow, rate-limited flow that keeps sending is never timed out: a gap in
+    /// its sequence reaches the receiver with its next packet and comes back as a NACK).
     fn rto(&mut self, flow: u32) {
         let now = self.now;
         let rto = self.cfg.host.rto;
@@ -571,7 +684,11 @@ impl World {
         if f.done {
             return;
         }
-        if now - f.last_progress >= rto && f.snd_nxt > f.snd_una {
+        let quiet_since = f.last_progress.max(f.last_tx);
+        if f.snd_nxt == f.snd_una {
+            // Nothing outstanding: nothing to time.
+            f.last_progress = now;
+        } else if now - quiet_since >= rto {
             f.snd_nxt = f.snd_una;
             f.retransmits += 1;
             f.last_progress = now;
@@ -579,7 +696,7 @@ impl World {
             self.kick(port);
         }
         let f = &self.flows[flow as usize];
-        let next = (f.last_progress + rto).max(now + Duration::from_nanos(1));
+        let next = (f.last_progress.max(f.last_tx) + rto).max(now + Duration::from_nanos(1));
         self.events.push(next, Ev::Rto { flow });
     }
 
@@ -616,26 +733,30 @@ impl World {
 
     /// The NIC scheduler: control frames first, then round robin over flows whose pacer has
     /// released them and whose priority is not paused.
+    /// The NIC scheduler: control frames first, then round robin over flows whose pacer has
+    /// released them and whose priority is not paused.
     fn host_next(&mut self, h: u32) -> Option<Pkt> {
         let now = self.now;
         let port = self.hosts[h as usize].port;
-        if let Some(p) = self.ports[port as usize].ctrl.pop_front() {
+        if let Some((_, p)) = self.ports[port as usize].eq.dequeue(now) {
             return Some(p);
         }
+        let line = self.ports[port as usize].rate;
         let n = self.hosts[h as usize].flows.len();
         let mut earliest = Instant::MAX;
         for k in 0..n {
-            let idx = (self.hosts[h as usize].rr + 1 + k) % n;
-            let fi = self.hosts[h as usize].flows[idx];
+            let host = &mut self.hosts[h as usize];
+            let idx = (host.rr + 1 + k) % n;
+            let fi = host.flows[idx];
             let f = &mut self.flows[fi as usize];
-            if f.snd_nxt >= f.spec.bytes || self.ports[port as usize].paused[f.spec.pg as usize] {
+            if f.snd_nxt >= f.spec.bytes || self.ports[port as usize].eq.is_paused(f.spec.pg) {
                 continue;
             }
             if f.next_avail > now {
                 earliest = earliest.min(f.next_avail);
                 continue;
             }
-            self.hosts[h as usize].rr = idx;
+            host.rr = idx;
             let payload = (f.spec.bytes - f.snd_nxt).min(self.cfg.host.mtu as u64) as u32;
             let size = payload + self.cfg.host.header_bytes;
             let pkt = Pkt {
@@ -651,8 +772,15 @@ impl World {
                 aux: 0,
             };
             f.snd_nxt += payload as u64;
-            f.next_avail = f.sender.on_send(now, size);
+            f.last_tx = now;
+            // STYLE.md rule 10: the pacer returns the release time, the simulator enforces it.
+            let rate = host.rp.rate(&f.rp, fi, line);
+            f.pacer.next_release(now, size as u64, rate);
+            f.next_avail = f.pacer.earliest(now);
+            let more = f.snd_nxt < f.spec.bytes;
+            host.rp.on_tx(&mut f.rp, fi, now, size as u64, more);
             self.arm_sender(fi);
+            self.arm_host(h);
             return Some(pkt);
         }
         let host = &mut self.hosts[h as usize];
@@ -665,34 +793,49 @@ impl World {
 
     fn switch_next(&mut self, port: u32) -> Option<Pkt> {
         let now = self.now;
+        self.account_queue(port);
         let p = &mut self.ports[port as usize];
-        if let Some(pkt) = p.ctrl.pop_front() {
-            return Some(pkt);
-        }
-        for k in 0..PRIORITIES {
-            let prio = (p.rr + 1 + k) % PRIORITIES;
-            if p.paused[prio] || p.q[prio].is_empty() {
-                continue;
-            }
-            p.rr = prio;
-            self.account_queue(port);
-            let p = &mut self.ports[port as usize];
-            let mut pkt = p.q[prio].pop_front()?;
-            p.qbytes[prio] -= pkt.size as u64;
-            p.qtotal -= pkt.size as u64;
-            let qlen = p.qbytes[prio];
-            let act = p.cp[prio].on_dequeue(now, qlen, &pkt, &mut p.rng);
-            if let Some(e) = act.ecn {
-                if e != pkt.ecn {
-                    pkt.ecn = e;
-                    p.stats.marks += 1;
+        let (class, pkt) = p.eq.dequeue(now)?;
+        if let Class::Data(prio) = class {
+            let size = pkt.size as u64;
+            p.qtotal -= size;
+            let node = p.node as usize;
+            self.nodes[node].used -= size;
+            let first = self.nodes[node].first_port;
+            if let Some((prof, ing)) = &mut self.nodes[node].pfc {
+                let act = ing.on_dequeue(prof, now, pkt.in_port, prio, size);
+                if let Ok(Some(a)) = act {
+                    self.send_pfc(first + pkt.in_port as u32, a);
                 }
             }
-            let node = p.node;
-            self.nodes[node as usize].used -= pkt.size as u64;
-            return Some(pkt);
         }
-        None
+        Some(pkt)
+    }
+
+    /// Sends a PFC frame out of `port` (towards the upstream that fills this ingress).
+    fn send_pfc(&mut self, port: u32, action: cp::pfc::PfcAction) {
+        let (prio, quanta) = match action {
+            cp::pfc::PfcAction::Pause { prio, quanta } => (prio, quanta),
+            cp::pfc::PfcAction::Resume { prio } => (prio, 0),
+        };
+        let p = &mut self.ports[port as usize];
+        if quanta > 0 {
+            p.stats.pauses_sent += 1;
+        }
+        let pkt = Pkt {
+            flow: 0,
+            dst: 0,
+            seq: 0,
+            size: 64,
+            payload: 0,
+            kind: Kind::Pause,
+            prio,
+            ecn: ecn::NOT_ECT,
+            in_port: 0,
+            aux: quanta,
+        };
+        let _ = p.eq.enqueue(self.now, Class::Control, pkt);
+        self.kick(port);
     }
 
     /// Adds the queue's occupancy since the last change to its integral.
@@ -717,13 +860,16 @@ impl World {
             }
         }
         if pkt.kind == Kind::Pause {
+            let now = self.now;
             let p = &mut self.ports[port as usize];
-            let prio = pkt.prio as usize % PRIORITIES;
-            let pause = pkt.aux != 0;
-            p.paused[prio] = pause;
-            if pause {
+            p.paused.on_pause_frame(now, pkt.prio, pkt.aux);
+            let paused = p.paused.is_paused(now, pkt.prio);
+            if paused {
                 p.stats.pauses_received += 1;
-            } else {
+            }
+            self.set_paused(port, pkt.prio, paused);
+            self.arm_pause(port);
+            if !paused {
                 self.kick(port);
             }
             return;
@@ -741,53 +887,66 @@ impl World {
     fn switch_receive(&mut self, node: u32, in_port: u32, mut pkt: Pkt) {
         let now = self.now;
         let hops = self.routes.next_hops(node, pkt.dst);
+        let first = self.nodes[node as usize].first_port;
         if hops.is_empty() {
-            let first = self.nodes[node as usize].first_port;
             self.ports[(first + in_port) as usize].stats.drops += 1;
             return;
         }
         let hash = self.flows[pkt.flow as usize].hash;
-        let out =
-            self.nodes[node as usize].first_port + hops[ecmp_pick(hash, node, hops.len())] as u32;
+        let out = first + hops[ecmp_pick(hash, node, hops.len())] as u32;
         if pkt.kind != Kind::Data {
-            self.ports[out as usize].ctrl.push_back(pkt);
+            let _ = self.ports[out as usize]
+                .eq
+                .enqueue(now, Class::Control, pkt);
             self.kick(out);
             return;
         }
-        let prio = pkt.prio as usize % PRIORITIES;
+        let prio = pkt.prio.min(PRIORITIES as u8 - 1);
         let size = pkt.size as u64;
-        let over_buffer = self.nodes[node as usize].used + size > self.cfg.switch.buffer_bytes;
-        let p = &mut self.ports[out as usize];
-        let over_queue = self
-            .cfg
-            .switch
-            .queue_limit_bytes
-            .is_some_and(|l| p.qbytes[prio] + size > l);
-        if over_buffer || over_queue {
-            p.stats.drops += 1;
+        if self.nodes[node as usize].used + size > self.cfg.switch.buffer_bytes {
+            self.ports[out as usize].stats.drops += 1;
             return;
         }
         pkt.in_port = in_port as u16;
-        let qlen = p.qbytes[prio];
-        let act = p.cp[prio].on_enqueue(now, qlen, &pkt, &mut p.rng);
-        if let Some(e) = act.ecn {
-            if e != pkt.ecn {
-                pkt.ecn = e;
-                p.stats.marks += 1;
+        if let Some((prof, ing)) = &mut self.nodes[node as usize].pfc {
+            match ing.on_enqueue(prof, now, in_port as u16, prio, size) {
+                Ok(d) => {
+                    if let Some(a) = d.action {
+                        self.send_pfc(first + in_port, a);
+                    }
+                    if !d.admitted {
+                        self.ports[out as usize].stats.drops += 1;
+                        return;
+                    }
+                }
+                Err(_) => {
+                    self.ports[out as usize].stats.drops += 1;
+                    return;
+                }
             }
         }
         self.account_queue(out);
         let p = &mut self.ports[out as usize];
-        p.q[prio].push_back(pkt);
-        p.qbytes[prio] += size;
-        p.qtotal += size;
-        p.stats.q_max = p.stats.q_max.max(p.qtotal);
-        self.nodes[node as usize].used += size;
-        if let Some(fb) = act.cnm {
-            self.ports[out as usize].stats.cnms += 1;
-            let f = &self.flows[pkt.flow as usize];
+        match p.eq.enqueue(now, Class::Data(prio), pkt) {
+            Enqueued::Queued => {
+                p.qtotal += size;
+                p.stats.q_max = p.stats.q_max.max(p.qtotal);
+                self.nodes[node as usize].used += size;
+            }
+            Enqueued::TailDrop(_) | Enqueued::HookDrop(_) => {
+                p.stats.drops += 1;
+                // The PFC accounting counted the packet; it never left: give it back.
+                if let Some((prof, ing)) = &mut self.nodes[node as usize].pfc {
+                    if let Ok(Some(a)) = ing.on_dequeue(prof, now, in_port as u16, prio, size) {
+                        self.send_pfc(first + in_port, a);
+                    }
+                }
+            }
+        }
+        if let Some((flow, fb)) = self.ports[out as usize].eq.hook_mut().cnm.take() {
+            let f = &self.flows[flow as usize];
             let cnm = Pkt {
-                flow: pkt.flow,
+                flow,
                 dst: f.src_h,
                 seq: 0,
                 size: self.cfg.host.ctrl_bytes,
@@ -796,7 +955,7 @@ impl World {
                 prio: pkt.prio,
                 ecn: ecn::NOT_ECT,
                 in_port: 0,
-                aux: fb,
+                aux: fb as u16,
             };
             // The CNM leaves this switch towards the sampled frame's source.
             self.switch_receive(node, in_port, cnm);
@@ -806,7 +965,9 @@ impl World {
 
     fn send_ctrl(&mut self, h: u32, pkt: Pkt) {
         let port = self.hosts[h as usize].port;
-        self.ports[port as usize].ctrl.push_back(pkt);
+        let _ = self.ports[port as usize]
+            .eq
+            .enqueue(self.now, Class::Control, pkt);
         self.kick(port);
     }
 
@@ -829,9 +990,7 @@ impl World {
                     f.retransmits += 1;
                 }
                 if pkt.kind == Kind::Ack && pkt.aux & 1 != 0 {
-                    f.notifications_received += 1;
-                    f.sender.on_feedback(now, &pkt);
-                    self.arm_sender(fi);
+                    self.feedback(h, fi, Feedback::Cnp);
                 }
                 let f = &self.flows[fi as usize];
                 if f.snd_una >= f.spec.bytes {
@@ -841,17 +1000,32 @@ impl World {
                     self.kick(port);
                 }
             }
-            Kind::Cnp | Kind::Cnm => {
-                let f = &mut self.flows[fi as usize];
-                if f.done {
-                    return;
-                }
-                f.notifications_received += 1;
-                f.sender.on_feedback(now, &pkt);
-                self.arm_sender(fi);
+            Kind::Cnp => {
+                let fb = if pkt.aux & 1 != 0 {
+                    Feedback::Ue
+                } else {
+                    Feedback::Cnp
+                };
+                self.feedback(h, fi, fb);
             }
+            Kind::Cnm => self.feedback(h, fi, Feedback::Cnm(pkt.aux as u8)),
             Kind::Pause => {}
         }
+    }
+
+    /// A congestion notification for flow `fi` reached its sender `h`.
+    fn feedback(&mut self, h: u32, fi: u32, fb: Feedback) {
+        let now = self.now;
+        let f = &mut self.flows[fi as usize];
+        if f.done {
+            return;
+        }
+        f.notifications_received += 1;
+        self.hosts[h as usize]
+            .rp
+            .on_feedback(&mut f.rp, fi, now, fb);
+        self.arm_sender(fi);
+        self.arm_host(h);
     }
 
     fn receive_data(&mut self, h: u32, pkt: Pkt) {
@@ -865,8 +1039,9 @@ impl World {
             ecn::ECT0 => f.ue_received += 1,
             _ => {}
         }
-        let notify = f.receiver.on_data(now, pkt.ecn);
-        if notify {
+        let decision = cc::np_decide(&mut self.hosts[h as usize].np, now, fi, pkt.ecn);
+        let notify = decision == Some(Feedback::Cnp);
+        if decision.is_some() {
             f.notifications_sent += 1;
         }
         let mut reply: Option<Pkt> = None;
@@ -913,9 +1088,14 @@ impl World {
                 ..
             })
         );
-        if notify && !flagged {
-            let cnp = ctrl(Kind::Cnp, 0, 0);
-            self.send_ctrl(h, cnp);
+        let separate = match decision {
+            Some(Feedback::Cnp) if !flagged => Some(ctrl(Kind::Cnp, 0, 0)),
+            // TCD: "undetermined encountered" goes back as a CNP with the UE flag.
+            Some(Feedback::Ue) => Some(ctrl(Kind::Cnp, 0, 1)),
+            _ => None,
+        };
+        if let Some(c) = separate {
+            self.send_ctrl(h, c);
         }
         if let Some(r) = reply {
             self.send_ctrl(h, r);
@@ -955,7 +1135,12 @@ impl World {
             self.flow_samples.push(FlowSample {
                 t: now,
                 flow: i as u32,
-                rate: if f.done { Rate::ZERO } else { f.sender.rate() },
+                rate: if f.done {
+                    Rate::ZERO
+                } else {
+                    let line = self.ports[self.hosts[f.src_h as usize].port as usize].rate;
+                    self.hosts[f.src_h as usize].rp.rate(&f.rp, i as u32, line)
+                },
                 goodput,
             });
         }
@@ -985,8 +1170,13 @@ impl World {
         self.nodes[self.ports[port as usize].node as usize].host == NONE
     }
 
-    pub fn port_stats(&self, port: u32) -> &PortStats {
-        &self.ports[port as usize].stats
+    pub fn port_stats(&self, port: u32) -> PortStats {
+        let p = &self.ports[port as usize];
+        let hook = p.eq.hook();
+        let mut s = p.stats.clone();
+        s.marks = hook.marks;
+        s.cnms = hook.cnms;
+        s
     }
 
     pub fn port_count(&self) -> u32 {
@@ -1005,7 +1195,7 @@ impl World {
         &self.cfg
     }
 
-    pub fn cc(&self) -> CcKind {
-        self.cc
+    pub fn cc(&self) -> super::CcKind {
+        self.cc.kind
     }
 }
