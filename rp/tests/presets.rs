@@ -15,6 +15,7 @@ fn line_rate(file: &str) -> Rate {
     match file {
         "ieee-8021qau.toml" => Rate::from_gbps(10),
         "dcqcn-paper.toml" => Rate::from_gbps(40),
+        "send.toml" => Rate::from_gbps(1),
         _ => Rate::from_gbps(100),
     }
 }
@@ -62,8 +63,8 @@ fn every_preset_parses_into_profiles() {
     }
     assert_eq!(
         (qcn, dcqcn),
-        (1, 3),
-        "ieee-8021qau; nvidia, dcqcn-paper, hpcc-ns3"
+        (2, 4),
+        "ieee-8021qau, send; nvidia, dcqcn-paper, hpcc-ns3, send"
     );
 }
 
