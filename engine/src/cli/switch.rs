@@ -185,13 +185,32 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 };
                 let rx_queues = (0..queues.len() as u16).collect();
                 let is_owner = owner[*pi] == w;
-                ports[*pi] = Some(OwnedPort::new(
+                let mut owned = OwnedPort::new(
                     port,
                     rx_queues,
                     p.limits,
                     if is_owner { p.rate } else { None },
                     counters[*pi].clone(),
-                ));
+                );
+                if let Some(c) = p.congestion.as_ref().filter(|_| is_owner) {
+                    // The CP's MAC: the port's own, else a locally administered one per port.
+                    let mac = caps
+                        .last()
+                        .and_then(|(_, c)| c.mac)
+                        .unwrap_or([0x02, 0x71, 0x6e, 0xff, 0x00, *pi as u8]);
+                    let mac =
+                        crate::wire::MacAddr::new(mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]);
+                    match crate::switch::cp::CpHook::new(*pi, c, mac) {
+                        Ok(h) => {
+                            owned.egress = crate::switch::queue::EgressQueue::with_hook(p.limits, h)
+                        }
+                        Err(e) => {
+                            let _ = ready.send(Err(format!("port {:?}: {e}", p.name)));
+                            return;
+                        }
+                    }
+                }
+                ports[*pi] = Some(owned);
             }
             let mut fdb = Fdb::new(profile.ageing, DEFAULT_CAPACITY);
             for &(mac, port) in &profile.static_macs {

@@ -35,6 +35,9 @@ pub struct SwitchConfig {
     pub ports: Vec<PortConfig>,
     #[serde(default)]
     pub static_macs: Vec<StaticMac>,
+    /// Congestion points on egress ports (QCN, RED/ECN, TCD): `[[congestion]]` tables.
+    #[serde(default)]
+    pub congestion: Vec<super::cp::CongestionConfig>,
     /// EAL arguments and pool sizes for `driver = "dpdk"` ports (cargo feature `dpdk`).
     #[cfg(feature = "dpdk")]
     #[serde(default)]
@@ -85,6 +88,8 @@ pub struct PortProfile {
     pub xdp_mode: XdpMode,
     pub rate: Option<Rate>,
     pub limits: QueueLimits,
+    /// The congestion point on this port's egress queues, if any (validated).
+    pub congestion: Option<super::cp::CongestionConfig>,
 }
 
 /// The validated configuration (params -> profile).
@@ -227,6 +232,7 @@ impl SwitchConfig {
                 xdp_mode: p.xdp_mode.unwrap_or_default(),
                 rate,
                 limits: QueueLimits { data_bytes, ..base },
+                congestion: None,
             });
         }
         let mut static_macs = Vec::new();
@@ -244,6 +250,23 @@ impl SwitchConfig {
                 )
             })?;
             static_macs.push((mac, port as PortIdx));
+        }
+        for (i, c) in self.congestion.iter().enumerate() {
+            let Some(p) = ports.iter_mut().find(|p| p.name == c.port) else {
+                return Err(invalid(
+                    format!("congestion[{i}].port"),
+                    format!("{:?} is not a [[ports]] name", c.port),
+                ));
+            };
+            if p.congestion.is_some() {
+                return Err(invalid(
+                    format!("congestion[{i}].port"),
+                    format!("{:?} already has a congestion point", c.port),
+                ));
+            }
+            super::cp::CpHook::new(i, c, crate::wire::MacAddr::zero())
+                .map_err(|e| invalid(format!("congestion[{i}].{}", e.key), e.why))?;
+            p.congestion = Some(c.clone());
         }
         Ok(SwitchProfile {
             workers: self.workers,

@@ -45,7 +45,7 @@ const MSDU_OFFSET: usize = 12;
 
 /// The `[[congestion]]` entries of `configs/switch.toml`: which congestion point runs on which
 /// egress port and priorities.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CongestionConfig {
     /// Egress port name, as in the switch's `[[ports]]`.
@@ -531,5 +531,41 @@ mod tests {
             "{e}"
         );
         assert!(toml::from_str::<CongestionConfig>("port = \"p\"\nbogus = 1").is_err());
+    }
+}
+
+#[cfg(test)]
+mod config_tests {
+    use crate::switch::config::SwitchConfig;
+
+    #[test]
+    fn shipped_switch_configs_carry_their_congestion_points() {
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../configs");
+        for (f, qcn) in [("switch-qcn.toml", true), ("switch-dcqcn.toml", false)] {
+            let p = SwitchConfig::load(&dir.join(f)).unwrap();
+            let r0 = p.ports.iter().find(|p| p.name == "r0").unwrap();
+            let c = r0.congestion.as_ref().unwrap();
+            assert_eq!(c.qcn.is_some(), qcn, "{f}");
+            assert_eq!(c.red.is_some(), !qcn, "{f}");
+        }
+    }
+
+    #[test]
+    fn congestion_errors_name_the_key_and_file() {
+        let base = "[[ports]]\nname = \"r0\"\niface = \"x\"\n";
+        let e = SwitchConfig::parse(&format!("{base}[[congestion]]\nport = \"r9\"\n"), "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("t.toml") && e.contains("congestion[0].port"),
+            "{e}"
+        );
+        let e = SwitchConfig::parse(
+            &format!("{base}[[congestion]]\nport = \"r0\"\nred = {{ pmax = 2.0 }}\n"),
+            "t.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("congestion[0].red.pmax"), "{e}");
     }
 }

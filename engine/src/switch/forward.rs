@@ -19,6 +19,7 @@ use std::sync::Arc;
 use crossbeam_queue::ArrayQueue;
 use units::{Duration, Instant};
 
+use super::cp::CpHook;
 use super::fdb::{Fdb, Lookup, PortIdx, DEFAULT_CAPACITY};
 use super::queue::{Class, EgressQueue, Pacer, QueueLimits};
 use super::stats::{bump, PortCounters};
@@ -67,7 +68,8 @@ pub struct OwnedPort<P: Port> {
     pub port: P,
     /// Device queues this worker polls on it.
     pub rx_queues: Vec<u16>,
-    pub egress: EgressQueue<P::Frame>,
+    /// Egress queues with the port's congestion point (`CpHook::default()`: none).
+    pub egress: EgressQueue<P::Frame, CpHook>,
     pub pacer: Option<Pacer>,
     pub counters: Arc<PortCounters>,
     /// Dequeued frames the device has not accepted yet (ring full): sent first next time.
@@ -98,7 +100,7 @@ impl<P: Port> OwnedPort<P> {
         OwnedPort {
             port,
             rx_queues,
-            egress: EgressQueue::new(limits),
+            egress: EgressQueue::with_hook(limits, CpHook::default()),
             pacer: rate.map(|r| Pacer::new(r, Pacer::default_burst(r, MAX_FRAME as u64))),
             counters,
             pending: Vec::with_capacity(BURST),
@@ -289,6 +291,29 @@ impl<P: Port> Worker<P> {
         // 3. Transmit what the pacers allow.
         for op in self.ports.iter_mut().flatten() {
             work += transmit(op, now);
+        }
+        // 3b. Frames the congestion points made (CNMs) go out like received frames, toward
+        // their DA, in the strict-priority control class.
+        for i in 0..nports {
+            let Some(op) = self.ports[i].as_mut() else {
+                continue;
+            };
+            let made: Vec<Vec<u8>> = op.egress.hook_mut().take_control().collect();
+            for bytes in made {
+                let mut dst = [0u8; 6];
+                dst.copy_from_slice(&bytes[..6]);
+                if let Lookup::Port(e) = self.fdb.lookup(now, &dst) {
+                    match self.ports.get_mut(e as usize) {
+                        Some(Some(op)) => match op.port.import(&bytes) {
+                            Some(f) => drop(op.egress.enqueue(now, Class::Control, f)),
+                            None => bump(&op.counters.tx_drops, 1),
+                        },
+                        Some(None) => self.cross(e as usize, Class::Control, &bytes),
+                        None => {}
+                    }
+                    work += 1;
+                }
+            }
         }
         // 4. Housekeeping.
         if now - self.last_publish >= PUBLISH_EVERY {
