@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The closed loop on real frames: testbed up (2 senders, switch with a 1 Gbit/s bottleneck toward
+# 1 receiver), then for each congestion control (QCN, then DCQCN): quench switch with that
+# congestion point, quench recv (the DCQCN notification point), one long flow from each sender;
+# prints the receiver's summary and writes its report directory; tears the testbed down.
+#
+#   scripts/closed-loop.sh [SECONDS] [OUT_DIR]       (root; default 10 s, out/closed-loop)
+#
+# Uses the release binary (built if missing). Ends with one JSON line per run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+secs=${1:-10}
+out=${2:-out/closed-loop}
+prefix=${QN_PREFIX:-qnl}
+if [ "$(id -u)" -ne 0 ]; then
+  echo "closed-loop.sh: needs root (network namespaces); skipping" >&2
+  exit 0
+fi
+quench=${QUENCH:-$PWD/target/release/quench}
+[ -x "$quench" ] || cargo build --release -p engine
+mkdir -p "$out"
+
+pids=()
+cleanup() {
+  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  scripts/testbed.sh down --prefix "$prefix" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+echo "== testbed up (prefix $prefix)"
+scripts/testbed.sh up --senders 2 --receivers 1 --prefix "$prefix"
+
+for cc in qcn dcqcn; do
+  echo "== $cc: switch, receiver, 2 senders for ${secs}s"
+  cfg="$out/switch-$cc.toml"
+  sed -e "s/qn-sw-/$prefix-sw-/" -e "s|/run/quench/switch.sock|/run/quench/$prefix-$cc.sock|" \
+    -e 's/^driver = .*//' "configs/switch-$cc.toml" > "$cfg"
+  # AF_PACKET ports everywhere: the same on every kernel.
+  sed -i '/^iface = /a driver = "af_packet"' "$cfg"
+  ip netns exec "$prefix-sw" "$quench" switch --config "$cfg" --duration $((secs + 4)) \
+    > "$out/switch-$cc.log" 2>&1 &
+  pids+=($!)
+  sleep 1
+  ip netns exec "$prefix-r0" "$quench" recv --iface eth0 --duration-s $((secs + 2)) \
+    --out "$out/$cc" > "$out/recv-$cc.log" 2>&1 &
+  rpid=$!
+  pids+=($rpid)
+  sleep 0.5
+  for i in 0 1; do
+    ip netns exec "$prefix-s$i" "$quench" send --iface eth0 --config configs/send.toml --cc "$cc" \
+      --src-ip "10.71.0.$((1 + i))" --flow-base $((1 + 100 * i)) --duration-s "$secs" \
+      > "$out/send-$cc-$i.log" 2>&1 &
+    pids+=($!)
+  done
+  wait "$rpid" || true
+  sleep 3
+  echo "-- receiver ($cc)"
+  grep -v '^{' "$out/recv-$cc.log" || true
+  echo "-- senders ($cc)"
+  grep -h '^sent' "$out"/send-"$cc"-*.log || true
+  echo "{\"cc\":\"$cc\",\"recv\":$(grep '^{' "$out/recv-$cc.log" | tail -1 || echo null)}"
+done
