@@ -915,6 +915,20 @@ mod tests {
         assert!(e.to_string().contains("line 2, column 3"), "{e}");
     }
 
+    proptest::proptest! {
+        /// Malformed event files are typed errors, never panics; accepted ones replay.
+        #[test]
+        fn any_event_text_is_safe(body in "([0-9]{0,4},(enqueue|dequeue|tick|pause|x),[0-9a-z]{0,3}\n){0,20}") {
+            let text = format!("time_ns,event,value\n{body}");
+            for algo in [Algo::QcnCp, Algo::Pfc, Algo::Tcd] {
+                if let Ok(evs) = parse_events(&text, algo) {
+                    let mut out = Vec::new();
+                    replay(algo, &ReplayConfig::default(), &evs, 1, &mut out).unwrap();
+                }
+            }
+        }
+    }
+
     #[test]
     fn config_errors_name_key_and_file() {
         let e = ReplayConfig::parse("[qcn_cp]\nqueue_size_set_pont = 1\n", "x.toml").unwrap_err();
