@@ -71,11 +71,14 @@ fn assign(profile: &SwitchProfile, workers: usize) -> Vec<Vec<(usize, Vec<u16>)>
 }
 
 fn open_port(
+    all: &SwitchProfile,
     p: &PortProfile,
     pool: &mut Option<XdpPool>,
     queues: &[u16],
     force: bool,
 ) -> Result<AnyPort, PortError> {
+    #[cfg(not(feature = "dpdk"))]
+    let _ = all; // only DPDK ports read the profile-wide `[dpdk]` table
     match p.kind {
         PortKind::Xdp => {
             if pool.is_none() {
@@ -94,7 +97,19 @@ fn open_port(
             xdp::XdpPort::open(pool, &p.iface, &opts).map(AnyPort::Xdp)
         }
         PortKind::Packet => PacketPort::open(&p.iface).map(AnyPort::Packet),
-        PortKind::Mem | PortKind::Dpdk => Err(PortError::Unsupported {
+        // The EAL starts with the `[dpdk]` table's arguments on the first DPDK port opened.
+        #[cfg(feature = "dpdk")]
+        PortKind::Dpdk => crate::port::dpdk::DpdkPort::open(&p.iface, &all.dpdk)
+            .map(AnyPort::Dpdk)
+            .map_err(PortError::from),
+        #[cfg(not(feature = "dpdk"))]
+        PortKind::Dpdk => Err(PortError::Unsupported {
+            name: p.iface.clone(),
+            what: "driver dpdk: this quench was built without DPDK; rebuild with \
+                   `cargo build --release --features dpdk`"
+                .into(),
+        }),
+        PortKind::Mem => Err(PortError::Unsupported {
             name: p.iface.clone(),
             what: format!("driver {} cannot be opened by `quench switch`", p.kind),
         }),
@@ -125,7 +140,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         captures[i] = Some(PathBuf::from(file));
     }
     // Fail early, in the main thread, with the interface named.
-    for p in &profile.ports {
+    // DPDK ports are ethdev names (`net_af_packet0`), not kernel interfaces.
+    for p in profile.ports.iter().filter(|p| p.kind != PortKind::Dpdk) {
         if_index(&p.iface)
             .with_context(|| format!("port {:?} in {}", p.name, args.config.display()))?;
     }
@@ -165,7 +181,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let mut caps = Vec::new();
             for (pi, queues) in &units {
                 let p = &profile.ports[*pi];
-                let port = match open_port(p, &mut pool, queues, force) {
+                let port = match open_port(&profile, p, &mut pool, queues, force) {
                     Ok(port) => port,
                     Err(e) => {
                         let _ = ready.send(Err(format!("port {:?}: {e}", p.name)));
