@@ -22,6 +22,8 @@ enum Command {
     Recv(cli::recv::Args),
     /// Sends paced test flows rate-limited by QCN or DCQCN reaction points.
     Send(cli::send::Args),
+    /// Fast AF_XDP traffic source for the forwarding benchmark.
+    Blast(cli::blast::Args),
     /// Re-reads a run's interval log, JSON summary or report directory; prints or plots it.
     Report(cli::report::Args),
     /// Drives one algorithm (QCN/DCQCN CP or RP, PFC, TCD) from an event file; prints its state
@@ -38,6 +40,7 @@ fn main() -> anyhow::Result<()> {
         Command::Switch(a) => cli::switch::run(a),
         Command::Stats(a) => cli::stats::run(a),
         Command::Recv(a) => cli::recv::run(a),
+        Command::Blast(a) => cli::blast::run(a),
         Command::Report(a) => cli::report::run(a),
         Command::Send(a) => cli::send::run(a),
         Command::Replay(a) => cli::replay::run(a),

@@ -1,6 +1,7 @@
 //! One module per `quench` subcommand, each with a clap `Args` and `run(args)`.
 use anyhow::Context as _;
 
+pub mod blast;
 pub mod frames;
 pub mod recv;
 pub mod replay;

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Forwarding rate through `quench switch` (one worker, AF_XDP) against the Linux bridge and
+# dpdk-testpmd io-forwarding (net_af_packet), on the same veth testbed in the same run, at 64 B
+# and 1500 B frames; then egress shaping accuracy at 1 Gbit/s and 100 Mbit/s.
+#
+#   scripts/bench-forward.sh [--secs S]      (root; ~2 minutes)
+#
+# Traffic: `quench blast` (AF_XDP, pinned to the last core) in the sender namespace towards the
+# receiver's MAC; the forwarder runs pinned to core 0. The rate is the receiver veth's
+# rx_packets delta over the middle of each run. Ends with a table (Mpps, ratios
+# quench/bridge and quench/testpmd) and a last line of JSON.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=4
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --secs) secs=$2; shift 2 ;;
+    *) echo "bench-forward.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+if [ "$(id -u)" -ne 0 ]; then echo "bench-forward.sh: needs root" >&2; exit 1; fi
+
+scripts/setup.sh >/dev/null
+# dpdk-testpmd is the benchmark's peer only (not a test dependency): installed here.
+if ! command -v dpdk-testpmd >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpdk >/dev/null
+fi
+cargo build --release -p engine >/dev/null 2>&1 || cargo build --release -p engine
+Q=target/release/quench
+P=qb
+R0=02:71:6e:02:00:00
+out=$(mktemp -d)
+cleanup() {
+  for pid in $(jobs -p); do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  scripts/testbed.sh down --prefix $P >/dev/null
+  rm -rf "$out"
+}
+trap cleanup EXIT
+scripts/testbed.sh down --prefix $P >/dev/null
+scripts/testbed.sh up --senders 1 --receivers 1 --prefix $P >/dev/null
+ncores=$(nproc)
+last=$((ncores - 1))
+
+rxp() { ip netns exec $P-r0 cat /sys/class/net/eth0/statistics/rx_packets; }
+rxb() { ip netns exec $P-r0 cat /sys/class/net/eth0/statistics/rx_bytes; }
+
+# measure LEN: blasts for $secs s and prints the receiver's Mpps over the middle (secs - 2) s.
+measure() {
+  local len=$1 a b
+  ip netns exec $P-s0 $Q blast --iface eth0 --dst $R0 --len "$len" --duration "$secs" \
+    --core $last >"$out/blast.json" 2>"$out/blast.err" &
+  local bp=$!
+  sleep 1
+  a=$(rxp)
+  sleep $((secs - 2))
+  b=$(rxp)
+  wait $bp || { cat "$out/blast.err" >&2; echo 0; return; }
+  python3 -c "print(f'{($b - $a) / ($secs - 2) / 1e6:.3f}')"
+}
+
+switch_cfg() { # RATE
+  cat >"$out/sw.toml" <<TOML
+control_socket = "$out/ctl.sock"
+[[ports]]
+name = "s0"
+iface = "$P-sw-s0"
+[[ports]]
+name = "r0"
+iface = "$P-sw-r0"
+$( [ -n "${1:-}" ] && echo "rate = \"$1\"" )
+[[static_macs]]
+mac = "$R0"
+port = "r0"
+TOML
+}
+
+declare -A res
+# Frame lengths without FCS: 60 (64 B on the wire) and 1500.
+for len in 60 1500; do
+  # quench switch, one worker on core 0.
+  switch_cfg ""
+  ip netns exec $P-sw $Q switch --config "$out/sw.toml" --workers 1 >"$out/sw.out" 2>"$out/sw.err" &
+  sp=$!
+  sleep 1.5
+  res[quench_$len]=$(measure "$len")
+  kill -TERM $sp; wait $sp || true
+  # Linux bridge in the switch namespace.
+  ip -n $P-sw link add br0 type bridge
+  ip -n $P-sw link set $P-sw-s0 master br0
+  ip -n $P-sw link set $P-sw-r0 master br0
+  ip -n $P-sw link set br0 up
+  res[bridge_$len]=$(measure "$len")
+  ip -n $P-sw link del br0
+  # dpdk-testpmd, io forwarding between two net_af_packet ports, one forwarding core.
+  ip netns exec $P-sw timeout -s INT $((secs + 6)) dpdk-testpmd --no-huge -m 1024 --no-pci \
+    -l 0,$last --vdev=net_af_packet0,iface=$P-sw-s0 --vdev=net_af_packet1,iface=$P-sw-r0 \
+    --file-prefix=qb -- --forward-mode=io --nb-cores=1 --auto-start --stats-period 0 \
+    </dev/null >"$out/pmd.out" 2>&1 &
+  tp=$!
+  sleep 3
+  res[testpmd_$len]=$(measure "$len")
+  kill -INT $tp 2>/dev/null || true; wait $tp 2>/dev/null || true
+done
+
+# Shaping: quench with r0 paced, 1500 B frames offered above the rate; receiver bit rate.
+shape() { # RATE BPS
+  switch_cfg "$1"
+  ip netns exec $P-sw $Q switch --config "$out/sw.toml" --workers 1 >"$out/sw.out" 2>"$out/sw.err" &
+  local sp=$! a b
+  sleep 1.5
+  ip netns exec $P-s0 $Q blast --iface eth0 --dst $R0 --len 1500 --duration "$secs" --core $last \
+    >/dev/null 2>&1 &
+  local bp=$!
+  sleep 1.5
+  a=$(rxb)
+  sleep 1
+  b=$(rxb)
+  wait $bp || true
+  kill -TERM $sp; wait $sp || true
+  # rx_bytes counts frames without FCS, the octets quench paces.
+  python3 -c "print(f'{($b - $a) * 8 / $2:.5f}')"
+}
+shape_1g=$(shape 1gbit 1e9)
+shape_100m=$(shape 100mbit 1e8)
+
+python3 - "${res[quench_60]}" "${res[bridge_60]}" "${res[testpmd_60]}" \
+  "${res[quench_1500]}" "${res[bridge_1500]}" "${res[testpmd_1500]}" "$shape_1g" "$shape_100m" <<'PY'
+import json, sys
+q64, b64, t64, q15, b15, t15, s1g, s100 = map(float, sys.argv[1:])
+r = lambda a, b: a / b if b > 0 else float("nan")
+print()
+print("| frame | quench Mpps | bridge Mpps | testpmd Mpps | quench/bridge | quench/testpmd |")
+print("|---|---|---|---|---|---|")
+print(f"| 64 B | {q64:.3f} | {b64:.3f} | {t64:.3f} | {r(q64,b64):.2f} | {r(q64,t64):.2f} |")
+print(f"| 1500 B | {q15:.3f} | {b15:.3f} | {t15:.3f} | {r(q15,b15):.2f} | {r(q15,t15):.2f} |")
+print(f"shaping: 1gbit -> {s1g*100:.2f} % of rate, 100mbit -> {s100*100:.2f} % of rate")
+print(json.dumps({
+  "mpps": {"64": {"quench": q64, "bridge": b64, "testpmd": t64},
+           "1500": {"quench": q15, "bridge": b15, "testpmd": t15}},
+  "ratio_64": {"bridge": r(q64,b64), "testpmd": r(q64,t64)},
+  "ratio_1500": {"bridge": r(q15,b15), "testpmd": r(q15,t15)},
+  "shaping_fraction": {"1gbit": s1g, "100mbit": s100}}))
+PY
