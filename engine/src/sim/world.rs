@@ -455,7 +455,9 @@ impl World {
             })?;
             w.events.push(c.at, Ev::LinkRate { port, rate: c.rate });
         }
-        w.events.push(Instant::ZERO, Ev::Sample);
+        // Sampling starts with the first flow (ns-3 flow files often start at 2 s).
+        let first = flows.iter().map(|f| f.start).min().unwrap_or(Instant::ZERO);
+        w.events.push(first, Ev::Sample);
         Ok(w)
     }
 
