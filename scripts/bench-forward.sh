@@ -42,21 +42,28 @@ scripts/testbed.sh up --senders 1 --receivers 1 --prefix $P >/dev/null
 ncores=$(nproc)
 last=$((ncores - 1))
 
-rxp() { ip netns exec $P-r0 cat /sys/class/net/eth0/statistics/rx_packets; }
-rxb() { ip netns exec $P-r0 cat /sys/class/net/eth0/statistics/rx_bytes; }
+# window COUNTER SECS: the receiver's COUNTER per second over SECS, counter and clock read in
+# one process so that the window is exact.
+window() {
+  ip netns exec $P-r0 python3 -c "
+import time
+f = '/sys/class/net/eth0/statistics/$1'
+a, t0 = int(open(f).read()), time.monotonic()
+time.sleep($2)
+b, t1 = int(open(f).read()), time.monotonic()
+print((b - a) / (t1 - t0))"
+}
 
 # measure LEN: blasts for $secs s and prints the receiver's Mpps over the middle (secs - 2) s.
 measure() {
   local len=$1 a b
   ip netns exec $P-s0 $Q blast --iface eth0 --dst $R0 --len "$len" --duration "$secs" \
     --core $last >"$out/blast.json" 2>"$out/blast.err" &
-  local bp=$!
+  local bp=$! pps
   sleep 1
-  a=$(rxp)
-  sleep $((secs - 2))
-  b=$(rxp)
+  pps=$(window rx_packets $((secs - 2)))
   wait $bp || { cat "$out/blast.err" >&2; echo 0; return; }
-  python3 -c "print(f'{($b - $a) / ($secs - 2) / 1e6:.3f}')"
+  python3 -c "print(f'{$pps / 1e6:.3f}')"
 }
 
 switch_cfg() { # RATE
@@ -93,10 +100,11 @@ for len in 60 1500; do
   res[bridge_$len]=$(measure "$len")
   ip -n $P-sw link del br0
   # dpdk-testpmd, io forwarding between two net_af_packet ports, one forwarding core.
-  ip netns exec $P-sw timeout -s INT $((secs + 6)) dpdk-testpmd --no-huge -m 1024 --no-pci \
-    -l 0,$last --vdev=net_af_packet0,iface=$P-sw-s0 --vdev=net_af_packet1,iface=$P-sw-r0 \
-    --file-prefix=qb -- --forward-mode=io --nb-cores=1 --auto-start --stats-period 0 \
-    </dev/null >"$out/pmd.out" 2>&1 &
+  # testpmd exits when its stdin closes ("Press enter to exit"): keep it open with sleep.
+  sleep $((secs + 5)) | ip netns exec $P-sw timeout -s INT $((secs + 6)) dpdk-testpmd \
+    --no-huge -m 1024 --no-pci -l 0,$last --vdev=net_af_packet0,iface=$P-sw-s0 \
+    --vdev=net_af_packet1,iface=$P-sw-r0 --file-prefix=qb -- --forward-mode=io --nb-cores=1 \
+    --auto-start >"$out/pmd.out" 2>&1 &
   tp=$!
   sleep 3
   res[testpmd_$len]=$(measure "$len")
@@ -107,19 +115,17 @@ done
 shape() { # RATE BPS
   switch_cfg "$1"
   ip netns exec $P-sw $Q switch --config "$out/sw.toml" --workers 1 >"$out/sw.out" 2>"$out/sw.err" &
-  local sp=$! a b
+  local sp=$!
   sleep 1.5
   ip netns exec $P-s0 $Q blast --iface eth0 --dst $R0 --len 1500 --duration "$secs" --core $last \
     >/dev/null 2>&1 &
-  local bp=$!
+  local bp=$! bps
   sleep 1.5
-  a=$(rxb)
-  sleep 1
-  b=$(rxb)
+  bps=$(window rx_bytes 1)
   wait $bp || true
   kill -TERM $sp; wait $sp || true
   # rx_bytes counts frames without FCS, the octets quench paces.
-  python3 -c "print(f'{($b - $a) * 8 / $2:.5f}')"
+  python3 -c "print(f'{$bps * 8 / $2:.5f}')"
 }
 shape_1g=$(shape 1gbit 1e9)
 shape_100m=$(shape 100mbit 1e8)
