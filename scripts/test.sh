@@ -1,34 +1,50 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: the README's second command, and what .ci/run calls.
-# Installs system packages first (scripts/setup.sh), then runs each step below; cargo test's
-# summary lines are printed at the end. Helpers: append further steps at the end.
-set -euo pipefail
+# Installs system packages first (scripts/setup.sh), runs each step below with its output
+# collected, and ends with cargo test's summary lines (every test binary of every step) and the
+# totals. Helpers: add further steps before the "summary" block, through `step`.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/setup.sh
+scripts/setup.sh || exit $?
 
-# Unit, property and integration tests (the tshark/scapy checks need ../shared beside the repo).
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-set +e
-cargo test --workspace 2>&1 | tee "$log"
-status=${PIPESTATUS[0]}
-set -e
-echo "== cargo test summary =="
-grep -E '^test result:|^SKIP' "$log" || true
-passed=$(grep -oE '[0-9]+ passed' "$log" | awk '{s+=$1} END {print s+0}')
-failed=$(grep -oE '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
-echo "cargo test: ${passed} passed, ${failed} failed"
-if [ "$status" -ne 0 ]; then exit "$status"; fi
+status=0
+# step NAME CMD...: runs CMD, its output shown and kept for the summary; a failure is remembered
+# (the remaining steps still run, so one red step does not hide the others).
+step() {
+  local name=$1
+  shift
+  echo "== test.sh: $name"
+  "$@" 2>&1 | tee -a "$log"
+  local rc=${PIPESTATUS[0]}
+  if [ "$rc" -ne 0 ]; then
+    echo "test.sh: step '$name' failed (exit $rc)" | tee -a "$log"
+    status=$rc
+  fi
+}
 
-# --- DPDK ports (issue 7; owner: dpdk helper) ---------------------------------------------------
+# Unit, property and integration tests (the tshark/scapy checks need ../shared beside the repo;
+# the netns tests need root and skip with a printed reason without it).
+step "cargo test --workspace" cargo test --workspace
+
+# --- DPDK ports (issue 7) -----------------------------------------------------------------------
 # Optional: the default build needs no DPDK. When libdpdk-dev is installed or installable
 # (scripts/setup-dpdk.sh), build the `dpdk` feature and run its own test binary (rte_eal_init runs
 # once per process, so those tests live in engine/tests/dpdk.rs); otherwise say why it is skipped.
 if scripts/setup-dpdk.sh; then
-  cargo clippy -p engine --features dpdk --all-targets -- -D warnings 2>&1
-  cargo test -p engine --features dpdk --test dpdk 2>&1
+  step "clippy --features dpdk" cargo clippy -p engine --features dpdk --all-targets -- -D warnings
+  step "cargo test --features dpdk --test dpdk" cargo test -p engine --features dpdk --test dpdk
 else
-  echo "test.sh: SKIP DPDK tests: libdpdk-dev is not installable here (see scripts/setup-dpdk.sh)"
+  echo "SKIP DPDK tests: libdpdk-dev is not installable here (see scripts/setup-dpdk.sh)" | tee -a "$log"
 fi
 # --- end DPDK ports ----------------------------------------------------------------------------
+
+# --- summary (keep last) -----------------------------------------------------------------------
+echo "== cargo test summary =="
+grep -E '^test result:|^SKIP|^test\.sh: step' "$log" || true
+passed=$(grep -E '^test result:' "$log" | grep -oE '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
+failed=$(grep -E '^test result:' "$log" | grep -oE '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
+echo "cargo test: ${passed} passed, ${failed} failed"
+exit "$status"

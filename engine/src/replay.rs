@@ -10,7 +10,7 @@
 //! | `pfc` | `enqueue` / `dequeue` (octets on the ingress port 0, first lossless priority), `pause` (quanta received on the egress port, 0 = resume), `resume`, `tick` |
 //! | `tcd` | `enqueue` / `dequeue` (octets), `pause` / `resume` (the port goes OFF / ON), `tick` |
 //! | `qcn-rp` | `tx` (octets sent by flow 1), `cnm` (QntzFb), `tick` |
-//! | `dcqcn-rp` | `tx` (octets sent by the flow), `cnp`, `tick` |
+//! | `dcqcn-rp` | `tx` (octets sent by the flow), `cnp`, `ue` (a TCD UE notification), `tick` |
 //! | `np` | `rx` (the ECN bits 0..=3 of a data packet of flow 1), `tick` |
 //!
 //! Timers that fall due between events (RP timers, PFC refreshes and pause expiry, the TCD trend
@@ -107,10 +107,11 @@ pub enum EventKind {
     Resume,
     Tick,
     Rx,
+    Ue,
 }
 
 impl EventKind {
-    const ALL: [(&'static str, EventKind); 9] = [
+    const ALL: [(&'static str, EventKind); 10] = [
         ("enqueue", EventKind::Enqueue),
         ("dequeue", EventKind::Dequeue),
         ("tx", EventKind::Tx),
@@ -120,6 +121,7 @@ impl EventKind {
         ("resume", EventKind::Resume),
         ("tick", EventKind::Tick),
         ("rx", EventKind::Rx),
+        ("ue", EventKind::Ue),
     ];
 
     fn name(self) -> &'static str {
@@ -257,8 +259,10 @@ pub fn parse_events(text: &str, algo: Algo) -> Result<Vec<Event>, EventError> {
             })?;
         let vtext = vraw.trim();
         // `tick`, `cnp`, `resume` and TCD's `pause` carry no value: an empty field is 0.
-        let no_value = matches!(kind, EventKind::Tick | EventKind::Cnp | EventKind::Resume)
-            || (kind == EventKind::Pause && algo == Algo::Tcd);
+        let no_value = matches!(
+            kind,
+            EventKind::Tick | EventKind::Cnp | EventKind::Ue | EventKind::Resume
+        ) || (kind == EventKind::Pause && algo == Algo::Tcd);
         let value: u64 = if vtext.is_empty() && no_value {
             0
         } else {
@@ -307,7 +311,7 @@ fn allowed_events(algo: Algo) -> &'static [EventKind] {
         Algo::QcnCp | Algo::DcqcnCp => &[Enqueue, Dequeue, Tick],
         Algo::Pfc | Algo::Tcd => &[Enqueue, Dequeue, Pause, Resume, Tick],
         Algo::QcnRp => &[Tx, Cnm, Tick],
-        Algo::DcqcnRp => &[Tx, Cnp, Tick],
+        Algo::DcqcnRp => &[Tx, Cnp, Ue, Tick],
         Algo::Np => &[Rx, Tick],
     }
 }
@@ -652,7 +656,7 @@ struct DcqcnRpReplay {
 
 impl Replayer for DcqcnRpReplay {
     fn columns(&self) -> &'static str {
-        "rate_bps,target_rate_bps,alpha,time_stage,byte_stage,byte_count,cnp_pending,next_deadline_ns"
+        "rate_bps,target_rate_bps,alpha,time_stage,byte_stage,byte_count,cnp_pending,held_increases,next_deadline_ns"
     }
     fn next_deadline(&self) -> Option<Instant> {
         self.rp.next_deadline()
@@ -665,6 +669,7 @@ impl Replayer for DcqcnRpReplay {
         match ev.kind {
             EventKind::Tx => self.rp.on_tx(ev.time, ev.value),
             EventKind::Cnp => self.rp.on_cnp(ev.time),
+            EventKind::Ue => self.rp.on_ue(ev.time),
             _ => {}
         }
         Ok(self.row())
@@ -675,7 +680,7 @@ impl DcqcnRpReplay {
     fn row(&self) -> String {
         let s = self.rp.state().snapshot();
         format!(
-            "{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{}",
             s.rate.as_bps(),
             s.target_rate.as_bps(),
             s.alpha,
@@ -683,6 +688,7 @@ impl DcqcnRpReplay {
             s.byte_stage,
             s.byte_count,
             bit(s.cnp_pending),
+            s.held_increases,
             opt(self.rp.next_deadline().map(|t| t.as_nanos())),
         )
     }

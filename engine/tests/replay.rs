@@ -181,6 +181,43 @@ fn dcqcn_rp_example() {
     assert_eq!(r.len(), 8);
 }
 
+/// TCD UE with `ue_reaction = "hold"`: increases inside the hold window are consumed.
+#[test]
+fn dcqcn_rp_holds_increases_after_ue() {
+    let r = run(Algo::DcqcnRp, "dcqcn-rp-ue", 1);
+    let c = "time_ns,event,rate_bps,target_rate_bps,time_stage,held_increases,next_deadline_ns";
+    // As dcqcn_rp_example: the CNP at 0 sets the flag, the check at 4001 cuts 100G -> 50G and
+    // restarts the increase timer (14001).
+    check(&r, 0, c, "0,cnp,100000000000,100000000000,0,0,4001");
+    check(&r, 1, c, "4001,timer,50000000000,100000000000,0,0,14001");
+    // UE at 5 us: nothing moves; the hold window runs to 5 + 25 = 30 us.
+    check(&r, 2, c, "5000,ue,50000000000,100000000000,0,0,14001");
+    // 14001 and 24001 < 30000: the timer re-arms, the rates and the stage stay, held += 1.
+    check(&r, 3, c, "14001,timer,50000000000,100000000000,0,1,24001");
+    check(&r, 4, c, "24001,timer,50000000000,100000000000,0,2,34001");
+    // 34001 >= 30000: stage 0 < F = 1 -> fast recovery 50G/2 + 100G/2 = 75G; stage 1.
+    check(&r, 5, c, "34001,timer,75000000000,100000000000,1,2,44001");
+    // 44001: stage 1 == F -> additive R_T = min(100G + 20 Mb/s, line rate 100G) = 100G;
+    // R_C = 75G/2 + 100G/2 = 87.5G; stage 2.
+    check(&r, 6, c, "44001,timer,87500000000,100000000000,2,2,54001");
+    assert_eq!(r.len(), 8);
+    // The same events with the shipped example (ue_reaction = "ignore") recover at 14001.
+    let (cfg, _) = example("dcqcn-rp");
+    let ignore = replay_to_string(
+        Algo::DcqcnRp,
+        &cfg,
+        "time_ns,event,value\n0,cnp,\n5000,ue,\n15000,tick,\n",
+        1,
+    )
+    .unwrap();
+    assert!(
+        ignore
+            .lines()
+            .any(|l| l.starts_with("14001,timer,,75000000000,")),
+        "{ignore}"
+    );
+}
+
 #[test]
 fn np_example() {
     let r = run(Algo::Np, "np", 1);
