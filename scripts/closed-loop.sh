@@ -6,7 +6,11 @@
 #
 #   scripts/closed-loop.sh [SECONDS] [OUT_DIR]       (root; default 10 s, out/closed-loop)
 #
-# Uses the release binary (built if missing). Ends with one JSON line per run.
+# Uses the release binary (built if missing). Ends with one JSON line per run. Per run, OUT_DIR
+# holds switch-CC.log, queue-CC.jsonl (`quench stats --json` every 50 ms: the bottleneck's queue
+# depth over time), send-CC-I.log, recv-CC.log and the receiver's report directory CC/.
+# CPU placement (a machine with fewer cores than busy-polling processes): the switch and the
+# receiver share the last CPU, the senders the others; every poll loop yields when idle.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +24,12 @@ fi
 quench=${QUENCH:-$PWD/target/release/quench}
 [ -x "$quench" ] || cargo build --release -p engine
 mkdir -p "$out"
+ncpu=$(nproc)
+if [ "$ncpu" -ge 2 ]; then
+  sw_cpus=$((ncpu - 1)); tx_cpus=0-$((ncpu - 2))
+else
+  sw_cpus=0; tx_cpus=0
+fi
 
 pids=()
 cleanup() {
@@ -32,24 +42,35 @@ trap cleanup EXIT
 echo "== testbed up (prefix $prefix)"
 scripts/testbed.sh up --senders 2 --receivers 1 --prefix "$prefix"
 
-for cc in qcn dcqcn; do
+for cc in ${CCS:-qcn dcqcn}; do
   echo "== $cc: switch, receiver, 2 senders for ${secs}s"
   cfg="$out/switch-$cc.toml"
   sed -e "s/qn-sw-/$prefix-sw-/" -e "s|/run/quench/switch.sock|/run/quench/$prefix-$cc.sock|" \
     -e 's/^driver = .*//' "configs/switch-$cc.toml" > "$cfg"
   # AF_PACKET ports everywhere: the same on every kernel.
   sed -i '/^iface = /a driver = "af_packet"' "$cfg"
-  ip netns exec "$prefix-sw" "$quench" switch --config "$cfg" --duration $((secs + 4)) \
-    > "$out/switch-$cc.log" 2>&1 &
-  pids+=($!)
+  sock=/run/quench/$prefix-$cc.sock
+  ip netns exec "$prefix-sw" taskset -c "$sw_cpus" "$quench" switch --config "$cfg" \
+    --duration $((secs + 4)) > "$out/switch-$cc.log" 2>&1 &
+  swpid=$!
+  pids+=($swpid)
   sleep 1
-  ip netns exec "$prefix-r0" "$quench" recv --iface eth0 --duration-s $((secs + 2)) \
+  # The bottleneck queue over time, for the summary's mean / p99 depth.
+  : > "$out/queue-$cc.jsonl"
+  (
+    while kill -0 "$swpid" 2>/dev/null; do
+      "$quench" stats --json --socket "$sock" >> "$out/queue-$cc.jsonl" 2>/dev/null || true
+      sleep 0.05
+    done
+  ) &
+  pids+=($!)
+  ip netns exec "$prefix-r0" taskset -c "$sw_cpus" "$quench" recv --iface eth0 --duration-s $((secs + 2)) \
     --out "$out/$cc" > "$out/recv-$cc.log" 2>&1 &
   rpid=$!
   pids+=($rpid)
   sleep 0.5
   for i in 0 1; do
-    ip netns exec "$prefix-s$i" "$quench" send --iface eth0 --config configs/send.toml --cc "$cc" \
+    ip netns exec "$prefix-s$i" taskset -c "$tx_cpus" "$quench" send --iface eth0 --config configs/send.toml --cc "$cc" \
       --src-ip "10.71.0.$((1 + i))" --flow-base $((1 + 100 * i)) --duration-s "$secs" \
       > "$out/send-$cc-$i.log" 2>&1 &
     pids+=($!)

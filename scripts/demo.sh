@@ -1,26 +1,40 @@
 #!/usr/bin/env bash
-# The README's first command: installs what is needed, builds quench, and runs the most complete
-# thing it does today: write one frame of every kind quench emits to a pcap file, decode it with
-# quench, and show Wireshark's (tshark's) view of the same file.
+# The README's first command: installs what is needed, builds quench (release), and runs the
+# closed loop on real frames: a veth testbed in network namespaces (2 senders, quench switch with
+# a 1 Gbit/s bottleneck egress, 1 receiver), QCN then DCQCN for a while each; prints a summary
+# table, writes the report directory with the plots, and tears the testbed down.
+#
+#   scripts/demo.sh [OUT_DIR]          (default out/demo; DEMO_SECS=N sets seconds per run, 10)
+#
+# Without root (network namespaces need it) it says so and runs what needs no privileges: every
+# frame kind quench emits, written to a pcap file and decoded by quench and by tshark.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+out=${1:-out/demo}
+secs=${DEMO_SECS:-10}
 
+echo "== demo.sh: installing system packages (scripts/setup.sh)"
 scripts/setup.sh
-cargo build --release -p engine
-quench=target/release/quench
-out=${1:-out/frames.pcap}
-mkdir -p "$(dirname "$out")"
+echo "== demo.sh: building quench (cargo build --release)"
+cargo build --release -p engine --bin quench
+quench=$PWD/target/release/quench
+mkdir -p "$out"
 
-echo "== quench frames --pcap $out"
-"$quench" frames --pcap "$out"
-
-echo "== quench frames --decode $out (one line per frame; CNMs too, which Wireshark lacks)"
-"$quench" frames --decode "$out" --link-rate 100gbit
-
+echo "== demo.sh: every frame kind quench emits -> $out/frames.pcap, decoded by quench and tshark"
+"$quench" frames --pcap "$out/frames.pcap"
+"$quench" frames --decode "$out/frames.pcap" --link-rate 1gbit
 lua=../shared/tools/wireshark/qau.lua
 tshark_args=()
 if [ -f "$lua" ]; then tshark_args=(-X "lua_script:$lua"); fi
-echo "== tshark -r $out (summary)"
-tshark "${tshark_args[@]}" -r "$out" 2>/dev/null
-echo "== tshark -V -r $out -Y cnm (the CNM, with the shared 802.1Qau dissector)"
-tshark "${tshark_args[@]}" -V -r "$out" -Y "frame.number == 2" 2>/dev/null | sed -n '/802.1Qau CN-TAG/,$p'
+tshark "${tshark_args[@]}" -r "$out/frames.pcap" 2>/dev/null || true
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "demo.sh: the closed loop needs root (network namespaces, veth pairs); run it as root" >&2
+  exit 0
+fi
+
+echo "== demo.sh: closed loop, QCN then DCQCN, ${secs} s each (scripts/closed-loop.sh)"
+QUENCH=$quench scripts/closed-loop.sh "$secs" "$out" | grep -E '^(==|--)' || true
+
+echo "== demo.sh: summary (bottleneck 1 Gbit/s; details in $out/*.log, plots in $out/qcn and $out/dcqcn)"
+python3 scripts/loop-summary.py "$out" qcn dcqcn

@@ -35,13 +35,40 @@ pub fn spawn_pinned<T: Send + 'static>(
 }
 
 /// Polls `step(now)` until `stop` is set, reading the clock once per iteration. `step` returns
-/// the work it did; an idle iteration spins (poll mode: no sleeping, sleeping is useless for
-/// timing here) with a CPU relax hint.
+/// the work it did; idle iterations back off as [`Idle`] says.
 pub fn run_loop(clock: &Clock, stop: &AtomicBool, mut step: impl FnMut(Instant) -> usize) {
+    let mut idle = Idle::default();
     while !stop.load(Ordering::Relaxed) {
         let now = clock.now();
-        if step(now) == 0 {
+        idle.after(step(now));
+    }
+}
+
+/// Idle back-off for poll loops: the first [`Idle::SPINS`] idle iterations in a row spin with a
+/// CPU relax hint (poll mode: a frame that arrives is seen within a microsecond, and sleeping is
+/// useless for timing here), every further one yields the CPU (`sched_yield`). Why yield at
+/// all: when busy-polling processes outnumber cores (the 2-core testbed runs a switch, two
+/// senders and a receiver), a loop that only spins holds the CPU its own frames are waiting for
+/// (the peer that would produce them cannot run). A yield costs a system call, about a
+/// microsecond, when no other task wants the CPU.
+#[derive(Debug, Default)]
+pub struct Idle {
+    run: u32,
+}
+
+impl Idle {
+    /// Idle iterations in a row that spin before the loop starts yielding.
+    pub const SPINS: u32 = 64;
+
+    /// Call once per iteration with the work it did (frames moved, timers run).
+    pub fn after(&mut self, work: usize) {
+        if work > 0 {
+            self.run = 0;
+        } else if self.run < Self::SPINS {
+            self.run += 1;
             std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
         }
     }
 }
@@ -77,5 +104,19 @@ mod tests {
         .unwrap();
         assert_eq!(h.join().unwrap(), 1000);
         assert!(stop.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn idle_spins_then_yields_and_work_resets_it() {
+        let mut idle = Idle::default();
+        for _ in 0..Idle::SPINS {
+            idle.after(0);
+        }
+        assert_eq!(idle.run, Idle::SPINS);
+        // Past the spin budget it yields and stays there until work is done.
+        idle.after(0);
+        assert_eq!(idle.run, Idle::SPINS);
+        idle.after(3);
+        assert_eq!(idle.run, 0);
     }
 }

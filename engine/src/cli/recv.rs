@@ -73,8 +73,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut tx = Vec::with_capacity(BURST);
     let mut cnp = [0u8; 128];
     let mut tx_drops = 0u64;
+    let mut idle = crate::worker::Idle::default();
     loop {
         port.rx_burst(0, &mut rx, BURST)?;
+        idle.after(rx.len());
         // Read after the burst arrived: a frame is never stamped later than its receive time.
         let now = shared_now();
         if now >= end {

@@ -182,12 +182,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut tx = Vec::with_capacity(BURST);
     let mut buf = vec![0u8; MAX_FRAME + 64];
     let mut no_buffer = 0u64;
+    let mut idle = crate::worker::Idle::default();
     loop {
         let now = clock.now();
         if now >= end {
             break;
         }
         port.rx_burst(0, &mut rx, BURST)?;
+        let mut work = rx.len();
         for f in rx.drain(..) {
             w.on_rx(now, f.data());
         }
@@ -202,11 +204,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 None => no_buffer += 1,
             }
         }
+        work += tx.len();
         if !tx.is_empty() {
             // Frames the ring did not take stay in `tx`, in order, for the next burst.
             port.tx_burst(0, &mut tx)?;
         }
         port.poll()?;
+        idle.after(work);
     }
     let secs = (clock.now() - t0).as_secs_f64();
     let c = w.counters();

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Summary table of closed-loop runs (scripts/closed-loop.sh output directory).
+
+usage: loop-summary.py OUT_DIR CC [CC ...]     (prints the table, then one JSON line)
+
+Per run: per-flow goodput, Jain index, bottleneck utilisation, the bottleneck queue's depth
+(mean / p99 over `quench stats` samples taken every 50 ms while frames left it) against its set
+point, CNMs / CNPs the senders received, frames dropped at the bottleneck queue, PFC pauses,
+and one-way latency p50 / p99 / p99.9 at the receiver.
+"""
+import json
+import re
+import sys
+from pathlib import Path
+
+BOTTLENECK = "r0"
+LINK_BPS = 1e9
+SET_POINT = {"qcn": "Qeq 26 KB", "dcqcn": "RED 30-120 KB"}
+
+
+def last_json(path):
+    lines = [l for l in Path(path).read_text().splitlines() if l.startswith("{")]
+    return json.loads(lines[-1]) if lines else None
+
+
+def queue_stats(path):
+    depths, drops, pauses, prev_tx = [], 0, 0, None
+    for line in Path(path).read_text().splitlines():
+        try:
+            snap = json.loads(line)
+        except ValueError:
+            continue
+        port = next((p for p in snap["ports"] if p["name"] == BOTTLENECK), None)
+        if port is None:
+            continue
+        drops = port["queue_drops"]
+        pauses = sum(p.get("pfc_pauses_sent", 0) for p in snap["ports"])
+        # Only samples while frames were leaving: the idle start and end would pull the mean down.
+        if prev_tx is not None and port["tx_pkts"] > prev_tx:
+            depths.append(port["queue_depth_bytes"])
+        prev_tx = port["tx_pkts"]
+    depths.sort()
+    mean = sum(depths) / len(depths) if depths else 0.0
+    p99 = depths[min(len(depths) - 1, int(0.99 * len(depths)))] if depths else 0
+    return mean, p99, len(depths), drops, pauses
+
+
+def run(out, cc):
+    recv = last_json(out / f"recv-{cc}.log")
+    if recv is None:
+        return None
+    senders = [last_json(p) for p in sorted(out.glob(f"send-{cc}-*.log"))]
+    senders = [s for s in senders if s]
+    mean, p99, n, drops, pauses = queue_stats(out / f"queue-{cc}.jsonl")
+    lat = recv["latency"]
+    return {
+        "cc": cc,
+        "flows_mbps": {str(f["flow"]): round(f["goodput_bps"] / 1e6, 1) for f in recv["flows"]},
+        "jain": round(recv["jain_index"], 4),
+        "utilisation": round(recv["aggregate_bps"] / LINK_BPS, 4),
+        "queue_mean_kb": round(mean / 1e3, 1),
+        "queue_p99_kb": round(p99 / 1e3, 1),
+        "queue_samples": n,
+        "set_point": SET_POINT.get(cc, ""),
+        "cnms": sum(s.get("cnms", 0) for s in senders),
+        "cnps": sum(s.get("cnps", 0) for s in senders),
+        "drops": drops,
+        "lost_frames": sum(f["lost"] for f in recv["flows"]),
+        "pfc_pauses": pauses,
+        "latency_us": [round(lat[k] / 1e3, 1) for k in ("p50_ns", "p99_ns", "p999_ns")],
+    }
+
+
+def main():
+    out = Path(sys.argv[1])
+    rows = [r for r in (run(out, cc) for cc in sys.argv[2:]) if r]
+    if not rows:
+        sys.exit(f"loop-summary.py: no run results under {out}")
+    head = ("cc", "flows Mb/s", "Jain", "util", "queue mean/p99 KB", "set point", "CNMs",
+            "CNPs", "drops", "PFC", "latency p50/p99/p99.9 us")
+    table = [head]
+    for r in rows:
+        table.append((
+            r["cc"], " ".join(f"{v:.0f}" for v in r["flows_mbps"].values()), f"{r['jain']:.3f}",
+            f"{100 * r['utilisation']:.0f} %", f"{r['queue_mean_kb']:.1f} / {r['queue_p99_kb']:.1f}",
+            r["set_point"], str(r["cnms"]), str(r["cnps"]), str(r["drops"]), str(r["pfc_pauses"]),
+            "/".join(f"{v:.0f}" for v in r["latency_us"]),
+        ))
+    widths = [max(len(str(row[i])) for row in table) for i in range(len(head))]
+    for row in table:
+        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
+    print(json.dumps({"runs": rows}))
+
+
+if __name__ == "__main__":
+    main()
