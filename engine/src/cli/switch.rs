@@ -233,6 +233,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 fdb.add_static(mac, port as PortIdx);
             }
             let mut wk = Worker::new(w, ports, owner, rings, fdb, entries);
+            if let Some(pfc) = &profile.pfc {
+                // Quanta are bit times of the receiving port: its egress rate if it has one
+                // (a veth standing in for a slower link), else the [pfc] link_rate.
+                let rates: Vec<units::Rate> = profile
+                    .ports
+                    .iter()
+                    .map(|p| p.rate.unwrap_or(pfc.link_rate()))
+                    .collect();
+                let mut macs: Vec<[u8; 6]> = (0..profile.ports.len())
+                    .map(|i| [0x02, 0x71, 0x6e, 0xfe, 0x00, i as u8])
+                    .collect();
+                for (pi, c) in &caps {
+                    if let (Some(m), Some(slot)) = (c.mac, macs.get_mut(*pi)) {
+                        *slot = m;
+                    }
+                }
+                wk.pfc = Some(crate::switch::pfc::SwitchPfc::new(
+                    pfc.clone(),
+                    &rates,
+                    &macs,
+                ));
+            }
             let _ = ready.send(Ok(caps));
             worker::run_loop(&clock, &stop, |now| wk.poll(now));
             wk.shutdown();

@@ -38,6 +38,12 @@ pub struct SwitchConfig {
     /// Congestion points on egress ports (QCN, RED/ECN, TCD): `[[congestion]]` tables.
     #[serde(default)]
     pub congestion: Vec<super::cp::CongestionConfig>,
+    /// PFC (802.1Qbb) on every port: a `[pfc]` table with `cp::pfc::PfcParams`' keys
+    /// (`lossless_priorities`, `threshold`, `xoff_bytes`, `xon_bytes`, `headroom_bytes`,
+    /// `buffer_bytes`, `pause`, `pause_quanta`, `link_rate`, ...); `ports` is taken from the
+    /// `[[ports]]` list. Absent: no PFC (PAUSE frames received are counted and dropped).
+    #[serde(default)]
+    pub pfc: Option<cp::pfc::PfcParams>,
     /// EAL arguments and pool sizes for `driver = "dpdk"` ports (cargo feature `dpdk`).
     #[cfg(feature = "dpdk")]
     #[serde(default)]
@@ -100,6 +106,8 @@ pub struct SwitchProfile {
     pub control_socket: PathBuf,
     pub ports: Vec<PortProfile>,
     pub static_macs: Vec<([u8; 6], PortIdx)>,
+    /// PFC on every port (`[pfc]`), validated.
+    pub pfc: Option<cp::pfc::PfcProfile>,
     /// The `[dpdk]` table (EAL arguments, pools), used when a port has `driver = "dpdk"`.
     #[cfg(feature = "dpdk")]
     pub dpdk: crate::port::dpdk::DpdkConfig,
@@ -268,7 +276,56 @@ impl SwitchConfig {
                 .map_err(|e| invalid(format!("congestion[{i}].{}", e.key), e.why))?;
             p.congestion = Some(c.clone());
         }
+        let pfc = match self.pfc {
+            None => None,
+            Some(mut params) => {
+                if self.workers != 1 {
+                    return Err(invalid(
+                        "pfc".into(),
+                        "needs workers = 1 (a frame's octets count against its ingress port \
+                         while it waits at any egress queue: one worker must see them all)"
+                            .into(),
+                    ));
+                }
+                if params.ports > 1 && usize::from(params.ports) != ports.len() {
+                    return Err(invalid(
+                        "pfc.ports".into(),
+                        format!("leave it out: the switch has {} ports", ports.len()),
+                    ));
+                }
+                params.ports = ports.len() as u16;
+                let profile = cp::pfc::PfcProfile::new(&params)
+                    .map_err(|e| invalid(format!("pfc.{}", e.param), e.reason))?;
+                // With PFC the lossless priorities must never be tail-dropped at an egress
+                // queue: the worst case is every ingress port's whole allowance (XOFF or the
+                // shared buffer, plus headroom) waiting at one egress priority.
+                let n = ports.len() as u64;
+                let (need, what) = match params.threshold {
+                    cp::pfc::ThresholdMode::Static => (
+                        n * (params.xoff_bytes + params.headroom_bytes),
+                        "xoff_bytes",
+                    ),
+                    cp::pfc::ThresholdMode::Dynamic => (
+                        params.buffer_bytes + n * params.headroom_bytes,
+                        "buffer_bytes",
+                    ),
+                };
+                if let Some(p) = ports.iter().find(|p| p.limits.data_bytes < need) {
+                    return Err(invalid(
+                        "queue_bytes".into(),
+                        format!(
+                            "{} octets at port {:?} cannot hold what PFC lets in ({need}: \
+                             {what} and every port's headroom); raise queue_bytes or lower \
+                             the PFC thresholds",
+                            p.limits.data_bytes, p.name
+                        ),
+                    ));
+                }
+                Some(profile)
+            }
+        };
         Ok(SwitchProfile {
+            pfc,
             workers: self.workers,
             ageing,
             control_socket: self
@@ -343,5 +400,50 @@ port = "b"
         let bad = GOOD.replace("port = \"b\"", "port = \"zz\"");
         let e = SwitchConfig::parse(&bad, "x.toml").unwrap_err().to_string();
         assert!(e.contains("static_macs[0].port"), "{e}");
+    }
+
+    #[test]
+    fn pfc_table_is_validated() {
+        let with = |extra: &str| format!("{GOOD}{extra}");
+        let p = SwitchConfig::parse(
+            &with("[pfc]\nthreshold = \"static\"\nxoff_bytes = 40000\nxon_bytes = 37000\nheadroom_bytes = 30000\n"),
+            "x.toml",
+        )
+        .unwrap();
+        assert!(p.pfc.as_ref().is_some_and(|p| p.is_lossless(3)));
+        // A PFC key that does not exist, a bad value, two workers, too small a queue.
+        for (extra, want) in [
+            ("[pfc]\nxof_bytes = 1\n", "xof_bytes"),
+            (
+                "[pfc]\nthreshold = \"static\"\nxoff_bytes = 10\nxon_bytes = 20\n",
+                "pfc.xon_bytes",
+            ),
+            (
+                "[pfc]\nlossless_priorities = [9]\n",
+                "pfc.lossless_priorities",
+            ),
+            (
+                "[pfc]\nthreshold = \"static\"\nxoff_bytes = 400000\nxon_bytes = 390000\n",
+                "queue_bytes",
+            ),
+        ] {
+            let e = SwitchConfig::parse(&with(extra), "x.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want) && e.contains("x.toml"), "{extra}: {e}");
+        }
+        let two = with("[pfc]\n").replace("workers = 1", "workers = 2");
+        let e = SwitchConfig::parse(&two, "x.toml").unwrap_err().to_string();
+        assert!(e.contains("`pfc`") && e.contains("workers = 1"), "{e}");
+    }
+
+    #[test]
+    fn shipped_pfc_config_validates() {
+        let p = SwitchConfig::load(Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../configs/switch-pfc.toml"
+        )))
+        .unwrap();
+        assert!(p.pfc.is_some());
     }
 }

@@ -21,6 +21,7 @@ use units::{Duration, Instant};
 
 use super::cp::CpHook;
 use super::fdb::{Fdb, Lookup, PortIdx, DEFAULT_CAPACITY};
+use super::pfc::{PauseChange, SwitchPfc};
 use super::queue::{Class, EgressQueue, Pacer, QueueLimits};
 use super::stats::{bump, PortCounters};
 use crate::port::heap::HeapFrame;
@@ -80,14 +81,18 @@ impl<P: Port> OwnedPort<P> {
     /// Queues a frame for egress. A frame arriving at an empty queue starts a backlog: the
     /// pacer forgets idle credit beyond its burst then (not earlier, so a worker that was away
     /// while frames waited in the receive ring does not release them as a catch-up burst).
-    pub fn enqueue(&mut self, now: Instant, class: Class, frame: P::Frame) {
+    /// Returns whether the frame was queued (a refused frame is dropped here, freed; the queue
+    /// counted it).
+    pub fn enqueue(&mut self, now: Instant, class: Class, frame: P::Frame) -> bool {
         if self.egress.is_empty() {
             if let Some(p) = &mut self.pacer {
                 p.on_idle(now);
             }
         }
-        // A refused frame comes back and is dropped here (freed); the queue counted it.
-        drop(self.egress.enqueue(now, class, frame));
+        matches!(
+            self.egress.enqueue(now, class, frame),
+            crate::switch::queue::Enqueued::Queued
+        )
     }
 
     pub fn new(
@@ -115,6 +120,8 @@ struct Meta {
     class: Class,
     /// MAC control (PAUSE/PFC) is link-local: consumed, never forwarded.
     mac_control: bool,
+    /// Where the payload after the final EtherType starts.
+    payload_offset: usize,
 }
 
 /// Reads what the switch needs from a frame's L2 headers; `None` for a malformed frame.
@@ -136,6 +143,7 @@ fn classify(frame: &[u8]) -> Option<Meta> {
         src,
         class,
         mac_control: l2.ethertype == ethertype::MAC_CONTROL,
+        payload_offset: l2.payload_offset,
     })
 }
 
@@ -154,6 +162,11 @@ pub struct Worker<P: Port> {
     fdb_entries: Arc<std::sync::atomic::AtomicU64>,
     /// Frames lost crossing to another worker (its ring full).
     pub cross_drops: u64,
+    /// PFC generation and honouring (single-worker switches only; see `switch::pfc`).
+    pub pfc: Option<SwitchPfc>,
+    /// Scratch: data priorities dequeued by one `transmit`, and pause changes to apply.
+    dequeued: Vec<u8>,
+    changes: Vec<PauseChange>,
 }
 
 /// How often counters are published and the MAC table swept.
@@ -180,6 +193,9 @@ impl<P: Port> Worker<P> {
             last_age: Instant::ZERO,
             fdb_entries,
             cross_drops: 0,
+            pfc: None,
+            dequeued: Vec::with_capacity(BURST),
+            changes: Vec::new(),
         }
     }
 
@@ -196,12 +212,46 @@ impl<P: Port> Worker<P> {
         )
     }
 
-    /// Queues `frame` for egress port `e` (local queue or the owner's ring).
-    fn deliver(&mut self, now: Instant, e: usize, class: Class, frame: P::Frame) {
+    /// Queues `frame` for egress port `e` (local queue or the owner's ring). Returns whether
+    /// it was queued here.
+    fn deliver(&mut self, now: Instant, e: usize, class: Class, frame: P::Frame) -> bool {
         match self.ports.get_mut(e) {
             Some(Some(op)) => op.enqueue(now, class, frame),
-            Some(None) => self.cross(e, class, frame.data()),
-            None => {}
+            Some(None) => {
+                self.cross(e, class, frame.data());
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Applies pause changes (received PAUSE frames, expiries) to the egress queues and their
+    /// congestion points (TCD's ON/OFF periods).
+    fn apply_pauses(&mut self, now: Instant) {
+        for c in std::mem::take(&mut self.changes) {
+            if let Some(Some(op)) = self.ports.get_mut(c.port) {
+                op.egress.set_paused(c.prio, c.paused);
+                if c.paused {
+                    op.egress.hook_mut().on_pause(now, c.prio);
+                } else {
+                    op.egress.hook_mut().on_resume(now, c.prio);
+                }
+            }
+        }
+    }
+
+    /// Queues the PAUSE frames PFC decided, in the control class of their ports.
+    fn send_pauses(&mut self, now: Instant) {
+        let Some(pfc) = self.pfc.as_mut() else { return };
+        for (port, bytes) in pfc.take_frames() {
+            if let Some(Some(op)) = self.ports.get_mut(port) {
+                match op.port.import(&bytes) {
+                    Some(f) => {
+                        op.enqueue(now, Class::Control, f);
+                    }
+                    None => bump(&op.counters.tx_drops, 1),
+                }
+            }
         }
     }
 
@@ -243,7 +293,17 @@ impl<P: Port> Worker<P> {
                     continue; // malformed: dropped (freed) and counted
                 };
                 if meta.mac_control {
-                    drops += 1;
+                    // Consumed here: link-local, never forwarded. With PFC on, a PFC frame
+                    // stops or resumes this port's egress priorities.
+                    match self.pfc.as_mut() {
+                        Some(pfc) => {
+                            let pdu = frame.data().get(meta.payload_offset..).unwrap_or(&[]);
+                            let ch = pfc.on_mac_control(now, i, pdu);
+                            self.changes.extend(ch);
+                            self.apply_pauses(now);
+                        }
+                        None => drops += 1,
+                    }
                     continue;
                 }
                 if self.fdb.learn(now, meta.src, i as PortIdx) {
@@ -255,7 +315,26 @@ impl<P: Port> Worker<P> {
                 }
                 match self.fdb.lookup(now, &meta.dst) {
                     Lookup::Port(e) if e as usize == i => drops += 1, // filtered
-                    Lookup::Port(e) => self.deliver(now, e as usize, meta.class, frame),
+                    Lookup::Port(e) => {
+                        let lossless = match (&self.pfc, meta.class) {
+                            (Some(pfc), Class::Data(p)) if pfc.is_lossless(p) => Some(p),
+                            _ => None,
+                        };
+                        let Some(prio) = lossless else {
+                            self.deliver(now, e as usize, meta.class, frame);
+                            continue;
+                        };
+                        let len = frame.len() as u32;
+                        if let Some(pfc) = self.pfc.as_mut() {
+                            if !pfc.admit(now, i, prio, len) {
+                                continue; // no headroom: dropped (freed), counted by PFC
+                            }
+                        }
+                        let queued = self.deliver(now, e as usize, meta.class, frame);
+                        if let Some(pfc) = self.pfc.as_mut() {
+                            pfc.placed(now, i, e as usize, prio, len, queued);
+                        }
+                    }
                     Lookup::Flood => {
                         flooded += 1;
                         self.flood(now, i, meta.class, frame);
@@ -276,7 +355,9 @@ impl<P: Port> Worker<P> {
             };
             if let Some(Some(op)) = self.ports.get_mut(e as usize) {
                 match op.port.import(h.data()) {
-                    Some(f) => op.enqueue(now, class, f),
+                    Some(f) => {
+                        op.enqueue(now, class, f);
+                    }
                     None => bump(&op.counters.tx_drops, 1),
                 }
             }
@@ -288,10 +369,30 @@ impl<P: Port> Worker<P> {
             };
             self.fdb.learn(now, mac, port);
         }
-        // 3. Transmit what the pacers allow.
-        for op in self.ports.iter_mut().flatten() {
-            work += transmit(op, now);
+        // 3. PFC: pauses that ran out, refreshes, and the PAUSE frames decided so far; then
+        // transmit what the pacers allow, returning dequeued lossless octets to their ingress.
+        if let Some(pfc) = self.pfc.as_mut() {
+            pfc.on_timeout(now, &mut self.changes);
+            if !self.changes.is_empty() {
+                self.apply_pauses(now);
+            }
         }
+        self.send_pauses(now);
+        for e in 0..nports {
+            let Some(op) = self.ports[e].as_mut() else {
+                continue;
+            };
+            let mut dq = std::mem::take(&mut self.dequeued);
+            work += transmit(op, now, self.pfc.is_some().then_some(&mut dq));
+            if let Some(pfc) = self.pfc.as_mut() {
+                for &prio in &dq {
+                    pfc.dequeued(now, e, prio);
+                }
+            }
+            dq.clear();
+            self.dequeued = dq;
+        }
+        self.send_pauses(now);
         // 3b. Frames the congestion points made (CNMs) go out like received frames, toward
         // their DA, in the strict-priority control class.
         for i in 0..nports {
@@ -318,8 +419,12 @@ impl<P: Port> Worker<P> {
         // 4. Housekeeping.
         if now - self.last_publish >= PUBLISH_EVERY {
             self.last_publish = now;
-            for op in self.ports.iter().flatten() {
+            for (e, op) in self.ports.iter().enumerate() {
+                let Some(op) = op else { continue };
                 op.counters.publish_classes(op.egress.stats());
+                if let Some(c) = self.pfc.as_ref().and_then(|p| p.counters.get(e)) {
+                    op.counters.publish_pfc(c);
+                }
             }
             self.fdb_entries
                 .store(self.fdb.len() as u64, Ordering::Relaxed);
@@ -340,7 +445,9 @@ impl<P: Port> Worker<P> {
         for e in (0..n).filter(|&e| e != from && e != last) {
             match self.ports[e].as_mut() {
                 Some(op) => match op.port.import(frame.data()) {
-                    Some(c) => op.enqueue(now, class, c),
+                    Some(c) => {
+                        op.enqueue(now, class, c);
+                    }
                     None => bump(&op.counters.tx_drops, 1),
                 },
                 None => self.cross(e, class, frame.data()),
@@ -363,7 +470,12 @@ impl<P: Port> Worker<P> {
 }
 
 /// Dequeues what the pacer allows (at most one burst) and transmits. Returns frames sent.
-fn transmit<P: Port>(op: &mut OwnedPort<P>, now: Instant) -> usize {
+/// With `dequeued`, the priority of each data frame dequeued is appended to it (PFC accounting).
+fn transmit<P: Port>(
+    op: &mut OwnedPort<P>,
+    now: Instant,
+    mut dequeued: Option<&mut Vec<u8>>,
+) -> usize {
     if let Some(p) = &mut op.pacer {
         if op.egress.is_empty() {
             p.on_idle(now);
@@ -375,9 +487,12 @@ fn transmit<P: Port>(op: &mut OwnedPort<P>, now: Instant) -> usize {
                 break;
             }
         }
-        let Some((_, f)) = op.egress.dequeue(now) else {
+        let Some((class, f)) = op.egress.dequeue(now) else {
             break;
         };
+        if let (Some(d), Class::Data(p)) = (dequeued.as_deref_mut(), class) {
+            d.push(p);
+        }
         if let Some(p) = &mut op.pacer {
             p.on_send(now, f.len() as u32);
         }
@@ -528,5 +643,124 @@ mod tests {
         let c = &sw.ports[0].as_ref().unwrap().counters;
         assert_eq!(c.rx_drops.load(Ordering::Relaxed), 2);
         assert_eq!(c.rx_pkts.load(Ordering::Relaxed), 2);
+    }
+
+    /// A switch of `n` ports with PFC on priority 3 (static thresholds), the last port's
+    /// egress at `rate`.
+    fn pfc_switch(n: usize, rate: units::Rate) -> (Worker<MemPort>, Vec<MemPeer>) {
+        let (mut sw, peers) = switch(n, Some(rate));
+        let params = cp::pfc::PfcParams {
+            ports: n as u16,
+            lossless_priorities: vec![3],
+            threshold: cp::pfc::ThresholdMode::Static,
+            xoff_bytes: 600,
+            xon_bytes: 300,
+            headroom_bytes: 1200,
+            link_rate: rate,
+            ..Default::default()
+        };
+        let profile = cp::pfc::PfcProfile::new(&params).unwrap();
+        let rates = vec![rate; n];
+        sw.pfc = Some(SwitchPfc::new(profile, &rates, &[]));
+        (sw, peers)
+    }
+
+    /// (class-enable vector, quanta of priority 3) of a PFC frame, or None.
+    fn pfc_of(f: &[u8]) -> Option<(u8, u16)> {
+        (f[..6] == [0x01, 0x80, 0xc2, 0, 0, 1] && f[12..16] == [0x88, 0x08, 0x01, 0x01])
+            .then(|| (f[17], u16::from_be_bytes([f[18 + 6], f[18 + 7]])))
+    }
+
+    #[test]
+    fn pfc_pauses_the_ingress_above_xoff_and_resumes_below_xon() {
+        // Egress to port 2 at 1 Mbit/s: a 60-octet frame takes 480 us, so frames from port 0
+        // wait and count against (port 0, priority 3).
+        let (mut sw, peers) = pfc_switch(3, units::Rate::from_mbps(1));
+        sw.fdb.add_static(C, 2);
+        for k in 0..20u8 {
+            peers[0].send(&frame(C, A, Some(3), k));
+        }
+        sw.poll(t(1));
+        // One burst of 60-octet frames is accounted before any leaves: the 11th crosses XOFF
+        // (660 > 600) and PAUSEs; the headroom (1200) takes the rest of the 20.
+        let up = peers[0].drain();
+        let pauses: Vec<_> = up.iter().filter_map(|f| pfc_of(f)).collect();
+        assert_eq!(pauses, vec![(1 << 3, cp::pfc::QUANTA_MAX)], "{up:?}");
+        assert_eq!(sw.pfc.as_ref().unwrap().counters[0].sent, 1);
+        assert_eq!(sw.pfc.as_ref().unwrap().counters[0].headroom_drops, 0);
+        assert!(sw.pfc.as_ref().unwrap().held(0, 3) > 600);
+        // Draining below XON (300 octets: 5 frames) sends the resume (quanta 0), once.
+        let mut now = t(1);
+        let mut resumes = Vec::new();
+        for _ in 0..60 {
+            now += Duration::from_micros(500);
+            sw.poll(now);
+            resumes.extend(peers[0].drain().iter().filter_map(|f| pfc_of(f)));
+        }
+        assert_eq!(resumes, vec![(1 << 3, 0)]);
+        assert_eq!(sw.pfc.as_ref().unwrap().held(0, 3), 0);
+        // Every data frame arrived, none lost.
+        assert_eq!(peers[2].drain().len(), 20);
+    }
+
+    #[test]
+    fn pfc_headroom_overflow_is_the_only_loss_and_is_counted() {
+        let (mut sw, peers) = pfc_switch(3, units::Rate::from_mbps(1));
+        sw.fdb.add_static(C, 2);
+        // One burst (32 frames) at once: XOFF 600 + headroom 1200 hold 30; 2 are dropped.
+        for k in 0..BURST as u8 {
+            peers[0].send(&frame(C, A, Some(3), k));
+        }
+        sw.poll(t(1));
+        let c = sw.pfc.as_ref().unwrap().counters[0];
+        assert_eq!(c.headroom_drops, 2);
+        // A lossy priority is not accounted and not paused.
+        peers[1].send(&frame(C, B, Some(1), 99));
+        sw.poll(t(1));
+        assert_eq!(sw.pfc.as_ref().unwrap().held(1, 1), 0);
+    }
+
+    #[test]
+    fn a_received_pause_stops_that_priority_until_its_quanta_run_out() {
+        // 1 Mbit/s: one quantum is 512 us; 4 quanta pause priority 3 for 2.048 ms.
+        let (mut sw, peers) = pfc_switch(3, units::Rate::from_mbps(1));
+        sw.fdb.add_static(C, 2);
+        let mut pause = vec![0u8; 60];
+        let src = crate::wire::MacAddr::new(2, 0, 0, 0, 0, 0xc);
+        let pdu = crate::wire::pfc::PfcRepr::pause(1 << 3, 4);
+        crate::wire::pfc::emit_frame(src, &pdu, &mut pause).unwrap();
+        peers[2].send(&pause);
+        sw.poll(t(1));
+        assert!(sw.ports[2].as_ref().unwrap().egress.is_paused(3));
+        peers[0].send(&frame(C, A, Some(3), 1));
+        peers[0].send(&frame(C, A, Some(5), 2));
+        sw.poll(t(1) + Duration::from_micros(1));
+        // Priority 5 is not paused; 3 waits.
+        let out = peers[2].drain();
+        assert_eq!(out.iter().map(|f| f[59]).collect::<Vec<_>>(), vec![2]);
+        sw.poll(t(1) + Duration::from_micros(2047));
+        assert!(peers[2].drain().is_empty());
+        sw.poll(t(1) + Duration::from_micros(2048));
+        assert_eq!(
+            peers[2].drain().iter().map(|f| f[59]).collect::<Vec<_>>(),
+            vec![1]
+        );
+        assert!(!sw.ports[2].as_ref().unwrap().egress.is_paused(3));
+        // A resume (quanta 0) ends a pause at once.
+        crate::wire::pfc::emit_frame(
+            src,
+            &crate::wire::pfc::PfcRepr::pause(1 << 3, 0xFFFF),
+            &mut pause,
+        )
+        .unwrap();
+        peers[2].send(&pause);
+        sw.poll(t(10));
+        assert!(sw.ports[2].as_ref().unwrap().egress.is_paused(3));
+        crate::wire::pfc::emit_frame(src, &crate::wire::pfc::PfcRepr::resume(1 << 3), &mut pause)
+            .unwrap();
+        peers[2].send(&pause);
+        sw.poll(t(11));
+        assert!(!sw.ports[2].as_ref().unwrap().egress.is_paused(3));
+        assert_eq!(sw.pfc.as_ref().unwrap().counters[2].received, 3);
     }
 }

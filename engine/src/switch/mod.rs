@@ -4,5 +4,6 @@ pub mod config;
 pub mod cp;
 pub mod fdb;
 pub mod forward;
+pub mod pfc;
 pub mod queue;
 pub mod stats;

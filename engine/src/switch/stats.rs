@@ -50,9 +50,22 @@ pub struct PortCounters {
     /// Frames received here and flooded.
     pub flooded: AtomicU64,
     pub classes: [ClassCounters; CLASSES],
+    /// PFC (`switch::pfc`): PAUSE frames sent out of / received on this port, lossless frames
+    /// from it dropped for want of headroom.
+    pub pfc_sent: AtomicU64,
+    pub pfc_received: AtomicU64,
+    pub pfc_headroom_drops: AtomicU64,
 }
 
 impl PortCounters {
+    /// Publishes the port's PFC counters (owning worker, with the class counters).
+    pub fn publish_pfc(&self, c: &super::pfc::PfcCounters) {
+        self.pfc_sent.store(c.sent, Ordering::Relaxed);
+        self.pfc_received.store(c.received, Ordering::Relaxed);
+        self.pfc_headroom_drops
+            .store(c.headroom_drops, Ordering::Relaxed);
+    }
+
     /// Publishes the queue's own counters (called by the owning worker, about every ms).
     pub fn publish_classes(&self, stats: &[ClassStats; CLASSES]) {
         for (c, s) in self.classes.iter().zip(stats.iter()) {
@@ -112,6 +125,12 @@ pub struct PortSnapshot {
     pub flooded: u64,
     pub queue_depth_bytes: u64,
     pub queues: Vec<ClassSnapshot>,
+    #[serde(default)]
+    pub pfc_pauses_sent: u64,
+    #[serde(default)]
+    pub pfc_pauses_received: u64,
+    #[serde(default)]
+    pub pfc_headroom_drops: u64,
 }
 
 /// The control plane's answer to `stats`.
@@ -170,6 +189,9 @@ impl Registry {
                     flooded: ld(&c.flooded),
                     queue_depth_bytes: queues.iter().map(|q| q.counters.depth_bytes).sum(),
                     queues,
+                    pfc_pauses_sent: ld(&c.pfc_sent),
+                    pfc_pauses_received: ld(&c.pfc_received),
+                    pfc_headroom_drops: ld(&c.pfc_headroom_drops),
                 }
             })
             .collect();
