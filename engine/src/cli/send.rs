@@ -176,7 +176,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ecn,
             cn_tag: cc == Cc::Qcn,
         },
-    );
+    )
+    .with_link_rate(line);
     let end = t0 + Duration::from_nanos((args.duration_s.max(0.0) * 1e9) as u64);
     let mut rx = Vec::with_capacity(BURST);
     let mut tx = Vec::with_capacity(BURST);
@@ -232,14 +233,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }));
     }
     println!(
-        "sent {} frames in {:.1} s; feedback: {} CNMs, {} CNPs, {} for unknown flows, {} refused; {} frames without a buffer",
-        c.frames, secs, c.cnms, c.cnps, c.unknown_feedback, c.refused_feedback, no_buffer
+        "sent {} frames in {:.1} s; feedback: {} CNMs, {} CNPs, {} for unknown flows, {} refused; {} PFC frames; {} frames without a buffer",
+        c.frames, secs, c.cnms, c.cnps, c.unknown_feedback, c.refused_feedback, c.pfc_rx, no_buffer
     );
     println!(
         "{}",
         serde_json::json!({
             "cc": format!("{cc:?}").to_lowercase(), "seconds": secs, "frames": c.frames,
             "cnms": c.cnms, "cnps": c.cnps, "unknown_feedback": c.unknown_feedback,
+            "pfc_rx": c.pfc_rx,
             "flows": flows_json,
         })
     );

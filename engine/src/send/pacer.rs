@@ -123,13 +123,28 @@ impl Generator {
 
     /// The next frame due at `now`, if any. `rate_of(flow)` is the flow's current RP rate (its
     /// `max_rate` when no RP limits it).
-    pub fn poll(
+    pub fn poll(&mut self, now: Instant, rate_of: impl FnMut(FlowId) -> Rate) -> Option<TxDesc> {
+        self.poll_unpaused(now, rate_of, |_| false)
+    }
+
+    /// As [`Generator::poll`], but a due flow whose priority is `paused` (PFC) sends nothing:
+    /// it is looked at again one wheel tick later, and resumes from its release time (a
+    /// catch-up burst is bounded by `max_catch_up`, as after any stall).
+    pub fn poll_unpaused(
         &mut self,
         now: Instant,
         mut rate_of: impl FnMut(FlowId) -> Rate,
+        paused: impl Fn(u8) -> bool,
     ) -> Option<TxDesc> {
         self.start_due(now);
-        let (release, index) = self.wheel.pop_due(now)?;
+        let (release, index) = loop {
+            let (release, index) = self.wheel.pop_due(now)?;
+            if paused(self.flows[index].spec.priority) {
+                self.wheel.insert(now + self.cfg.tick, index);
+                continue;
+            }
+            break (release, index);
+        };
         let f = &mut self.flows[index];
         let len = self.cfg.frame_len;
         let desc = TxDesc {
@@ -273,5 +288,52 @@ mod tests {
             std::iter::from_fn(|| g.poll(Instant::from_nanos(10_000_000), |_| Rate::from_gbps(1)))
                 .count();
         assert!(n <= 50_000 / 12_000 + 2, "{n}");
+    }
+
+    #[test]
+    fn a_paused_priority_sends_nothing_and_resumes_without_a_burst() {
+        let cfg = PacingConfig::default();
+        let mut a = flow(1, 0, None, Rate::from_mbps(100));
+        a.priority = 3;
+        let mut b = flow(2, 0, None, Rate::from_mbps(100));
+        b.priority = 5;
+        let mut g = Generator::new(cfg, vec![a, b], Instant::ZERO).unwrap();
+        // Priority 3 paused from 0 to 10 ms; the worker polls every 10 us for 20 ms.
+        let mut sent = Vec::new();
+        let mut t = 0u64;
+        while t <= 20_000_000 {
+            let now = Instant::from_nanos(t);
+            while let Some(d) =
+                g.poll_unpaused(now, |_| Rate::from_gbps(1), |p| p == 3 && t < 10_000_000)
+            {
+                sent.push((t, d));
+            }
+            t += 10_000;
+        }
+        let of = |id: u32, from: u64, to: u64| {
+            sent.iter()
+                .filter(|(t, d)| d.flow == FlowId(id) && (from..to).contains(t))
+                .count()
+        };
+        // 100 Mb/s of 1500-octet frames: 8333 frames/s, ~83 per 10 ms.
+        assert_eq!(of(1, 0, 10_000_000), 0);
+        assert!(
+            (82..=85).contains(&of(2, 0, 10_000_000)),
+            "{}",
+            of(2, 0, 10_000_000)
+        );
+        // After the pause: back at its rate, no catch-up of the 10 ms it missed.
+        let after = of(1, 10_000_000, 20_000_001);
+        assert!((82..=86).contains(&after), "{after}");
+        let firsts: Vec<u64> = sent
+            .iter()
+            .filter(|(_, d)| d.flow == FlowId(1))
+            .map(|(t, _)| *t)
+            .take(3)
+            .collect();
+        assert!(
+            firsts[2] - firsts[0] >= 200_000,
+            "burst after resume: {firsts:?}"
+        );
     }
 }

@@ -101,8 +101,10 @@ pub struct SendCounters {
     pub unknown_feedback: u64,
     /// Feedback the RP refused (bad QntzFb, pool full).
     pub refused_feedback: u64,
-    /// Frames received that were neither CNMs nor CNPs.
+    /// Frames received that were neither CNMs nor CNPs nor PFC.
     pub other_rx: u64,
+    /// PFC frames received (they stop the paused priorities' flows for their quanta).
+    pub pfc_rx: u64,
 }
 
 /// Generator, reaction point and frame building for one sender port.
@@ -112,6 +114,9 @@ pub struct SendWorker {
     addr: Addressing,
     by_flow: HashMap<FlowId, usize>,
     counters: SendCounters,
+    /// Priorities stopped by PFC frames received on the port (802.1Qbb: quanta are bit times
+    /// of this port's link).
+    paused: cp::pfc::PausedState,
 }
 
 impl SendWorker {
@@ -128,7 +133,14 @@ impl SendWorker {
             addr,
             by_flow,
             counters: SendCounters::default(),
+            paused: cp::pfc::PausedState::new(Rate::from_gbps(1)),
         }
+    }
+
+    /// The port's link rate, for the quanta of received PFC frames (default 1 Gbit/s).
+    pub fn with_link_rate(mut self, rate: Rate) -> Self {
+        self.paused = cp::pfc::PausedState::new(rate);
+        self
     }
 
     pub fn counters(&self) -> SendCounters {
@@ -152,10 +164,13 @@ impl SendWorker {
         buf: &mut [u8],
     ) -> Option<(TxDesc, usize)> {
         let control = &self.control;
+        let paused = &self.paused;
         // The generator caps the RP rate at the flow's configured rate.
-        let d = self
-            .gen
-            .poll(now, |f| control.rate(f, Rate::from_bps(u64::MAX)))?;
+        let d = self.gen.poll_unpaused(
+            now,
+            |f| control.rate(f, Rate::from_bps(u64::MAX)),
+            |prio| paused.is_paused(now, prio),
+        )?;
         let spec = &self.gen.flows()[d.index].spec;
         let [a, b, c, e, f, g] = spec.destination;
         let mut l2 = L2Repr::new(
@@ -241,8 +256,22 @@ impl SendWorker {
                     }
                 }
             }
+            Body::Pfc(pfc) => {
+                self.counters.pfc_rx += 1;
+                for prio in 0..units::PRIORITIES as u8 {
+                    if pfc.enabled(usize::from(prio)) {
+                        self.paused
+                            .on_pause_frame(now, prio, pfc.quanta[usize::from(prio)]);
+                    }
+                }
+            }
             _ => self.counters.other_rx += 1,
         }
+    }
+
+    /// Priorities paused by PFC at `now` (bit n = priority n).
+    pub fn paused_mask(&self, now: Instant) -> u8 {
+        self.paused.paused_mask(now)
     }
 
     /// Runs the reaction point's timers due at `now`.
