@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# PFC incast on real frames: N senders (no congestion control, each at RATE) into one receiver
+# through quench switch with a 1 Gbit/s egress (BOTTLENECK=rate to change it) and PFC on
+# priority 3. With PFC the switch pauses
+# the senders instead of dropping: the receiver must see every sequence number.
+#
+#   scripts/pfc-incast.sh [SECONDS (30)] [SENDERS (8)] [OUT_DIR (out/pfc-incast)] [RATE (250mbit)]
+#
+# Root (network namespaces). Prints the receiver's per-flow table, the switch's PFC counters and
+# one JSON line: {"senders", "seconds", "frames", "lost", "drops", "pauses_sent", ...}.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-30}
+n=${2:-8}
+out=${3:-out/pfc-incast}
+rate=${4:-250mbit}
+bottleneck=${BOTTLENECK:-1gbit}
+prefix=${QN_PREFIX:-qnp}
+if [ "$(id -u)" -ne 0 ]; then
+  echo "pfc-incast.sh: needs root (network namespaces); skipping" >&2
+  exit 0
+fi
+quench=${QUENCH:-$PWD/target/release/quench}
+[ -x "$quench" ] || cargo build --release -p engine
+mkdir -p "$out"
+out=$(realpath "$out")
+ncpu=$(nproc)
+sw_cpus=$((ncpu - 1)); tx_cpus=0-$((ncpu > 1 ? ncpu - 2 : 0))
+
+pids=()
+cleanup() {
+  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  scripts/testbed.sh down --prefix "$prefix" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+echo "== pfc-incast: testbed up ($n senders, prefix $prefix)"
+scripts/testbed.sh up --senders "$n" --receivers 1 --prefix "$prefix" >/dev/null
+
+# Static thresholds per (ingress port, priority 3): XOFF 60 KB, XON 57 KB, 250 KB headroom
+# (a sender is a process that may read the PAUSE frame a few ms late on a busy 2-core VM);
+# the egress queue holds every port's XOFF + headroom, so PFC, not the queue, bounds it.
+cfg=$out/switch.toml
+{
+  echo "workers = 1"
+  echo "queue_bytes = $(( (n + 1) * 320000 ))"
+  echo "control_socket = \"/run/quench/$prefix.sock\""
+  for ((i = 0; i < n; i++)); do
+    printf '[[ports]]\nname = "s%d"\niface = "%s-sw-s%d"\ndriver = "af_packet"\n' "$i" "$prefix" "$i"
+  done
+  printf '[[ports]]\nname = "r0"\niface = "%s-sw-r0"\ndriver = "af_packet"\nrate = "%s"\n' "$prefix" "$bottleneck"
+  # The receiver sends nothing (--no-cnp): without a static entry its frames would be flooded,
+  # and flooded frames are not PFC-accounted.
+  printf '[[static_macs]]\nmac = "02:71:6e:02:00:00"\nport = "r0"\n'
+  printf '[pfc]\nlossless_priorities = [3]\nthreshold = "static"\nxoff_bytes = 60000\n'
+  printf 'xon_bytes = 57000\nheadroom_bytes = 250000\nlink_rate = "1gbit"\n'
+} > "$cfg"
+
+# PFC_CAPTURE=PORT writes that switch port's frames (PAUSE frames included) to OUT_DIR/PORT.pcap.
+capture=()
+if [ -n "${PFC_CAPTURE:-}" ]; then capture=(--capture "$PFC_CAPTURE=$out/$PFC_CAPTURE.pcap"); fi
+ip netns exec "$prefix-sw" taskset -c "$sw_cpus" "$quench" switch --config "$cfg" \
+  "${capture[@]}" --duration $((secs + 5)) > "$out/switch.log" 2>&1 &
+swpid=$!
+pids+=($swpid)
+sleep 1
+ip netns exec "$prefix-r0" taskset -c "$sw_cpus" "$quench" recv --iface eth0 --no-cnp \
+  --duration-s $((secs + 3)) --out "$out/recv" > "$out/recv.log" 2>&1 &
+rpid=$!
+pids+=($rpid)
+sleep 0.5
+echo "== pfc-incast: $n senders at $rate each into $bottleneck for ${secs}s (no congestion control)"
+for ((i = 0; i < n; i++)); do
+  ip netns exec "$prefix-s$i" taskset -c "$tx_cpus" "$quench" send --iface eth0 \
+    --config configs/send.toml --cc none --rate "$rate" --src-ip "10.71.0.$((1 + i))" \
+    --flow-base $((1 + 100 * i)) --duration-s "$secs" > "$out/send-$i.log" 2>&1 &
+  pids+=($!)
+done
+"$quench" stats --json --socket "/run/quench/$prefix.sock" > /dev/null 2>&1 || true
+sleep $((secs + 1))
+"$quench" stats --json --socket "/run/quench/$prefix.sock" > "$out/stats.json" 2>/dev/null || true
+wait "$rpid" || true
+grep -v '^{' "$out/recv.log" | head -n $((n + 3)) || true
+python3 - "$out" "$n" "$secs" <<'PY'
+import json, sys
+out, n, secs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+recv = [json.loads(l) for l in open(out + "/recv.log") if l.startswith("{")][-1]
+try:
+    st = json.load(open(out + "/stats.json"))
+except Exception:
+    st = {"ports": []}
+sent = 0
+pfc_rx = 0
+for i in range(n):
+    s = [json.loads(l) for l in open(f"{out}/send-{i}.log") if l.startswith("{")]
+    if s:
+        sent += s[-1]["frames"]
+        pfc_rx += s[-1].get("pfc_rx", 0)
+frames = sum(f["frames"] for f in recv["flows"])
+res = {
+    "senders": n, "seconds": secs, "sent": sent, "frames": frames,
+    "lost": sum(f["lost"] for f in recv["flows"]),
+    "queue_drops": sum(p["queue_drops"] for p in st["ports"]),
+    "headroom_drops": sum(p.get("pfc_headroom_drops", 0) for p in st["ports"]),
+    "pauses_sent": sum(p.get("pfc_pauses_sent", 0) for p in st["ports"]),
+    "pfc_frames_at_senders": pfc_rx,
+    "goodput_mbps": round(recv["aggregate_bps"] / 1e6, 1),
+    "jain": round(recv["jain_index"], 4),
+}
+print("pfc-incast: %(frames)d of %(sent)d frames received, %(lost)d lost, %(queue_drops)d queue drops, "
+      "%(headroom_drops)d headroom drops, %(pauses_sent)d PAUSE frames sent, %(goodput_mbps)s Mb/s" % res)
+print(json.dumps(res))
+PY
