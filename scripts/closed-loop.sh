@@ -9,6 +9,8 @@
 # Uses the release binary (built if missing). Ends with one JSON line per run. Per run, OUT_DIR
 # holds switch-CC.log, queue-CC.jsonl (`quench stats --json` every 50 ms: the bottleneck's queue
 # depth over time), send-CC-I.log, recv-CC.log and the receiver's report directory CC/.
+# SENDERS=N (default 2) senders, one long flow each; CAPTURE=1 writes the switch's frames on
+# port s0 (data out, CNMs / CNPs back) to OUT_DIR/s0-CC.pcap.
 # CPU placement (a machine with fewer cores than busy-polling processes): the switch and the
 # receiver share the last CPU, the senders the others; every poll loop yields when idle.
 set -euo pipefail
@@ -24,6 +26,7 @@ fi
 quench=${QUENCH:-$PWD/target/release/quench}
 [ -x "$quench" ] || cargo build --release -p engine
 mkdir -p "$out"
+out=$(realpath "$out")
 ncpu=$(nproc)
 if [ "$ncpu" -ge 2 ]; then
   sw_cpus=$((ncpu - 1)); tx_cpus=0-$((ncpu - 2))
@@ -40,18 +43,25 @@ cleanup() {
 trap cleanup EXIT
 
 echo "== testbed up (prefix $prefix)"
-scripts/testbed.sh up --senders 2 --receivers 1 --prefix "$prefix"
+senders=${SENDERS:-2}
+scripts/testbed.sh up --senders "$senders" --receivers 1 --prefix "$prefix"
 
 for cc in ${CCS:-qcn dcqcn}; do
-  echo "== $cc: switch, receiver, 2 senders for ${secs}s"
+  echo "== $cc: switch, receiver, $senders senders for ${secs}s"
   cfg="$out/switch-$cc.toml"
   sed -e "s/qn-sw-/$prefix-sw-/" -e "s|/run/quench/switch.sock|/run/quench/$prefix-$cc.sock|" \
     -e 's/^driver = .*//' "configs/switch-$cc.toml" > "$cfg"
   # AF_PACKET ports everywhere: the same on every kernel.
   sed -i '/^iface = /a driver = "af_packet"' "$cfg"
+  # Senders beyond the two the shipped configs name.
+  for ((i = 2; i < senders; i++)); do
+    printf '\n[[ports]]\nname = "s%d"\niface = "%s-sw-s%d"\ndriver = "af_packet"\n' "$i" "$prefix" "$i" >> "$cfg"
+  done
+  capture=()
+  if [ -n "${CAPTURE:-}" ]; then capture=(--capture "s0=$out/s0-$cc.pcap"); fi
   sock=/run/quench/$prefix-$cc.sock
   ip netns exec "$prefix-sw" taskset -c "$sw_cpus" "$quench" switch --config "$cfg" \
-    --duration $((secs + 4)) > "$out/switch-$cc.log" 2>&1 &
+    "${capture[@]}" --duration $((secs + 4)) > "$out/switch-$cc.log" 2>&1 &
   swpid=$!
   pids+=($swpid)
   sleep 1
@@ -69,7 +79,7 @@ for cc in ${CCS:-qcn dcqcn}; do
   rpid=$!
   pids+=($rpid)
   sleep 0.5
-  for i in 0 1; do
+  for ((i = 0; i < senders; i++)); do
     ip netns exec "$prefix-s$i" taskset -c "$tx_cpus" "$quench" send --iface eth0 --config configs/send.toml --cc "$cc" \
       --src-ip "10.71.0.$((1 + i))" --flow-base $((1 + 100 * i)) --duration-s "$secs" \
       > "$out/send-$cc-$i.log" 2>&1 &
