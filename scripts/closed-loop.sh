@@ -9,7 +9,7 @@
 # Uses the release binary (built if missing). Ends with one JSON line per run. Per run, OUT_DIR
 # holds switch-CC.log, queue-CC.jsonl (`quench stats --json` every 50 ms: the bottleneck's queue
 # depth over time), send-CC-I.log, recv-CC.log and the receiver's report directory CC/.
-# SENDERS=N (default 2) senders, one long flow each; CAPTURE=1 writes the switch's frames on
+# SENDERS=N (default 2) senders, one long flow each; PFC=1 turns PFC on; CAPTURE=1 writes the switch's frames on
 # port s0 (data out, CNMs / CNPs back) to OUT_DIR/s0-CC.pcap.
 # CPU placement (a machine with fewer cores than busy-polling processes): the switch and the
 # receiver share the last CPU, the senders the others; every poll loop yields when idle.
@@ -57,6 +57,15 @@ for cc in ${CCS:-qcn dcqcn}; do
   for ((i = 2; i < senders; i++)); do
     printf '\n[[ports]]\nname = "s%d"\niface = "%s-sw-s%d"\ndriver = "af_packet"\n' "$i" "$prefix" "$i" >> "$cfg"
   done
+  # PFC=1: PFC on priority 3 as the lossless backstop (the congestion point acts first: Qeq
+  # 26 KB, RED from 30 KB; PAUSE at 60 KB per ingress); the egress queue then holds every
+  # port's XOFF + headroom, so nothing is tail-dropped.
+  if [ -n "${PFC:-}" ]; then
+    sed -i "s/^queue_bytes = .*/queue_bytes = $(( (senders + 1) * 320000 ))/" "$cfg"
+    printf '\n[[static_macs]]\nmac = "02:71:6e:02:00:00"\nport = "r0"\n' >> "$cfg"
+    printf '\n[pfc]\nlossless_priorities = [3]\nthreshold = "static"\nxoff_bytes = 60000\n' >> "$cfg"
+    printf 'xon_bytes = 57000\nheadroom_bytes = 250000\nlink_rate = "1gbit"\n' >> "$cfg"
+  fi
   capture=()
   if [ -n "${CAPTURE:-}" ]; then capture=(--capture "s0=$out/s0-$cc.pcap"); fi
   sock=/run/quench/$prefix-$cc.sock

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's first command: installs what is needed, builds quench (release), and runs the
 # closed loop on real frames: a veth testbed in network namespaces (2 senders, quench switch with
-# a 1 Gbit/s bottleneck egress, 1 receiver), QCN then DCQCN for a while each; prints a summary
+# a 1 Gbit/s bottleneck egress and PFC as the lossless backstop, 1 receiver), QCN then DCQCN for
+# a while each; prints a summary
 # table, writes the report directory with the plots, and tears the testbed down.
 #
 #   scripts/demo.sh [OUT_DIR]          (default out/demo; DEMO_SECS=N sets seconds per run, 10)
@@ -34,7 +35,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 echo "== demo.sh: closed loop, QCN then DCQCN, ${secs} s each (scripts/closed-loop.sh)"
-QUENCH=$quench scripts/closed-loop.sh "$secs" "$out" | grep -E '^(==|--)' || true
+QUENCH=$quench PFC=1 scripts/closed-loop.sh "$secs" "$out" | grep -E '^(==|--)' || true
 
 echo "== demo.sh: summary (bottleneck 1 Gbit/s; details in $out/*.log, plots in $out/qcn and $out/dcqcn)"
 python3 scripts/loop-summary.py "$out" qcn dcqcn

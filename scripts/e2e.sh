@@ -6,7 +6,8 @@
 #   scripts/e2e.sh [OUT_DIR (out/e2e)]        (root; about 3 minutes; E2E_SECS=N per loop run, 10)
 #
 # Scenarios and targets (1 Gbit/s bottleneck):
-#   qcn-2, qcn-4, dcqcn-2, dcqcn-4   closed loop with 2 / 4 long flows (scripts/closed-loop.sh):
+#   qcn-2, qcn-4, dcqcn-2, dcqcn-4   closed loop with 2 / 4 long flows, PFC on as the lossless
+#                                    backstop (PFC=1 scripts/closed-loop.sh):
 #                                    Jain >= 0.95, utilisation >= 90 %, mean queue within 2 x Qeq
 #                                    (QCN, 52 KB) or under RED's Kmax (DCQCN, 120 KB), no drops
 #   pfc-8to1                         8 senders, no congestion control, PFC, 30 s
@@ -36,7 +37,7 @@ results=$out/results.jsonl
 loop() { # loop N: QCN and DCQCN with N senders
   local n=$1 dir=$out/loop-$1
   echo "== e2e: closed loop, $n flows, QCN then DCQCN, ${secs} s each"
-  SENDERS=$n scripts/closed-loop.sh "$secs" "$dir" | grep -E '^(total|==)' || true
+  PFC=1 SENDERS=$n scripts/closed-loop.sh "$secs" "$dir" | grep -E '^(total|==)' || true
   python3 scripts/loop-summary.py "$dir" qcn dcqcn | tee "$dir/summary.txt" | grep -v '^{' || true
   python3 - "$dir/summary.txt" "$n" >> "$results" <<'PY'
 import json, sys
