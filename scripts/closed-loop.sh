@@ -58,13 +58,13 @@ for cc in ${CCS:-qcn dcqcn}; do
     printf '\n[[ports]]\nname = "s%d"\niface = "%s-sw-s%d"\ndriver = "af_packet"\n' "$i" "$prefix" "$i" >> "$cfg"
   done
   # PFC=1: PFC on priority 3 as the lossless backstop (the congestion point acts first: Qeq
-  # 26 KB, RED from 30 KB; PAUSE at 60 KB per ingress); the egress queue then holds every
+  # 50 KB, RED from 30 KB; PAUSE at 150 KB per ingress); the egress queue then holds every
   # port's XOFF + headroom, so nothing is tail-dropped.
   if [ -n "${PFC:-}" ]; then
-    sed -i "s/^queue_bytes = .*/queue_bytes = $(( (senders + 1) * 320000 ))/" "$cfg"
+    sed -i "s/^queue_bytes = .*/queue_bytes = $(( (senders + 1) * 420000 ))/" "$cfg"
     printf '\n[[static_macs]]\nmac = "02:71:6e:02:00:00"\nport = "r0"\n' >> "$cfg"
-    printf '\n[pfc]\nlossless_priorities = [3]\nthreshold = "static"\nxoff_bytes = 60000\n' >> "$cfg"
-    printf 'xon_bytes = 57000\nheadroom_bytes = 250000\nlink_rate = "1gbit"\n' >> "$cfg"
+    printf '\n[pfc]\nlossless_priorities = [3]\nthreshold = "static"\nxoff_bytes = 150000\n' >> "$cfg"
+    printf 'xon_bytes = 147000\nheadroom_bytes = 250000\nlink_rate = "1gbit"\n' >> "$cfg"
   fi
   capture=()
   if [ -n "${CAPTURE:-}" ]; then capture=(--capture "s0=$out/s0-$cc.pcap"); fi

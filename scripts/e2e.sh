@@ -9,7 +9,7 @@
 #   qcn-2, qcn-4, dcqcn-2, dcqcn-4   closed loop with 2 / 4 long flows, PFC on as the lossless
 #                                    backstop (PFC=1 scripts/closed-loop.sh):
 #                                    Jain >= 0.95, utilisation >= 90 %, mean queue within 2 x Qeq
-#                                    (QCN, 52 KB) or under RED's Kmax (DCQCN, 120 KB), no drops
+#                                    (QCN, 100 KB) or under RED's Kmax (DCQCN, 120 KB), no drops
 #   pfc-8to1                         8 senders, no congestion control, PFC, 30 s
 #                                    (scripts/pfc-incast.sh): zero data frames lost
 #   capture                          the switch's capture of a QCN and a DCQCN run: CNMs decode
@@ -43,8 +43,9 @@ loop() { # loop N: QCN and DCQCN with N senders
 import json, sys
 runs = json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][-1])["runs"]
 n = sys.argv[2]
-# Mean queue, KB: QCN within 2 x Qeq (26 KB); DCQCN around the RED band: at most Kmax (120 KB).
-limit = {"qcn": 2 * 26.0, "dcqcn": 120.0}
+# Mean queue, KB: QCN within 2 x Qeq (configs/switch-qcn.toml: 50 KB); DCQCN around the RED
+# band: at most Kmax (120 KB).
+limit = {"qcn": 2 * 50.0, "dcqcn": 120.0}
 for r in runs:
     t = {"jain>=0.95": r["jain"] >= 0.95, "util>=0.90": r["utilisation"] >= 0.90,
          "queue_mean_in_bound": r["queue_mean_kb"] <= limit[r["cc"]], "no_drops": r["drops"] == 0}

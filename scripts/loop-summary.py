@@ -15,7 +15,7 @@ from pathlib import Path
 
 BOTTLENECK = "r0"
 LINK_BPS = 1e9
-SET_POINT = {"qcn": "Qeq 26 KB", "dcqcn": "RED 30-120 KB"}
+SET_POINT = {"qcn": "Qeq 50 KB", "dcqcn": "RED 30-120 KB"}
 
 
 def last_json(path):
