@@ -12,11 +12,14 @@
 #                                    (QCN, 100 KB) or under RED's Kmax (DCQCN, 120 KB), no drops
 #   pfc-8to1                         8 senders, no congestion control, PFC, 30 s
 #                                    (scripts/pfc-incast.sh): zero data frames lost
+#   tcd                              a congested port and a PFC-paused port side by side
+#                                    (scripts/tcd-victim.sh): the victim flow through the paused
+#                                    port is marked UE and never CE; the hot flows CE, never UE
 #   capture                          the switch's capture of a QCN and a DCQCN run: CNMs decode
 #                                    in tshark with ../shared/tools/wireshark/qau.lua, none
 #                                    malformed; CNPs decode as RoCEv2 opcode 0x81 and scapy
 #                                    verifies their ICRCs
-# Not covered here (see the README): TCD on real frames, a sender's paced rate against its RP
+# Not covered here: a sender's paced rate against its RP
 # rate per 100 ms window (tested in virtual time: cargo test -p engine send::pacer).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -65,6 +68,20 @@ print(json.dumps({"scenario": "pfc-8to1", "figures": r,
 PY
 }
 
+tcd() {
+  echo "== e2e: TCD, congested port vs PFC-paused port, ${secs} s"
+  mkdir -p "$out/tcd"
+  scripts/tcd-victim.sh "$secs" "$out/tcd" | tail -n 3 | tee "$out/tcd/summary.txt" | grep -v '^{'
+  python3 - "$out/tcd/summary.txt" >> "$results" <<'PY'
+import json, sys
+r = json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][-1])
+h, v = r["hot"], r["victim"]
+print(json.dumps({"scenario": "tcd", "figures": r,
+                  "targets": {"victim_ue_never_ce": v["ue"] > 0 and v["ce"] == 0,
+                              "hot_ce_never_ue": h["ce"] > 0 and h["ue"] == 0}}))
+PY
+}
+
 capture() {
   local dir=$out/capture lua=${QUENCH_SHARED:-../shared}/tools/wireshark/qau.lua
   echo "== e2e: capture of the switch's port s0 (3 s per cc): tshark + qau.lua, scapy ICRC"
@@ -106,6 +123,7 @@ PY
 loop 2
 loop 4
 pfc
+tcd
 capture
 
 python3 - "$results" <<'PY'

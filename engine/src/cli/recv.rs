@@ -41,6 +41,37 @@ pub struct Args {
     /// Flow-table size.
     #[arg(long, default_value_t = 4096)]
     pub max_flows: usize,
+    /// Act as a receiver whose link pauses: every PERIOD_US send a PFC PAUSE for priority 3
+    /// lasting PAUSE_US (quanta at 1 Gbit/s, 512 ns each): `--pfc-pause 400:200`. The switch
+    /// port toward this receiver then goes OFF and ON (TCD's victim scenario).
+    #[arg(long, value_name = "PERIOD_US:PAUSE_US")]
+    pub pfc_pause: Option<String>,
+}
+
+/// `--pfc-pause PERIOD_US:PAUSE_US` -> (period, PAUSE frame).
+fn pause_plan(
+    spec: &str,
+    src: MacAddr,
+) -> anyhow::Result<(Duration, [u8; crate::wire::pfc::FRAME_LEN])> {
+    let bad = || anyhow::anyhow!("--pfc-pause {spec:?}: expected PERIOD_US:PAUSE_US, e.g. 400:200");
+    let (p, d) = spec.split_once(':').ok_or_else(bad)?;
+    let period: u64 = p.trim().parse().map_err(|_| bad())?;
+    let pause: u64 = d.trim().parse().map_err(|_| bad())?;
+    if period == 0 || pause == 0 || pause >= period {
+        anyhow::bail!("--pfc-pause {spec:?}: needs 0 < PAUSE_US < PERIOD_US");
+    }
+    let quanta = crate::wire::pfc::duration_to_quanta(
+        Duration::from_micros(pause),
+        units::Rate::from_gbps(1),
+    );
+    let mut frame = [0u8; crate::wire::pfc::FRAME_LEN];
+    crate::wire::pfc::emit_frame(
+        src,
+        &crate::wire::pfc::PfcRepr::pause(1 << 3, quanta),
+        &mut frame,
+    )
+    .map_err(|e| anyhow::anyhow!("--pfc-pause: {e}"))?;
+    Ok((Duration::from_micros(period), frame))
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -74,6 +105,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut cnp = [0u8; 128];
     let mut tx_drops = 0u64;
     let mut idle = crate::worker::Idle::default();
+    let pauser = args
+        .pfc_pause
+        .as_deref()
+        .map(|spec| pause_plan(spec, mac))
+        .transpose()?;
+    let mut next_pause = start;
+    let mut pauses_sent = 0u64;
     loop {
         port.rx_burst(0, &mut rx, BURST)?;
         idle.after(rx.len());
@@ -98,6 +136,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             tx.clear();
         }
         w.on_tick(now);
+        if let Some((period, frame)) = &pauser {
+            if now >= next_pause {
+                next_pause = now + *period;
+                if let Some(f) = port.import(frame) {
+                    tx.push(f);
+                    port.tx_burst(0, &mut tx)?;
+                    pauses_sent += 1 - tx.len() as u64;
+                    tx.clear();
+                }
+            }
+        }
         port.poll()?;
     }
     let c = w.counters();
@@ -105,6 +154,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     print!("{}", summary.table());
     if tx_drops > 0 {
         println!("CNPs not sent (transmit ring full): {tx_drops}");
+    }
+    if pauses_sent > 0 {
+        println!("PFC PAUSE frames sent (--pfc-pause): {pauses_sent}");
     }
     if c.cnps_suppressed > 0 {
         println!(
@@ -118,4 +170,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     println!("{}", serde_json::to_string(&summary)?);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pfc_pause_spec_is_checked_and_becomes_a_pfc_frame() {
+        let (period, f) = pause_plan("400:200", MacAddr::zero()).unwrap();
+        assert_eq!(period, Duration::from_micros(400));
+        let pdu = crate::wire::pfc::PfcRepr::parse(&f[14..]).unwrap();
+        assert!(pdu.enabled(3));
+        // 200 us at 1 Gbit/s = 200000 bit times / 512 = 390.6 -> 391 quanta.
+        assert_eq!(pdu.quanta[3], 391);
+        for bad in ["400", "a:b", "200:400", "0:0", "400:0"] {
+            let e = pause_plan(bad, MacAddr::zero()).unwrap_err().to_string();
+            assert!(e.contains("--pfc-pause"), "{bad}: {e}");
+        }
+    }
 }

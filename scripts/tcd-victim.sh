@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# TCD (seed 004) on real frames: a congested port and a port paused by PFC, side by side in
+# quench switch, with TCD marking on both (TCD-capable traffic, ECN 01).
+#   hot:    senders s0, s1 at 700 Mb/s each -> receiver r0 behind a 1 Gbit/s egress: congestion,
+#           frames marked CE (11);
+#   victim: sender s2 at 400 Mb/s -> receiver r1, whose link pauses (r1 sends a PFC PAUSE of
+#           200 us every 400 us: `quench recv --pfc-pause 400:200`): the port toward r1 goes OFF
+#           and ON with ON periods shorter than max(Ton), so its queue is "undetermined", and
+#           the victim's frames are marked UE (10), never CE.
+#
+#   scripts/tcd-victim.sh [SECONDS (10)] [OUT_DIR (out/tcd-victim)]      (root)
+#
+# Prints the ECN codepoints each receiver saw and one JSON line
+# {"hot": {"ue", "ce", "frames"}, "victim": {...}}.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-10}
+out=${2:-out/tcd-victim}
+prefix=${QN_PREFIX:-qnt}
+if [ "$(id -u)" -ne 0 ]; then
+  echo "tcd-victim.sh: needs root (network namespaces); skipping" >&2
+  exit 0
+fi
+quench=${QUENCH:-$PWD/target/release/quench}
+[ -x "$quench" ] || cargo build --release -p engine
+mkdir -p "$out"
+out=$(realpath "$out")
+ncpu=$(nproc)
+sw_cpus=$((ncpu - 1)); tx_cpus=0-$((ncpu > 1 ? ncpu - 2 : 0))
+
+pids=()
+cleanup() {
+  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  scripts/testbed.sh down --prefix "$prefix" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+scripts/testbed.sh up --senders 3 --receivers 2 --prefix "$prefix" >/dev/null
+
+# TCD at 1 Gbit/s: B1 - B0 = 2 MTU, tau 8 us, epsilon 0.05 -> max(Ton) = 3 KB x 8 / (1 Gbit/s x
+# 0.05) + 8 us = 488 us, longer than the victim port's 200 us ON periods. PFC on priority 3 so
+# that the switch honours r1's PAUSE frames (and pauses s2 rather than drop when r1's queue
+# fills).
+cat > "$out/switch.toml" <<T
+workers = 1
+queue_bytes = 3000000
+control_socket = "/run/quench/$prefix.sock"
+$(for i in 0 1 2; do printf '[[ports]]\nname = "s%d"\niface = "%s-sw-s%d"\ndriver = "af_packet"\n' $i "$prefix" $i; done)
+$(for i in 0 1; do printf '[[ports]]\nname = "r%d"\niface = "%s-sw-r%d"\ndriver = "af_packet"\nrate = "1gbit"\n' $i "$prefix" $i; done)
+[[static_macs]]
+mac = "02:71:6e:02:00:00"
+port = "r0"
+[[static_macs]]
+mac = "02:71:6e:02:00:01"
+port = "r1"
+$(for r in r0 r1; do printf '[[congestion]]\nport = "%s"\npriorities = [3]\ntcd = { link_rate = "1gbit", b1_bytes = 100000, b0_bytes = 97000, tau_ns = 8000, epsilon = 0.05, period_ns = 50000, congestion_threshold_bytes = 40000, non_congestion_threshold_bytes = 10000 }\n' $r; done)
+[pfc]
+lossless_priorities = [3]
+threshold = "static"
+xoff_bytes = 150000
+xon_bytes = 147000
+headroom_bytes = 250000
+link_rate = "1gbit"
+T
+sed -e 's/^dst_ip = .*/dst_ip = "10.71.0.102"/' -e 's/^destination = .*/destination = "02:71:6e:02:00:01"/' \
+  configs/send.toml > "$out/send-victim.toml"
+echo 'ecn = "ect1"' | cat - configs/send.toml > "$out/send-hot.toml"
+sed -i '1i ecn = "ect1"' "$out/send-victim.toml"
+
+ip netns exec "$prefix-sw" taskset -c "$sw_cpus" "$quench" switch --config "$out/switch.toml" \
+  --duration $((secs + 5)) > "$out/switch.log" 2>&1 &
+pids+=($!)
+sleep 1
+ip netns exec "$prefix-r0" taskset -c "$sw_cpus" "$quench" recv --iface eth0 --no-cnp \
+  --duration-s $((secs + 2)) > "$out/recv-hot.log" 2>&1 &
+r0=$!
+ip netns exec "$prefix-r1" taskset -c "$sw_cpus" "$quench" recv --iface eth0 --no-cnp \
+  --pfc-pause 400:200 --duration-s $((secs + 2)) > "$out/recv-victim.log" 2>&1 &
+r1=$!
+pids+=($r0 $r1)
+sleep 0.5
+echo "== tcd-victim: hot s0, s1 -> r0 (congested); victim s2 -> r1 (paused 200 us of every 400 us); ${secs}s"
+for i in 0 1; do
+  ip netns exec "$prefix-s$i" taskset -c "$tx_cpus" "$quench" send --iface eth0 \
+    --config "$out/send-hot.toml" --cc none --rate 700mbit --src-ip "10.71.0.$((1 + i))" \
+    --flow-base $((1 + 100 * i)) --duration-s "$secs" > "$out/send-$i.log" 2>&1 &
+  pids+=($!)
+done
+ip netns exec "$prefix-s2" taskset -c "$tx_cpus" "$quench" send --iface eth0 \
+  --config "$out/send-victim.toml" --cc none --rate 400mbit --src-ip 10.71.0.3 \
+  --flow-base 201 --duration-s "$secs" > "$out/send-2.log" 2>&1 &
+pids+=($!)
+wait "$r0" "$r1" || true
+python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+res = {}
+for name in ("hot", "victim"):
+    r = [json.loads(l) for l in open(f"{out}/recv-{name}.log") if l.startswith("{")][-1]
+    not_ect, capable, ue, ce = r["ecn"]
+    res[name] = {"frames": sum(r["ecn"]), "capable": capable, "ue": ue, "ce": ce,
+                 "mbps": round(r["aggregate_bps"] / 1e6, 1)}
+    print(f"{name:>7}: {res[name]['frames']} frames, ECN 01 {capable}, UE (10) {ue}, CE (11) {ce}, {res[name]['mbps']} Mb/s")
+print(json.dumps(res))
+PY
