@@ -443,3 +443,86 @@ fn priority_queues_and_shaping() {
     );
     assert!(sw.stop().unwrap().success());
 }
+
+/// Runs `quench switch` once inside the testbed's switch namespace with `prefix_cmd` before it
+/// (privilege or limit changes) and a one-port configuration on `iface`; returns its stderr.
+fn switch_error(tb: &Testbed, prefix_cmd: &[&str], iface: &str, driver: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("{}-err", tb.prefix));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg_path = dir.join("switch.toml");
+    std::fs::write(
+        &cfg_path,
+        format!(
+            "control_socket = {:?}\n[[ports]]\nname = \"p\"\niface = \"{iface}\"\ndriver = \"{driver}\"\n",
+            dir.join("ctl.sock").display().to_string()
+        ),
+    )
+    .unwrap();
+    // Readable by an unprivileged user too.
+    let _ = Command::new("chmod")
+        .args(["-R", "a+rX"])
+        .arg(&dir)
+        .status();
+    let out = Command::new("ip")
+        .args(["netns", "exec", &tb.ns("sw")])
+        .args(prefix_cmd)
+        .arg(env!("CARGO_BIN_EXE_quench"))
+        .args(["switch", "--duration", "1", "--config"])
+        .arg(&cfg_path)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!out.status.success(), "quench switch should have failed");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn operational_errors_name_the_cause() {
+    if !root_or_skip("operational_errors_name_the_cause") {
+        return;
+    }
+    let _l = lock();
+    let tb = Testbed::up("e");
+    let port = format!("{}-sw-s0", tb.prefix);
+    // A missing interface.
+    let e = switch_error(&tb, &[], "nosuch0", "af_packet");
+    assert!(e.contains("\"nosuch0\" does not exist"), "{e}");
+    // No privileges: the same port opened as user nobody.
+    let e = switch_error(
+        &tb,
+        &[
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ],
+        &port,
+        "af_packet",
+    );
+    assert!(e.contains("needs root or CAP_NET_RAW"), "{e}");
+    // The memlock limit: AF_XDP's UMEM with a 64 KiB RLIMIT_MEMLOCK and without
+    // CAP_IPC_LOCK (dropped from the bounding set, so the exec'd quench does not get it).
+    let e = switch_error(
+        &tb,
+        &[
+            "prlimit",
+            "--memlock=65536",
+            "setpriv",
+            "--bounding-set=-ipc_lock",
+            "--inh-caps=-ipc_lock",
+        ],
+        &port,
+        "af_xdp",
+    );
+    assert!(e.contains("RLIMIT_MEMLOCK") && e.contains("65536"), "{e}");
+    // An XDP program of a running quench on the port: a second switch must not steal it.
+    let s1 = format!("{}-sw-s1", tb.prefix);
+    let first = Switch::start_with(
+        &tb,
+        &format!("[[ports]]\nname = \"a\"\niface = \"{s1}\"\ndriver = \"af_xdp\"\n"),
+    );
+    let e = switch_error(&tb, &[], &s1, "af_xdp");
+    assert!(e.contains("another XDP program is attached"), "{e}");
+    drop(first);
+}

@@ -85,8 +85,11 @@ impl XdpPool {
         let n = NonZeroU32::new(frames.max(1)).unwrap_or(NonZeroU32::MIN);
         let (umem, descs) = Umem::new(config, n, false).map_err(|e| {
             let needed = frames as u64 * FRAME_SIZE as u64;
+            // The kernel charges a UMEM's pages to RLIMIT_MEMLOCK and answers ENOBUFS when
+            // they do not fit (xdp_umem_account_pages); older kernels said ENOMEM or EPERM.
             match io_errno(&e) {
-                Some(libc::ENOMEM) | Some(libc::EPERM) | Some(libc::EAGAIN) => PortError::Memlock {
+                Some(libc::ENOBUFS) | Some(libc::ENOMEM) | Some(libc::EPERM)
+                | Some(libc::EAGAIN) => PortError::Memlock {
                     name: "umem".into(),
                     needed,
                     limit: memlock_limit(),
@@ -219,7 +222,7 @@ fn unsupported(what: &str, e: impl std::fmt::Display) -> PortError {
 }
 
 fn io_errno(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
-    let mut cur = e.source();
+    let mut cur = Some(e);
     while let Some(s) = cur {
         if let Some(io) = s.downcast_ref::<std::io::Error>() {
             return io.raw_os_error();
@@ -544,7 +547,7 @@ fn classify_socket_error(ifname: &str, e: &xsk_rs::socket::SocketCreateError) ->
                 .unwrap_or(0);
             PortError::XdpConflict { name, prog_id: id }
         }
-        Some(libc::ENOMEM) => PortError::Memlock {
+        Some(libc::ENOMEM) | Some(libc::ENOBUFS) => PortError::Memlock {
             name,
             needed: 0,
             limit: memlock_limit(),
