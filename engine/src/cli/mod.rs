@@ -25,3 +25,60 @@ pub(crate) fn preset_table<T: serde::de::DeserializeOwned>(
         .transpose()
         .with_context(|| format!("{}: table [{table}]", path.display()))
 }
+
+/// How `quench send` and `quench recv` open their one port: the switch's drivers.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PortArgs {
+    /// Port driver: af_packet (mmap'd TPACKET rings, any kernel), af_xdp (native mode, falling
+    /// back to generic), or dpdk (cargo feature `dpdk`; `--iface` names the ethdev, e.g.
+    /// net_af_packet0, and `--dpdk-eal` starts the EAL).
+    #[arg(long, default_value = "af_packet", value_parser = ["af_packet", "af_xdp", "dpdk"])]
+    pub driver: String,
+    /// EAL arguments for `--driver dpdk`, one string, e.g.
+    /// "--no-huge -m 256 --no-pci --no-shconf --vdev=net_af_packet0,iface=eth0".
+    #[arg(long, allow_hyphen_values = true)]
+    pub dpdk_eal: Option<String>,
+}
+
+/// Opens `iface` with the driver `args` name, as one port with one queue.
+pub(crate) fn open_port(
+    iface: &str,
+    args: &PortArgs,
+) -> Result<crate::port::any::AnyPort, crate::port::PortError> {
+    use crate::port::any::AnyPort;
+    match args.driver.as_str() {
+        "af_xdp" => {
+            let pool = crate::port::xdp::XdpPool::new(4096)?;
+            let opts = crate::port::xdp::XdpOptions {
+                mode: Default::default(),
+                force: false,
+                queues: Some(vec![0]),
+            };
+            crate::port::xdp::XdpPort::open(&pool, iface, &opts).map(AnyPort::Xdp)
+        }
+        #[cfg(feature = "dpdk")]
+        "dpdk" => {
+            let cfg = crate::port::dpdk::DpdkConfig {
+                eal: args
+                    .dpdk_eal
+                    .as_deref()
+                    .unwrap_or("")
+                    .split_whitespace()
+                    .map(String::from)
+                    .collect(),
+                ..Default::default()
+            };
+            crate::port::dpdk::DpdkPort::open(iface, &cfg)
+                .map(AnyPort::Dpdk)
+                .map_err(crate::port::PortError::from)
+        }
+        #[cfg(not(feature = "dpdk"))]
+        "dpdk" => Err(crate::port::PortError::Unsupported {
+            name: iface.to_string(),
+            what: "--driver dpdk: this quench was built without DPDK; rebuild with \
+                   `cargo build --release --features dpdk`"
+                .into(),
+        }),
+        _ => crate::port::packet::PacketPort::open(iface).map(AnyPort::Packet),
+    }
+}

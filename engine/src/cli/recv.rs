@@ -10,7 +10,6 @@ use std::path::PathBuf;
 
 use units::Duration;
 
-use crate::port::packet::PacketPort;
 use crate::port::{Port, BURST};
 use crate::recv::worker::RecvWorker;
 use crate::recv::RecvConfig;
@@ -20,9 +19,11 @@ use crate::wire::MacAddr;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Interface to receive on (opened with AF_PACKET).
+    /// Interface to receive on (the driver: `--driver`).
     #[arg(long)]
     pub iface: String,
+    #[command(flatten)]
+    pub port: super::PortArgs,
     /// How long to run, seconds.
     #[arg(long, default_value_t = 10.0)]
     pub duration_s: f64,
@@ -84,7 +85,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         };
         Some(p.profile().map_err(|e| anyhow::anyhow!("[np] {e}"))?)
     };
-    let mut port = PacketPort::open(&args.iface)?;
+    let mut port = super::open_port(&args.iface, &args.port)?;
     let mac = port
         .caps()
         .mac

@@ -15,7 +15,6 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Deserialize;
 use units::{Duration, FlowId, Rate};
 
-use crate::port::packet::PacketPort;
 use crate::port::{Frame as _, Port, BURST, MAX_FRAME};
 use crate::send::flowgen::{schedule, FlowGroup};
 use crate::send::pacer::{Generator, PacingConfig};
@@ -76,9 +75,11 @@ pub struct SendConfig {
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Interface to send on (opened with AF_PACKET).
+    /// Interface to send on (the driver: `--driver`).
     #[arg(long)]
     pub iface: String,
+    #[command(flatten)]
+    pub port: super::PortArgs,
     #[arg(long, default_value = "configs/send.toml")]
     pub config: PathBuf,
     /// Override the config's `cc`.
@@ -149,7 +150,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ids.iter().copied(),
         ),
     };
-    let mut port = PacketPort::open(&args.iface)?;
+    let mut port = super::open_port(&args.iface, &args.port)?;
     let mac = port.caps().mac.unwrap_or([2, 0, 0, 0, 0, 1]);
     let ecn = match cfg.ecn {
         Some(EcnSetting::NotEct) => Ecn::NotEct,
