@@ -526,3 +526,45 @@ fn operational_errors_name_the_cause() {
     assert!(e.contains("another XDP program is attached"), "{e}");
     drop(first);
 }
+
+#[test]
+fn two_workers_learn_across_cores() {
+    if !root_or_skip("two_workers_learn_across_cores") {
+        return;
+    }
+    let _l = lock();
+    let tb = Testbed::up("w");
+    // Two workers: the three ports are spread over them, so a frame from s0 to r0 and the
+    // learning notice for an address seen on r0 may each cross cores.
+    let _sw = Switch::start(&tb, "af_packet", "workers = 2");
+    // 1. B (behind r0) is unknown: A's frames are flooded to r0 and s1.
+    let r0 = collect(&tb.ns("r0"), 20, 3000);
+    let s1 = collect(&tb.ns("s1"), 20, 3000);
+    send(
+        &tb.ns("s0"),
+        (0..20).map(|i| test_frame(B, A, None, i, 200)).collect(),
+    );
+    assert_eq!(r0.join().unwrap().len(), 20);
+    assert_eq!(s1.join().unwrap().len(), 20, "unknown unicast not flooded");
+    // 2. B answers: learned on r0's worker and announced to the other; A was learned on s0.
+    let s0 = collect(&tb.ns("s0"), 1, 1500);
+    send(&tb.ns("r0"), vec![test_frame(A, B, None, 100, 200)]);
+    assert_eq!(
+        s0.join().unwrap().len(),
+        1,
+        "learned A not used across workers"
+    );
+    // 3. A -> B now goes to r0 only, whichever worker polls s0.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let r0 = collect(&tb.ns("r0"), 20, 2000);
+    let s1 = collect(&tb.ns("s1"), 1, 1500);
+    send(
+        &tb.ns("s0"),
+        (200..220).map(|i| test_frame(B, A, None, i, 200)).collect(),
+    );
+    assert_eq!(r0.join().unwrap().len(), 20);
+    assert!(
+        s1.join().unwrap().is_empty(),
+        "B learned on another worker, yet flooded to s1"
+    );
+}
