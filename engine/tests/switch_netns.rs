@@ -15,6 +15,7 @@ const S0: [u8; 6] = [0x02, 0x71, 0x6e, 0x01, 0, 0];
 const R0: [u8; 6] = [0x02, 0x71, 0x6e, 0x02, 0, 0];
 const A: [u8; 6] = [0x02, 0x71, 0x6e, 0x0a, 0, 1];
 const B: [u8; 6] = [0x02, 0x71, 0x6e, 0x0b, 0, 1];
+const C: [u8; 6] = [0x02, 0x71, 0x6e, 0x0c, 0, 1];
 /// IEEE 802 local experimental EtherType: test frames are told apart from any other traffic.
 const ETH_TEST: [u8; 2] = [0x88, 0xb5];
 
@@ -565,6 +566,19 @@ fn two_workers_learn_across_cores() {
     assert_eq!(r0.join().unwrap().len(), 20);
     assert!(
         s1.join().unwrap().is_empty(),
-        "B learned on another worker, yet flooded to s1"
+        "B learned, yet flooded to s1"
+    );
+    // 4. From s1 (the other worker: 3 ports over 2 workers put s1 alone) to A, learned by
+    // s0's worker: the notice crossed, so the frame crosses cores to s0 and is not flooded.
+    let s0 = collect(&tb.ns("s0"), 5, 2000);
+    let r0 = collect(&tb.ns("r0"), 1, 1500);
+    send(
+        &tb.ns("s1"),
+        (300..305).map(|i| test_frame(A, C, None, i, 200)).collect(),
+    );
+    assert_eq!(s0.join().unwrap().len(), 5, "frames across workers lost");
+    assert!(
+        r0.join().unwrap().is_empty(),
+        "A learned on the other worker, yet flooded to r0"
     );
 }
