@@ -249,7 +249,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         *slot = m;
                     }
                 }
-                wk.pfc = Some(crate::switch::pfc::SwitchPfc::new(
+                wk.set_pfc(crate::switch::pfc::SwitchPfc::new(
                     pfc.clone(),
                     &rates,
                     &macs,

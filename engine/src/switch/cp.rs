@@ -356,6 +356,9 @@ pub fn set_ecn(frame: &mut [u8], ip_at: usize, ecn: Ecn) {
 }
 
 impl<F: Frame> CongestionHook<F> for CpHook {
+    fn observes(&self) -> bool {
+        self.qcn.is_some() || self.red.is_some() || self.tcd.is_some()
+    }
     fn on_enqueue(&mut self, ev: &QueueEvent, frame: &mut F) -> Admit {
         let Some(prio) = self.watches(ev.class) else {
             return Admit::Accept;

@@ -75,6 +75,9 @@ pub struct OwnedPort<P: Port> {
     pub counters: Arc<PortCounters>,
     /// Dequeued frames the device has not accepted yet (ring full): sent first next time.
     pending: Vec<P::Frame>,
+    /// Frames may skip an idle egress queue (off with PFC, whose accounting sees every
+    /// dequeue; see `EgressQueue::pass_through`).
+    pub cut_through: bool,
 }
 
 impl<P: Port> OwnedPort<P> {
@@ -84,6 +87,14 @@ impl<P: Port> OwnedPort<P> {
     /// Returns whether the frame was queued (a refused frame is dropped here, freed; the queue
     /// counted it).
     pub fn enqueue(&mut self, now: Instant, class: Class, frame: P::Frame) -> bool {
+        if self.cut_through
+            && self.pacer.is_none()
+            && self.pending.len() < BURST
+            && self.egress.pass_through(class, frame.len() as u32)
+        {
+            self.pending.push(frame);
+            return true;
+        }
         if self.egress.is_empty() {
             if let Some(p) = &mut self.pacer {
                 p.on_idle(now);
@@ -109,6 +120,7 @@ impl<P: Port> OwnedPort<P> {
             pacer: rate.map(|r| Pacer::new(r, Pacer::default_burst(r, MAX_FRAME as u64))),
             counters,
             pending: Vec::with_capacity(BURST),
+            cut_through: true,
         }
     }
 }
@@ -162,8 +174,9 @@ pub struct Worker<P: Port> {
     fdb_entries: Arc<std::sync::atomic::AtomicU64>,
     /// Frames lost crossing to another worker (its ring full).
     pub cross_drops: u64,
-    /// PFC generation and honouring (single-worker switches only; see `switch::pfc`).
-    pub pfc: Option<SwitchPfc>,
+    /// PFC generation and honouring (single-worker switches only; see `switch::pfc`); set
+    /// with [`Worker::set_pfc`].
+    pfc: Option<SwitchPfc>,
     /// Scratch: data priorities dequeued by one `transmit`, and pause changes to apply.
     dequeued: Vec<u8>,
     changes: Vec<PauseChange>,
@@ -210,6 +223,15 @@ impl<P: Port> Worker<P> {
             Fdb::new(ageing, DEFAULT_CAPACITY),
             Arc::new(Default::default()),
         )
+    }
+
+    /// Turns PFC on: every lossless frame must then go through the queues (its octets return to
+    /// the ingress account when it is dequeued), so cut-through is off.
+    pub fn set_pfc(&mut self, pfc: SwitchPfc) {
+        for op in self.ports.iter_mut().flatten() {
+            op.cut_through = false;
+        }
+        self.pfc = Some(pfc);
     }
 
     /// Queues `frame` for egress port `e` (local queue or the owner's ring). Returns whether
@@ -661,7 +683,7 @@ mod tests {
         };
         let profile = cp::pfc::PfcProfile::new(&params).unwrap();
         let rates = vec![rate; n];
-        sw.pfc = Some(SwitchPfc::new(profile, &rates, &[]));
+        sw.set_pfc(SwitchPfc::new(profile, &rates, &[]));
         (sw, peers)
     }
 
