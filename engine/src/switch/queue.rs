@@ -459,7 +459,10 @@ mod tests {
         assert_eq!((q.stats()[3].enq_pkts, q.stats()[3].deq_pkts), (1, 1));
         assert_eq!(q.stats()[3].depth_bytes, 0);
         // A backlog: frames must queue behind it.
-        assert!(matches!(q.enqueue(t(0), Class::Data(1), Pkt(1, 60)), Enqueued::Queued));
+        assert!(matches!(
+            q.enqueue(t(0), Class::Data(1), Pkt(1, 60)),
+            Enqueued::Queued
+        ));
         assert!(!q.pass_through(Class::Data(3), 100));
         assert!(q.dequeue(t(1)).is_some());
         // A paused priority queues; another passes.
