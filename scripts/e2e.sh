@@ -19,8 +19,8 @@
 #                                    in tshark with ../shared/tools/wireshark/qau.lua, none
 #                                    malformed; CNPs decode as RoCEv2 opcode 0x81 and scapy
 #                                    verifies their ICRCs
-# Not covered here: a sender's paced rate against its RP
-# rate per 100 ms window (tested in virtual time: cargo test -p engine send::pacer).
+# Each loop scenario also checks every sender's 100 ms windows: octets sent against the integral
+# of its RP rate (quench send's pacing audit), within 1 %.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-out/e2e}
@@ -51,7 +51,8 @@ n = sys.argv[2]
 limit = {"qcn": 2 * 50.0, "dcqcn": 120.0}
 for r in runs:
     t = {"jain>=0.95": r["jain"] >= 0.95, "util>=0.90": r["utilisation"] >= 0.90,
-         "queue_mean_in_bound": r["queue_mean_kb"] <= limit[r["cc"]], "no_drops": r["drops"] == 0}
+         "queue_mean_in_bound": r["queue_mean_kb"] <= limit[r["cc"]], "no_drops": r["drops"] == 0,
+         "paced_within_1pct_of_rp": (r["pacing_max_dev"] or 1.0) <= 0.01}
     print(json.dumps({"scenario": f"{r['cc']}-{n}", "figures": r, "targets": t}))
 PY
 }

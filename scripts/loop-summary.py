@@ -68,6 +68,11 @@ def run(out, cc):
         "lost_frames": sum(f["lost"] for f in recv["flows"]),
         "pfc_pauses": pauses,
         "latency_us": [round(lat[k] / 1e3, 1) for k in ("p50_ns", "p99_ns", "p999_ns")],
+        # quench send's audit: octets sent per 100 ms window against its RP rate's integral.
+        "pacing_within_1pct": min(
+            (s.get("pacing", {}).get("within_1pct") or 0.0 for s in senders), default=None),
+        "pacing_max_dev": max(
+            (s.get("pacing", {}).get("max_abs_dev") or 0.0 for s in senders), default=None),
     }
 
 

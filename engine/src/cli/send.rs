@@ -185,11 +185,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut buf = vec![0u8; MAX_FRAME + 64];
     let mut no_buffer = 0u64;
     let mut idle = crate::worker::Idle::default();
+    let mut audit = crate::send::pacer::PaceAudit::new(Duration::from_millis(100));
     loop {
         let now = clock.now();
         if now >= end {
             break;
         }
+        audit.sample(now, &w.gen, |f| w.rate(f));
         port.rx_burst(0, &mut rx, BURST)?;
         let mut work = rx.len();
         for f in rx.drain(..) {
@@ -237,9 +239,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "sent {} frames in {:.1} s; feedback: {} CNMs, {} CNPs, {} for unknown flows, {} refused; {} PFC frames; {} frames without a buffer",
         c.frames, secs, c.cnms, c.cnps, c.unknown_feedback, c.refused_feedback, c.pfc_rx, no_buffer
     );
+    let dev = audit.max_abs();
+    if let Some(d) = dev {
+        println!(
+            "pacing: sent vs RP rate over {} windows of 100 ms: {:.1} % within 1 %, largest deviation {:.3} %",
+            audit.deviations.len(),
+            100.0 * audit.within(0.01).unwrap_or(0.0),
+            100.0 * d
+        );
+    }
     println!(
         "{}",
         serde_json::json!({
+            "pacing": {"windows": audit.deviations.len(), "max_abs_dev": dev,
+                       "within_1pct": audit.within(0.01), "deviations": audit.deviations},
             "cc": format!("{cc:?}").to_lowercase(), "seconds": secs, "frames": c.frames,
             "cnms": c.cnms, "cnps": c.cnps, "unknown_feedback": c.unknown_feedback,
             "pfc_rx": c.pfc_rx,

@@ -183,6 +183,87 @@ impl Generator {
     }
 }
 
+/// Checks a running sender against its reaction points: per long-running flow and per window
+/// (100 ms), the octets it sent against the integral of the flow's RP rate over the window
+/// (sampled every [`PaceAudit::SAMPLE`]). Issue 5's target is within 1 % per window.
+#[derive(Debug, Default)]
+pub struct PaceAudit {
+    window: Duration,
+    /// Per flow index: (octets sent at the window start, bits the RP rate allowed so far in it).
+    open: Vec<(u64, f64)>,
+    window_start: Option<Instant>,
+    last_sample: Option<Instant>,
+    /// `sent / allowed - 1` of each closed window of each flow.
+    pub deviations: Vec<f64>,
+}
+
+impl PaceAudit {
+    /// How often the RP rate is sampled for the integral.
+    pub const SAMPLE: Duration = Duration::from_micros(100);
+
+    pub fn new(window: Duration) -> Self {
+        PaceAudit {
+            window,
+            ..Default::default()
+        }
+    }
+
+    /// Call often (every loop iteration is fine): integrates each long flow's `rate_of` since
+    /// the last sample and closes the window when it is over.
+    pub fn sample(&mut self, now: Instant, g: &Generator, mut rate_of: impl FnMut(FlowId) -> Rate) {
+        let Some(last) = self.last_sample else {
+            self.restart(now, g);
+            return;
+        };
+        if now - last < Self::SAMPLE {
+            return;
+        }
+        let dt = (now - last).as_secs_f64();
+        self.last_sample = Some(now);
+        for (i, f) in g.flows().iter().enumerate() {
+            if let Some(o) = self.open.get_mut(i) {
+                let rate = rate_of(f.spec.flow).min(f.spec.max_rate);
+                o.1 += rate.as_bps() as f64 * dt;
+            }
+        }
+        if self.window_start.is_some_and(|w| now - w >= self.window) {
+            for (i, f) in g.flows().iter().enumerate() {
+                // Only flows that ran the whole window and have no size (a sized flow ends
+                // mid-window by design).
+                let whole = f.spec.bytes.is_none()
+                    && f.started_at
+                        .is_some_and(|s| self.window_start.is_some_and(|w| s <= w));
+                if let (true, Some(&(sent0, allowed))) = (whole, self.open.get(i)) {
+                    if allowed > 0.0 {
+                        let sent = (f.bytes_sent - sent0) as f64 * 8.0;
+                        self.deviations.push(sent / allowed - 1.0);
+                    }
+                }
+            }
+            self.restart(now, g);
+        }
+    }
+
+    fn restart(&mut self, now: Instant, g: &Generator) {
+        self.window_start = Some(now);
+        self.last_sample = Some(now);
+        self.open = g.flows().iter().map(|f| (f.bytes_sent, 0.0)).collect();
+    }
+
+    /// The largest |deviation| over all closed windows.
+    pub fn max_abs(&self) -> Option<f64> {
+        self.deviations.iter().map(|d| d.abs()).reduce(f64::max)
+    }
+
+    /// The share of windows within `tol` (e.g. 0.01).
+    pub fn within(&self, tol: f64) -> Option<f64> {
+        (!self.deviations.is_empty()).then(|| {
+            self.deviations.iter().filter(|d| d.abs() <= tol).count() as f64
+                / self.deviations.len() as f64
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,5 +416,44 @@ mod tests {
             firsts[2] - firsts[0] >= 200_000,
             "burst after resume: {firsts:?}"
         );
+    }
+
+    #[test]
+    fn pace_audit_compares_sent_octets_with_the_rp_rate_integral() {
+        let mut g = Generator::new(
+            PacingConfig::default(),
+            vec![flow(1, 0, None, Rate::from_gbps(1))],
+            Instant::ZERO,
+        )
+        .unwrap();
+        let mut audit = PaceAudit::new(Duration::from_millis(100));
+        // RP at 400 Mb/s; the worker polls every 5 us for 1 s.
+        let rp = |_: FlowId| Rate::from_mbps(400);
+        let mut t = 0u64;
+        while t <= 1_000_000_000 {
+            let now = Instant::from_nanos(t);
+            while g.poll(now, rp).is_some() {}
+            audit.sample(now, &g, rp);
+            t += 5_000;
+        }
+        assert!(audit.deviations.len() >= 9, "{:?}", audit.deviations);
+        assert!(audit.max_abs().unwrap() < 0.01, "{:?}", audit.deviations);
+        // A sender that falls short (it sends at 400 while its RP allows 500) is caught.
+        let mut g = Generator::new(
+            PacingConfig::default(),
+            vec![flow(1, 0, None, Rate::from_gbps(1))],
+            Instant::ZERO,
+        )
+        .unwrap();
+        let mut audit = PaceAudit::new(Duration::from_millis(100));
+        let mut t = 0u64;
+        while t <= 500_000_000 {
+            let now = Instant::from_nanos(t);
+            while g.poll(now, rp).is_some() {}
+            audit.sample(now, &g, |_| Rate::from_mbps(500));
+            t += 5_000;
+        }
+        let d = audit.max_abs().unwrap();
+        assert!((d - 0.2).abs() < 0.01, "{d}");
     }
 }
