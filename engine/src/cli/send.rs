@@ -191,7 +191,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if now >= end {
             break;
         }
-        audit.sample(now, &w.gen, |f| w.rate(f));
+        audit.sample(now, &w.gen, |f| w.paced_rate(now, f));
         port.rx_burst(0, &mut rx, BURST)?;
         let mut work = rx.len();
         for f in rx.drain(..) {

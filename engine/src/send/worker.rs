@@ -155,6 +155,21 @@ impl SendWorker {
         }
     }
 
+    /// The rate `flow` may send at `now`: its RP rate, or zero while PFC pauses its priority.
+    /// A paused flow sends nothing by design (802.1Qbb), so a pacing audit that charged it the
+    /// RP rate through the pause would report the link's pauses as pacing error.
+    pub fn paced_rate(&self, now: Instant, flow: FlowId) -> Rate {
+        let paused = self.by_flow.get(&flow).is_some_and(|&i| {
+            let prio = self.gen.flows()[i].spec.priority;
+            self.paused.is_paused(now, prio)
+        });
+        if paused {
+            Rate::ZERO
+        } else {
+            self.rate(flow)
+        }
+    }
+
     /// Builds the next due frame into `buf`; `stamp` is the transmit timestamp to write (the
     /// receive side's clock domain). Returns the descriptor and the frame length.
     pub fn next_frame(
@@ -291,5 +306,69 @@ impl SendWorker {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::send::flowgen::FlowStart;
+    use crate::send::pacer::PacingConfig;
+    use crate::wire::pfc::{emit_frame, PfcRepr, FRAME_LEN};
+    use units::Duration;
+
+    fn worker(priority: u8) -> SendWorker {
+        let flows = vec![FlowStart {
+            flow: FlowId(1),
+            start: Duration::ZERO,
+            destination: [2, 0, 0, 0, 9, 1],
+            priority,
+            max_rate: Rate::from_mbps(400),
+            bytes: None,
+        }];
+        let gen = Generator::new(PacingConfig::default(), flows, Instant::ZERO).unwrap();
+        SendWorker::new(
+            gen,
+            Control::None,
+            Addressing {
+                src_mac: MacAddr::new(2, 0, 0, 0, 1, 1),
+                src_ip: Ipv4Addr::new(10, 0, 0, 1),
+                dst_ip: Ipv4Addr::new(10, 0, 0, 100),
+                vlan: 1,
+                ecn: Ecn::NotEct,
+                cn_tag: false,
+            },
+        )
+        .with_link_rate(Rate::from_gbps(1))
+    }
+
+    fn pause(prio: u8, quanta: u16) -> [u8; FRAME_LEN] {
+        let mut q = [0u16; 8];
+        q[usize::from(prio)] = quanta;
+        let pfc = PfcRepr {
+            class_enable: 1 << prio,
+            quanta: q,
+        };
+        let mut buf = [0u8; FRAME_LEN];
+        emit_frame(MacAddr::new(2, 0, 0, 0, 2, 2), &pfc, &mut buf).unwrap();
+        buf
+    }
+
+    #[test]
+    fn paced_rate_is_zero_only_while_the_flows_priority_is_paused() {
+        let mut w = worker(3);
+        let t0 = Instant::ZERO + Duration::from_millis(1);
+        assert_eq!(w.paced_rate(t0, FlowId(1)), Rate::from_mbps(400));
+        // 1000 quanta x 512 bit times at 1 Gbit/s = 512 us.
+        w.on_rx(t0, &pause(3, 1000));
+        assert_eq!(w.paced_rate(t0, FlowId(1)), Rate::ZERO);
+        let mid = t0 + Duration::from_micros(511);
+        assert_eq!(w.paced_rate(mid, FlowId(1)), Rate::ZERO);
+        let after = t0 + Duration::from_micros(513);
+        assert_eq!(w.paced_rate(after, FlowId(1)), Rate::from_mbps(400));
+        // A pause of another priority leaves the flow's rate alone; an unknown flow has none.
+        w.on_rx(after, &pause(5, 65535));
+        assert_eq!(w.paced_rate(after, FlowId(1)), Rate::from_mbps(400));
+        assert_eq!(w.paced_rate(after, FlowId(9)), Rate::ZERO);
     }
 }
