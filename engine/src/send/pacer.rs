@@ -59,6 +59,17 @@ pub struct GenFlow {
     pub started_at: Option<Instant>,
     pub finished_at: Option<Instant>,
     pub bytes_sent: u64,
+    /// The release the flow waits for and the rate that set it (`None` before the first frame
+    /// and after the last).
+    pending: Option<Pending>,
+    /// Bumped by [`Generator::retime`]; wheel entries of an older generation are stale.
+    generation: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    at: Instant,
+    rate: Rate,
 }
 
 /// Generator-mode flows paced on a timing wheel. Call [`Generator::poll`] in a loop with the
@@ -69,7 +80,8 @@ pub struct Generator {
     flows: Vec<GenFlow>,
     /// Index of the next flow in `flows` (sorted by start time) not yet started.
     next_start: usize,
-    wheel: Wheel<usize>,
+    /// (flow index, the flow's generation when the entry was made).
+    wheel: Wheel<(usize, u32)>,
 }
 
 impl Generator {
@@ -89,6 +101,8 @@ impl Generator {
                 started_at: None,
                 finished_at: None,
                 bytes_sent: 0,
+                pending: None,
+                generation: 0,
             })
             .collect();
         Ok(Generator {
@@ -116,7 +130,7 @@ impl Generator {
                 break;
             }
             f.started_at = Some(at);
-            self.wheel.insert(at, self.next_start);
+            self.wheel.insert(at, (self.next_start, f.generation));
             self.next_start += 1;
         }
     }
@@ -138,9 +152,12 @@ impl Generator {
     ) -> Option<TxDesc> {
         self.start_due(now);
         let (release, index) = loop {
-            let (release, index) = self.wheel.pop_due(now)?;
+            let (release, (index, generation)) = self.wheel.pop_due(now)?;
+            if generation != self.flows[index].generation {
+                continue; // superseded by a retime
+            }
             if paused(self.flows[index].spec.priority) {
-                self.wheel.insert(now + self.cfg.tick, index);
+                self.wheel.insert(now + self.cfg.tick, (index, generation));
                 continue;
             }
             break (release, index);
@@ -160,14 +177,51 @@ impl Generator {
             *r = r.saturating_sub(u64::from(len));
             if *r == 0 {
                 f.finished_at = Some(now);
+                f.pending = None;
                 return Some(desc);
             }
         }
         let rate = rate_of(f.spec.flow).min(f.spec.max_rate);
         let floor = now - self.cfg.max_catch_up;
         let next = (release + rate.tx_time(u64::from(len))).max(floor);
-        self.wheel.insert(next, index);
+        f.pending = Some(Pending { at: next, rate });
+        self.wheel.insert(next, (index, f.generation));
         Some(desc)
+    }
+
+    /// The RP rate of the flow at `index` is now `rate`: if the flow waits for a release that
+    /// an earlier rate set, the part of the frame's transmission time still ahead is re-timed
+    /// at the new rate (`at' = now + (at - now) x old / new`), the credit earned so far being
+    /// kept. A hardware rate limiter accrues credit at its current rate; without this, a flow
+    /// cut deep by QCN (one 1500-octet frame at 5 Mb/s is 2.4 ms) would sit out the whole
+    /// interval while its reaction point had long raised the rate again.
+    pub fn retime(&mut self, now: Instant, index: usize, rate: Rate) {
+        let Some(f) = self.flows.get_mut(index) else {
+            return;
+        };
+        let rate = rate.min(f.spec.max_rate);
+        let Some(p) = f.pending else {
+            return;
+        };
+        if p.rate == rate || p.at <= now || rate.as_bps() == 0 || p.rate.as_bps() == 0 {
+            return;
+        }
+        let ahead = u128::from((p.at - now).as_nanos());
+        let ns = ahead * u128::from(p.rate.as_bps()) / u128::from(rate.as_bps());
+        let at = now + Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX));
+        f.generation = f.generation.wrapping_add(1);
+        f.pending = Some(Pending { at, rate });
+        self.wheel.insert(at, (index, f.generation));
+    }
+
+    /// [`Generator::retime`] for every flow, with `rate_of` as in [`Generator::poll`].
+    pub fn retime_all(&mut self, now: Instant, mut rate_of: impl FnMut(FlowId) -> Rate) {
+        for i in 0..self.flows.len() {
+            if self.flows[i].pending.is_some() {
+                let rate = rate_of(self.flows[i].spec.flow);
+                self.retime(now, i, rate);
+            }
+        }
     }
 
     /// When [`Generator::poll`] may next return a frame.
@@ -298,6 +352,74 @@ mod tests {
             t += step;
         }
         out
+    }
+
+    /// One 1500-octet frame at 10 Mb/s is 1.2 ms; at 1 Gb/s, 12 us.
+    fn one_frame_then(rate: Rate) -> (Generator, Instant) {
+        let mut g = Generator::new(
+            PacingConfig::default(),
+            vec![flow(1, 0, None, Rate::from_gbps(1))],
+            Instant::ZERO,
+        )
+        .unwrap();
+        let t0 = Instant::ZERO;
+        assert!(g.poll(t0, |_| rate).is_some());
+        assert!(g.poll(t0, |_| rate).is_none());
+        (g, t0)
+    }
+
+    #[test]
+    fn a_rate_increase_brings_the_pending_release_forward_keeping_the_credit() {
+        let (mut g, t0) = one_frame_then(Rate::from_mbps(10));
+        // 300 us in, a quarter of the frame's 1.2 ms is earned; the other 900 us at 10 Mb/s are
+        // 9 us at 1 Gb/s.
+        let t1 = t0 + Duration::from_micros(300);
+        g.retime(t1, 0, Rate::from_gbps(1));
+        assert!(g
+            .poll(t1 + Duration::from_nanos(8_900), |_| Rate::from_gbps(1))
+            .is_none());
+        let d = g
+            .poll(t1 + Duration::from_micros(10), |_| Rate::from_gbps(1))
+            .unwrap();
+        assert_eq!(d.release, t1 + Duration::from_micros(9));
+        assert_eq!(d.seq, 1);
+        // The entry the old rate made (at 1.2 ms) is stale: at 1 Gb/s from 309 us on, exactly
+        // the frames the rate allows follow, no extra one.
+        let mut sent = 0;
+        let mut t = t1 + Duration::from_micros(10);
+        while t <= t0 + Duration::from_micros(1_500) {
+            while g.poll(t, |_| Rate::from_gbps(1)).is_some() {
+                sent += 1;
+            }
+            t += Duration::from_micros(1);
+        }
+        // Frames 2.. at 309 + 12 k us up to 1500 us: k = 1..=99.
+        assert_eq!(sent, 99);
+    }
+
+    #[test]
+    fn a_rate_decrease_pushes_the_pending_release_back() {
+        let (mut g, t0) = one_frame_then(Rate::from_gbps(1));
+        // 6 us of the 12 us left at 1 Gb/s are 12 us at 500 Mb/s.
+        let t1 = t0 + Duration::from_micros(6);
+        g.retime(t1, 0, Rate::from_mbps(500));
+        assert!(g
+            .poll(t0 + Duration::from_micros(13), |_| Rate::from_mbps(500))
+            .is_none());
+        let d = g
+            .poll(t0 + Duration::from_micros(19), |_| Rate::from_mbps(500))
+            .unwrap();
+        assert_eq!(d.release, t1 + Duration::from_micros(12));
+        // The same rate again, a release already due, a zero rate: nothing moves.
+        let (mut g, t0) = one_frame_then(Rate::from_gbps(1));
+        g.retime(t0 + Duration::from_micros(3), 0, Rate::from_gbps(1));
+        g.retime(t0 + Duration::from_micros(20), 0, Rate::from_mbps(1));
+        g.retime(t0 + Duration::from_micros(3), 0, Rate::ZERO);
+        // (Due at the first 256 ns wheel tick at or after 12 us.)
+        let d = g
+            .poll(t0 + Duration::from_micros(13), |_| Rate::from_gbps(1))
+            .unwrap();
+        assert_eq!(d.release, t0 + Duration::from_micros(12));
     }
 
     #[test]

@@ -219,6 +219,9 @@ impl SendWorker {
         )
         .ok()?;
         self.control.on_tx(now, d.flow, n as u64);
+        // QCN's byte counter may just have raised the rate the next release was timed with.
+        let rate = self.control.rate(d.flow, Rate::from_bps(u64::MAX));
+        self.gen.retime(now, d.index, rate);
         self.counters.frames += 1;
         self.counters.bytes += n as u64;
         Some((d, n))
@@ -250,6 +253,7 @@ impl SendWorker {
                         Ok(_) => {}
                     }
                 }
+                self.retime(now, flow);
             }
             Body::Ipv4 {
                 body:
@@ -270,6 +274,7 @@ impl SendWorker {
                         s.on_cnp(profile, now);
                     }
                 }
+                self.retime(now, flow);
             }
             Body::Pfc(pfc) => {
                 self.counters.pfc_rx += 1;
@@ -291,20 +296,36 @@ impl SendWorker {
 
     /// Runs the reaction point's timers due at `now`.
     pub fn on_timeout(&mut self, now: Instant) {
+        let mut ran = false;
         match &mut self.control {
             Control::None => {}
             Control::Qcn(rp) => {
                 if rp.next_deadline().is_some_and(|t| t <= now) {
                     rp.on_timeout(now);
+                    ran = true;
                 }
             }
             Control::Dcqcn { profile, flows } => {
                 for s in flows.values_mut() {
                     if s.next_deadline().is_some_and(|t| t <= now) {
                         s.on_timeout(profile, now);
+                        ran = true;
                     }
                 }
             }
+        }
+        if ran {
+            let control = &self.control;
+            self.gen
+                .retime_all(now, |f| control.rate(f, Rate::from_bps(u64::MAX)));
+        }
+    }
+
+    /// Feedback changed `flow`'s rate: re-time its pending release.
+    fn retime(&mut self, now: Instant, flow: FlowId) {
+        if let Some(&i) = self.by_flow.get(&flow) {
+            let rate = self.control.rate(flow, Rate::from_bps(u64::MAX));
+            self.gen.retime(now, i, rate);
         }
     }
 }
