@@ -20,7 +20,7 @@ use crossbeam_queue::ArrayQueue;
 use units::{Duration, Instant};
 
 use super::cp::CpHook;
-use super::fdb::{Fdb, Lookup, PortIdx, DEFAULT_CAPACITY};
+use super::fdb::{self, Fdb, Lookup, PortIdx, DEFAULT_CAPACITY};
 use super::pfc::{PauseChange, SwitchPfc};
 use super::queue::{Class, EgressQueue, Pacer, QueueLimits};
 use super::stats::{bump, PortCounters};
@@ -81,29 +81,51 @@ pub struct OwnedPort<P: Port> {
 }
 
 impl<P: Port> OwnedPort<P> {
-    /// Queues a frame for egress. A frame arriving at an empty queue starts a backlog: the
-    /// pacer forgets idle credit beyond its burst then (not earlier, so a worker that was away
-    /// while frames waited in the receive ring does not release them as a catch-up burst).
-    /// Returns whether the frame was queued (a refused frame is dropped here, freed; the queue
-    /// counted it).
+    /// Queues a frame for egress (see [`enqueue_run`](Self::enqueue_run)). Returns whether the
+    /// frame was queued (a refused frame is dropped here, freed; the queue counted it).
     pub fn enqueue(&mut self, now: Instant, class: Class, frame: P::Frame) -> bool {
-        if self.cut_through
-            && self.pacer.is_none()
-            && self.pending.len() < BURST
-            && self.egress.pass_through(class, frame.len() as u32)
-        {
-            self.pending.push(frame);
-            return true;
-        }
-        if self.egress.is_empty() {
-            if let Some(p) = &mut self.pacer {
-                p.on_idle(now);
+        let len = [frame.len() as u32];
+        self.enqueue_run(now, class, &mut std::iter::once(frame), &len) == 1
+    }
+
+    /// Queues the next `lens.len()` frames of `frames` (whose lengths `lens` holds) for egress
+    /// in `class`. While the egress queue is idle they skip it (cut-through), as many at once as
+    /// the pending transmit burst has room for; the rest are queued one by one. A frame arriving
+    /// at an empty queue starts a backlog: the pacer forgets idle credit beyond its burst then
+    /// (not earlier, so a worker that was away while frames waited in the receive ring does not
+    /// release them as a catch-up burst). Returns how many were passed or queued; a refused
+    /// frame is dropped here, freed (the queue counted it).
+    pub fn enqueue_run(
+        &mut self,
+        now: Instant,
+        class: Class,
+        frames: &mut impl Iterator<Item = P::Frame>,
+        lens: &[u32],
+    ) -> usize {
+        let mut passed = 0;
+        if self.cut_through && self.pacer.is_none() {
+            let room = BURST.saturating_sub(self.pending.len()).min(lens.len());
+            let bytes = lens[..room].iter().map(|&l| u64::from(l)).sum();
+            if room > 0 && self.egress.pass_through(class, room as u64, bytes) {
+                self.pending.extend(frames.by_ref().take(room));
+                passed = room;
             }
         }
-        matches!(
-            self.egress.enqueue(now, class, frame),
-            crate::switch::queue::Enqueued::Queued
-        )
+        let mut queued = passed;
+        for frame in frames.by_ref().take(lens.len() - passed) {
+            if self.egress.is_empty() {
+                if let Some(p) = &mut self.pacer {
+                    p.on_idle(now);
+                }
+            }
+            if matches!(
+                self.egress.enqueue(now, class, frame),
+                crate::switch::queue::Enqueued::Queued
+            ) {
+                queued += 1;
+            }
+        }
+        queued
     }
 
     pub fn new(
@@ -127,8 +149,9 @@ impl<P: Port> OwnedPort<P> {
 
 /// What classification found out about a frame.
 struct Meta {
-    dst: [u8; 6],
-    src: [u8; 6],
+    /// Destination and source addresses as forwarding-table keys ([`fdb::key`]).
+    dst: u64,
+    src: u64,
     class: Class,
     /// MAC control (PAUSE/PFC) is link-local: consumed, never forwarded.
     mac_control: bool,
@@ -137,12 +160,10 @@ struct Meta {
 }
 
 /// Reads what the switch needs from a frame's L2 headers; `None` for a malformed frame.
+#[inline]
 fn classify(frame: &[u8]) -> Option<Meta> {
     let l2 = walk(frame).ok()?;
-    let mut dst = [0u8; 6];
-    let mut src = [0u8; 6];
-    dst.copy_from_slice(frame.get(0..6)?);
-    src.copy_from_slice(frame.get(6..12)?);
+    let (dst, src) = fdb::header_keys(frame.get(..12)?.try_into().ok()?);
     // CNMs travel back to the reaction point ahead of data, like the frames the switch
     // originates: strict priority (issue 4: "control frames strict priority").
     let class = if l2.ethertype == ethertype::CNM {
@@ -157,6 +178,29 @@ fn classify(frame: &[u8]) -> Option<Meta> {
         mac_control: l2.ethertype == ethertype::MAC_CONTROL,
         payload_offset: l2.payload_offset,
     })
+}
+
+/// Where a received frame goes, decided before any frame of its burst moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dest {
+    /// Malformed, filtered (its egress is its ingress) or MAC control without PFC: freed, and
+    /// counted as a receive drop.
+    Drop,
+    /// MAC control with PFC on: consumed by PFC; its PDU starts at this offset.
+    MacControl(u16),
+    /// Known unicast to this port.
+    Port(PortIdx, Class),
+    /// Group or unknown destination: to every other port.
+    Flood(Class),
+}
+
+/// Receive-side counts of one port, added to its counters once per poll.
+#[derive(Default)]
+struct RxCounts {
+    pkts: u64,
+    bytes: u64,
+    drops: u64,
+    flooded: u64,
 }
 
 /// A worker's state. See the module docs.
@@ -299,76 +343,29 @@ impl<P: Port> Worker<P> {
                 continue;
             };
             let mut rx = std::mem::take(&mut self.rx);
-            let (mut pkts, mut bytes, mut drops, mut flooded) = (0u64, 0u64, 0u64, 0u64);
+            let mut c = RxCounts::default();
             for qi in 0..op.rx_queues.len() {
                 let q = op.rx_queues[qi];
                 if op.port.rx_burst(q, &mut rx, BURST).is_err() {
-                    drops += 1;
+                    c.drops += 1;
                 }
             }
-            let counters = op.counters.clone();
-            for frame in rx.drain(..) {
-                pkts += 1;
-                bytes += frame.len() as u64;
-                let Some(meta) = classify(frame.data()) else {
-                    drops += 1;
-                    continue; // malformed: dropped (freed) and counted
-                };
-                if meta.mac_control {
-                    // Consumed here: link-local, never forwarded. With PFC on, a PFC frame
-                    // stops or resumes this port's egress priorities.
-                    match self.pfc.as_mut() {
-                        Some(pfc) => {
-                            let pdu = frame.data().get(meta.payload_offset..).unwrap_or(&[]);
-                            let ch = pfc.on_mac_control(now, i, pdu);
-                            self.changes.extend(ch);
-                            self.apply_pauses(now);
-                        }
-                        None => drops += 1,
-                    }
-                    continue;
-                }
-                if self.fdb.learn(now, meta.src, i as PortIdx) {
-                    for (w, ring) in self.rings.learned.iter().enumerate() {
-                        if w != self.id {
-                            let _ = ring.push((meta.src, i as PortIdx));
-                        }
-                    }
-                }
-                match self.fdb.lookup(now, &meta.dst) {
-                    Lookup::Port(e) if e as usize == i => drops += 1, // filtered
-                    Lookup::Port(e) => {
-                        let lossless = match (&self.pfc, meta.class) {
-                            (Some(pfc), Class::Data(p)) if pfc.is_lossless(p) => Some(p),
-                            _ => None,
-                        };
-                        let Some(prio) = lossless else {
-                            self.deliver(now, e as usize, meta.class, frame);
-                            continue;
-                        };
-                        let len = frame.len() as u32;
-                        if let Some(pfc) = self.pfc.as_mut() {
-                            if !pfc.admit(now, i, prio, len) {
-                                continue; // no headroom: dropped (freed), counted by PFC
-                            }
-                        }
-                        let queued = self.deliver(now, e as usize, meta.class, frame);
-                        if let Some(pfc) = self.pfc.as_mut() {
-                            pfc.placed(now, i, e as usize, prio, len, queued);
-                        }
-                    }
-                    Lookup::Flood => {
-                        flooded += 1;
-                        self.flood(now, i, meta.class, frame);
-                    }
-                }
+            while !rx.is_empty() {
+                let n = rx.len().min(BURST);
+                self.forward_burst(now, i, &mut rx, n, &mut c);
             }
             self.rx = rx;
-            bump(&counters.rx_pkts, pkts);
-            bump(&counters.rx_bytes, bytes);
-            bump(&counters.rx_drops, drops);
-            bump(&counters.flooded, flooded);
-            work += pkts as usize;
+            work += c.pkts as usize;
+            let Some(op) = self.ports[i].as_ref() else {
+                continue;
+            };
+            // Re-borrowed rather than an `Arc` clone held across the burst: the clone's locked
+            // increment and decrement cost more than this whole per-port bookkeeping.
+            let counters = &op.counters;
+            bump(&counters.rx_pkts, c.pkts);
+            bump(&counters.rx_bytes, c.bytes);
+            bump(&counters.rx_drops, c.drops);
+            bump(&counters.flooded, c.flooded);
         }
         // 2. Frames and learning notices from other workers (bounded).
         for _ in 0..4 * BURST {
@@ -456,6 +453,148 @@ impl<P: Port> Worker<P> {
             self.fdb.age(now);
         }
         work
+    }
+
+    /// Forwards the first `n` (at most [`BURST`]) frames of `rx`, received on port `i`, in two
+    /// passes (DPDK l2fwd style): first every frame's headers are read and its source learned
+    /// and destination looked up, in frame order; then the frames move, in order, a run of
+    /// consecutive frames for the same egress queue at once. Nothing the second pass does
+    /// touches the forwarding table, so the answers are those of frame-by-frame processing;
+    /// what the split buys is a tight first loop over headers and one egress decision per run
+    /// instead of per frame (per-frame enqueue was a fifth of the loop on bench-dpdk).
+    fn forward_burst(
+        &mut self,
+        now: Instant,
+        i: usize,
+        rx: &mut Vec<P::Frame>,
+        n: usize,
+        c: &mut RxCounts,
+    ) {
+        let mut dest = [Dest::Drop; BURST];
+        let mut lens = [0u32; BURST];
+        for ((d, l), frame) in dest.iter_mut().zip(lens.iter_mut()).zip(&rx[..n]) {
+            let data = frame.data();
+            *l = data.len() as u32;
+            *d = self.route(now, i, data);
+        }
+        c.pkts += n as u64;
+        c.bytes += lens[..n].iter().map(|&l| u64::from(l)).sum::<u64>();
+        let mut frames = rx.drain(..n);
+        let mut j = 0;
+        while j < n {
+            let d = dest[j];
+            match d {
+                Dest::Port(e, class) if !self.is_lossless(class) => {
+                    let run = dest[j..n].iter().take_while(|&&x| x == d).count();
+                    self.deliver_run(now, e as usize, class, &mut frames, &lens[j..j + run]);
+                    j += run;
+                }
+                _ => {
+                    let Some(frame) = frames.next() else { break };
+                    self.act(now, i, d, frame, c);
+                    j += 1;
+                }
+            }
+        }
+    }
+
+    /// Pass one for a frame received on port `i`: classification, learning, lookup.
+    #[inline]
+    fn route(&mut self, now: Instant, i: usize, data: &[u8]) -> Dest {
+        let Some(meta) = classify(data) else {
+            return Dest::Drop; // malformed
+        };
+        if meta.mac_control {
+            // Link-local, never forwarded: PFC reads it, otherwise it is dropped.
+            return match self.pfc {
+                Some(_) => Dest::MacControl(meta.payload_offset as u16),
+                None => Dest::Drop,
+            };
+        }
+        if self.fdb.learn_key(now, meta.src, i as PortIdx) {
+            for (w, ring) in self.rings.learned.iter().enumerate() {
+                if w != self.id {
+                    let _ = ring.push((fdb::mac(meta.src), i as PortIdx));
+                }
+            }
+        }
+        match self.fdb.lookup_key(now, meta.dst) {
+            Lookup::Port(e) if e as usize == i => Dest::Drop, // filtered
+            Lookup::Port(e) => Dest::Port(e, meta.class),
+            Lookup::Flood => Dest::Flood(meta.class),
+        }
+    }
+
+    /// Whether frames of `class` are PFC-accounted one by one.
+    fn is_lossless(&self, class: Class) -> bool {
+        match (&self.pfc, class) {
+            (Some(pfc), Class::Data(p)) => pfc.is_lossless(p),
+            _ => false,
+        }
+    }
+
+    /// Pass two for one frame received on port `i`, routed to `d`, unless it is part of a run
+    /// ([`deliver_run`](Self::deliver_run)).
+    fn act(&mut self, now: Instant, i: usize, d: Dest, frame: P::Frame, c: &mut RxCounts) {
+        match d {
+            Dest::Drop => c.drops += 1, // freed here
+            Dest::MacControl(at) => {
+                // A PFC frame stops or resumes this port's egress priorities.
+                if let Some(pfc) = self.pfc.as_mut() {
+                    let pdu = frame.data().get(usize::from(at)..).unwrap_or(&[]);
+                    let ch = pfc.on_mac_control(now, i, pdu);
+                    self.changes.extend(ch);
+                    self.apply_pauses(now);
+                }
+            }
+            Dest::Port(e, class) => {
+                let Class::Data(prio) = class else {
+                    self.deliver(now, e as usize, class, frame);
+                    return;
+                };
+                if !self.is_lossless(class) {
+                    self.deliver(now, e as usize, class, frame);
+                    return;
+                }
+                let len = frame.len() as u32;
+                if let Some(pfc) = self.pfc.as_mut() {
+                    if !pfc.admit(now, i, prio, len) {
+                        return; // no headroom: dropped (freed), counted by PFC
+                    }
+                }
+                let queued = self.deliver(now, e as usize, class, frame);
+                if let Some(pfc) = self.pfc.as_mut() {
+                    pfc.placed(now, i, e as usize, prio, len, queued);
+                }
+            }
+            Dest::Flood(class) => {
+                c.flooded += 1;
+                self.flood(now, i, class, frame);
+            }
+        }
+    }
+
+    /// Queues the next `lens.len()` frames of `frames` for egress port `e` in `class` (the
+    /// owner's ring for a port of another worker).
+    fn deliver_run(
+        &mut self,
+        now: Instant,
+        e: usize,
+        class: Class,
+        frames: &mut impl Iterator<Item = P::Frame>,
+        lens: &[u32],
+    ) {
+        match self.ports.get_mut(e) {
+            Some(Some(op)) => {
+                op.enqueue_run(now, class, frames, lens);
+            }
+            Some(None) => {
+                for frame in frames.by_ref().take(lens.len()) {
+                    self.cross(e, class, frame.data());
+                }
+            }
+            None => frames.by_ref().take(lens.len()).for_each(drop),
+        }
     }
 
     /// Copies `frame` to every port but `from`; the last copy is the frame itself.
@@ -665,6 +804,87 @@ mod tests {
         let c = &sw.ports[0].as_ref().unwrap().counters;
         assert_eq!(c.rx_drops.load(Ordering::Relaxed), 2);
         assert_eq!(c.rx_pkts.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn a_mixed_burst_keeps_each_egress_in_order_with_exact_counters() {
+        let (mut sw, peers) = switch(3, None);
+        sw.fdb.add_static(B, 1);
+        sw.fdb.add_static(C, 2);
+        let d = [2, 0, 0, 0, 0, 0xd]; // unknown: flooded
+        let dsts = [B, C, B, B, C, d, B, [0xff; 6]];
+        for (k, &dst) in dsts.iter().enumerate() {
+            peers[0].send(&frame(dst, A, None, k as u8));
+        }
+        sw.poll(t(1));
+        let tags = |p: &MemPeer| p.drain().iter().map(|f| f[59]).collect::<Vec<_>>();
+        assert_eq!(tags(&peers[1]), vec![0, 2, 3, 5, 6, 7]);
+        assert_eq!(tags(&peers[2]), vec![1, 4, 5, 7]);
+        assert!(peers[0].drain().is_empty());
+        let c = &sw.ports[0].as_ref().unwrap().counters;
+        assert_eq!(c.rx_pkts.load(Ordering::Relaxed), 8);
+        assert_eq!(c.rx_bytes.load(Ordering::Relaxed), 8 * 60);
+        assert_eq!(c.flooded.load(Ordering::Relaxed), 2);
+        sw.poll(t(2)); // publishes
+        for (e, n) in [(1, 6u64), (2, 4)] {
+            let out = &sw.ports[e].as_ref().unwrap().counters;
+            let q = &out.classes[0];
+            assert_eq!(q.enq_pkts.load(Ordering::Relaxed), n);
+            assert_eq!(q.deq_bytes.load(Ordering::Relaxed), n * 60);
+            assert_eq!(out.tx_pkts.load(Ordering::Relaxed), n);
+        }
+    }
+
+    #[test]
+    fn a_move_within_a_burst_is_seen_by_the_next_frame() {
+        let (mut sw, peers) = switch(3, None);
+        peers[0].send(&frame(C, A, None, 1));
+        peers[1].send(&frame(C, B, None, 2));
+        sw.poll(t(1));
+        for p in &peers {
+            p.drain();
+        }
+        // One burst on port 0: to B (on port 1); from B, which moves B to port 0 (and is
+        // filtered: A is on port 0 too); to B again, now filtered.
+        peers[0].send(&frame(B, A, None, 3));
+        peers[0].send(&frame(A, B, None, 4));
+        peers[0].send(&frame(B, A, None, 5));
+        sw.poll(t(2));
+        assert_eq!(
+            peers[1].drain().iter().map(|f| f[59]).collect::<Vec<_>>(),
+            vec![3]
+        );
+        assert!(peers[2].drain().is_empty());
+        let c = &sw.ports[0].as_ref().unwrap().counters;
+        assert_eq!(c.rx_drops.load(Ordering::Relaxed), 2);
+        assert_eq!(sw.fdb.stats().moved, 1);
+    }
+
+    #[test]
+    fn a_run_longer_than_the_transmit_burst_room_queues_the_rest_in_order() {
+        // Two ingress ports, 20 frames each for port 2 in one poll: the first 20 cut through,
+        // 12 more fill the transmit burst, the last 8 wait in the queue behind them.
+        let (mut sw, peers) = switch(3, None);
+        sw.fdb.add_static(C, 2);
+        for k in 0..20u8 {
+            peers[0].send(&frame(C, A, None, k));
+            peers[1].send(&frame(C, B, None, 100 + k));
+        }
+        sw.poll(t(1));
+        let first = peers[2].drain();
+        assert_eq!(first.len(), BURST);
+        assert_eq!(
+            sw.ports[2].as_ref().unwrap().egress.stats()[0].depth_pkts,
+            8
+        );
+        sw.poll(t(2));
+        let mut tags: Vec<u8> = first.iter().map(|f| f[59]).collect();
+        tags.extend(peers[2].drain().iter().map(|f| f[59]));
+        let want: Vec<u8> = (0..20).chain(100..120).collect();
+        assert_eq!(tags, want);
+        let st = sw.ports[2].as_ref().unwrap().egress.stats()[0];
+        assert_eq!((st.enq_pkts, st.deq_pkts, st.depth_pkts), (40, 40, 0));
+        assert_eq!(st.enq_bytes, 40 * 60);
     }
 
     /// A switch of `n` ports with PFC on priority 3 (static thresholds), the last port's
