@@ -522,13 +522,13 @@ fn create_pool(
         step: "pool name".into(),
         why: "NUL in name".into(),
     })?;
+    // The shim packs mbufs across 4 KiB pages when that is safe (see quench_dpdk_pool_create).
     // Safety: the EAL is initialised; pname is a valid NUL-terminated string (DPDK copies it).
     let mp = unsafe {
-        ffi::rte_pktmbuf_pool_create(
+        ffi::quench_dpdk_pool_create(
             pname.as_ptr(),
             cfg.mbufs,
             cfg.mbuf_cache,
-            0,
             DATA_ROOM,
             ffi::SOCKET_ID_ANY,
         )
