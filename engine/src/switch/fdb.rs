@@ -175,10 +175,17 @@ impl Fdb {
     /// [`learn`](Self::learn) with the address as its [`key`].
     #[inline]
     pub fn learn_key(&mut self, now: Instant, k: u64, port: PortIdx) -> bool {
-        if learn_key(k, port) == self.learn_memo.0 && now < self.learn_memo.1 {
+        if self.learn_is_noop(now, k, port) {
             return false;
         }
         self.learn_hashed(now, k, port)
+    }
+
+    /// Whether learning key `k` on `port` at `now` is known, from the learn memo alone, to
+    /// change nothing (false: it may, or it is not known).
+    #[inline]
+    pub fn learn_is_noop(&self, now: Instant, k: u64, port: PortIdx) -> bool {
+        learn_key(k, port) == self.learn_memo.0 && now < self.learn_memo.1
     }
 
     fn learn_hashed(&mut self, now: Instant, k: u64, port: PortIdx) -> bool {
