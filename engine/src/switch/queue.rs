@@ -304,24 +304,34 @@ impl<F: QueuedFrame, H: CongestionHook<F>> EgressQueue<F, H> {
     /// the FIFO round trip was a third of the forwarding loop's time (perf on
     /// scripts/bench-dpdk.sh). Passing a run of frames at once is the same as passing them one
     /// by one: nothing here changes whether the next one may pass.
-    pub fn pass_through(&mut self, class: Class, pkts: u64, bytes: u64) -> bool
-    where
-        H: CongestionHook<F>,
-    {
+    pub fn pass_through(&mut self, class: Class, pkts: u64, bytes: u64) -> bool {
+        if !self.may_pass(class) {
+            return false;
+        }
+        self.count_passed(class, pkts, bytes);
+        true
+    }
+
+    /// Whether frames of `class` may skip the FIFO now (see [`pass_through`](Self::pass_through)).
+    #[inline]
+    pub fn may_pass(&self, class: Class) -> bool {
         if self.port_bytes != 0 || self.hook.observes() {
             return false;
         }
-        if let Class::Data(p) = class {
-            if self.is_paused(p) {
-                return false;
-            }
+        match class {
+            Class::Data(p) => !self.is_paused(p),
+            Class::Control => true,
         }
+    }
+
+    /// Counts `pkts` frames of `bytes` octets that skipped the FIFO after
+    /// [`may_pass`](Self::may_pass) allowed it: as enqueued and dequeued.
+    pub fn count_passed(&mut self, class: Class, pkts: u64, bytes: u64) {
         let st = &mut self.stats[class.index()];
         st.enq_pkts += pkts;
         st.enq_bytes += bytes;
         st.deq_pkts += pkts;
         st.deq_bytes += bytes;
-        true
     }
 
     /// Counters per class: indices `0..8` are data priorities, index 8 is control.
