@@ -300,6 +300,7 @@ impl SameHeaders {
 }
 
 /// Consecutive frames of a burst with one destination.
+#[derive(Clone, Copy)]
 struct Run {
     dest: Dest,
     frames: usize,
@@ -592,32 +593,38 @@ impl<P: Port> Worker<P> {
         // Kept in the worker, so a burst allocates nothing.
         let mut runs = std::mem::take(&mut self.runs);
         runs.clear();
-        // Set only right after a frame was routed and appended to the last run, so a frame
-        // with the same headers belongs to that run too.
+        // The open run lives in locals, not in `runs`: counting into the vector's last element
+        // made every frame wait for the previous frame's store (a store-to-load chain that was
+        // half the first pass on bench-dpdk).
+        let mut run = Run {
+            dest: Dest::Drop,
+            frames: 0,
+            bytes: 0,
+        };
+        // Set only right after a frame was routed and counted in the open run, so a frame with
+        // the same headers belongs to that run too.
         let mut same: Option<SameHeaders> = None;
         for f in &rx[..n] {
             let data = f.data();
             let len = data.len() as u64;
-            if let (Some(s), Some(r)) = (&same, runs.last_mut()) {
-                if s.matches(data) {
-                    r.frames += 1;
-                    r.bytes += len;
-                    continue;
-                }
+            if same.as_ref().is_some_and(|s| s.matches(data)) {
+                run.frames += 1;
+                run.bytes += len;
+                continue;
             }
             let (dest, again) = self.route(now, i, data);
             same = again.and_then(|hl| SameHeaders::new(data, hl));
-            match runs.last_mut() {
-                Some(r) if r.dest == dest => {
-                    r.frames += 1;
-                    r.bytes += len;
-                }
-                _ => runs.push(Run {
-                    dest,
-                    frames: 1,
-                    bytes: len,
-                }),
+            if run.frames > 0 && run.dest != dest {
+                runs.push(run);
+                run.frames = 0;
+                run.bytes = 0;
             }
+            run.dest = dest;
+            run.frames += 1;
+            run.bytes += len;
+        }
+        if run.frames > 0 {
+            runs.push(run);
         }
         c.pkts += n as u64;
         c.bytes += runs.iter().map(|r| r.bytes).sum::<u64>();
