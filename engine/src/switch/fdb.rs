@@ -10,15 +10,18 @@
 //! hashed by one folded multiplication ([`MacHasher`]) instead of std's SipHash, which was a
 //! quarter of the forwarding loop's time (perf on scripts/bench-dpdk.sh); SipHash's defence
 //! against chosen keys buys little here, since a flood of forged source MACs is bounded by the
-//! table's capacity anyway. Consecutive frames mostly repeat the previous frame's addresses (a
-//! burst is one flow or a few), so both calls first check a one-entry memo and only then hash:
-//! - `learn`: the last (source, port) whose learning was a no-op: a static entry, or a learned
-//!   one whose `last_seen` was written less than [`REFRESH`] ago (refreshing it at most that
-//!   often moves ageing by at most that much);
-//! - `lookup`: the last known unicast answer, valid until the entry's age would reach the
-//!   ageing time (for ever for a static entry). It is dropped whenever the table changes an
-//!   entry's port, gains a static entry or is swept, so a moved address is never served stale;
-//!   a refresh of `last_seen` only makes the memo expire early (a hashed lookup then renews it).
+//! table's capacity anyway. Consecutive frames mostly repeat recent addresses (a burst is one
+//! flow or a few, and a worker polls a few ports in turn), so both calls first check a small
+//! direct-mapped memo ([`MEMOS`] entries) and only then hash:
+//! - `learn`: per ingress port (slot `port % MEMOS`), the last source whose learning was a
+//!   no-op: a static entry, or a learned one whose `last_seen` was written less than
+//!   [`REFRESH`] ago (refreshing it at most that often moves ageing by at most that much). When
+//!   an entry moves, every learn memo of that address is dropped, so a move back is seen;
+//! - `lookup`: per destination (slot `key % MEMOS`), the last known unicast answer, valid until
+//!   the entry's age would reach the ageing time (for ever for a static entry). It is dropped
+//!   when its entry moves; all memos go when the table gains a static entry or is swept, so a
+//!   moved address is never served stale. A refresh of `last_seen` only makes a memo expire
+//!   early (a hashed lookup then renews it).
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -87,12 +90,19 @@ pub fn header_keys(h: &[u8; 12]) -> (u64, u64) {
     (front >> 16, (front & 0xffff) << 32 | u64::from(back))
 }
 
+/// The address bits of a [`key`] or a learn memo key.
+const ADDRESS: u64 = (1 << 48) - 1;
+
 /// The I/G bit (802 clause 8.2) of a [`key`].
 const GROUP_BIT: u64 = 1 << 40;
 
 /// A memo key no address has (keys use 48 bits, and a learn memo with port 0xffff would need
 /// the group address ff:ff:ff:ff:ff:ff, which is never learned).
 const NO_MEMO: u64 = u64::MAX;
+
+/// Entries of each memo (a power of two): with one, two ports polled in turn missed both memos
+/// on every burst.
+pub const MEMOS: usize = 4;
 
 /// The learn memo's key: address and port in one word, so the hit test is one comparison.
 #[inline]
@@ -122,9 +132,9 @@ pub struct FdbStats {
 pub struct Fdb {
     map: HashMap<u64, Entry, BuildHasherDefault<MacHasher>>,
     /// `learn` of this [`learn_key`] before the instant is a no-op (see the module docs).
-    learn_memo: (u64, Instant),
+    learn_memo: [(u64, Instant); MEMOS],
     /// `lookup` of this key before the instant answers this port (see the module docs).
-    lookup_memo: (u64, PortIdx, Instant),
+    lookup_memo: [(u64, PortIdx, Instant); MEMOS],
     ageing: Duration,
     capacity: usize,
     stats: FdbStats,
@@ -139,8 +149,8 @@ impl Fdb {
     pub fn new(ageing: Duration, capacity: usize) -> Fdb {
         Fdb {
             map: HashMap::default(),
-            learn_memo: (NO_MEMO, Instant::ZERO),
-            lookup_memo: (NO_MEMO, 0, Instant::ZERO),
+            learn_memo: [(NO_MEMO, Instant::ZERO); MEMOS],
+            lookup_memo: [(NO_MEMO, 0, Instant::ZERO); MEMOS],
             ageing,
             capacity,
             stats: FdbStats::default(),
@@ -161,8 +171,29 @@ impl Fdb {
     }
 
     fn forget_memos(&mut self) {
-        self.learn_memo.0 = NO_MEMO;
-        self.lookup_memo.0 = NO_MEMO;
+        for m in &mut self.learn_memo {
+            m.0 = NO_MEMO;
+        }
+        for m in &mut self.lookup_memo {
+            m.0 = NO_MEMO;
+        }
+    }
+
+    /// Entry `k` moved: no memo may still hold its old port.
+    fn forget_address(&mut self, k: u64) {
+        for m in &mut self.learn_memo {
+            if m.0 & ADDRESS == k {
+                m.0 = NO_MEMO;
+            }
+        }
+        let m = &mut self.lookup_memo[k as usize % MEMOS];
+        if m.0 == k {
+            m.0 = NO_MEMO;
+        }
+    }
+
+    fn set_learn_memo(&mut self, k: u64, port: PortIdx, until: Instant) {
+        self.learn_memo[usize::from(port) % MEMOS] = (learn_key(k, port), until);
     }
 
     /// Learns that `src` was seen on `port` at `now`. Returns true when this created or moved
@@ -185,7 +216,8 @@ impl Fdb {
     /// change nothing (false: it may, or it is not known).
     #[inline]
     pub fn learn_is_noop(&self, now: Instant, k: u64, port: PortIdx) -> bool {
-        learn_key(k, port) == self.learn_memo.0 && now < self.learn_memo.1
+        let (mk, until) = self.learn_memo[usize::from(port) % MEMOS];
+        learn_key(k, port) == mk && now < until
     }
 
     fn learn_hashed(&mut self, now: Instant, k: u64, port: PortIdx) -> bool {
@@ -195,20 +227,19 @@ impl Fdb {
         let len = self.map.len();
         match self.map.get_mut(&k) {
             Some(e) if e.is_static => {
-                self.learn_memo = (learn_key(k, port), Instant::MAX);
+                self.set_learn_memo(k, port, Instant::MAX);
                 false
             }
             Some(e) => {
                 e.last_seen = now;
-                self.learn_memo = (learn_key(k, port), now + REFRESH);
-                if e.port != port {
+                let moved = e.port != port;
+                if moved {
                     e.port = port;
                     self.stats.moved += 1;
-                    self.lookup_memo.0 = NO_MEMO;
-                    true
-                } else {
-                    false
+                    self.forget_address(k);
                 }
+                self.set_learn_memo(k, port, now + REFRESH);
+                moved
             }
             None if len >= self.capacity => {
                 self.stats.full += 1;
@@ -223,7 +254,7 @@ impl Fdb {
                         is_static: false,
                     },
                 );
-                self.learn_memo = (learn_key(k, port), now + REFRESH);
+                self.set_learn_memo(k, port, now + REFRESH);
                 self.stats.learned += 1;
                 true
             }
@@ -240,7 +271,7 @@ impl Fdb {
     /// [`lookup`](Self::lookup) with the address as its [`key`].
     #[inline]
     pub fn lookup_key(&mut self, now: Instant, k: u64) -> Lookup {
-        let (mk, port, until) = self.lookup_memo;
+        let (mk, port, until) = self.lookup_memo[k as usize % MEMOS];
         if k == mk && now < until {
             return Lookup::Port(port);
         }
@@ -256,7 +287,7 @@ impl Fdb {
             Some(e) if now - e.last_seen < self.ageing => (e.port, e.last_seen + self.ageing),
             _ => return Lookup::Flood,
         };
-        self.lookup_memo = (k, port, until);
+        self.lookup_memo[k as usize % MEMOS] = (k, port, until);
         Lookup::Port(port)
     }
 
@@ -356,8 +387,9 @@ mod tests {
         let mut f = Fdb::new(Duration::from_millis(100), 16);
         assert!(f.learn(ms(0), A, 1));
         assert_eq!(f.lookup(ms(1), &A), Lookup::Port(1));
-        assert_eq!(f.lookup(ms(1), &A), Lookup::Port(1)); // from the memo
-                                                          // A move is seen by the next lookup, even within the learn memo's refresh window.
+        // The second from the memo.
+        assert_eq!(f.lookup(ms(1), &A), Lookup::Port(1));
+        // A move is seen by the next lookup, even within the learn memo's refresh window.
         assert!(f.learn(ms(1), A, 2));
         assert_eq!(f.lookup(ms(1), &A), Lookup::Port(2));
         // Another address's lookup replaces the memo; A is still right afterwards.
@@ -390,6 +422,34 @@ mod tests {
         assert!(f.learn(ms(400), B, 3));
         assert_eq!(f.lookup(ms(400), &B), Lookup::Port(3));
         assert_eq!((f.stats().learned, f.stats().moved), (3, 2));
+    }
+
+    #[test]
+    fn memos_of_several_ports_never_hide_a_move_back() {
+        let mut f = Fdb::new(Duration::from_secs(10), 16);
+        // Two sources on two ports, seen in turn: both memoised.
+        assert!(f.learn(t(1), A, 0));
+        assert!(f.learn(t(1), B, 1));
+        assert!(!f.learn(t(1), A, 0));
+        assert!(!f.learn(t(1), B, 1));
+        assert_eq!(f.lookup(t(1), &A), Lookup::Port(0));
+        assert_eq!(f.lookup(t(1), &B), Lookup::Port(1));
+        // A moves to port 1 and straight back: both moves are learned and looked up.
+        assert!(f.learn(t(1), A, 1));
+        assert_eq!(f.lookup(t(1), &A), Lookup::Port(1));
+        assert!(f.learn(t(1), A, 0));
+        assert_eq!(f.lookup(t(1), &A), Lookup::Port(0));
+        assert!(f.learn(t(1), A, 1));
+        assert_eq!(f.lookup(t(1), &A), Lookup::Port(1));
+        assert_eq!(f.lookup(t(1), &B), Lookup::Port(1));
+        assert_eq!(f.stats().moved, 3);
+        // Ports sharing a memo slot (0 and MEMOS) replace each other's memo; still correct.
+        let p = MEMOS as PortIdx;
+        assert!(f.learn(t(2), B, p));
+        assert!(!f.learn(t(2), A, 1));
+        assert!(f.learn(t(2), A, p + 1));
+        assert_eq!(f.lookup(t(2), &A), Lookup::Port(p + 1));
+        assert_eq!(f.lookup(t(2), &B), Lookup::Port(p));
     }
 
     #[test]
