@@ -263,21 +263,19 @@ struct SameHeaders {
 }
 
 impl SameHeaders {
-    /// The first 32 octets of a frame (every header stack `walk` accepts fits).
+    /// The octets `16 * w .. 16 * (w + 1)` of a frame, if it has them.
     #[inline]
-    fn words(data: &[u8]) -> Option<[u128; 2]> {
-        let (a, rest) = data.split_first_chunk::<16>()?;
-        let (b, _) = rest.split_first_chunk::<16>()?;
-        Some([u128::from_le_bytes(*a), u128::from_le_bytes(*b)])
+    fn word(data: &[u8], w: usize) -> Option<u128> {
+        let chunk = data.get(16 * w..)?.first_chunk::<16>()?;
+        Some(u128::from_le_bytes(*chunk))
     }
 
-    /// `data`'s first `len` octets; `None` if they do not fit in 32 octets or the frame is
-    /// shorter than that.
+    /// `data`'s first `len` octets; `None` if they do not fit in 32 octets (every header stack
+    /// `walk` accepts fits) or the frame ends inside the words they occupy.
     fn new(data: &[u8], len: usize) -> Option<SameHeaders> {
         if len > 32 {
             return None;
         }
-        let words = Self::words(data)?;
         // Little-endian: octet k of a word is bits 8k..8k+8.
         let mask = |from: usize| match len.saturating_sub(from) {
             0 => 0,
@@ -285,17 +283,25 @@ impl SameHeaders {
             k => (1u128 << (8 * k)) - 1,
         };
         let masks = [mask(0), mask(16)];
+        let second = if masks[1] == 0 {
+            0
+        } else {
+            Self::word(data, 1)? & masks[1]
+        };
         Some(SameHeaders {
-            words: [words[0] & masks[0], words[1] & masks[1]],
+            words: [Self::word(data, 0)? & masks[0], second],
             masks,
         })
     }
 
+    /// Whether `data` starts with the same headers. Untagged headers (14 octets) take one
+    /// 16-octet compare; the second word is read only for longer stacks.
     #[inline]
     fn matches(&self, data: &[u8]) -> bool {
-        Self::words(data).is_some_and(|w| {
-            (w[0] & self.masks[0]) == self.words[0] && (w[1] & self.masks[1]) == self.words[1]
-        })
+        let first = Self::word(data, 0).is_some_and(|w| w & self.masks[0] == self.words[0]);
+        first
+            && (self.masks[1] == 0
+                || Self::word(data, 1).is_some_and(|w| w & self.masks[1] == self.words[1]))
     }
 }
 
@@ -483,8 +489,9 @@ impl<P: Port> Worker<P> {
             bump(&counters.rx_drops, c.drops);
             bump(&counters.flooded, c.flooded);
         }
-        // 2. Frames and learning notices from other workers (bounded).
-        for _ in 0..4 * BURST {
+        // 2. Frames and learning notices from other workers (bounded); a lone worker has none.
+        let alone = self.rings.frames.len() == 1;
+        for _ in 0..if alone { 0 } else { 4 * BURST } {
             let Some((e, class, h)) = self.rings.frames[self.id].pop() else {
                 break;
             };
@@ -498,7 +505,7 @@ impl<P: Port> Worker<P> {
             }
             work += 1;
         }
-        for _ in 0..4 * BURST {
+        for _ in 0..if alone { 0 } else { 4 * BURST } {
             let Some((mac, port)) = self.rings.learned[self.id].pop() else {
                 break;
             };
@@ -1050,9 +1057,14 @@ mod tests {
         assert!(tagged.matches(&frame(B, A, Some(3), 9)));
         assert!(!tagged.matches(&frame(B, A, Some(5), 1)));
         assert!(!tagged.matches(&f));
-        // Frames shorter than 32 octets, and headers longer than that, are never memoised.
-        assert!(!same.matches(&f[..31]));
-        assert!(SameHeaders::new(&f[..31], 14).is_none());
+        // A frame ending inside the words the headers occupy never matches, nor is memoised;
+        // headers longer than 32 octets are never memoised.
+        assert!(same.matches(&f[..16]));
+        assert!(!same.matches(&f[..15]));
+        assert!(SameHeaders::new(&f[..15], 14).is_none());
+        assert!(tagged.matches(&t3[..32]));
+        assert!(!tagged.matches(&t3[..31]));
+        assert!(SameHeaders::new(&t3[..31], 18).is_none());
         assert!(SameHeaders::new(&f, 33).is_none());
         let long = SameHeaders::new(&f, 32).unwrap();
         assert!(long.matches(&f));
