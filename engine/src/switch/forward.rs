@@ -82,62 +82,67 @@ pub struct OwnedPort<P: Port> {
 }
 
 impl<P: Port> OwnedPort<P> {
-    /// Queues a frame for egress (see [`enqueue_run`](Self::enqueue_run)). Returns whether the
-    /// frame was queued (a refused frame is dropped here, freed; the queue counted it).
+    /// Queues a frame for egress in `class`. While the egress queue is idle and the pending
+    /// transmit burst has room, it skips the queue (cut-through). A frame arriving at an empty
+    /// queue starts a backlog: the pacer forgets idle credit beyond its burst then (not
+    /// earlier, so a worker that was away while frames waited in the receive ring does not
+    /// release them as a catch-up burst). Returns whether the frame was passed or queued (a
+    /// refused frame is dropped here, freed; the queue counted it).
     pub fn enqueue(&mut self, now: Instant, class: Class, frame: P::Frame) -> bool {
-        let len = frame.len() as u64;
-        self.enqueue_run(now, class, &mut std::iter::once(frame), 1, len) == 1
+        if self.may_cut_through(class, 1) {
+            let len = frame.len() as u32;
+            self.egress.count_passed(class, 1, u64::from(len));
+            self.pending.push(frame, len);
+            return true;
+        }
+        if self.egress.is_empty() {
+            if let Some(p) = &mut self.pacer {
+                p.on_idle(now);
+            }
+        }
+        matches!(
+            self.egress.enqueue(now, class, frame),
+            crate::switch::queue::Enqueued::Queued
+        )
     }
 
-    /// Queues the next `count` frames of `frames` (`bytes` octets in all) for egress in
-    /// `class`. While the egress queue is idle they skip it (cut-through), as many at once as
-    /// the pending transmit burst has room for; the rest are queued one by one. A frame arriving
-    /// at an empty queue starts a backlog: the pacer forgets idle credit beyond its burst then
-    /// (not earlier, so a worker that was away while frames waited in the receive ring does not
-    /// release them as a catch-up burst). Returns how many were passed or queued; a refused
-    /// frame is dropped here, freed (the queue counted it).
+    /// Whether `frames` frames of `class` may skip the egress queue now.
+    fn may_cut_through(&self, class: Class, frames: usize) -> bool {
+        self.cut_through
+            && self.pacer.is_none()
+            && self.pending.len() + frames <= BURST
+            && self.egress.may_pass(class)
+    }
+
+    /// Queues the first `count` frames of `frames` (`bytes` octets in all), removing them, as
+    /// [`enqueue`](Self::enqueue) would one by one. Returns how many were passed or queued.
+    /// When the whole run may cut through it moves at once; when it is all of `frames` and
+    /// nothing is pending, the two vectors are swapped (no per-frame move at all).
     pub fn enqueue_run(
         &mut self,
         now: Instant,
         class: Class,
-        frames: &mut impl Iterator<Item = P::Frame>,
+        frames: &mut Vec<P::Frame>,
         count: usize,
         bytes: u64,
     ) -> usize {
-        let mut passed = 0;
-        if self.cut_through && self.pacer.is_none() && self.egress.may_pass(class) {
-            let room = BURST.saturating_sub(self.pending.len()).min(count);
-            let (len0, bytes0) = (self.pending.len(), self.pending.bytes);
-            if room == count {
-                self.pending.frames.extend(frames.by_ref().take(room));
-                self.pending.bytes += bytes;
-            } else {
-                // Only part of the run fits (the transmit burst was partly full): its octets
-                // are those of the frames that went.
-                for f in frames.by_ref().take(room) {
-                    let len = f.len() as u32;
-                    self.pending.push(f, len);
-                }
+        let count = count.min(frames.len());
+        if !self.may_cut_through(class, count) {
+            // Partly or not at all: frame by frame, which decides it for each.
+            let mut queued = 0;
+            for frame in frames.drain(..count) {
+                queued += usize::from(self.enqueue(now, class, frame));
             }
-            passed = self.pending.len() - len0;
-            let passed_bytes = self.pending.bytes - bytes0;
-            self.egress.count_passed(class, passed as u64, passed_bytes);
+            return queued;
         }
-        let mut queued = passed;
-        for frame in frames.by_ref().take(count - passed) {
-            if self.egress.is_empty() {
-                if let Some(p) = &mut self.pacer {
-                    p.on_idle(now);
-                }
-            }
-            if matches!(
-                self.egress.enqueue(now, class, frame),
-                crate::switch::queue::Enqueued::Queued
-            ) {
-                queued += 1;
-            }
+        if self.pending.frames.is_empty() && count == frames.len() {
+            std::mem::swap(&mut self.pending.frames, frames);
+        } else {
+            self.pending.frames.extend(frames.drain(..count));
         }
-        queued
+        self.pending.bytes += bytes;
+        self.egress.count_passed(class, count as u64, bytes);
+        count
     }
 
     pub fn new(
@@ -635,20 +640,19 @@ impl<P: Port> Worker<P> {
         }
         c.pkts += n as u64;
         c.bytes += runs.iter().map(|r| r.bytes).sum::<u64>();
-        let mut frames = rx.drain(..n);
+        // Each run takes its frames from the front of `rx`.
         for r in &runs {
             match r.dest {
                 Dest::Port(e, class) if !self.is_lossless(class) => {
-                    self.deliver_run(now, e as usize, class, &mut frames, r.frames, r.bytes);
+                    self.deliver_run(now, e as usize, class, rx, r.frames, r.bytes);
                 }
                 d => {
-                    for frame in frames.by_ref().take(r.frames) {
+                    for frame in rx.drain(..r.frames.min(rx.len())) {
                         self.act(now, i, d, frame, c);
                     }
                 }
             }
         }
-        drop(frames);
         self.runs = runs;
     }
 
@@ -735,27 +739,28 @@ impl<P: Port> Worker<P> {
         }
     }
 
-    /// Queues the next `count` frames of `frames` (`bytes` octets) for egress port `e` in `class` (the
-    /// owner's ring for a port of another worker).
+    /// Queues the first `count` frames of `frames` (`bytes` octets), removing them, for egress
+    /// port `e` in `class` (the owner's ring for a port of another worker).
     fn deliver_run(
         &mut self,
         now: Instant,
         e: usize,
         class: Class,
-        frames: &mut impl Iterator<Item = P::Frame>,
+        frames: &mut Vec<P::Frame>,
         count: usize,
         bytes: u64,
     ) {
+        let count = count.min(frames.len());
         match self.ports.get_mut(e) {
             Some(Some(op)) => {
                 op.enqueue_run(now, class, frames, count, bytes);
             }
             Some(None) => {
-                for frame in frames.by_ref().take(count) {
+                for frame in frames.drain(..count) {
                     self.cross(e, class, frame.data());
                 }
             }
-            None => frames.by_ref().take(count).for_each(drop),
+            None => drop(frames.drain(..count)),
         }
     }
 
@@ -1037,6 +1042,25 @@ mod tests {
         let st = sw.ports[2].as_ref().unwrap().egress.stats()[0];
         assert_eq!((st.enq_pkts, st.deq_pkts, st.depth_pkts), (40, 40, 0));
         assert_eq!(st.enq_bytes, 40 * 60);
+    }
+
+    #[test]
+    fn more_than_a_burst_received_at_once_is_forwarded_in_order() {
+        // Two receive queues polled (the same ring twice): 40 frames arrive in one poll and
+        // are forwarded a burst at a time; what the transmit burst cannot hold waits queued.
+        let (mut sw, peers) = switch(2, None);
+        sw.ports[0].as_mut().unwrap().rx_queues = vec![0, 0];
+        sw.fdb.add_static(B, 1);
+        for k in 0..40u8 {
+            peers[0].send(&frame(B, A, None, k));
+        }
+        sw.poll(t(1));
+        sw.poll(t(2));
+        let tags: Vec<u8> = peers[1].drain().iter().map(|f| f[59]).collect();
+        assert_eq!(tags, (0..40).collect::<Vec<u8>>());
+        let c = &sw.ports[1].as_ref().unwrap().counters;
+        assert_eq!(c.tx_pkts.load(Ordering::Relaxed), 40);
+        assert_eq!(c.tx_bytes.load(Ordering::Relaxed), 40 * 60);
     }
 
     #[test]
