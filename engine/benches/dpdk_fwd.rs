@@ -5,9 +5,16 @@
 //! invocation with the same EAL arguments.
 //!
 //! Per `Worker::poll`: one clock read; per port, `rx_burst` into a `Vec<DpdkFrame>` (mbuf
-//! pointers, no copy); per frame, `wire::ethernet::walk`, source learning and destination lookup
-//! in the MAC table, `EgressQueue::enqueue` in the frame's 802.1p class; per port, `dequeue` up
-//! to a burst and `tx_burst`; counters published every millisecond.
+//! pointers, no copy). Per burst, a first pass in frame order: a frame whose L2 headers equal the
+//! previous frame's (a masked compare of its first 16 or 32 octets) joins that frame's run; any
+//! other is classified (`wire::ethernet::walk`: 802.1p class), its source learned and its
+//! destination looked up in the MAC table (small memos first, then the hash), starting a new
+//! run when the destination differs. Then per run for one egress queue, one cut-through check
+//! (`EgressQueue::may_pass`) and one counter update, or `OwnedPort::enqueue` frame by frame when
+//! the queue holds frames (and for flooded, filtered and PFC-accounted frames). Per port,
+//! `dequeue` up to a burst and `tx_burst`; receive counters once per port per poll, queue
+//! counters published every millisecond. The ports' mbuf pools are quench's own
+//! (`quench_dpdk_pool_create`: packed across 4 KiB pages without hugepages).
 //!
 //! Usage: `cargo bench -p engine --features dpdk --bench dpdk_fwd -- SECONDS EAL-ARGS...`
 //! (EAL args must create net_null0 and net_null1; `-l CPU` also pins this thread to CPU, as

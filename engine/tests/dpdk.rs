@@ -68,6 +68,10 @@ fn null_port_receives_transmits_and_returns_every_mbuf() {
     // net_null's frames are 64 octets (its default `size`).
     assert!(frames.iter().all(|f| f.len() == 64));
     assert_eq!(p.pool_available(), before - 32);
+    // Without hugepages the pool packs mbufs across 4 KiB pages (quench_dpdk_pool_create): one
+    // per page would put every mbuf at the same page offset, hence in one L1 cache set.
+    let offsets: HashSet<usize> = frames.iter().map(|f| f.as_mbuf() as usize % 4096).collect();
+    assert!(offsets.len() > 1, "{offsets:?}");
     // Half are transmitted (net_null frees them), half dropped by us: all go back to the pool.
     let mut tx: Vec<_> = frames.drain(..16).collect();
     assert_eq!(p.tx_burst(0, &mut tx).unwrap(), 16);

@@ -215,6 +215,12 @@ impl CpHook {
         self.counters
     }
 
+    /// Whether [`take_control`](Self::take_control) has frames: the switch asks every poll, and
+    /// collecting an empty drain was a call per port per poll.
+    pub fn has_control(&self) -> bool {
+        !self.control.is_empty()
+    }
+
     /// Frames the congestion point originated (CNMs), for the switch to forward by their DA.
     pub fn take_control(&mut self) -> std::vec::Drain<'_, Vec<u8>> {
         self.control.drain(..)

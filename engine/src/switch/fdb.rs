@@ -10,9 +10,18 @@
 //! hashed by one folded multiplication ([`MacHasher`]) instead of std's SipHash, which was a
 //! quarter of the forwarding loop's time (perf on scripts/bench-dpdk.sh); SipHash's defence
 //! against chosen keys buys little here, since a flood of forged source MACs is bounded by the
-//! table's capacity anyway. A one-entry memo of the last learned address skips re-writing
-//! `last_seen` for every frame of a burst: it is refreshed at most every [`REFRESH`], which
-//! moves ageing by at most that much.
+//! table's capacity anyway. Consecutive frames mostly repeat recent addresses (a burst is one
+//! flow or a few, and a worker polls a few ports in turn), so both calls first check a small
+//! direct-mapped memo ([`MEMOS`] entries) and only then hash:
+//! - `learn`: per ingress port (slot `port % MEMOS`), the last source whose learning was a
+//!   no-op: a static entry, or a learned one whose `last_seen` was written less than
+//!   [`REFRESH`] ago (refreshing it at most that often moves ageing by at most that much). When
+//!   an entry moves, every learn memo of that address is dropped, so a move back is seen;
+//! - `lookup`: per destination (slot `key % MEMOS`), the last known unicast answer, valid until
+//!   the entry's age would reach the ageing time (for ever for a static entry). It is dropped
+//!   when its entry moves; all memos go when the table gains a static entry or is swept, so a
+//!   moved address is never served stale. A refresh of `last_seen` only makes a memo expire
+//!   early (a hashed lookup then renews it).
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -58,9 +67,47 @@ impl Hasher for MacHasher {
     }
 }
 
-fn key(mac: &[u8; 6]) -> u64 {
+/// A MAC address as the table's key: its six octets, first octet most significant.
+#[inline]
+pub fn key(mac: &[u8; 6]) -> u64 {
     let [a, b, c, d, e, f] = *mac;
     u64::from_be_bytes([0, 0, a, b, c, d, e, f])
+}
+
+/// The address of a [`key`].
+pub fn mac(k: u64) -> [u8; 6] {
+    let [_, _, a, b, c, d, e, f] = k.to_be_bytes();
+    [a, b, c, d, e, f]
+}
+
+/// The [`key`]s of the destination and source addresses in a frame's first 12 octets: two
+/// loads instead of twelve octet moves.
+#[inline]
+pub fn header_keys(h: &[u8; 12]) -> (u64, u64) {
+    let [d0, d1, d2, d3, d4, d5, s0, s1, s2, s3, s4, s5] = *h;
+    let front = u64::from_be_bytes([d0, d1, d2, d3, d4, d5, s0, s1]);
+    let back = u32::from_be_bytes([s2, s3, s4, s5]);
+    (front >> 16, (front & 0xffff) << 32 | u64::from(back))
+}
+
+/// The address bits of a [`key`] or a learn memo key.
+const ADDRESS: u64 = (1 << 48) - 1;
+
+/// The I/G bit (802 clause 8.2) of a [`key`].
+const GROUP_BIT: u64 = 1 << 40;
+
+/// A memo key no address has (keys use 48 bits, and a learn memo with port 0xffff would need
+/// the group address ff:ff:ff:ff:ff:ff, which is never learned).
+const NO_MEMO: u64 = u64::MAX;
+
+/// Entries of each memo (a power of two): with one, two ports polled in turn missed both memos
+/// on every burst.
+pub const MEMOS: usize = 4;
+
+/// The learn memo's key: address and port in one word, so the hit test is one comparison.
+#[inline]
+fn learn_key(k: u64, port: PortIdx) -> u64 {
+    k | u64::from(port) << 48
 }
 
 /// Result of a lookup.
@@ -84,8 +131,10 @@ pub struct FdbStats {
 /// The MAC table of one worker.
 pub struct Fdb {
     map: HashMap<u64, Entry, BuildHasherDefault<MacHasher>>,
-    /// The last source learned without a change: (key, port, when `last_seen` was written).
-    memo: Option<(u64, PortIdx, Instant)>,
+    /// `learn` of this [`learn_key`] before the instant is a no-op (see the module docs).
+    learn_memo: [(u64, Instant); MEMOS],
+    /// `lookup` of this key before the instant answers this port (see the module docs).
+    lookup_memo: [(u64, PortIdx, Instant); MEMOS],
     ageing: Duration,
     capacity: usize,
     stats: FdbStats,
@@ -100,7 +149,8 @@ impl Fdb {
     pub fn new(ageing: Duration, capacity: usize) -> Fdb {
         Fdb {
             map: HashMap::default(),
-            memo: None,
+            learn_memo: [(NO_MEMO, Instant::ZERO); MEMOS],
+            lookup_memo: [(NO_MEMO, 0, Instant::ZERO); MEMOS],
             ageing,
             capacity,
             stats: FdbStats::default(),
@@ -109,7 +159,7 @@ impl Fdb {
 
     /// Adds a static entry (configuration): never aged, never moved by learning.
     pub fn add_static(&mut self, mac: [u8; 6], port: PortIdx) {
-        self.memo = None;
+        self.forget_memos();
         self.map.insert(
             key(&mac),
             Entry {
@@ -120,31 +170,76 @@ impl Fdb {
         );
     }
 
+    fn forget_memos(&mut self) {
+        for m in &mut self.learn_memo {
+            m.0 = NO_MEMO;
+        }
+        for m in &mut self.lookup_memo {
+            m.0 = NO_MEMO;
+        }
+    }
+
+    /// Entry `k` moved: no memo may still hold its old port.
+    fn forget_address(&mut self, k: u64) {
+        for m in &mut self.learn_memo {
+            if m.0 & ADDRESS == k {
+                m.0 = NO_MEMO;
+            }
+        }
+        let m = &mut self.lookup_memo[k as usize % MEMOS];
+        if m.0 == k {
+            m.0 = NO_MEMO;
+        }
+    }
+
+    fn set_learn_memo(&mut self, k: u64, port: PortIdx, until: Instant) {
+        self.learn_memo[usize::from(port) % MEMOS] = (learn_key(k, port), until);
+    }
+
     /// Learns that `src` was seen on `port` at `now`. Returns true when this created or moved
     /// an entry (the worker then tells the other workers).
+    #[inline]
     pub fn learn(&mut self, now: Instant, src: [u8; 6], port: PortIdx) -> bool {
-        if is_group(&src) {
+        self.learn_key(now, key(&src), port)
+    }
+
+    /// [`learn`](Self::learn) with the address as its [`key`].
+    #[inline]
+    pub fn learn_key(&mut self, now: Instant, k: u64, port: PortIdx) -> bool {
+        if self.learn_is_noop(now, k, port) {
             return false;
         }
-        let k = key(&src);
-        if let Some((mk, mp, at)) = self.memo {
-            if mk == k && mp == port && now - at < REFRESH {
-                return false;
-            }
+        self.learn_hashed(now, k, port)
+    }
+
+    /// Whether learning key `k` on `port` at `now` is known, from the learn memo alone, to
+    /// change nothing (false: it may, or it is not known).
+    #[inline]
+    pub fn learn_is_noop(&self, now: Instant, k: u64, port: PortIdx) -> bool {
+        let (mk, until) = self.learn_memo[usize::from(port) % MEMOS];
+        learn_key(k, port) == mk && now < until
+    }
+
+    fn learn_hashed(&mut self, now: Instant, k: u64, port: PortIdx) -> bool {
+        if k & GROUP_BIT != 0 {
+            return false;
         }
         let len = self.map.len();
         match self.map.get_mut(&k) {
-            Some(e) if e.is_static => false,
+            Some(e) if e.is_static => {
+                self.set_learn_memo(k, port, Instant::MAX);
+                false
+            }
             Some(e) => {
                 e.last_seen = now;
-                self.memo = Some((k, port, now));
-                if e.port != port {
+                let moved = e.port != port;
+                if moved {
                     e.port = port;
                     self.stats.moved += 1;
-                    true
-                } else {
-                    false
+                    self.forget_address(k);
                 }
+                self.set_learn_memo(k, port, now + REFRESH);
+                moved
             }
             None if len >= self.capacity => {
                 self.stats.full += 1;
@@ -159,7 +254,7 @@ impl Fdb {
                         is_static: false,
                     },
                 );
-                self.memo = Some((k, port, now));
+                self.set_learn_memo(k, port, now + REFRESH);
                 self.stats.learned += 1;
                 true
             }
@@ -168,20 +263,38 @@ impl Fdb {
 
     /// Where to send a frame for `dst` at `now`. An entry older than the ageing time counts as
     /// absent even before [`age`](Self::age) removes it.
-    pub fn lookup(&self, now: Instant, dst: &[u8; 6]) -> Lookup {
-        if is_group(dst) {
+    #[inline]
+    pub fn lookup(&mut self, now: Instant, dst: &[u8; 6]) -> Lookup {
+        self.lookup_key(now, key(dst))
+    }
+
+    /// [`lookup`](Self::lookup) with the address as its [`key`].
+    #[inline]
+    pub fn lookup_key(&mut self, now: Instant, k: u64) -> Lookup {
+        let (mk, port, until) = self.lookup_memo[k as usize % MEMOS];
+        if k == mk && now < until {
+            return Lookup::Port(port);
+        }
+        self.lookup_hashed(now, k)
+    }
+
+    fn lookup_hashed(&mut self, now: Instant, k: u64) -> Lookup {
+        if k & GROUP_BIT != 0 {
             return Lookup::Flood;
         }
-        match self.map.get(&key(dst)) {
-            Some(e) if e.is_static || now - e.last_seen < self.ageing => Lookup::Port(e.port),
-            _ => Lookup::Flood,
-        }
+        let (port, until) = match self.map.get(&k) {
+            Some(e) if e.is_static => (e.port, Instant::MAX),
+            Some(e) if now - e.last_seen < self.ageing => (e.port, e.last_seen + self.ageing),
+            _ => return Lookup::Flood,
+        };
+        self.lookup_memo[k as usize % MEMOS] = (k, port, until);
+        Lookup::Port(port)
     }
 
     /// Removes learned entries not seen for the ageing time. Returns how many were removed.
     pub fn age(&mut self, now: Instant) -> usize {
         let ageing = self.ageing;
-        self.memo = None;
+        self.forget_memos();
         let before = self.map.len();
         self.map
             .retain(|_, e| e.is_static || now - e.last_seen < ageing);
@@ -266,6 +379,97 @@ mod tests {
         // A different address is not served from the memo.
         assert!(f.learn(ms(402), B, 2));
         assert_eq!(f.len(), 2);
+    }
+
+    #[test]
+    fn lookup_memo_never_serves_a_moved_aged_or_overridden_address() {
+        let ms = |m: u64| Instant::from_nanos(m * 1_000_000);
+        let mut f = Fdb::new(Duration::from_millis(100), 16);
+        assert!(f.learn(ms(0), A, 1));
+        assert_eq!(f.lookup(ms(1), &A), Lookup::Port(1));
+        // The second from the memo.
+        assert_eq!(f.lookup(ms(1), &A), Lookup::Port(1));
+        // A move is seen by the next lookup, even within the learn memo's refresh window.
+        assert!(f.learn(ms(1), A, 2));
+        assert_eq!(f.lookup(ms(1), &A), Lookup::Port(2));
+        // Another address's lookup replaces the memo; A is still right afterwards.
+        assert!(f.learn(ms(2), B, 3));
+        assert_eq!(f.lookup(ms(2), &B), Lookup::Port(3));
+        assert_eq!(f.lookup(ms(2), &A), Lookup::Port(2));
+        // Last seen at 1 ms: the memo expires with the entry, at 101 ms, sweep or not.
+        assert_eq!(f.lookup(ms(100), &A), Lookup::Port(2));
+        assert_eq!(f.lookup(ms(101), &A), Lookup::Flood);
+        // Refreshed while memoised: the memo runs out early and is renewed, never wrong.
+        assert!(!f.learn(ms(50), B, 3));
+        assert_eq!(f.lookup(ms(60), &B), Lookup::Port(3));
+        assert_eq!(f.lookup(ms(120), &B), Lookup::Port(3));
+        assert_eq!(f.lookup(ms(151), &B), Lookup::Flood);
+        // A static entry added for a memoised address wins at once.
+        assert!(f.learn(ms(200), A, 4));
+        assert_eq!(f.lookup(ms(200), &A), Lookup::Port(4));
+        f.add_static(A, 7);
+        assert_eq!(f.lookup(ms(200), &A), Lookup::Port(7));
+        // Learning a static address is a no-op, memoised or not, and it never ages.
+        assert!(!f.learn(ms(201), A, 4));
+        assert!(!f.learn(ms(201), A, 4));
+        assert_eq!(f.lookup(ms(10_000), &A), Lookup::Port(7));
+        // A sweep forgets the memos: a swept address floods, then is learned afresh.
+        // (B is stale but not swept yet: seeing it again refreshes it, not a new entry.)
+        assert!(!f.learn(ms(300), B, 3));
+        assert_eq!(f.lookup(ms(300), &B), Lookup::Port(3));
+        assert_eq!(f.age(ms(400)), 1);
+        assert_eq!(f.lookup(ms(400), &B), Lookup::Flood);
+        assert!(f.learn(ms(400), B, 3));
+        assert_eq!(f.lookup(ms(400), &B), Lookup::Port(3));
+        assert_eq!((f.stats().learned, f.stats().moved), (3, 2));
+    }
+
+    #[test]
+    fn memos_of_several_ports_never_hide_a_move_back() {
+        let mut f = Fdb::new(Duration::from_secs(10), 16);
+        // Two sources on two ports, seen in turn: both memoised.
+        assert!(f.learn(t(1), A, 0));
+        assert!(f.learn(t(1), B, 1));
+        assert!(!f.learn(t(1), A, 0));
+        assert!(!f.learn(t(1), B, 1));
+        assert_eq!(f.lookup(t(1), &A), Lookup::Port(0));
+        assert_eq!(f.lookup(t(1), &B), Lookup::Port(1));
+        // A moves to port 1 and straight back: both moves are learned and looked up.
+        assert!(f.learn(t(1), A, 1));
+        assert_eq!(f.lookup(t(1), &A), Lookup::Port(1));
+        assert!(f.learn(t(1), A, 0));
+        assert_eq!(f.lookup(t(1), &A), Lookup::Port(0));
+        assert!(f.learn(t(1), A, 1));
+        assert_eq!(f.lookup(t(1), &A), Lookup::Port(1));
+        assert_eq!(f.lookup(t(1), &B), Lookup::Port(1));
+        assert_eq!(f.stats().moved, 3);
+        // Ports sharing a memo slot (0 and MEMOS) replace each other's memo; still correct.
+        let p = MEMOS as PortIdx;
+        assert!(f.learn(t(2), B, p));
+        assert!(!f.learn(t(2), A, 1));
+        assert!(f.learn(t(2), A, p + 1));
+        assert_eq!(f.lookup(t(2), &A), Lookup::Port(p + 1));
+        assert_eq!(f.lookup(t(2), &B), Lookup::Port(p));
+    }
+
+    #[test]
+    fn a_full_table_counts_every_refused_frame() {
+        let mut f = Fdb::new(Duration::from_secs(10), 1);
+        assert!(f.learn(t(0), A, 1));
+        for _ in 0..3 {
+            assert!(!f.learn(t(0), B, 1));
+        }
+        assert_eq!(f.stats().full, 3);
+        assert_eq!(f.lookup(t(0), &B), Lookup::Flood);
+    }
+
+    #[test]
+    fn header_keys_match_key_and_mac_inverts_it() {
+        let h = [2, 0xab, 3, 4, 5, 0xfe, 0xff, 1, 0x80, 9, 10, 0x11];
+        let dst = [2, 0xab, 3, 4, 5, 0xfe];
+        let src = [0xff, 1, 0x80, 9, 10, 0x11];
+        assert_eq!(header_keys(&h), (key(&dst), key(&src)));
+        assert_eq!((mac(key(&dst)), mac(key(&src))), (dst, src));
     }
 
     #[test]

@@ -41,15 +41,6 @@ extern "C" {
     pub fn rte_dev_probe(devargs: *const c_char) -> c_int;
     // rte_errno.h
     pub fn rte_strerror(errnum: c_int) -> *const c_char;
-    // rte_mbuf.h
-    pub fn rte_pktmbuf_pool_create(
-        name: *const c_char,
-        n: c_uint,
-        cache_size: c_uint,
-        priv_size: u16,
-        data_room_size: u16,
-        socket_id: c_int,
-    ) -> *mut RteMempool;
     // rte_mempool.h
     pub fn rte_mempool_avail_count(mp: *const RteMempool) -> c_uint;
     // rte_ethdev.h
@@ -62,6 +53,13 @@ extern "C" {
     pub fn quench_dpdk_alloc(mp: *mut RteMempool) -> *mut RteMbuf;
     pub fn quench_dpdk_free(m: *mut RteMbuf);
     pub fn quench_dpdk_errno() -> c_int;
+    pub fn quench_dpdk_pool_create(
+        name: *const c_char,
+        n: c_uint,
+        cache_size: c_uint,
+        data_room_size: u16,
+        socket_id: c_int,
+    ) -> *mut RteMempool;
     pub fn quench_dpdk_port_setup(
         port: u16,
         nrx: u16,

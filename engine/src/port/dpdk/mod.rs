@@ -522,13 +522,13 @@ fn create_pool(
         step: "pool name".into(),
         why: "NUL in name".into(),
     })?;
+    // The shim packs mbufs across 4 KiB pages when that is safe (see quench_dpdk_pool_create).
     // Safety: the EAL is initialised; pname is a valid NUL-terminated string (DPDK copies it).
     let mp = unsafe {
-        ffi::rte_pktmbuf_pool_create(
+        ffi::quench_dpdk_pool_create(
             pname.as_ptr(),
             cfg.mbufs,
             cfg.mbuf_cache,
-            0,
             DATA_ROOM,
             ffi::SOCKET_ID_ANY,
         )
@@ -577,7 +577,8 @@ impl Port for DpdkPort {
             usize::from(n)
         };
         let mut kept = n;
-        if out[old..].iter().any(|f| f.segments() != 1) {
+        // One OR over the burst rather than `any`: no early-exit branch per frame.
+        if out[old..].iter().fold(0, |acc, f| acc | (f.segments() ^ 1)) != 0 {
             let tail = out.split_off(old);
             for f in tail {
                 if f.segments() == 1 {

@@ -14,9 +14,11 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <rte_mbuf_pool_ops.h>
 #include <rte_mempool.h>
 
 /* Keep in step with ffi.rs. */
@@ -51,6 +53,47 @@ void quench_dpdk_free(struct rte_mbuf *m)
 int quench_dpdk_errno(void)
 {
 	return rte_errno;
+}
+
+/*
+ * A packet mbuf pool, as rte_pktmbuf_pool_create makes one, except that without hugepages and
+ * with IOVA as VA its mbufs are packed back to back instead of one per 4 KiB page. Why: DPDK keeps
+ * each object inside one page unless told that objects need not be IOVA-contiguous, and with
+ * 4 KiB pages that puts every mbuf header (and every frame's first octets) at the same offset in
+ * its page, hence in the same set of an 8-way L1 cache: a burst of 32 frames then evicts itself,
+ * and each read of an mbuf field or a header cost an L1 miss (~7 cycles per load instead of ~1,
+ * measured on the target VM). With IOVA as VA an object spanning two pages is contiguous in IOVA
+ * space too, so a device can still DMA into it; with hugepages or IOVA as PA nothing changes.
+ */
+struct rte_mempool *quench_dpdk_pool_create(const char *name, unsigned n, unsigned cache,
+					    uint16_t data_room, int socket)
+{
+	struct rte_pktmbuf_pool_private priv;
+	struct rte_mempool *mp;
+	int rc;
+
+	if (rte_eal_has_hugepages() || rte_eal_iova_mode() != RTE_IOVA_VA)
+		return rte_pktmbuf_pool_create(name, n, cache, 0, data_room, socket);
+	mp = rte_mempool_create_empty(name, n, sizeof(struct rte_mbuf) + data_room, cache,
+				      sizeof(priv), socket, RTE_MEMPOOL_F_NO_IOVA_CONTIG);
+	if (mp == NULL)
+		return NULL;
+	rc = rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), NULL);
+	if (rc == 0) {
+		memset(&priv, 0, sizeof(priv));
+		priv.mbuf_data_room_size = data_room;
+		rte_pktmbuf_pool_init(mp, &priv);
+		rc = rte_mempool_populate_default(mp);
+		/* populate returns the number of objects added */
+		rc = rc < 0 ? rc : 0;
+	}
+	if (rc != 0) {
+		rte_mempool_free(mp);
+		rte_errno = -rc;
+		return NULL;
+	}
+	rte_mempool_obj_iter(mp, rte_pktmbuf_init, NULL);
+	return mp;
 }
 
 /*
