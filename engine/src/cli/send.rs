@@ -186,11 +186,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut no_buffer = 0u64;
     let mut idle = crate::worker::Idle::default();
     let mut audit = crate::send::pacer::PaceAudit::new(Duration::from_millis(100));
+    // The pacer's catch-up bound: gaps longer than it cost transmission time for good.
+    let mut stalls = crate::send::pacer::LoopStalls::new(pacing.max_catch_up);
     loop {
         let now = clock.now();
         if now >= end {
             break;
         }
+        stalls.tick(now);
         audit.sample(now, &w.gen, |f| w.paced_rate(now, f));
         port.rx_burst(0, &mut rx, BURST)?;
         let mut work = rx.len();
@@ -249,10 +252,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     println!(
+        "scheduling: {} loop gaps over {} us, {:.1} ms in all, longest {:.1} ms; transmission time given up at the catch-up bound: {:.1} ms",
+        stalls.count,
+        pacing.max_catch_up.as_nanos() / 1000,
+        stalls.total.as_nanos() as f64 / 1e6,
+        stalls.longest.as_nanos() as f64 / 1e6,
+        w.gen.lag_dropped().as_nanos() as f64 / 1e6
+    );
+    println!(
         "{}",
         serde_json::json!({
             "pacing": {"windows": audit.deviations.len(), "max_abs_dev": dev,
                        "within_1pct": audit.within(0.01), "deviations": audit.deviations},
+            "scheduling": {"stalls": stalls.count, "stalled_ms": stalls.total.as_nanos() as f64 / 1e6,
+                           "longest_stall_ms": stalls.longest.as_nanos() as f64 / 1e6,
+                           "lag_dropped_ms": w.gen.lag_dropped().as_nanos() as f64 / 1e6},
             "cc": format!("{cc:?}").to_lowercase(), "seconds": secs, "frames": c.frames,
             "cnms": c.cnms, "cnps": c.cnps, "unknown_feedback": c.unknown_feedback,
             "pfc_rx": c.pfc_rx,

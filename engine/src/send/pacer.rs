@@ -82,6 +82,8 @@ pub struct Generator {
     next_start: usize,
     /// (flow index, the flow's generation when the entry was made).
     wheel: Wheel<(usize, u32)>,
+    /// Transmission time given up at the catch-up bound, summed over flows.
+    lag_dropped: Duration,
 }
 
 impl Generator {
@@ -111,11 +113,19 @@ impl Generator {
             flows,
             next_start: 0,
             wheel: Wheel::new(cfg.tick, 4096)?,
+            lag_dropped: Duration::ZERO,
         })
     }
 
     pub fn flows(&self) -> &[GenFlow] {
         &self.flows
+    }
+
+    /// Transmission time the flows were owed but gave up because the worker fell more than
+    /// `max_catch_up` behind their release times (it was not running): what a pacing audit
+    /// window that falls short lost to scheduling rather than to the pacer.
+    pub fn lag_dropped(&self) -> Duration {
+        self.lag_dropped
     }
 
     /// All flows have started and finished.
@@ -183,7 +193,11 @@ impl Generator {
         }
         let rate = rate_of(f.spec.flow).min(f.spec.max_rate);
         let floor = now - self.cfg.max_catch_up;
-        let next = (release + rate.tx_time(u64::from(len))).max(floor);
+        let ideal = release + rate.tx_time(u64::from(len));
+        if ideal < floor {
+            self.lag_dropped = self.lag_dropped + (floor - ideal);
+        }
+        let next = ideal.max(floor);
         f.pending = Some(Pending { at: next, rate });
         self.wheel.insert(next, (index, f.generation));
         Some(desc)
@@ -234,6 +248,46 @@ impl Generator {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+}
+
+/// Gaps between a poll loop's iterations longer than a threshold: time the loop was not running
+/// (descheduled, a slow system call). A pacer catches up at most its `max_catch_up` of such a
+/// gap, so on a shared CPU this, not the pacer, is what a short pacing window mostly lost.
+#[derive(Debug)]
+pub struct LoopStalls {
+    threshold: Duration,
+    last: Option<Instant>,
+    /// Summed length of the gaps over the threshold.
+    pub total: Duration,
+    /// How many gaps were over the threshold.
+    pub count: u64,
+    /// The longest gap seen.
+    pub longest: Duration,
+}
+
+impl LoopStalls {
+    pub fn new(threshold: Duration) -> Self {
+        LoopStalls {
+            threshold,
+            last: None,
+            total: Duration::ZERO,
+            count: 0,
+            longest: Duration::ZERO,
+        }
+    }
+
+    /// Call once per loop iteration with the iteration's clock reading.
+    pub fn tick(&mut self, now: Instant) {
+        if let Some(last) = self.last {
+            let gap = now - last;
+            if gap > self.threshold {
+                self.total = self.total + gap;
+                self.count += 1;
+            }
+            self.longest = self.longest.max(gap);
+        }
+        self.last = Some(now);
     }
 }
 
@@ -491,6 +545,26 @@ mod tests {
             std::iter::from_fn(|| g.poll(Instant::from_nanos(10_000_000), |_| Rate::from_gbps(1)))
                 .count();
         assert!(n <= 50_000 / 12_000 + 2, "{n}");
+        // What the flow could not catch up is counted: 10 ms behind, 50 us allowed, less the
+        // frames the bound let through.
+        let dropped = g.lag_dropped().as_nanos();
+        let expected = 10_000_000 - 50_000 - 12_000;
+        assert!(
+            dropped.abs_diff(expected) <= 12_000 * n as u64,
+            "{dropped} vs {expected}"
+        );
+    }
+
+    #[test]
+    fn loop_stalls_sum_only_the_gaps_over_the_threshold() {
+        let mut s = LoopStalls::new(Duration::from_micros(50));
+        for us in [0, 10, 100, 120, 5_000, 5_049] {
+            s.tick(Instant::from_nanos(us * 1_000));
+        }
+        // Gaps 10, 90, 20, 4880, 49 us: two over 50 us.
+        assert_eq!(s.count, 2);
+        assert_eq!(s.total, Duration::from_micros(90 + 4_880));
+        assert_eq!(s.longest, Duration::from_micros(4_880));
     }
 
     #[test]
