@@ -8,7 +8,7 @@
 #
 # Uses the release binary (built if missing). Ends with one JSON line per run. Per run, OUT_DIR
 # holds switch-CC.log, queue-CC.jsonl (`quench stats --json` every 50 ms: the bottleneck's queue
-# depth over time), send-CC-I.log, recv-CC.log and the receiver's report directory CC/.
+# depth over time), send-CC-all.log (send-CC-I.log with SENDER_PROCS=1), recv-CC.log and the receiver's report directory CC/.
 # SENDERS=N (default 2) senders, one long flow each; PFC=1 turns PFC on; CAPTURE=1 writes the switch's frames on
 # port s0 (data out, CNMs / CNPs back) to OUT_DIR/s0-CC.pcap.
 # CPU placement (a machine with fewer cores than busy-polling processes): the switch and the
@@ -76,24 +76,33 @@ for cc in ${CCS:-qcn dcqcn}; do
   sleep 1
   # The bottleneck queue over time, for the summary's mean / p99 depth.
   : > "$out/queue-$cc.jsonl"
-  (
-    while kill -0 "$swpid" 2>/dev/null; do
-      "$quench" stats --json --socket "$sock" >> "$out/queue-$cc.jsonl" 2>/dev/null || true
-      sleep 0.05
-    done
-  ) &
+  "$quench" stats --json --watch --interval-ms 50 --socket "$sock" >> "$out/queue-$cc.jsonl" 2>/dev/null &
   pids+=($!)
   ip netns exec "$prefix-r0" taskset -c "$sw_cpus" "$quench" recv --iface eth0 --duration-s $((secs + 2)) \
     --out "$out/$cc" > "$out/recv-$cc.log" 2>&1 &
   rpid=$!
   pids+=($rpid)
   sleep 0.5
-  for ((i = 0; i < senders; i++)); do
-    ip netns exec "$prefix-s$i" taskset -c "$tx_cpus" "$quench" send --iface eth0 --config configs/send.toml --cc "$cc" \
-      --src-ip "10.71.0.$((1 + i))" --flow-base $((1 + 100 * i)) --duration-s "$secs" \
-      > "$out/send-$cc-$i.log" 2>&1 &
+  if [ -n "${SENDER_PROCS:-}" ]; then
+    # One quench send per sender namespace (SENDER_PROCS=1): the processes share the senders'
+    # CPUs and take turns on them, milliseconds at a time.
+    for ((i = 0; i < senders; i++)); do
+      ip netns exec "$prefix-s$i" taskset -c "$tx_cpus" "$quench" send --iface eth0 --config configs/send.toml --cc "$cc" \
+        --src-ip "10.71.0.$((1 + i))" --flow-base $((1 + 100 * i)) --duration-s "$secs" \
+        > "$out/send-$cc-$i.log" 2>&1 &
+      pids+=($!)
+    done
+  else
+    # One quench send drives every sender namespace's eth0 from one poll loop: with more
+    # senders than CPUs, separate processes would stall one another for milliseconds.
+    ports=()
+    for ((i = 0; i < senders; i++)); do
+      ports+=(--iface "$prefix-s$i/eth0" --src-ip "10.71.0.$((1 + i))")
+    done
+    taskset -c "$tx_cpus" "$quench" send "${ports[@]}" --config configs/send.toml --cc "$cc" \
+      --flow-base 1 --flow-stride 100 --duration-s "$secs" > "$out/send-$cc-all.log" 2>&1 &
     pids+=($!)
-  done
+  fi
   wait "$rpid" || true
   sleep 3
   echo "-- receiver ($cc)"

@@ -49,8 +49,9 @@ def run(out, cc):
     recv = last_json(out / f"recv-{cc}.log")
     if recv is None:
         return None
-    senders = [last_json(p) for p in sorted(out.glob(f"send-{cc}-*.log"))]
-    senders = [s for s in senders if s]
+    # One JSON line per sender port: several in one log when one quench send drove every port.
+    senders = [json.loads(l) for p in sorted(out.glob(f"send-{cc}-*.log"))
+               for l in p.read_text().splitlines() if l.startswith("{")]
     mean, p99, n, drops, pauses = queue_stats(out / f"queue-{cc}.jsonl")
     lat = recv["latency"]
     return {

@@ -71,12 +71,25 @@ rpid=$!
 pids+=($rpid)
 sleep 0.5
 echo "== pfc-incast: $n senders at $rate each into $bottleneck for ${secs}s (no congestion control)"
-for ((i = 0; i < n; i++)); do
-  ip netns exec "$prefix-s$i" taskset -c "$tx_cpus" "$quench" send --iface eth0 \
-    --config configs/send.toml --cc none --rate "$rate" --src-ip "10.71.0.$((1 + i))" \
-    --flow-base $((1 + 100 * i)) --duration-s "$secs" > "$out/send-$i.log" 2>&1 &
+if [ -n "${SENDER_PROCS:-}" ]; then
+  # One quench send per sender namespace (SENDER_PROCS=1).
+  for ((i = 0; i < n; i++)); do
+    ip netns exec "$prefix-s$i" taskset -c "$tx_cpus" "$quench" send --iface eth0 \
+      --config configs/send.toml --cc none --rate "$rate" --src-ip "10.71.0.$((1 + i))" \
+      --flow-base $((1 + 100 * i)) --duration-s "$secs" > "$out/send-$i.log" 2>&1 &
+    pids+=($!)
+  done
+else
+  # One quench send drives every sender namespace's eth0 from one poll loop (more senders than
+  # CPUs: separate processes would stall one another for milliseconds at a time).
+  ports=()
+  for ((i = 0; i < n; i++)); do
+    ports+=(--iface "$prefix-s$i/eth0" --src-ip "10.71.0.$((1 + i))")
+  done
+  taskset -c "$tx_cpus" "$quench" send "${ports[@]}" --config configs/send.toml --cc none \
+    --rate "$rate" --flow-base 1 --flow-stride 100 --duration-s "$secs" > "$out/send-all.log" 2>&1 &
   pids+=($!)
-done
+fi
 "$quench" stats --json --socket "/run/quench/$prefix.sock" > /dev/null 2>&1 || true
 sleep $((secs + 1))
 "$quench" stats --json --socket "/run/quench/$prefix.sock" > "$out/stats.json" 2>/dev/null || true
@@ -92,11 +105,12 @@ except Exception:
     st = {"ports": []}
 sent = 0
 pfc_rx = 0
-for i in range(n):
-    s = [json.loads(l) for l in open(f"{out}/send-{i}.log") if l.startswith("{")]
-    if s:
-        sent += s[-1]["frames"]
-        pfc_rx += s[-1].get("pfc_rx", 0)
+# One JSON line per sender port (several in send-all.log when one quench send drove them all).
+import glob
+for path in sorted(glob.glob(out + "/send-*.log")):
+    for s in (json.loads(l) for l in open(path) if l.startswith("{")):
+        sent += s["frames"]
+        pfc_rx += s.get("pfc_rx", 0)
 frames = sum(f["frames"] for f in recv["flows"])
 res = {
     "senders": n, "seconds": secs, "sent": sent, "frames": frames,

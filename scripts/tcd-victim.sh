@@ -66,6 +66,10 @@ sed -e 's/^dst_ip = .*/dst_ip = "10.71.0.102"/' -e 's/^destination = .*/destinat
   configs/send.toml > "$out/send-victim.toml"
 echo 'ecn = "ect1"' | cat - configs/send.toml > "$out/send-hot.toml"
 sed -i '1i ecn = "ect1"' "$out/send-victim.toml"
+# No catch-up bursts: after a scheduling stall a sender would owe up to send.toml's
+# max_catch_up_us of frames at once, and a burst into the paused port would be congestion
+# there, not a victim's queue.
+sed -i 's/^max_catch_up_us = .*/max_catch_up_us = 50/' "$out/send-hot.toml" "$out/send-victim.toml"
 
 ip netns exec "$prefix-sw" taskset -c "$sw_cpus" "$quench" switch --config "$out/switch.toml" \
   --duration $((secs + 5)) > "$out/switch.log" 2>&1 &

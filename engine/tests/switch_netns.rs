@@ -582,3 +582,79 @@ fn two_workers_learn_across_cores() {
         "A learned on the other worker, yet flooded to r0"
     );
 }
+
+/// One `quench send` drives the eth0 of two sender namespaces from one poll loop (the closed-loop
+/// scripts run it so on two cores): each port's flows leave from its own namespace with its own
+/// MAC and flow-id range, and every frame reaches `quench recv`.
+#[test]
+fn one_sender_process_drives_two_namespaces() {
+    if !root_or_skip("one_sender_process_drives_two_namespaces") {
+        return;
+    }
+    let _l = lock();
+    let tb = Testbed::up("m");
+    let sw = Switch::start(&tb, "af_packet", "");
+    let dir = std::env::temp_dir().join(format!("{}-recv", tb.prefix));
+    let recv = Command::new("ip")
+        .args(["netns", "exec", &tb.ns("r0")])
+        .arg(env!("CARGO_BIN_EXE_quench"))
+        .args([
+            "recv",
+            "--iface",
+            "eth0",
+            "--no-cnp",
+            "--duration-s",
+            "4",
+            "--out",
+        ])
+        .arg(&dir)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let send = Command::new(env!("CARGO_BIN_EXE_quench"))
+        .current_dir(repo())
+        .args(["send", "--iface", &format!("{}/eth0", tb.ns("s0"))])
+        .args(["--iface", &format!("{}/eth0", tb.ns("s1"))])
+        .args(["--src-ip", "10.71.0.1", "--src-ip", "10.71.0.2"])
+        .args(["--cc", "none", "--rate", "50mbit", "--duration-s", "2"])
+        .args(["--flow-base", "1", "--flow-stride", "100"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&send.stdout).to_string();
+    assert!(
+        send.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&send.stderr)
+    );
+    let ports: Vec<serde_json::Value> = out
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(ports.len(), 2, "{out}");
+    assert_eq!(ports[0]["port"], format!("{}/eth0", tb.ns("s0")));
+    assert_eq!(ports[0]["flows"][0]["flow"], 1);
+    assert_eq!(ports[1]["flows"][0]["flow"], 101);
+    let sent: Vec<u64> = ports
+        .iter()
+        .map(|p| p["frames"].as_u64().unwrap())
+        .collect();
+    assert!(sent.iter().all(|&n| n > 1000), "{out}");
+    // Each port's frames carried its own interface's MAC: the switch learned two stations.
+    assert_eq!(sw.stats().fdb_entries, 2, "{out}");
+    let r = recv.wait_with_output().unwrap();
+    let rout = String::from_utf8_lossy(&r.stdout).to_string();
+    let summary: serde_json::Value =
+        serde_json::from_str(rout.lines().rfind(|l| l.starts_with('{')).unwrap()).unwrap();
+    let flows = summary["flows"].as_array().unwrap();
+    for (id, n) in [(1, sent[0]), (101, sent[1])] {
+        let f = flows
+            .iter()
+            .find(|f| f["flow"] == id)
+            .expect("flow missing");
+        assert_eq!(f["frames"].as_u64().unwrap(), n, "flow {id}: {rout}");
+        assert_eq!(f["lost"], 0, "flow {id}: {rout}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -15,9 +15,13 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Deserialize;
 use units::{Duration, FlowId, Rate};
 
+use std::sync::atomic::Ordering;
+
+use crate::port::any::{AnyFrame, AnyPort};
+use crate::port::netns::{in_netns, split_port_arg};
 use crate::port::{Frame as _, Port, BURST, MAX_FRAME};
 use crate::send::flowgen::{schedule, FlowGroup};
-use crate::send::pacer::{Generator, PacingConfig};
+use crate::send::pacer::{Generator, LoopStalls, PaceAudit, PacingConfig};
 use crate::send::worker::{Addressing, Control, SendWorker};
 use crate::time::{shared_now, Clock};
 use crate::wire::ipv4::Ecn;
@@ -49,6 +53,9 @@ fn default_frame_len() -> u32 {
 fn default_vlan() -> u16 {
     1
 }
+fn default_catch_up_us() -> u32 {
+    50
+}
 
 /// configs/send.toml.
 #[derive(Debug, Deserialize)]
@@ -68,6 +75,11 @@ pub struct SendConfig {
     pub ecn: Option<EcnSetting>,
     #[serde(default)]
     pub seed: u64,
+    /// How far, in microseconds, a flow may fall behind its release times (the loop was off
+    /// the CPU) and still catch up by sending the frames it owes at once: the rate limiter's
+    /// burst tolerance. Lag beyond it is given up. Default 50.
+    #[serde(default = "default_catch_up_us")]
+    pub max_catch_up_us: u32,
     pub qcn_rp: Option<rp::QcnParams>,
     pub dcqcn_rp: Option<rp::DcqcnParams>,
     pub flows: Vec<FlowGroup>,
@@ -75,9 +87,12 @@ pub struct SendConfig {
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Interface to send on (the driver: `--driver`).
-    #[arg(long)]
-    pub iface: String,
+    /// Port to send on, `[NETNS/]IFACE` (the driver: `--driver`). Repeat it to drive several
+    /// ports, e.g. one per sender host's namespace, from one poll loop: port k's flows are
+    /// numbered from `--flow-base` + k x `--flow-stride` and seeded with the config's seed + k.
+    /// A `NETNS/` prefix opens the interface inside that network namespace (root).
+    #[arg(long, required = true)]
+    pub iface: Vec<String>,
     #[command(flatten)]
     pub port: super::PortArgs,
     #[arg(long, default_value = "configs/send.toml")]
@@ -88,16 +103,19 @@ pub struct Args {
     /// Take `[qcn_rp]` / `[dcqcn_rp]` from this preset instead (e.g. configs/nvidia.toml).
     #[arg(long)]
     pub rp: Option<PathBuf>,
-    /// Override the config's `src_ip`.
+    /// Override the config's `src_ip`: once, or once per `--iface` in the same order.
     #[arg(long)]
-    pub src_ip: Option<Ipv4Addr>,
+    pub src_ip: Vec<Ipv4Addr>,
     /// First flow id (senders sharing a receiver need distinct ranges).
     #[arg(long, default_value_t = 1)]
     pub flow_base: u32,
+    /// Flow-id distance between the ranges of consecutive `--iface` ports.
+    #[arg(long, default_value_t = 100)]
+    pub flow_stride: u32,
     /// Override the rate of every flow group, e.g. `300mbit`.
     #[arg(long)]
     pub rate: Option<String>,
-    /// How long to run, seconds.
+    /// How long to run, seconds (SIGINT / SIGTERM end it early, with the report).
     #[arg(long, default_value_t = 10.0)]
     pub duration_s: f64,
 }
@@ -106,6 +124,58 @@ fn load(path: &Path) -> anyhow::Result<SendConfig> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     toml::from_str(&text).with_context(|| format!("{}", path.display()))
+}
+
+/// One port of the sender and what is its own: its flows and their reaction points, the frames
+/// it has yet to hand to the ring, its pacing audit.
+struct Outside {
+    /// The `--iface` argument, `[NETNS/]IFACE`.
+    label: String,
+    netns: Option<String>,
+    /// `Some` until drop, which closes it inside its namespace (an AF_XDP port detaches its
+    /// program there).
+    port: Option<AnyPort>,
+    w: SendWorker,
+    tx: Vec<AnyFrame>,
+    no_buffer: u64,
+    audit: PaceAudit,
+}
+
+impl Drop for Outside {
+    fn drop(&mut self) {
+        if let Some(port) = self.port.take() {
+            // A namespace deleted meanwhile: the port is then closed here, which for sockets is
+            // the same thing.
+            let _ = in_netns(self.netns.as_deref(), move || drop(port));
+        }
+    }
+}
+
+fn control(
+    cfg: &SendConfig,
+    cc: Cc,
+    line: Rate,
+    ids: &[FlowId],
+    file: &str,
+) -> anyhow::Result<Control> {
+    Ok(match cc {
+        Cc::None => Control::None,
+        Cc::Qcn => Control::qcn(
+            cfg.qcn_rp
+                .clone()
+                .unwrap_or_default()
+                .profile(line)
+                .map_err(|e| anyhow::anyhow!("{file}: [qcn_rp] {e}"))?,
+        ),
+        Cc::Dcqcn => Control::dcqcn(
+            cfg.dcqcn_rp
+                .clone()
+                .unwrap_or_default()
+                .profile(line)
+                .map_err(|e| anyhow::anyhow!("{file}: [dcqcn_rp] {e}"))?,
+            ids.iter().copied(),
+        ),
+    })
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -125,33 +195,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             cfg.dcqcn_rp = Some(d);
         }
     }
+    let nports = args.iface.len();
+    if !args.src_ip.is_empty() && args.src_ip.len() != nports {
+        anyhow::bail!(
+            "--src-ip given {} times for {nports} --iface ports: give it once per port, in the \
+             same order, or not at all",
+            args.src_ip.len()
+        );
+    }
     let line =
         Rate::parse(&cfg.line_rate).map_err(|e| anyhow::anyhow!("{file}: line_rate: {e}"))?;
     let base = args.config.parent().unwrap_or(Path::new("."));
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed);
-    let flows = schedule(&cfg.flows, base, args.flow_base, &mut rng)
-        .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
-    let ids: Vec<FlowId> = flows.iter().map(|f| f.flow).collect();
-    let control = match cc {
-        Cc::None => Control::None,
-        Cc::Qcn => Control::qcn(
-            cfg.qcn_rp
-                .clone()
-                .unwrap_or_default()
-                .profile(line)
-                .map_err(|e| anyhow::anyhow!("{file}: [qcn_rp] {e}"))?,
-        ),
-        Cc::Dcqcn => Control::dcqcn(
-            cfg.dcqcn_rp
-                .clone()
-                .unwrap_or_default()
-                .profile(line)
-                .map_err(|e| anyhow::anyhow!("{file}: [dcqcn_rp] {e}"))?,
-            ids.iter().copied(),
-        ),
-    };
-    let mut port = super::open_port(&args.iface, &args.port)?;
-    let mac = port.caps().mac.unwrap_or([2, 0, 0, 0, 0, 1]);
     let ecn = match cfg.ecn {
         Some(EcnSetting::NotEct) => Ecn::NotEct,
         Some(EcnSetting::Ect0) => Ecn::Ect0,
@@ -159,67 +213,127 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         None if cc == Cc::Dcqcn => Ecn::Ect0,
         None => Ecn::NotEct,
     };
-    let clock = Clock::new();
-    let t0 = clock.now();
     let pacing = PacingConfig {
         frame_len: cfg.frame_len.min(MAX_FRAME as u32),
+        max_catch_up: Duration::from_micros(u64::from(cfg.max_catch_up_us)),
         ..PacingConfig::default()
     };
-    let gen = Generator::new(pacing, flows, t0)?;
-    let mut w = SendWorker::new(
-        gen,
-        control,
-        Addressing {
-            src_mac: MacAddr::new(mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]),
-            src_ip: args.src_ip.unwrap_or(cfg.src_ip),
-            dst_ip: cfg.dst_ip,
-            vlan: cfg.vlan,
-            ecn,
-            cn_tag: cc == Cc::Qcn,
-        },
-    )
-    .with_link_rate(line);
+    let stop = crate::worker::stop_on_signals()?;
+    let clock = Clock::new();
+    let t0 = clock.now();
+    let mut ports = Vec::with_capacity(nports);
+    for (k, label) in args.iface.iter().enumerate() {
+        let k32 = k as u32;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed.wrapping_add(k as u64));
+        let first = k32
+            .checked_mul(args.flow_stride)
+            .and_then(|o| o.checked_add(args.flow_base))
+            .ok_or_else(|| {
+                anyhow::anyhow!("--flow-base + {k} x --flow-stride overflows a flow id")
+            })?;
+        let flows = schedule(&cfg.flows, base, first, &mut rng)
+            .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
+        if nports > 1 && flows.len() as u64 > u64::from(args.flow_stride) {
+            anyhow::bail!(
+                "{file} gives each port {} flows, more than --flow-stride {}: the ports' flow ids \
+                 would overlap",
+                flows.len(),
+                args.flow_stride
+            );
+        }
+        let ids: Vec<FlowId> = flows.iter().map(|f| f.flow).collect();
+        let (netns, iface) = split_port_arg(label);
+        let port = in_netns(netns, || super::open_port(iface, &args.port))
+            .with_context(|| format!("--iface {label}"))?
+            .with_context(|| format!("--iface {label}"))?;
+        let mac = port.caps().mac.unwrap_or([2, 0, 0, 0, 0, 1 + k as u8]);
+        let gen = Generator::new(pacing, flows, t0)?;
+        let w = SendWorker::new(
+            gen,
+            control(&cfg, cc, line, &ids, &file)?,
+            Addressing {
+                src_mac: MacAddr::new(mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]),
+                src_ip: args.src_ip.get(k).copied().unwrap_or(cfg.src_ip),
+                dst_ip: cfg.dst_ip,
+                vlan: cfg.vlan,
+                ecn,
+                cn_tag: cc == Cc::Qcn,
+            },
+        )
+        .with_link_rate(line);
+        ports.push(Outside {
+            label: label.clone(),
+            netns: netns.map(String::from),
+            port: Some(port),
+            w,
+            tx: Vec::with_capacity(BURST),
+            no_buffer: 0,
+            audit: PaceAudit::new(Duration::from_millis(100)),
+        });
+    }
     let end = t0 + Duration::from_nanos((args.duration_s.max(0.0) * 1e9) as u64);
     let mut rx = Vec::with_capacity(BURST);
-    let mut tx = Vec::with_capacity(BURST);
     let mut buf = vec![0u8; MAX_FRAME + 64];
-    let mut no_buffer = 0u64;
     let mut idle = crate::worker::Idle::default();
-    let mut audit = crate::send::pacer::PaceAudit::new(Duration::from_millis(100));
     // The pacer's catch-up bound: gaps longer than it cost transmission time for good.
-    let mut stalls = crate::send::pacer::LoopStalls::new(pacing.max_catch_up);
+    let mut stalls = LoopStalls::new(pacing.max_catch_up);
     loop {
         let now = clock.now();
-        if now >= end {
+        if now >= end || stop.load(Ordering::Relaxed) {
             break;
         }
         stalls.tick(now);
-        audit.sample(now, &w.gen, |f| w.paced_rate(now, f));
-        port.rx_burst(0, &mut rx, BURST)?;
-        let mut work = rx.len();
-        for f in rx.drain(..) {
-            w.on_rx(now, f.data());
-        }
-        w.on_timeout(now);
         let stamp = shared_now();
-        while tx.len() < BURST {
-            let Some((_, n)) = w.next_frame(now, stamp, &mut buf) else {
-                break;
-            };
-            match port.import(&buf[..n]) {
-                Some(f) => tx.push(f),
-                None => no_buffer += 1,
+        let mut work = 0;
+        for o in &mut ports {
+            let Outside {
+                port,
+                w,
+                tx,
+                no_buffer,
+                audit,
+                ..
+            } = o;
+            let port = port.as_mut().expect("open until drop");
+            audit.sample(now, &w.gen, |f| w.paced_rate(now, f));
+            port.rx_burst(0, &mut rx, BURST)?;
+            work += rx.len();
+            for f in rx.drain(..) {
+                w.on_rx(now, f.data());
             }
+            w.on_timeout(now);
+            while tx.len() < BURST {
+                let Some((_, n)) = w.next_frame(now, stamp, &mut buf) else {
+                    break;
+                };
+                match port.import(&buf[..n]) {
+                    Some(f) => tx.push(f),
+                    None => *no_buffer += 1,
+                }
+            }
+            work += tx.len();
+            if !tx.is_empty() {
+                // Frames the ring did not take stay in `tx`, in order, for the next burst.
+                port.tx_burst(0, tx)?;
+            }
+            port.poll()?;
         }
-        work += tx.len();
-        if !tx.is_empty() {
-            // Frames the ring did not take stay in `tx`, in order, for the next burst.
-            port.tx_burst(0, &mut tx)?;
-        }
-        port.poll()?;
         idle.after(work);
     }
     let secs = (clock.now() - t0).as_secs_f64();
+    for o in &ports {
+        if nports > 1 {
+            println!("== port {}", o.label);
+        }
+        report(o, cc, secs, &stalls, &pacing);
+    }
+    Ok(())
+}
+
+/// One port's lines: per-flow rates, feedback counts, the pacing audit, the loop's scheduling
+/// stalls (shared by every port of the loop), then one JSON line.
+fn report(o: &Outside, cc: Cc, secs: f64, stalls: &LoopStalls, pacing: &PacingConfig) {
+    let w = &o.w;
     let c = w.counters();
     println!(
         "{:>6} {:>10} {:>12} {:>12}",
@@ -240,8 +354,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     println!(
         "sent {} frames in {:.1} s; feedback: {} CNMs, {} CNPs, {} for unknown flows, {} refused; {} PFC frames; {} frames without a buffer",
-        c.frames, secs, c.cnms, c.cnps, c.unknown_feedback, c.refused_feedback, c.pfc_rx, no_buffer
+        c.frames, secs, c.cnms, c.cnps, c.unknown_feedback, c.refused_feedback, c.pfc_rx, o.no_buffer
     );
+    let audit = &o.audit;
     let dev = audit.max_abs();
     if let Some(d) = dev {
         println!(
@@ -262,6 +377,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     println!(
         "{}",
         serde_json::json!({
+            "port": o.label,
             "pacing": {"windows": audit.deviations.len(), "max_abs_dev": dev,
                        "within_1pct": audit.within(0.01), "deviations": audit.deviations},
             "scheduling": {"stalls": stalls.count, "stalled_ms": stalls.total.as_nanos() as f64 / 1e6,
@@ -273,5 +389,4 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "flows": flows_json,
         })
     );
-    Ok(())
 }

@@ -16,9 +16,13 @@ pub struct Args {
     /// Print the raw JSON snapshot.
     #[arg(long)]
     pub json: bool,
-    /// Refresh every second, with rates over the last second.
+    /// Refresh every `--interval-ms`, with rates over the last interval.
     #[arg(long)]
     pub watch: bool,
+    /// With --watch: milliseconds between snapshots (one long-lived reader instead of a process
+    /// per sample, which on a small machine takes CPU from the poll loops being measured).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub interval_ms: u64,
     /// With --watch: stop after this many refreshes.
     #[arg(long)]
     pub count: Option<u64>,
@@ -122,6 +126,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             return Ok(());
         }
         prev = Some(snap);
-        std::thread::sleep(std::time::Duration::from_secs(1));
+        std::thread::sleep(std::time::Duration::from_millis(args.interval_ms));
     }
 }

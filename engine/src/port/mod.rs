@@ -34,6 +34,7 @@ pub mod capture;
 pub mod dpdk;
 pub mod heap;
 pub mod mem;
+pub mod netns;
 pub mod packet;
 pub mod xdp;
 
@@ -267,23 +268,86 @@ pub fn if_index(name: &str) -> Result<u32, PortError> {
     }
 }
 
-/// Number of combined/rx queues of an interface, from sysfs (1 when unknown).
+/// Number of rx queues of an interface (1 when unknown). Asked of the kernel with ethtool's
+/// ETHTOOL_GCHANNELS on a socket of the calling thread's network namespace, not read from
+/// sysfs: /sys shows the namespace that mounted it, which is not this thread's after a
+/// [`netns::in_netns`].
 pub fn device_queues(name: &str) -> u16 {
-    let dir = format!("/sys/class/net/{name}/queues");
-    let n = std::fs::read_dir(dir)
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
-                .count()
-        })
-        .unwrap_or(1);
-    n.clamp(1, u16::MAX as usize) as u16
+    #[repr(C)]
+    #[derive(Default)]
+    struct EthtoolChannels {
+        cmd: u32,
+        max_rx: u32,
+        max_tx: u32,
+        max_other: u32,
+        max_combined: u32,
+        rx_count: u32,
+        tx_count: u32,
+        other_count: u32,
+        combined_count: u32,
+    }
+    const ETHTOOL_GCHANNELS: u32 = 0x3c;
+    let mut ch = EthtoolChannels {
+        cmd: ETHTOOL_GCHANNELS,
+        ..Default::default()
+    };
+    let ok = with_ifreq(name, |fd, ifr| {
+        ifr.ifr_ifru.ifru_data = (&mut ch as *mut EthtoolChannels).cast();
+        // SAFETY: SIOCETHTOOL with a valid ifreq whose data points at a live ethtool_channels.
+        unsafe { libc::ioctl(fd, libc::SIOCETHTOOL, ifr as *mut libc::ifreq) == 0 }
+    })
+    .unwrap_or(false);
+    let n = if ok {
+        ch.rx_count.max(ch.combined_count)
+    } else {
+        1
+    };
+    n.clamp(1, u16::MAX as u32) as u16
 }
 
-/// The interface's MAC address from sysfs, when it has one.
+/// The interface's MAC address, when it has one: SIOCGIFHWADDR on a socket of the calling
+/// thread's network namespace (see [`device_queues`] for why not sysfs).
 pub fn device_mac(name: &str) -> Option<[u8; 6]> {
-    let s = std::fs::read_to_string(format!("/sys/class/net/{name}/address")).ok()?;
-    parse_mac(s.trim())
+    with_ifreq(name, |fd, ifr| {
+        // SAFETY: SIOCGIFHWADDR fills ifr_hwaddr of a valid ifreq.
+        if unsafe { libc::ioctl(fd, libc::SIOCGIFHWADDR, ifr as *mut libc::ifreq) } != 0 {
+            return None;
+        }
+        // SAFETY: the kernel just wrote the hardware address member of the union.
+        let sa = unsafe { ifr.ifr_ifru.ifru_hwaddr };
+        if sa.sa_family != libc::ARPHRD_ETHER {
+            return None;
+        }
+        let mut mac = [0u8; 6];
+        for (m, b) in mac.iter_mut().zip(sa.sa_data.iter()) {
+            *m = *b as u8;
+        }
+        Some(mac)
+    })
+    .flatten()
+}
+
+/// Runs `f` with a datagram socket of this thread's network namespace and an `ifreq` naming
+/// `name`; `None` when the name does not fit or no socket can be had.
+fn with_ifreq<T>(name: &str, f: impl FnOnce(i32, &mut libc::ifreq) -> T) -> Option<T> {
+    // SAFETY: ifreq is plain data; all-zero is a valid value.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes.len() >= ifr.ifr_name.len() || bytes.contains(&0) {
+        return None;
+    }
+    for (d, s) in ifr.ifr_name.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: plain socket(2); the descriptor is closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return None;
+    }
+    let out = f(fd, &mut ifr);
+    // SAFETY: fd is ours and open.
+    unsafe { libc::close(fd) };
+    Some(out)
 }
 
 /// Parses `aa:bb:cc:dd:ee:ff`.

@@ -1,0 +1,48 @@
+//! `quench send`'s argument errors name the problem before any port is touched (no root needed).
+use std::process::Command;
+
+fn send(args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_quench"))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .arg("send")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+#[test]
+fn src_ip_count_must_match_the_ports() {
+    let (ok, err) = send(&["--iface", "a0", "--iface", "a1", "--src-ip", "10.0.0.1"]);
+    assert!(!ok);
+    assert!(
+        err.contains("--src-ip given 1 times for 2 --iface ports"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_missing_namespace_is_named() {
+    let (ok, err) = send(&[
+        "--iface",
+        "quench-no-such-ns-4711/eth0",
+        "--duration-s",
+        "0",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("--iface quench-no-such-ns-4711/eth0"), "{err}");
+    assert!(
+        err.contains("no network namespace \"quench-no-such-ns-4711\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn overlapping_flow_ranges_are_refused() {
+    let (ok, err) = send(&["--iface", "a0", "--iface", "a1", "--flow-stride", "0"]);
+    assert!(!ok);
+    assert!(err.contains("more than --flow-stride 0"), "{err}");
+}
