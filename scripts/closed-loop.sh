@@ -78,32 +78,39 @@ for cc in ${CCS:-qcn dcqcn}; do
   : > "$out/queue-$cc.jsonl"
   "$quench" stats --json --watch --interval-ms 50 --socket "$sock" >> "$out/queue-$cc.jsonl" 2>/dev/null &
   pids+=($!)
-  ip netns exec "$prefix-r0" taskset -c "$sw_cpus" "$quench" recv --iface eth0 --duration-s $((secs + 2)) \
-    --out "$out/$cc" > "$out/recv-$cc.log" 2>&1 &
-  rpid=$!
-  pids+=($rpid)
-  sleep 0.5
   if [ -n "${SENDER_PROCS:-}" ]; then
-    # One quench send per sender namespace (SENDER_PROCS=1): the processes share the senders'
-    # CPUs and take turns on them, milliseconds at a time.
+    # One process per host (SENDER_PROCS=1): the receiver shares the switch's CPU, the senders
+    # the others, and they take turns on them, milliseconds at a time.
+    ip netns exec "$prefix-r0" taskset -c "$sw_cpus" "$quench" recv --iface eth0 --duration-s $((secs + 2)) \
+      --out "$out/$cc" > "$out/recv-$cc.log" 2>&1 &
+    rpid=$!
+    pids+=($rpid)
+    sleep 0.5
     for ((i = 0; i < senders; i++)); do
       ip netns exec "$prefix-s$i" taskset -c "$tx_cpus" "$quench" send --iface eth0 --config configs/send.toml --cc "$cc" \
         --src-ip "10.71.0.$((1 + i))" --flow-base $((1 + 100 * i)) --duration-s "$secs" \
         > "$out/send-$cc-$i.log" 2>&1 &
       pids+=($!)
     done
+    wait "$rpid" || true
   else
-    # One quench send drives every sender namespace's eth0 from one poll loop: with more
-    # senders than CPUs, separate processes would stall one another for milliseconds.
+    # One quench send drives every sender namespace's eth0 and the receiver's (--sink) from
+    # one poll loop on the CPUs the switch leaves: with more busy-polling processes than CPUs
+    # they would stall one another for milliseconds, and the receiver would read its frames
+    # (and answer CE marks with CNPs) that late.
     ports=()
     for ((i = 0; i < senders; i++)); do
       ports+=(--iface "$prefix-s$i/eth0" --src-ip "10.71.0.$((1 + i))")
     done
-    taskset -c "$tx_cpus" "$quench" send "${ports[@]}" --config configs/send.toml --cc "$cc" \
-      --flow-base 1 --flow-stride 100 --duration-s "$secs" > "$out/send-$cc-all.log" 2>&1 &
-    pids+=($!)
+    taskset -c "$tx_cpus" "$quench" send "${ports[@]}" --sink "$prefix-r0/eth0" --sink-out "$out/$cc" \
+      --config configs/send.toml --cc "$cc" --flow-base 1 --flow-stride 100 --duration-s "$secs" \
+      > "$out/send-$cc-all.log" 2>&1 &
+    spid=$!
+    pids+=($spid)
+    wait "$spid" || true
+    # The receiver's part of the report, as `quench recv` prints it.
+    sed -n '/^== sink/,$p' "$out/send-$cc-all.log" | sed -e '1d' -e 's/^{"sink":\(.*\)}$/\1/' > "$out/recv-$cc.log"
   fi
-  wait "$rpid" || true
   sleep 3
   echo "-- receiver ($cc)"
   grep -v '^{' "$out/recv-$cc.log" || true

@@ -51,7 +51,7 @@ def run(out, cc):
         return None
     # One JSON line per sender port: several in one log when one quench send drove every port.
     senders = [json.loads(l) for p in sorted(out.glob(f"send-{cc}-*.log"))
-               for l in p.read_text().splitlines() if l.startswith("{")]
+               for l in p.read_text().splitlines() if l.startswith("{") and '"pacing"' in l]
     mean, p99, n, drops, pauses = queue_stats(out / f"queue-{cc}.jsonl")
     lat = recv["latency"]
     return {

@@ -40,6 +40,50 @@ pub struct PortArgs {
     pub dpdk_eal: Option<String>,
 }
 
+/// A port opened by a `[NETNS/]IFACE` argument: opened inside that network namespace (see
+/// [`crate::port::netns`]) and, on drop, closed there too (an AF_XDP port detaches its program
+/// through a netlink socket of the namespace it is in).
+pub(crate) struct NsPort {
+    netns: Option<String>,
+    port: Option<crate::port::any::AnyPort>,
+}
+
+impl NsPort {
+    pub(crate) fn open(label: &str, args: &PortArgs) -> anyhow::Result<NsPort> {
+        let (netns, iface) = crate::port::netns::split_port_arg(label);
+        let port = crate::port::netns::in_netns(netns, || open_port(iface, args))
+            .with_context(|| format!("--iface {label}"))?
+            .with_context(|| format!("--iface {label}"))?;
+        Ok(NsPort {
+            netns: netns.map(String::from),
+            port: Some(port),
+        })
+    }
+}
+
+impl std::ops::Deref for NsPort {
+    type Target = crate::port::any::AnyPort;
+    fn deref(&self) -> &Self::Target {
+        self.port.as_ref().expect("open until drop")
+    }
+}
+
+impl std::ops::DerefMut for NsPort {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        self.port.as_mut().expect("open until drop")
+    }
+}
+
+impl Drop for NsPort {
+    fn drop(&mut self) {
+        if let Some(port) = self.port.take() {
+            // A namespace deleted meanwhile: the port is then closed here, which for sockets is
+            // the same thing.
+            let _ = crate::port::netns::in_netns(self.netns.as_deref(), move || drop(port));
+        }
+    }
+}
+
 /// Opens `iface` with the driver `args` name, as one port with one queue.
 pub(crate) fn open_port(
     iface: &str,

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use units::Duration;
 
+use crate::port::any::AnyFrame;
 use crate::port::{Port, BURST};
 use crate::recv::worker::RecvWorker;
 use crate::recv::RecvConfig;
@@ -19,7 +20,7 @@ use crate::wire::MacAddr;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Interface to receive on (the driver: `--driver`).
+    /// Interface to receive on, `[NETNS/]IFACE` (the driver: `--driver`).
     #[arg(long)]
     pub iface: String,
     #[command(flatten)]
@@ -75,101 +76,170 @@ fn pause_plan(
     Ok((Duration::from_micros(period), frame))
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
-    let np = if args.no_cnp {
-        None
-    } else {
-        let p = match &args.np {
+/// What configures a receiver beyond its port: `quench recv`'s options, or `quench send
+/// --sink`'s defaults.
+pub(crate) struct SinkOptions {
+    /// `None`: send no CNPs.
+    pub np: Option<np::NpProfile>,
+    pub interval: Duration,
+    pub max_flows: usize,
+    pub pfc_pause: Option<String>,
+}
+
+impl SinkOptions {
+    /// The notification point `--np FILE` configures (its `[np]` table), or the default one.
+    pub fn np_profile(path: Option<&std::path::Path>) -> anyhow::Result<np::NpProfile> {
+        let p = match path {
             Some(path) => super::preset_table(path, "np")?.unwrap_or_default(),
             None => np::NpParams::default(),
         };
-        Some(p.profile().map_err(|e| anyhow::anyhow!("[np] {e}"))?)
-    };
-    let mut port = super::open_port(&args.iface, &args.port)?;
-    let mac = port
-        .caps()
-        .mac
-        .map(|m| MacAddr::new(m[0], m[1], m[2], m[3], m[4], m[5]))
-        .unwrap_or_else(MacAddr::zero);
-    let mut w = RecvWorker::new(
-        RecvConfig {
-            max_flows: args.max_flows,
-        },
-        np,
-        Duration::from_millis(args.interval_ms.max(1)),
-        mac,
-    );
-    let start = shared_now();
-    let end = start + Duration::from_nanos((args.duration_s.max(0.0) * 1e9) as u64);
-    let mut rx = Vec::with_capacity(BURST);
-    let mut tx = Vec::with_capacity(BURST);
-    let mut cnp = [0u8; 128];
-    let mut tx_drops = 0u64;
-    let mut idle = crate::worker::Idle::default();
-    let pauser = args
-        .pfc_pause
-        .as_deref()
-        .map(|spec| pause_plan(spec, mac))
-        .transpose()?;
-    let mut next_pause = start;
-    let mut pauses_sent = 0u64;
-    loop {
-        port.rx_burst(0, &mut rx, BURST)?;
-        idle.after(rx.len());
-        // Read after the burst arrived: a frame is never stamped later than its receive time.
+        p.profile().map_err(|e| anyhow::anyhow!("[np] {e}"))
+    }
+}
+
+/// The receiver on one port, one [`Sink::step`] per poll-loop iteration: `quench recv` runs it
+/// alone, `quench send --sink` in the sender's loop (one busy-polling process for a host that
+/// both sends and receives, on a machine with fewer cores than hosts).
+pub(crate) struct Sink {
+    port: super::NsPort,
+    w: RecvWorker,
+    rx: Vec<AnyFrame>,
+    tx: Vec<AnyFrame>,
+    cnp: [u8; 128],
+    tx_drops: u64,
+    pauser: Option<(Duration, [u8; crate::wire::pfc::FRAME_LEN])>,
+    next_pause: units::Instant,
+    pauses_sent: u64,
+}
+
+impl Sink {
+    /// Opens `label` (`[NETNS/]IFACE`).
+    pub fn open(label: &str, port: &super::PortArgs, opts: SinkOptions) -> anyhow::Result<Sink> {
+        let port = super::NsPort::open(label, port)?;
+        let mac = port
+            .caps()
+            .mac
+            .map(|m| MacAddr::new(m[0], m[1], m[2], m[3], m[4], m[5]))
+            .unwrap_or_else(MacAddr::zero);
+        let w = RecvWorker::new(
+            RecvConfig {
+                max_flows: opts.max_flows,
+            },
+            opts.np,
+            opts.interval,
+            mac,
+        );
+        let pauser = opts
+            .pfc_pause
+            .as_deref()
+            .map(|spec| pause_plan(spec, mac))
+            .transpose()?;
+        Ok(Sink {
+            port,
+            w,
+            rx: Vec::with_capacity(BURST),
+            tx: Vec::with_capacity(BURST),
+            cnp: [0u8; 128],
+            tx_drops: 0,
+            pauser,
+            next_pause: shared_now(),
+            pauses_sent: 0,
+        })
+    }
+
+    /// Reads one burst, answers it, runs the timers. Returns the frames read and the time they
+    /// were stamped with (`CLOCK_MONOTONIC`, read after the burst arrived: a frame is never
+    /// stamped later than its receive time).
+    pub fn step(&mut self) -> anyhow::Result<(usize, units::Instant)> {
+        let port = &mut *self.port;
+        port.rx_burst(0, &mut self.rx, BURST)?;
+        let n = self.rx.len();
         let now = shared_now();
-        if now >= end {
-            break;
-        }
-        for f in rx.drain(..) {
+        for f in self.rx.drain(..) {
             use crate::port::Frame as _;
-            if let Some(n) = w.on_frame(now, f.data(), &mut cnp) {
-                match port.import(&cnp[..n]) {
-                    Some(c) => tx.push(c),
-                    None => tx_drops += 1,
+            if let Some(len) = self.w.on_frame(now, f.data(), &mut self.cnp) {
+                match port.import(&self.cnp[..len]) {
+                    Some(c) => self.tx.push(c),
+                    None => self.tx_drops += 1,
                 }
             }
         }
-        if !tx.is_empty() {
-            port.tx_burst(0, &mut tx)?;
+        if !self.tx.is_empty() {
+            port.tx_burst(0, &mut self.tx)?;
             // CNPs the ring could not take are dropped (freed): the next mark asks again.
-            tx_drops += tx.len() as u64;
-            tx.clear();
+            self.tx_drops += self.tx.len() as u64;
+            self.tx.clear();
         }
-        w.on_tick(now);
-        if let Some((period, frame)) = &pauser {
-            if now >= next_pause {
-                next_pause = now + *period;
+        self.w.on_tick(now);
+        if let Some((period, frame)) = &self.pauser {
+            if now >= self.next_pause {
+                self.next_pause = now + *period;
                 if let Some(f) = port.import(frame) {
-                    tx.push(f);
-                    port.tx_burst(0, &mut tx)?;
-                    pauses_sent += 1 - tx.len() as u64;
-                    tx.clear();
+                    self.tx.push(f);
+                    port.tx_burst(0, &mut self.tx)?;
+                    self.pauses_sent += 1 - self.tx.len() as u64;
+                    self.tx.clear();
                 }
             }
         }
         port.poll()?;
+        Ok((n, now))
     }
-    let c = w.counters();
-    let (summary, all, log) = w.finish(shared_now());
-    print!("{}", summary.table());
-    if tx_drops > 0 {
-        println!("CNPs not sent (transmit ring full): {tx_drops}");
+
+    /// Prints the summary table, writes the report directory `out`, and returns the summary's
+    /// JSON.
+    pub fn finish(self, out: Option<&std::path::Path>) -> anyhow::Result<String> {
+        let c = self.w.counters();
+        let (summary, all, log) = self.w.finish(shared_now());
+        print!("{}", summary.table());
+        if self.tx_drops > 0 {
+            println!("CNPs not sent (transmit ring full): {}", self.tx_drops);
+        }
+        if self.pauses_sent > 0 {
+            println!("PFC PAUSE frames sent (--pfc-pause): {}", self.pauses_sent);
+        }
+        if c.cnps_suppressed > 0 {
+            println!(
+                "CNPs suppressed by the notification point's interval: {}",
+                c.cnps_suppressed
+            );
+        }
+        if let Some(dir) = out {
+            report::write_report_dir(dir, &summary, &all, &log)?;
+            println!("report written to {}", dir.display());
+        }
+        Ok(serde_json::to_string(&summary)?)
     }
-    if pauses_sent > 0 {
-        println!("PFC PAUSE frames sent (--pfc-pause): {pauses_sent}");
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let np = if args.no_cnp {
+        None
+    } else {
+        Some(SinkOptions::np_profile(args.np.as_deref())?)
+    };
+    let mut sink = Sink::open(
+        &args.iface,
+        &args.port,
+        SinkOptions {
+            np,
+            interval: Duration::from_millis(args.interval_ms.max(1)),
+            max_flows: args.max_flows,
+            pfc_pause: args.pfc_pause.clone(),
+        },
+    )?;
+    let stop = crate::worker::stop_on_signals()?;
+    let end = shared_now() + Duration::from_nanos((args.duration_s.max(0.0) * 1e9) as u64);
+    let mut idle = crate::worker::Idle::default();
+    loop {
+        let (n, now) = sink.step()?;
+        idle.after(n);
+        if now >= end || stop.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
     }
-    if c.cnps_suppressed > 0 {
-        println!(
-            "CNPs suppressed by the notification point's interval: {}",
-            c.cnps_suppressed
-        );
-    }
-    if let Some(dir) = &args.out {
-        report::write_report_dir(dir, &summary, &all, &log)?;
-        println!("report written to {}", dir.display());
-    }
-    println!("{}", serde_json::to_string(&summary)?);
+    let json = sink.finish(args.out.as_deref())?;
+    println!("{json}");
     Ok(())
 }
 

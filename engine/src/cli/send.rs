@@ -17,8 +17,7 @@ use units::{Duration, FlowId, Rate};
 
 use std::sync::atomic::Ordering;
 
-use crate::port::any::{AnyFrame, AnyPort};
-use crate::port::netns::{in_netns, split_port_arg};
+use crate::port::any::AnyFrame;
 use crate::port::{Frame as _, Port, BURST, MAX_FRAME};
 use crate::send::flowgen::{schedule, FlowGroup};
 use crate::send::pacer::{Generator, LoopStalls, PaceAudit, PacingConfig};
@@ -115,6 +114,19 @@ pub struct Args {
     /// Override the rate of every flow group, e.g. `300mbit`.
     #[arg(long)]
     pub rate: Option<String>,
+    /// Also receive on this port, `[NETNS/]IFACE`, in the same poll loop: the receiver and
+    /// notification point of `quench recv` with its defaults (CNPs for CE marks, per-flow
+    /// goodput, loss, one-way latency). For a machine with fewer cores than hosts: a separate
+    /// receiver process would share a core with the switch or the senders and read its frames
+    /// milliseconds late. Its report ends with one JSON line `{"sink": SUMMARY}`.
+    #[arg(long, value_name = "[NETNS/]IFACE")]
+    pub sink: Option<String>,
+    /// With --sink: the report directory to write (as `quench recv --out`).
+    #[arg(long, requires = "sink")]
+    pub sink_out: Option<PathBuf>,
+    /// With --sink: send no CNPs.
+    #[arg(long, requires = "sink")]
+    pub sink_no_cnp: bool,
     /// How long to run, seconds (SIGINT / SIGTERM end it early, with the report).
     #[arg(long, default_value_t = 10.0)]
     pub duration_s: f64,
@@ -131,24 +143,11 @@ fn load(path: &Path) -> anyhow::Result<SendConfig> {
 struct Outside {
     /// The `--iface` argument, `[NETNS/]IFACE`.
     label: String,
-    netns: Option<String>,
-    /// `Some` until drop, which closes it inside its namespace (an AF_XDP port detaches its
-    /// program there).
-    port: Option<AnyPort>,
+    port: super::NsPort,
     w: SendWorker,
     tx: Vec<AnyFrame>,
     no_buffer: u64,
     audit: PaceAudit,
-}
-
-impl Drop for Outside {
-    fn drop(&mut self) {
-        if let Some(port) = self.port.take() {
-            // A namespace deleted meanwhile: the port is then closed here, which for sockets is
-            // the same thing.
-            let _ = in_netns(self.netns.as_deref(), move || drop(port));
-        }
-    }
 }
 
 fn control(
@@ -242,10 +241,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             );
         }
         let ids: Vec<FlowId> = flows.iter().map(|f| f.flow).collect();
-        let (netns, iface) = split_port_arg(label);
-        let port = in_netns(netns, || super::open_port(iface, &args.port))
-            .with_context(|| format!("--iface {label}"))?
-            .with_context(|| format!("--iface {label}"))?;
+        let port = super::NsPort::open(label, &args.port)?;
         let mac = port.caps().mac.unwrap_or([2, 0, 0, 0, 0, 1 + k as u8]);
         let gen = Generator::new(pacing, flows, t0)?;
         let w = SendWorker::new(
@@ -263,14 +259,30 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .with_link_rate(line);
         ports.push(Outside {
             label: label.clone(),
-            netns: netns.map(String::from),
-            port: Some(port),
+            port,
             w,
             tx: Vec::with_capacity(BURST),
             no_buffer: 0,
             audit: PaceAudit::new(Duration::from_millis(100)),
         });
     }
+    let mut sink = match &args.sink {
+        Some(label) => Some(super::recv::Sink::open(
+            label,
+            &args.port,
+            super::recv::SinkOptions {
+                np: if args.sink_no_cnp {
+                    None
+                } else {
+                    Some(super::recv::SinkOptions::np_profile(None)?)
+                },
+                interval: Duration::from_millis(100),
+                max_flows: 4096,
+                pfc_pause: None,
+            },
+        )?),
+        None => None,
+    };
     let end = t0 + Duration::from_nanos((args.duration_s.max(0.0) * 1e9) as u64);
     let mut rx = Vec::with_capacity(BURST);
     let mut buf = vec![0u8; MAX_FRAME + 64];
@@ -294,7 +306,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 audit,
                 ..
             } = o;
-            let port = port.as_mut().expect("open until drop");
             audit.sample(now, &w.gen, |f| w.paced_rate(now, f));
             port.rx_burst(0, &mut rx, BURST)?;
             work += rx.len();
@@ -318,6 +329,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
             port.poll()?;
         }
+        if let Some(s) = sink.as_mut() {
+            work += s.step()?.0;
+        }
         idle.after(work);
     }
     let secs = (clock.now() - t0).as_secs_f64();
@@ -326,6 +340,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             println!("== port {}", o.label);
         }
         report(o, cc, secs, &stalls, &pacing);
+    }
+    if let Some(s) = sink {
+        println!("== sink {}", args.sink.as_deref().unwrap_or_default());
+        let json = s.finish(args.sink_out.as_deref())?;
+        println!("{{\"sink\":{json}}}");
     }
     Ok(())
 }
