@@ -11,8 +11,9 @@
 # depth over time), send-CC-all.log (send-CC-I.log with SENDER_PROCS=1), recv-CC.log and the receiver's report directory CC/.
 # SENDERS=N (default 2) senders, one long flow each; PFC=1 turns PFC on; CAPTURE=1 writes the switch's frames on
 # port s0 (data out, CNMs / CNPs back) to OUT_DIR/s0-CC.pcap.
-# CPU placement (a machine with fewer cores than busy-polling processes): the switch and the
-# receiver share the last CPU, the senders the others; every poll loop yields when idle.
+# CPU placement (a machine with fewer cores than hosts): the switch has the last CPU; one
+# quench send drives every sender port and the receiver port (--sink) from one poll loop on the
+# others. SENDER_PROCS=1 runs a process per host instead (the receiver beside the switch).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -1,11 +1,14 @@
-//! `quench send` (generator mode): paced test flows out of one interface, rate-limited by QCN or
-//! DCQCN reaction points fed by the CNMs / CNPs that come back on the same interface.
+//! `quench send` (generator mode): paced test flows out of one or more ports, rate-limited by
+//! QCN or DCQCN reaction points fed by the CNMs / CNPs that come back on the same port.
 //!
 //! The flows come from `--config` (configs/send.toml: `[[flows]]`, addresses, `cc`, and the
-//! `[qcn_rp]` / `[dcqcn_rp]` parameter tables, or those of a preset via `--rp FILE`). A
-//! busy-polling loop reads the TSC clock once per burst, pops the flows due on the timing wheel,
-//! builds their frames (transmit timestamp in `CLOCK_MONOTONIC`, see [`crate::time::shared_now`])
-//! and sends them with AF_PACKET. At the end it prints per-flow rates and one JSON line.
+//! `[qcn_rp]` / `[dcqcn_rp]` parameter tables, or those of a preset via `--rp FILE`); each
+//! `--iface [NETNS/]IFACE` gets its own copy of them, its own flow-id range and reaction points.
+//! One busy-polling loop reads the TSC clock once per iteration and serves every port: pops the
+//! flows due on its timing wheel, builds their frames (transmit timestamp in `CLOCK_MONOTONIC`,
+//! see [`crate::time::shared_now`]) and sends them; `--sink` adds a receiver port (the
+//! notification point of `quench recv`) to the same loop. At the end it prints, per port, the
+//! flows' rates, the pacing audit and the loop's scheduling stalls, and one JSON line.
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
