@@ -38,13 +38,16 @@ trap cleanup EXIT
 echo "== pfc-incast: testbed up ($n senders, prefix $prefix)"
 scripts/testbed.sh up --senders "$n" --receivers 1 --prefix "$prefix" >/dev/null
 
-# Static thresholds per (ingress port, priority 3): XOFF 60 KB, XON 57 KB, 250 KB headroom
-# (a sender is a process that may read the PAUSE frame a few ms late on a busy 2-core VM);
-# the egress queue holds every port's XOFF + headroom, so PFC, not the queue, bounds it.
+# Static thresholds per (ingress port, priority 3): XOFF 60 KB, XON 57 KB, 600 KB headroom.
+# Headroom covers what arrives between crossing XOFF and the sender stopping: here mostly the
+# switch process being off its CPU (kernel threads take it for up to ~8 ms on a 2-core VM, and
+# it reads its receive rings only afterwards), 400 KB at 400 Mb/s; 250 KB lost a few frames in
+# 4 s once one quench send drove every sender at full rate. The egress queue holds every
+# port's XOFF + headroom, so PFC, not the queue, bounds it.
 cfg=$out/switch.toml
 {
   echo "workers = 1"
-  echo "queue_bytes = $(( (n + 1) * 320000 ))"
+  echo "queue_bytes = $(( (n + 1) * 670000 ))"
   echo "control_socket = \"/run/quench/$prefix.sock\""
   for ((i = 0; i < n; i++)); do
     printf '[[ports]]\nname = "s%d"\niface = "%s-sw-s%d"\ndriver = "af_packet"\n' "$i" "$prefix" "$i"
@@ -54,7 +57,7 @@ cfg=$out/switch.toml
   # and flooded frames are not PFC-accounted.
   printf '[[static_macs]]\nmac = "02:71:6e:02:00:00"\nport = "r0"\n'
   printf '[pfc]\nlossless_priorities = [3]\nthreshold = "static"\nxoff_bytes = 60000\n'
-  printf 'xon_bytes = 57000\nheadroom_bytes = 250000\nlink_rate = "1gbit"\n'
+  printf 'xon_bytes = 57000\nheadroom_bytes = 600000\nlink_rate = "1gbit"\n'
 } > "$cfg"
 
 # PFC_CAPTURE=PORT writes that switch port's frames (PAUSE frames included) to OUT_DIR/PORT.pcap.
