@@ -99,7 +99,7 @@ sleep $((secs + 1))
 wait "$rpid" || true
 grep -v '^{' "$out/recv.log" | head -n $((n + 3)) || true
 python3 - "$out" "$n" "$secs" <<'PY'
-import json, sys
+import glob, json, sys
 out, n, secs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 recv = [json.loads(l) for l in open(out + "/recv.log") if l.startswith("{")][-1]
 try:
@@ -109,7 +109,6 @@ except Exception:
 sent = 0
 pfc_rx = 0
 # One JSON line per sender port (several in send-all.log when one quench send drove them all).
-import glob
 for path in sorted(glob.glob(out + "/send-*.log")):
     for s in (json.loads(l) for l in open(path) if l.startswith("{")):
         sent += s["frames"]

@@ -232,13 +232,12 @@ fn af_packet_over_veth_in_a_netns() {
     // that entered it.
     let nsname = ns.0.clone();
     let (pa, pb) = std::thread::spawn(move || {
-        let f = std::fs::File::open(format!("/var/run/netns/{nsname}")).unwrap();
-        use std::os::fd::AsRawFd;
-        // Safety: f is an open netns file descriptor; setns changes only this thread.
-        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
-        dpdk::probe_vdev(&format!("net_af_packet10,iface={a}")).unwrap();
-        dpdk::probe_vdev(&format!("net_af_packet11,iface={b}")).unwrap();
-        (open("net_af_packet10"), open("net_af_packet11"))
+        engine::port::netns::in_netns(Some(&nsname), || {
+            dpdk::probe_vdev(&format!("net_af_packet10,iface={a}")).unwrap();
+            dpdk::probe_vdev(&format!("net_af_packet11,iface={b}")).unwrap();
+            (open("net_af_packet10"), open("net_af_packet11"))
+        })
+        .unwrap()
     })
     .join()
     .unwrap();

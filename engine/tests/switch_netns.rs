@@ -156,21 +156,10 @@ impl Drop for Switch {
 
 /// Runs `f` on a thread inside network namespace `ns`.
 fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let path = format!("/run/netns/{ns}");
-    std::thread::spawn(move || {
-        let fd = std::fs::File::open(&path).unwrap();
-        // Safety: setns on this thread only, with a namespace fd we opened.
-        let rc = unsafe {
-            libc::setns(
-                std::os::unix::io::AsRawFd::as_raw_fd(&fd),
-                libc::CLONE_NEWNET,
-            )
-        };
-        assert_eq!(rc, 0, "setns {path}");
-        f()
-    })
-    .join()
-    .unwrap()
+    let ns = ns.to_string();
+    std::thread::spawn(move || engine::port::netns::in_netns(Some(&ns), f).unwrap())
+        .join()
+        .unwrap()
 }
 
 fn test_frame(dst: [u8; 6], src: [u8; 6], pcp: Option<u8>, seq: u32, len: usize) -> Vec<u8> {

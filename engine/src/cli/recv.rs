@@ -18,6 +18,11 @@ use crate::report;
 use crate::time::shared_now;
 use crate::wire::MacAddr;
 
+/// `--interval-ms`'s default, also `quench send --sink`'s interval.
+const DEFAULT_INTERVAL_MS: u64 = 100;
+/// `--max-flows`'s default, also `quench send --sink`'s.
+const DEFAULT_MAX_FLOWS: usize = 4096;
+
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Interface to receive on, `[NETNS/]IFACE` (the driver: `--driver`).
@@ -32,7 +37,7 @@ pub struct Args {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Interval of the interval log and the rate plot, milliseconds.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = DEFAULT_INTERVAL_MS)]
     pub interval_ms: u64,
     /// TOML file whose `[np]` table configures the notification point (np::NpParams).
     #[arg(long)]
@@ -41,7 +46,7 @@ pub struct Args {
     #[arg(long)]
     pub no_cnp: bool,
     /// Flow-table size.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = DEFAULT_MAX_FLOWS)]
     pub max_flows: usize,
     /// Act as a receiver whose link pauses: every PERIOD_US send a PFC PAUSE for priority 3
     /// lasting PAUSE_US (quanta at 1 Gbit/s, 512 ns each): `--pfc-pause 400:200`. The switch
@@ -87,6 +92,16 @@ pub(crate) struct SinkOptions {
 }
 
 impl SinkOptions {
+    /// `quench recv`'s defaults, with notification point `np` (`None`: no CNPs).
+    pub fn defaults(np: Option<np::NpProfile>) -> SinkOptions {
+        SinkOptions {
+            np,
+            interval: Duration::from_millis(DEFAULT_INTERVAL_MS),
+            max_flows: DEFAULT_MAX_FLOWS,
+            pfc_pause: None,
+        }
+    }
+
     /// The notification point `--np FILE` configures (its `[np]` table), or the default one.
     pub fn np_profile(path: Option<&std::path::Path>) -> anyhow::Result<np::NpProfile> {
         let p = match path {

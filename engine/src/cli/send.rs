@@ -11,14 +11,13 @@
 //! flows' rates, the pacing audit and the loop's scheduling stalls, and one JSON line.
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 
 use anyhow::Context as _;
 use rand_xoshiro::rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Deserialize;
 use units::{Duration, FlowId, Rate};
-
-use std::sync::atomic::Ordering;
 
 use crate::port::any::AnyFrame;
 use crate::port::{Frame as _, Port, BURST, MAX_FRAME};
@@ -225,9 +224,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let t0 = clock.now();
     let mut ports = Vec::with_capacity(nports);
     for (k, label) in args.iface.iter().enumerate() {
-        let k32 = k as u32;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed.wrapping_add(k as u64));
-        let first = k32
+        let first = (k as u32)
             .checked_mul(args.flow_stride)
             .and_then(|o| o.checked_add(args.flow_base))
             .ok_or_else(|| {
@@ -273,16 +271,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(label) => Some(super::recv::Sink::open(
             label,
             &args.port,
-            super::recv::SinkOptions {
-                np: if args.sink_no_cnp {
-                    None
-                } else {
-                    Some(super::recv::SinkOptions::np_profile(None)?)
-                },
-                interval: Duration::from_millis(100),
-                max_flows: 4096,
-                pfc_pause: None,
-            },
+            super::recv::SinkOptions::defaults(if args.sink_no_cnp {
+                None
+            } else {
+                Some(super::recv::SinkOptions::np_profile(None)?)
+            }),
         )?),
         None => None,
     };

@@ -339,15 +339,14 @@ fn with_ifreq<T>(name: &str, f: impl FnOnce(i32, &mut libc::ifreq) -> T) -> Opti
     for (d, s) in ifr.ifr_name.iter_mut().zip(bytes) {
         *d = *s as libc::c_char;
     }
-    // SAFETY: plain socket(2); the descriptor is closed below.
+    // SAFETY: plain socket(2).
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
         return None;
     }
-    let out = f(fd, &mut ifr);
-    // SAFETY: fd is ours and open.
-    unsafe { libc::close(fd) };
-    Some(out)
+    // SAFETY: a descriptor just opened and owned by nothing else; closed when dropped.
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    Some(f(std::os::fd::AsRawFd::as_raw_fd(&fd), &mut ifr))
 }
 
 /// Parses `aa:bb:cc:dd:ee:ff`.
