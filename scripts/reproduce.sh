@@ -2,7 +2,7 @@
 # Reproduces published results with `quench sim` and prints the paper's value beside ours.
 #   DCQCN fixed point (reference/dcqcn.md): N = 2, 4, 8, 10 at 40 Gb/s, paper parameters.
 #   DCQCN stability: N = 10 with 4 us vs 85 us feedback delay (queue coefficient of variation).
-#   QCN (seed 001): one 10 Gb/s source, 10 Gb/s bottleneck, 500 us RTT, capacity 10 -> 0.5 -> 10.
+#   QCN (seed 001): one 10 Gb/s source, capacity 10 -> 0.5 -> 10 Gb/s, RTT 50..500 us.
 #   TCD (seed 004): a PFC congestion tree; victim flow UE, congested flows CE.
 # Usage: scripts/reproduce.sh [--quick]   (--quick: 30 ms instead of 100 ms per DCQCN run)
 set -euo pipefail
@@ -58,11 +58,16 @@ for pair in "4us 1us" "85us 21250ns"; do
   printf 'feedback %-5s | ours: %s\n' "$1" "$(summary "$W/st$1" 10 st)"
 done
 
-echo "== QCN (seed 001): 10 Gb/s source, 500 us RTT, bottleneck 10 -> 0.5 (20 ms) -> 10 Gb/s (40 ms)"
-star 2 10Gbps 125us > "$W/tq"; echo -e "1\n0 1 3 100 100000000000 0" > "$W/fq"
-cat > "$W/q.toml" <<'T'
-stop_ms = 60.0
-sample_us = 50.0
+echo "== QCN (seed 001): 10 Gb/s source, bottleneck 10 -> 0.5 (at 20 ms) -> 10 Gb/s (at 60 ms), IEEE defaults, 300 KB buffer, PFC off"
+echo "   paper: queue near Qeq 26 KB; the source follows within a few ms; no overflow"
+echo "   loop = CP -> RP -> CP propagation; the excess 9.5 Gb/s runs for at least one loop after the step,"
+echo "   so no-overflow needs a buffer above 9.5 Gb/s x loop + Qeq"
+echo "   RTT    | loop excess | down: <=0.55 Gb/s after  min rate  | queue 30-60 ms mean | max     drops CNMs | up: >=9 Gb/s after"
+for rtt in 50 100 250 500; do
+  star 2 10Gbps "$(python3 -c "print($rtt/4)")us" > "$W/tq"; echo -e "1\n0 1 3 100 100000000000 0" > "$W/fq"
+  cat > "$W/q.toml" <<'T'
+stop_ms = 300.0
+sample_us = 20.0
 [host]
 mtu = 1500
 [switch]
@@ -73,24 +78,30 @@ from = 2
 to = 1
 rate = "0.5gbit"
 [[link_change]]
-at_ms = 40.0
+at_ms = 60.0
 from = 2
 to = 1
 rate = "10gbit"
 T
-$Q sim -q --topology "$W/tq" --flows "$W/fq" --cc qcn --preset ieee-8021qau --config "$W/q.toml" --out "$W/qcn"
-python3 - "$W/qcn" <<'PY'
+  $Q sim -q --topology "$W/tq" --flows "$W/fq" --cc qcn --preset ieee-8021qau --config "$W/q.toml" --out "$W/qcn$rtt"
+  python3 - "$W/qcn$rtt" "$rtt" <<'PY'
 import csv, json, sys
-d = sys.argv[1]
+d, rtt = sys.argv[1], float(sys.argv[2])
 s = json.load(open(d + "/summary.json"))
-rows = [(int(r["time_ns"]), int(r["rate_bps"])) for r in csv.DictReader(open(d + "/flows.csv"))]
-def at(ms): return [r for t, r in rows if t <= ms * 1e6][-1] / 1e9
+rates = [(int(r["time_ns"]) / 1e6, int(r["rate_bps"]) / 1e9) for r in csv.DictReader(open(d + "/flows.csv"))]
+queue = [(int(r["time_ns"]) / 1e6, int(r["bytes"])) for r in csv.DictReader(open(d + "/queues.csv"))
+         if r["node"] == "2" and r["port"] == "1"]
+def first(after, pred):
+    t = next((t for t, r in rates if t >= after and pred(r)), None)
+    return "never" if t is None else "%.2f ms" % (t - after)
+settled = [b for t, b in queue if 30 <= t < 60]
 q = [p for p in s["ports"] if p["peer"] == 1][0]
-print("paper: queue near Qeq 26 KB, rate follows within a few ms, no overflow")
-print("ours: rate at 19/22/25/39/45/59 ms = %s Gb/s; queue mean %.1f KB max %.1f KB; drops %d; CNMs %d"
-      % ("/".join("%.3f" % at(m) for m in (19, 22, 25, 39, 45, 59)),
-         q["queue_mean_bytes"] / 1e3, q["queue_max_bytes"] / 1e3, s["totals"]["drops"], s["totals"]["cnms"]))
+print("   %3d us | %6.0f KB   | %-19s %6.3f Gb/s | %7.1f KB          | %5.1f KB %5d %4d | %s"
+      % (rtt, 9.5e9 / 8 * rtt / 2 / 1e6 / 1e3, first(20, lambda r: r <= 0.55),
+         min(r for t, r in rates if 20 <= t < 60), sum(settled) / len(settled) / 1e3,
+         q["queue_max_bytes"] / 1e3, s["totals"]["drops"], s["totals"]["cnms"], first(60, lambda r: r >= 9)))
 PY
+done
 
 echo "== TCD congestion tree (seed 004): hot flows 0->2, 1->2; victim 6->3 crosses the paused 4->5"
 cat > "$W/tt" <<'T'
