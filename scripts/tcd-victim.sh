@@ -4,7 +4,7 @@
 #   hot:    senders s0, s1 at 700 Mb/s each -> receiver r0 behind a 1 Gbit/s egress: congestion,
 #           frames marked CE (11);
 #   victim: sender s2 at 400 Mb/s -> receiver r1, whose link pauses (r1 sends a PFC PAUSE of
-#           200 us every 400 us: `quench recv --pfc-pause 400:200`): the port toward r1 goes OFF
+#           200 us every 400 us: `quench send --sink-pfc-pause r1/eth0=400:200`): the port toward r1 goes OFF
 #           and ON with ON periods shorter than max(Ton), so its queue is "undetermined", and
 #           the victim's frames are marked UE (10), never CE.
 #
@@ -75,32 +75,33 @@ ip netns exec "$prefix-sw" taskset -c "$sw_cpus" "$quench" switch --config "$out
   --duration $((secs + 5)) > "$out/switch.log" 2>&1 &
 pids+=($!)
 sleep 1
-ip netns exec "$prefix-r0" taskset -c "$sw_cpus" "$quench" recv --iface eth0 --no-cnp \
-  --duration-s $((secs + 2)) > "$out/recv-hot.log" 2>&1 &
-r0=$!
-ip netns exec "$prefix-r1" taskset -c "$sw_cpus" "$quench" recv --iface eth0 --no-cnp \
-  --pfc-pause 400:200 --duration-s $((secs + 2)) > "$out/recv-victim.log" 2>&1 &
-r1=$!
-pids+=($r0 $r1)
-sleep 0.5
 echo "== tcd-victim: hot s0, s1 -> r0 (congested); victim s2 -> r1 (paused 200 us of every 400 us); ${secs}s"
-for i in 0 1; do
-  ip netns exec "$prefix-s$i" taskset -c "$tx_cpus" "$quench" send --iface eth0 \
-    --config "$out/send-hot.toml" --cc none --rate 700mbit --src-ip "10.71.0.$((1 + i))" \
-    --flow-base $((1 + 100 * i)) --duration-s "$secs" > "$out/send-$i.log" 2>&1 &
-  pids+=($!)
-done
-ip netns exec "$prefix-s2" taskset -c "$tx_cpus" "$quench" send --iface eth0 \
-  --config "$out/send-victim.toml" --cc none --rate 400mbit --src-ip 10.71.0.3 \
-  --flow-base 201 --duration-s "$secs" > "$out/send-2.log" 2>&1 &
-pids+=($!)
-wait "$r0" "$r1" || true
-python3 - "$out" <<'PY'
+# Every host in one quench send on the CPU the switch does not use: the three senders' ports,
+# each with its own config and rate, and both receivers (--sink), r1 the one whose link pauses.
+# A receiver in a process of its own shared the switch's CPU, and a late PAUSE there stretches
+# an ON period of the victim port past max(Ton), which TCD then rightly calls congestion.
+taskset -c "$tx_cpus" "$quench" send \
+  --iface "$prefix-s0/eth0" --config "$out/send-hot.toml" --rate 700mbit --src-ip 10.71.0.1 \
+  --iface "$prefix-s1/eth0" --config "$out/send-hot.toml" --rate 700mbit --src-ip 10.71.0.2 \
+  --iface "$prefix-s2/eth0" --config "$out/send-victim.toml" --rate 400mbit --src-ip 10.71.0.3 \
+  --cc none --flow-base 1 --flow-stride 100 \
+  --sink "$prefix-r0/eth0" --sink "$prefix-r1/eth0" --sink-no-cnp \
+  --sink-pfc-pause "$prefix-r1/eth0=400:200" --duration-s "$secs" > "$out/send.log" 2>&1 &
+send=$!
+pids+=($send)
+wait "$send" || { tail -n 20 "$out/send.log" >&2; exit 1; }
+python3 - "$out" "$prefix" <<'PY'
 import json, sys
-out = sys.argv[1]
+out, prefix = sys.argv[1], sys.argv[2]
+sinks, label = {}, None
+for line in open(f"{out}/send.log"):
+    if line.startswith("== sink "):
+        label = line.split()[2]
+    elif label and line.startswith('{"sink":'):
+        sinks[label] = json.loads(line)["sink"]
 res = {}
-for name in ("hot", "victim"):
-    r = [json.loads(l) for l in open(f"{out}/recv-{name}.log") if l.startswith("{")][-1]
+for name, host in (("hot", "r0"), ("victim", "r1")):
+    r = sinks[f"{prefix}-{host}/eth0"]
     not_ect, capable, ue, ce = r["ecn"]
     res[name] = {"frames": sum(r["ecn"]), "capable": capable, "ue": ue, "ce": ce,
                  "mbps": round(r["aggregate_bps"] / 1e6, 1)}

@@ -1,7 +1,8 @@
 //! PFC on real frames: an incast through `quench switch` (PFC on priority 3, 1 Gbit/s egress)
 //! from senders that honour PAUSE loses no frame (scripts/pfc-incast.sh, run with this build's
 //! binary on a veth testbed in namespaces of its own). The PAUSE frames the switch sends decode
-//! in tshark as PFC with the expected class-enable vector. Needs root; skipped with a printed
+//! in tshark as PFC with the expected class-enable vector. TCD beside PFC: the victim of a
+//! paused port is marked UE, the congested port's flows CE (scripts/tcd-victim.sh). Needs root; skipped with a printed
 //! reason otherwise; takes the netns tests' lock (two cores).
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -31,6 +32,75 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// The release binary: PFC guards the switch's queues, not the hosts' receive rings, and a debug
+/// build's switch and receiver fall behind even 10 k frames/s on two shared cores, losing frames
+/// in the kernel before PFC sees them.
+fn release_quench() -> PathBuf {
+    let build = Command::new(env!("CARGO"))
+        .args(["build", "--release", "-p", "engine", "--bin", "quench"])
+        .current_dir(repo())
+        .status()
+        .unwrap();
+    assert!(build.success());
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or(repo().join("target"), PathBuf::from);
+    target.join("release/quench")
+}
+
+/// Runs a testbed script that must succeed and returns its last line, a JSON object, parsed and
+/// as text.
+fn script_json(cmd: &mut Command) -> (serde_json::Value, String) {
+    let run = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let json = stdout
+        .lines()
+        .rfind(|l| l.starts_with('{'))
+        .unwrap()
+        .to_string();
+    eprintln!("{json}");
+    (serde_json::from_str(&json).unwrap(), json)
+}
+
+/// TCD (seed 004) on real frames, scripts/tcd-victim.sh: two hot senders congest r0's port, a
+/// victim crosses r1's port, which r1 pauses 200 us of every 400 us. TCD marks the hot flows CE
+/// and the victim UE, never CE.
+#[test]
+fn tcd_marks_the_victim_of_a_paused_port_ue_and_never_ce() {
+    if !root_or_skip("tcd_marks_the_victim") {
+        return;
+    }
+    let _l = lock();
+    let quench = release_quench();
+    let out = std::env::temp_dir().join(format!("quench-tcd-{}", std::process::id()));
+    let prefix = format!("qt{}", std::process::id() % 10000);
+    let (r, json) = script_json(
+        Command::new(repo().join("scripts/tcd-victim.sh"))
+            .arg("4")
+            .arg(&out)
+            .env("QUENCH", &quench)
+            .env("QN_PREFIX", &prefix),
+    );
+    let (hot, victim) = (&r["hot"], &r["victim"]);
+    assert!(victim["frames"].as_u64().unwrap() > 10_000, "{json}");
+    assert_eq!(victim["ce"], 0, "{json}");
+    // Nearly every victim frame crossed the port while its queue was undetermined.
+    assert!(
+        victim["ue"].as_u64().unwrap() * 10 > victim["frames"].as_u64().unwrap() * 9,
+        "{json}"
+    );
+    assert_eq!(hot["ue"], 0, "{json}");
+    assert!(
+        hot["ce"].as_u64().unwrap() * 10 > hot["frames"].as_u64().unwrap() * 9,
+        "{json}"
+    );
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&ns.stdout).contains(&prefix));
+}
+
 #[test]
 fn pfc_incast_loses_no_frame_and_its_pauses_decode_in_tshark() {
     if !root_or_skip("pfc_incast_loses_no_frame") {
@@ -39,36 +109,17 @@ fn pfc_incast_loses_no_frame_and_its_pauses_decode_in_tshark() {
     let _l = lock();
     let out = std::env::temp_dir().join(format!("quench-pfc-{}", std::process::id()));
     let prefix = format!("qp{}", std::process::id() % 10000);
-    // The release binary: PFC guards the switch's queues, not the hosts' receive rings, and a
-    // debug build's switch and receiver fall behind even 10 k frames/s on two shared cores,
-    // losing frames in the kernel before PFC sees them.
-    let build = Command::new(env!("CARGO"))
-        .args(["build", "--release", "-p", "engine", "--bin", "quench"])
-        .current_dir(repo())
-        .status()
-        .unwrap();
-    assert!(build.success());
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or(repo().join("target"), PathBuf::from);
-    let quench = target.join("release/quench");
+    let quench = release_quench();
     // 4 senders at 400 Mb/s into 1 Gbit/s for 4 s: 1.6 x oversubscribed.
-    let run = Command::new(repo().join("scripts/pfc-incast.sh"))
-        .args(["4", "4"])
-        .arg(&out)
-        .arg("400mbit")
-        .env("QUENCH", &quench)
-        .env("QN_PREFIX", &prefix)
-        .env("PFC_CAPTURE", "s0")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&run.stderr)
+    let (r, json) = script_json(
+        Command::new(repo().join("scripts/pfc-incast.sh"))
+            .args(["4", "4"])
+            .arg(&out)
+            .arg("400mbit")
+            .env("QUENCH", &quench)
+            .env("QN_PREFIX", &prefix)
+            .env("PFC_CAPTURE", "s0"),
     );
-    let json = stdout.lines().rfind(|l| l.starts_with('{')).unwrap();
-    let r: serde_json::Value = serde_json::from_str(json).unwrap();
-    eprintln!("{json}");
     assert!(r["sent"].as_u64().unwrap() > 10_000, "{json}");
     assert_eq!(r["lost"], 0, "{json}");
     assert_eq!(r["frames"], r["sent"], "{json}");

@@ -46,3 +46,74 @@ fn overlapping_flow_ranges_are_refused() {
     assert!(!ok);
     assert!(err.contains("more than --flow-stride 0"), "{err}");
 }
+
+#[test]
+fn per_port_options_are_given_once_or_once_per_port() {
+    let (ok, err) = send(&[
+        "--iface",
+        "a0",
+        "--iface",
+        "a1",
+        "--iface",
+        "a2",
+        "--config",
+        "configs/send.toml",
+        "--config",
+        "configs/send.toml",
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("--config given 2 times for 3 --iface ports"),
+        "{err}"
+    );
+    let (ok, err) = send(&[
+        "--iface", "a0", "--iface", "a1", "--iface", "a2", "--rate", "1mbit", "--rate", "2mbit",
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("--rate given 2 times for 3 --iface ports"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_pausing_sink_must_be_one_of_the_sinks() {
+    let (ok, err) = send(&[
+        "--iface",
+        "a0",
+        "--sink",
+        "r0/eth0",
+        "--sink-pfc-pause",
+        "r1/eth0=400:200",
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("\"r1/eth0\" is not one of the --sink ports"),
+        "{err}"
+    );
+    let (ok, err) = send(&[
+        "--iface",
+        "a0",
+        "--sink",
+        "r0/eth0",
+        "--sink-pfc-pause",
+        "400:200",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("expected LABEL=PERIOD_US:PAUSE_US"), "{err}");
+    let (ok, err) = send(&[
+        "--iface",
+        "a0",
+        "--sink",
+        "r0/eth0",
+        "--sink",
+        "r1/eth0",
+        "--sink-out",
+        "x",
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("--sink-out given 1 times for 2 --sink ports"),
+        "{err}"
+    );
+}

@@ -96,8 +96,10 @@ pub struct Args {
     pub iface: Vec<String>,
     #[command(flatten)]
     pub port: super::PortArgs,
+    /// The flows, addresses and RP tables: once, or once per `--iface` in the same order (hosts
+    /// with different destinations or traffic in one process).
     #[arg(long, default_value = "configs/send.toml")]
-    pub config: PathBuf,
+    pub config: Vec<PathBuf>,
     /// Override the config's `cc`.
     #[arg(long, value_enum)]
     pub cc: Option<Cc>,
@@ -113,22 +115,28 @@ pub struct Args {
     /// Flow-id distance between the ranges of consecutive `--iface` ports.
     #[arg(long, default_value_t = 100)]
     pub flow_stride: u32,
-    /// Override the rate of every flow group, e.g. `300mbit`.
+    /// Override the rate of every flow group, e.g. `300mbit`: once, or once per `--iface`.
     #[arg(long)]
-    pub rate: Option<String>,
+    pub rate: Vec<String>,
     /// Also receive on this port, `[NETNS/]IFACE`, in the same poll loop: the receiver and
     /// notification point of `quench recv` with its defaults (CNPs for CE marks, per-flow
     /// goodput, loss, one-way latency). For a machine with fewer cores than hosts: a separate
     /// receiver process would share a core with the switch or the senders and read its frames
-    /// milliseconds late. Its report ends with one JSON line `{"sink": SUMMARY}`.
+    /// milliseconds late. Repeat it for several receivers. Each report, headed `== sink LABEL`,
+    /// ends with one JSON line `{"sink": SUMMARY}`.
     #[arg(long, value_name = "[NETNS/]IFACE")]
-    pub sink: Option<String>,
-    /// With --sink: the report directory to write (as `quench recv --out`).
+    pub sink: Vec<String>,
+    /// With --sink: the report directory to write (as `quench recv --out`), once per `--sink`
+    /// in the same order.
     #[arg(long, requires = "sink")]
-    pub sink_out: Option<PathBuf>,
+    pub sink_out: Vec<PathBuf>,
     /// With --sink: send no CNPs.
     #[arg(long, requires = "sink")]
     pub sink_no_cnp: bool,
+    /// Make the sink LABEL (one of the `--sink` arguments) a receiver whose link pauses, as
+    /// `quench recv --pfc-pause`: `--sink-pfc-pause r1/eth0=400:200`. Repeatable.
+    #[arg(long, value_name = "LABEL=PERIOD_US:PAUSE_US")]
+    pub sink_pfc_pause: Vec<String>,
     /// How long to run, seconds (SIGINT / SIGTERM end it early, with the report).
     #[arg(long, default_value_t = 10.0)]
     pub duration_s: f64,
@@ -145,6 +153,7 @@ fn load(path: &Path) -> anyhow::Result<SendConfig> {
 struct Outside {
     /// The `--iface` argument, `[NETNS/]IFACE`.
     label: String,
+    cc: Cc,
     port: super::NsPort,
     w: SendWorker,
     tx: Vec<AnyFrame>,
@@ -179,11 +188,40 @@ fn control(
     })
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
-    let mut cfg = load(&args.config)?;
-    let file = args.config.display().to_string();
+/// `--NAME` given `n` times for `nports` ports: the value of port k, or an error unless it was
+/// given once (for every port), once per port, or not at all (`None`).
+fn per_port<'a, T>(
+    name: &str,
+    given: &'a [T],
+    nports: usize,
+    what: &str,
+) -> anyhow::Result<impl Fn(usize) -> Option<&'a T>> {
+    if given.len() > 1 && given.len() != nports {
+        anyhow::bail!(
+            "--{name} given {} times for {nports} {what}: give it once, once per {} in the same \
+             order, or not at all",
+            given.len(),
+            what.trim_end_matches('s')
+        );
+    }
+    Ok(move |k: usize| given.get(k).or(given.first()))
+}
+
+/// One port's configuration: `--config` with the command line's overrides applied.
+struct PortConfig {
+    cfg: SendConfig,
+    file: String,
+    cc: Cc,
+    line: Rate,
+    ecn: Ecn,
+    pacing: PacingConfig,
+}
+
+fn port_config(args: &Args, path: &Path, rate: Option<&String>) -> anyhow::Result<PortConfig> {
+    let mut cfg = load(path)?;
+    let file = path.display().to_string();
     let cc = args.cc.unwrap_or(cfg.cc);
-    if let Some(r) = &args.rate {
+    if let Some(r) = rate {
         for g in &mut cfg.flows {
             g.rate = r.clone();
         }
@@ -196,17 +234,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             cfg.dcqcn_rp = Some(d);
         }
     }
-    let nports = args.iface.len();
-    if !args.src_ip.is_empty() && args.src_ip.len() != nports {
-        anyhow::bail!(
-            "--src-ip given {} times for {nports} --iface ports: give it once per port, in the \
-             same order, or not at all",
-            args.src_ip.len()
-        );
-    }
     let line =
         Rate::parse(&cfg.line_rate).map_err(|e| anyhow::anyhow!("{file}: line_rate: {e}"))?;
-    let base = args.config.parent().unwrap_or(Path::new("."));
     let ecn = match cfg.ecn {
         Some(EcnSetting::NotEct) => Ecn::NotEct,
         Some(EcnSetting::Ect0) => Ecn::Ect0,
@@ -219,11 +248,73 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         max_catch_up: Duration::from_micros(u64::from(cfg.max_catch_up_us)),
         ..PacingConfig::default()
     };
+    Ok(PortConfig {
+        cfg,
+        file,
+        cc,
+        line,
+        ecn,
+        pacing,
+    })
+}
+
+/// `--sink-pfc-pause LABEL=SPEC` arguments -> the spec of each `--sink`, in order.
+fn sink_pauses(args: &Args) -> anyhow::Result<Vec<Option<String>>> {
+    let mut specs = vec![None; args.sink.len()];
+    for a in &args.sink_pfc_pause {
+        let (label, spec) = a.split_once('=').ok_or_else(|| {
+            anyhow::anyhow!(
+                "--sink-pfc-pause {a:?}: expected LABEL=PERIOD_US:PAUSE_US, e.g. r1/eth0=400:200"
+            )
+        })?;
+        let k = args.sink.iter().position(|s| s == label).ok_or_else(|| {
+            anyhow::anyhow!("--sink-pfc-pause {a:?}: {label:?} is not one of the --sink ports")
+        })?;
+        specs[k] = Some(spec.to_string());
+    }
+    Ok(specs)
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let nports = args.iface.len();
+    let config_of = per_port("config", &args.config, nports, "--iface ports")?;
+    let rate_of = per_port("rate", &args.rate, nports, "--iface ports")?;
+    if !args.src_ip.is_empty() && args.src_ip.len() != nports {
+        anyhow::bail!(
+            "--src-ip given {} times for {nports} --iface ports: give it once per port, in the \
+             same order, or not at all",
+            args.src_ip.len()
+        );
+    }
+    if !args.sink_out.is_empty() && args.sink_out.len() != args.sink.len() {
+        anyhow::bail!(
+            "--sink-out given {} times for {} --sink ports: give it once per sink, in the same \
+             order, or not at all",
+            args.sink_out.len(),
+            args.sink.len()
+        );
+    }
+    let pauses = sink_pauses(&args)?;
+    let mut configs = Vec::with_capacity(nports);
+    for k in 0..nports {
+        let path = config_of(k).expect("--config has a default");
+        configs.push(port_config(&args, path, rate_of(k))?);
+    }
+    // One loop: its stall accounting uses the tightest catch-up bound among the ports.
+    let loop_catch_up = configs
+        .iter()
+        .map(|c| c.pacing.max_catch_up)
+        .min()
+        .unwrap_or(Duration::from_micros(u64::from(default_catch_up_us())));
     let stop = crate::worker::stop_on_signals()?;
     let clock = Clock::new();
     let t0 = clock.now();
     let mut ports = Vec::with_capacity(nports);
-    for (k, label) in args.iface.iter().enumerate() {
+    for (k, (label, pc)) in args.iface.iter().zip(&configs).enumerate() {
+        let (cfg, file, cc, line) = (&pc.cfg, &pc.file, pc.cc, pc.line);
+        let base = config_of(k)
+            .and_then(|p| p.parent())
+            .unwrap_or(Path::new("."));
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed.wrapping_add(k as u64));
         let first = (k as u32)
             .checked_mul(args.flow_stride)
@@ -244,22 +335,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let ids: Vec<FlowId> = flows.iter().map(|f| f.flow).collect();
         let port = super::NsPort::open(label, &args.port)?;
         let mac = port.caps().mac.unwrap_or([2, 0, 0, 0, 0, 1 + k as u8]);
-        let gen = Generator::new(pacing, flows, t0)?;
+        let gen = Generator::new(pc.pacing, flows, t0)?;
         let w = SendWorker::new(
             gen,
-            control(&cfg, cc, line, &ids, &file)?,
+            control(cfg, cc, line, &ids, file)?,
             Addressing {
                 src_mac: MacAddr::new(mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]),
                 src_ip: args.src_ip.get(k).copied().unwrap_or(cfg.src_ip),
                 dst_ip: cfg.dst_ip,
                 vlan: cfg.vlan,
-                ecn,
+                ecn: pc.ecn,
                 cn_tag: cc == Cc::Qcn,
             },
         )
         .with_link_rate(line);
         ports.push(Outside {
             label: label.clone(),
+            cc,
             port,
             w,
             tx: Vec::with_capacity(BURST),
@@ -267,24 +359,25 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             audit: PaceAudit::new(Duration::from_millis(100)),
         });
     }
-    let mut sink = match &args.sink {
-        Some(label) => Some(super::recv::Sink::open(
-            label,
-            &args.port,
-            super::recv::SinkOptions::defaults(if args.sink_no_cnp {
-                None
-            } else {
-                Some(super::recv::SinkOptions::np_profile(None)?)
-            }),
-        )?),
-        None => None,
-    };
+    let mut sinks = Vec::with_capacity(args.sink.len());
+    for (label, pause) in args.sink.iter().zip(pauses) {
+        let np = if args.sink_no_cnp {
+            None
+        } else {
+            Some(super::recv::SinkOptions::np_profile(None)?)
+        };
+        let opts = super::recv::SinkOptions {
+            pfc_pause: pause,
+            ..super::recv::SinkOptions::defaults(np)
+        };
+        sinks.push(super::recv::Sink::open(label, &args.port, opts)?);
+    }
     let end = t0 + Duration::from_nanos((args.duration_s.max(0.0) * 1e9) as u64);
     let mut rx = Vec::with_capacity(BURST);
     let mut buf = vec![0u8; MAX_FRAME + 64];
     let mut idle = crate::worker::Idle::default();
     // The pacer's catch-up bound: gaps longer than it cost transmission time for good.
-    let mut stalls = LoopStalls::new(pacing.max_catch_up);
+    let mut stalls = LoopStalls::new(loop_catch_up);
     loop {
         let now = clock.now();
         if now >= end || stop.load(Ordering::Relaxed) {
@@ -325,7 +418,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
             port.poll()?;
         }
-        if let Some(s) = sink.as_mut() {
+        for s in &mut sinks {
             work += s.step()?.0;
         }
         idle.after(work);
@@ -335,11 +428,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if nports > 1 {
             println!("== port {}", o.label);
         }
-        report(o, cc, secs, &stalls, &pacing);
+        report(o, secs, &stalls);
     }
-    if let Some(s) = sink {
-        println!("== sink {}", args.sink.as_deref().unwrap_or_default());
-        let json = s.finish(args.sink_out.as_deref())?;
+    for (k, (s, label)) in sinks.into_iter().zip(&args.sink).enumerate() {
+        println!("== sink {label}");
+        let json = s.finish(args.sink_out.get(k).map(PathBuf::as_path))?;
         println!("{{\"sink\":{json}}}");
     }
     Ok(())
@@ -347,8 +440,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// One port's lines: per-flow rates, feedback counts, the pacing audit, the loop's scheduling
 /// stalls (shared by every port of the loop), then one JSON line.
-fn report(o: &Outside, cc: Cc, secs: f64, stalls: &LoopStalls, pacing: &PacingConfig) {
+fn report(o: &Outside, secs: f64, stalls: &LoopStalls) {
     let w = &o.w;
+    let cc = o.cc;
     let c = w.counters();
     println!(
         "{:>6} {:>10} {:>12} {:>12}",
@@ -384,7 +478,7 @@ fn report(o: &Outside, cc: Cc, secs: f64, stalls: &LoopStalls, pacing: &PacingCo
     println!(
         "scheduling: {} loop gaps over {} us, {:.1} ms in all, longest {:.1} ms; transmission time given up at the catch-up bound: {:.1} ms",
         stalls.count,
-        pacing.max_catch_up.as_nanos() / 1000,
+        stalls.threshold().as_nanos() / 1000,
         stalls.total.as_nanos() as f64 / 1e6,
         stalls.longest.as_nanos() as f64 / 1e6,
         w.gen.lag_dropped().as_nanos() as f64 / 1e6

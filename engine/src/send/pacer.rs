@@ -277,6 +277,11 @@ impl LoopStalls {
         }
     }
 
+    /// The gap length over which a gap counts as a stall.
+    pub fn threshold(&self) -> Duration {
+        self.threshold
+    }
+
     /// Call once per loop iteration with the iteration's clock reading.
     pub fn tick(&mut self, now: Instant) {
         if let Some(last) = self.last {
