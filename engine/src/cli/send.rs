@@ -106,7 +106,8 @@ pub struct Args {
     /// Take `[qcn_rp]` / `[dcqcn_rp]` from this preset instead (e.g. configs/nvidia.toml).
     #[arg(long)]
     pub rp: Option<PathBuf>,
-    /// Override the config's `src_ip`: once, or once per `--iface` in the same order.
+    /// Override the config's `src_ip`: once per `--iface`, in the same order (each port is a
+    /// host of its own, so one address for several ports is refused).
     #[arg(long)]
     pub src_ip: Vec<Ipv4Addr>,
     /// First flow id (senders sharing a receiver need distinct ranges).
@@ -188,22 +189,34 @@ fn control(
     })
 }
 
-/// `--NAME` given `n` times for `nports` ports: the value of port k, or an error unless it was
-/// given once (for every port), once per port, or not at all (`None`).
+/// Checks that `--NAME` was given once per one of `n` `what` (e.g. "--iface ports"), in the
+/// same order, or not at all; or also just once, for all of them, when `once_for_all`.
+fn check_count(
+    name: &str,
+    given: usize,
+    n: usize,
+    what: &str,
+    once_for_all: bool,
+) -> anyhow::Result<()> {
+    if given == 0 || given == n || (once_for_all && given == 1) {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "--{name} given {given} times for {n} {what}: give it {}once per {}, in the same order, \
+         or not at all",
+        if once_for_all { "once, " } else { "" },
+        what.trim_end_matches('s')
+    )
+}
+
+/// `--NAME`'s value for port k (see [`check_count`]): its own, the one given for all ports, or
+/// `None`.
 fn per_port<'a, T>(
     name: &str,
     given: &'a [T],
     nports: usize,
-    what: &str,
 ) -> anyhow::Result<impl Fn(usize) -> Option<&'a T>> {
-    if given.len() > 1 && given.len() != nports {
-        anyhow::bail!(
-            "--{name} given {} times for {nports} {what}: give it once, once per {} in the same \
-             order, or not at all",
-            given.len(),
-            what.trim_end_matches('s')
-        );
-    }
+    check_count(name, given.len(), nports, "--iface ports", true)?;
     Ok(move |k: usize| given.get(k).or(given.first()))
 }
 
@@ -211,6 +224,8 @@ fn per_port<'a, T>(
 struct PortConfig {
     cfg: SendConfig,
     file: String,
+    /// The config file's directory: relative CDF paths in it are read from there.
+    dir: PathBuf,
     cc: Cc,
     line: Rate,
     ecn: Ecn,
@@ -251,6 +266,7 @@ fn port_config(args: &Args, path: &Path, rate: Option<&String>) -> anyhow::Resul
     Ok(PortConfig {
         cfg,
         file,
+        dir: path.parent().unwrap_or(Path::new(".")).to_path_buf(),
         cc,
         line,
         ecn,
@@ -277,23 +293,17 @@ fn sink_pauses(args: &Args) -> anyhow::Result<Vec<Option<String>>> {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let nports = args.iface.len();
-    let config_of = per_port("config", &args.config, nports, "--iface ports")?;
-    let rate_of = per_port("rate", &args.rate, nports, "--iface ports")?;
-    if !args.src_ip.is_empty() && args.src_ip.len() != nports {
-        anyhow::bail!(
-            "--src-ip given {} times for {nports} --iface ports: give it once per port, in the \
-             same order, or not at all",
-            args.src_ip.len()
-        );
-    }
-    if !args.sink_out.is_empty() && args.sink_out.len() != args.sink.len() {
-        anyhow::bail!(
-            "--sink-out given {} times for {} --sink ports: give it once per sink, in the same \
-             order, or not at all",
-            args.sink_out.len(),
-            args.sink.len()
-        );
-    }
+    let config_of = per_port("config", &args.config, nports)?;
+    let rate_of = per_port("rate", &args.rate, nports)?;
+    // Each port is its own host: one source address for all of them is refused.
+    check_count("src-ip", args.src_ip.len(), nports, "--iface ports", false)?;
+    check_count(
+        "sink-out",
+        args.sink_out.len(),
+        args.sink.len(),
+        "--sink ports",
+        false,
+    )?;
     let pauses = sink_pauses(&args)?;
     let mut configs = Vec::with_capacity(nports);
     for k in 0..nports {
@@ -312,9 +322,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut ports = Vec::with_capacity(nports);
     for (k, (label, pc)) in args.iface.iter().zip(&configs).enumerate() {
         let (cfg, file, cc, line) = (&pc.cfg, &pc.file, pc.cc, pc.line);
-        let base = config_of(k)
-            .and_then(|p| p.parent())
-            .unwrap_or(Path::new("."));
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed.wrapping_add(k as u64));
         let first = (k as u32)
             .checked_mul(args.flow_stride)
@@ -322,7 +329,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .ok_or_else(|| {
                 anyhow::anyhow!("--flow-base + {k} x --flow-stride overflows a flow id")
             })?;
-        let flows = schedule(&cfg.flows, base, first, &mut rng)
+        let flows = schedule(&cfg.flows, &pc.dir, first, &mut rng)
             .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
         if nports > 1 && flows.len() as u64 > u64::from(args.flow_stride) {
             anyhow::bail!(
@@ -359,13 +366,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             audit: PaceAudit::new(Duration::from_millis(100)),
         });
     }
+    let np = if args.sink_no_cnp {
+        None
+    } else {
+        Some(super::recv::SinkOptions::np_profile(None)?)
+    };
     let mut sinks = Vec::with_capacity(args.sink.len());
     for (label, pause) in args.sink.iter().zip(pauses) {
-        let np = if args.sink_no_cnp {
-            None
-        } else {
-            Some(super::recv::SinkOptions::np_profile(None)?)
-        };
         let opts = super::recv::SinkOptions {
             pfc_pause: pause,
             ..super::recv::SinkOptions::defaults(np)
