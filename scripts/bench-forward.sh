@@ -5,13 +5,16 @@
 #
 #   scripts/bench-forward.sh [--secs S]      (root; ~2 minutes)
 #
-# Traffic: `quench blast` (AF_XDP, pinned to the last core) in the sender namespace towards the
-# receiver's MAC; the forwarder runs pinned to core 0. The table's first column is what the
-# source offers with no forwarder (the ingress veth's receive count, the stack dropping the
-# frames): a forwarder near it is limited by the source, not by itself. (Moving the ingress
-# veth's receive work onto core 0 with threaded NAPI was tried: the NAPI thread and a busy-polling
-# forwarder then share one core, and quench fell to 0.36 Mpps against testpmd's 0.63.) The rate is the receiver veth's
-# rx_packets delta over the middle of each run. Ends with a table (Mpps, ratios
+# Traffic: `quench blast` (XDP live frames: the kernel replays one frame into the sender's veth,
+# no skb per frame; pinned to the last core) in the sender namespace towards the receiver's MAC;
+# the forwarder runs pinned to core 0. The table's first column is what the source offers with
+# no forwarder (the ingress veth's receive count, the stack dropping the frames): 2.6-2.9 Mpps,
+# well above every forwarder here, so the figures measure the forwarders. (The AF_XDP source,
+# `--engine af-xdp`, offered 1.1-1.2 Mpps: an skb per frame plus the ingress veth's receive work on
+# its own core; every forwarder then ran at the source's rate.) Moving the ingress veth's receive
+# work onto core 0 with threaded NAPI was tried: the NAPI thread and a busy-polling forwarder then
+# share one core, and quench fell to 0.36 Mpps against testpmd's 0.63. The rate is the receiver
+# veth's rx_packets delta over the middle of each run. Ends with a table (Mpps, ratios
 # quench/bridge and quench/testpmd) and a last line of JSON.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -647,3 +647,58 @@ fn one_sender_process_drives_two_namespaces() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A veth device counter inside namespace `ns`.
+fn counter(ns: &str, dev: &str, name: &str) -> u64 {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "cat"])
+        .arg(format!("/sys/class/net/{dev}/statistics/{name}"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// `quench blast` in namespace `ns` for `secs`; returns (success, stdout, stderr).
+fn blast(ns: &str, secs: &str) -> (bool, String, String) {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(env!("CARGO_BIN_EXE_quench"))
+        .args(["blast", "--iface", "eth0", "--dst", "02:71:6e:02:00:00"])
+        .args(["--duration", secs, "--core", "0"])
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn blast_live_frames_reach_the_peer_and_a_peer_without_xdp_or_gro_is_named() {
+    if !root_or_skip("blast_live_frames_reach_the_peer_and_a_peer_without_xdp_or_gro_is_named") {
+        return;
+    }
+    let _l = lock();
+    let tb = Testbed::up("l");
+    let (sw, port) = (tb.ns("sw"), format!("{}-sw-s0", tb.prefix));
+    // 1. The peer has GRO on (testbed.sh): every frame the report counts arrived there.
+    let before = counter(&sw, &port, "rx_packets");
+    let (ok, out, err) = blast(&tb.ns("s0"), "1");
+    assert!(ok, "blast failed: {err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["engine"], "live", "{out}");
+    let sent = v["sent"].as_u64().unwrap();
+    assert!(sent > 10_000, "{out}");
+    let got = counter(&sw, &port, "rx_packets") - before;
+    assert!(got >= sent, "peer received {got} of {sent}");
+    // 2. Without GRO (and no XDP program) the veth drops redirected frames: a clear error.
+    let st = Command::new("ip")
+        .args(["netns", "exec", &sw, "ethtool", "-K", &port, "gro", "off"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let (ok, _, err) = blast(&tb.ns("s0"), "1");
+    assert!(!ok, "blast into a peer that drops everything succeeded");
+    assert!(err.contains("GRO") && err.contains("eth0"), "{err}");
+}

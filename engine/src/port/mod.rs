@@ -33,6 +33,7 @@ pub mod capture;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod heap;
+pub mod live;
 pub mod mem;
 pub mod netns;
 pub mod packet;
