@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Forwarding rate through `quench switch` (one worker, AF_XDP) against the Linux bridge and
-# dpdk-testpmd io-forwarding (net_af_packet), on the same veth testbed in the same run, at 64 B
-# and 1500 B frames; then egress shaping accuracy at 1 Gbit/s and 100 Mbit/s.
+# dpdk-testpmd io-forwarding (net_af_packet and net_af_xdp), on the same veth testbed in the same
+# run, at 64 B and 1500 B frames; then egress shaping accuracy at 1 Gbit/s and 100 Mbit/s.
 #
-#   scripts/bench-forward.sh [--secs S]      (root; ~2 minutes)
+#   scripts/bench-forward.sh [--secs S]      (root; ~2.5 minutes)
 #
 # Traffic: `quench blast` (XDP live frames: the kernel replays one frame into the sender's veth,
 # no skb per frame; pinned to the last core) in the sender namespace towards the receiver's MAC;
@@ -14,8 +14,8 @@
 # its own core; every forwarder then ran at the source's rate.) Moving the ingress veth's receive
 # work onto core 0 with threaded NAPI was tried: the NAPI thread and a busy-polling forwarder then
 # share one core, and quench fell to 0.36 Mpps against testpmd's 0.63. The rate is the receiver
-# veth's rx_packets delta over the middle of each run. Ends with a table (Mpps, ratios
-# quench/bridge and quench/testpmd) and a last line of JSON.
+# veth's rx_packets delta over the middle of each run. Ends with a table (Mpps, ratios of quench
+# to the bridge and to each testpmd) and a last line of JSON.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=4
@@ -110,19 +110,22 @@ for len in 60 1500; do
   ip -n $P-sw link set br0 up
   res[bridge_$len]=$(measure "$len")
   ip -n $P-sw link del br0
-  # dpdk-testpmd, io forwarding between two net_af_packet ports, one forwarding core: core 0,
-  # as quench's worker (the blast source spins on the last core; testpmd's forwarding lcore
-  # there measured the two fighting over one CPU: 0.064 Mpps). Its main lcore, which only
-  # waits, shares the source's core.
+  # dpdk-testpmd, io forwarding between two ports of one PMD, one forwarding core: core 0, as
+  # quench's worker (the blast source spins on the last core; testpmd's forwarding lcore there
+  # measured the two fighting over one CPU: 0.064 Mpps). Its main lcore, which only waits,
+  # shares the source's core. net_af_xdp takes the same kernel transmit path as quench (an
+  # AF_XDP socket in copy mode); net_af_packet a TPACKET ring.
   # testpmd exits when its stdin closes ("Press enter to exit"): keep it open with sleep.
-  sleep $((secs + 5)) | ip netns exec $P-sw timeout -s INT $((secs + 6)) dpdk-testpmd \
-    --no-huge -m 1024 --no-pci -l 0,$last --main-lcore $last --vdev=net_af_packet0,iface=$P-sw-s0 \
-    --vdev=net_af_packet1,iface=$P-sw-r0 --file-prefix=qb -- --forward-mode=io --nb-cores=1 \
-    --auto-start >"$out/pmd.out" 2>&1 &
-  tp=$!
-  sleep 3
-  res[testpmd_$len]=$(measure "$len")
-  kill -INT $tp 2>/dev/null || true; wait $tp 2>/dev/null || true
+  for pmd in af_packet af_xdp; do
+    sleep $((secs + 5)) | ip netns exec $P-sw timeout -s INT $((secs + 6)) dpdk-testpmd \
+      --no-huge -m 1024 --no-pci -l 0,$last --main-lcore $last \
+      --vdev=net_${pmd}0,iface=$P-sw-s0 --vdev=net_${pmd}1,iface=$P-sw-r0 --file-prefix=qb \
+      -- --forward-mode=io --nb-cores=1 --auto-start >"$out/pmd.out" 2>&1 &
+    tp=$!
+    sleep 3
+    res[${pmd}_$len]=$(measure "$len")
+    kill -INT $tp 2>/dev/null || true; wait $tp 2>/dev/null || true
+  done
 done
 
 # Shaping: quench with r0 paced, 1500 B frames offered above the rate; receiver bit rate.
@@ -144,22 +147,27 @@ shape() { # RATE BPS
 shape_1g=$(shape 1gbit 1e9)
 shape_100m=$(shape 100mbit 1e8)
 
-python3 - "${res[source_60]}" "${res[quench_60]}" "${res[bridge_60]}" "${res[testpmd_60]}" \
-  "${res[source_1500]}" "${res[quench_1500]}" "${res[bridge_1500]}" "${res[testpmd_1500]}" \
-  "$shape_1g" "$shape_100m" <<'PY'
+python3 - "${res[source_60]}" "${res[quench_60]}" "${res[bridge_60]}" "${res[af_packet_60]}" \
+  "${res[af_xdp_60]}" "${res[source_1500]}" "${res[quench_1500]}" "${res[bridge_1500]}" \
+  "${res[af_packet_1500]}" "${res[af_xdp_1500]}" "$shape_1g" "$shape_100m" <<'PY'
 import json, sys
-o64, q64, b64, t64, o15, q15, b15, t15, s1g, s100 = map(float, sys.argv[1:])
+v = list(map(float, sys.argv[1:]))
+s1g, s100 = v[10], v[11]
 r = lambda a, b: a / b if b > 0 else float("nan")
+rows, out = {}, {"mpps": {}}
 print()
-print("| frame | source offers Mpps | quench Mpps | bridge Mpps | testpmd Mpps | quench/bridge | quench/testpmd |")
-print("|---|---|---|---|---|---|---|")
-print(f"| 64 B | {o64:.3f} | {q64:.3f} | {b64:.3f} | {t64:.3f} | {r(q64,b64):.2f} | {r(q64,t64):.2f} |")
-print(f"| 1500 B | {o15:.3f} | {q15:.3f} | {b15:.3f} | {t15:.3f} | {r(q15,b15):.2f} | {r(q15,t15):.2f} |")
+print("| frame | source offers Mpps | quench Mpps | bridge Mpps | testpmd af_packet Mpps "
+      "| testpmd af_xdp Mpps | quench/bridge | quench/testpmd af_packet | quench/testpmd af_xdp |")
+print("|---|---|---|---|---|---|---|---|---|")
+for i, frame in enumerate(["64", "1500"]):
+    o, q, b, tp, tx = v[5 * i:5 * i + 5]
+    print(f"| {frame} B | {o:.3f} | {q:.3f} | {b:.3f} | {tp:.3f} | {tx:.3f} "
+          f"| {r(q,b):.2f} | {r(q,tp):.2f} | {r(q,tx):.2f} |")
+    out["mpps"][frame] = {"source": o, "quench": q, "bridge": b,
+                          "testpmd_af_packet": tp, "testpmd_af_xdp": tx}
+    out[f"ratio_{frame}"] = {"bridge": r(q, b), "testpmd_af_packet": r(q, tp),
+                             "testpmd_af_xdp": r(q, tx)}
 print(f"shaping: 1gbit -> {s1g*100:.2f} % of rate, 100mbit -> {s100*100:.2f} % of rate")
-print(json.dumps({
-  "mpps": {"64": {"source": o64, "quench": q64, "bridge": b64, "testpmd": t64},
-           "1500": {"source": o15, "quench": q15, "bridge": b15, "testpmd": t15}},
-  "ratio_64": {"bridge": r(q64,b64), "testpmd": r(q64,t64)},
-  "ratio_1500": {"bridge": r(q15,b15), "testpmd": r(q15,t15)},
-  "shaping_fraction": {"1gbit": s1g, "100mbit": s100}}))
+out["shaping_fraction"] = {"1gbit": s1g, "100mbit": s100}
+print(json.dumps(out))
 PY
