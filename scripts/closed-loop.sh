@@ -60,12 +60,17 @@ for cc in ${CCS:-qcn dcqcn}; do
   done
   # PFC=1: PFC on priority 3 as the lossless backstop (the congestion point acts first: Qeq
   # 50 KB, RED from 30 KB; PAUSE at 150 KB per ingress); the egress queue then holds every
-  # port's XOFF + headroom, so nothing is tail-dropped.
+  # port's XOFF + headroom, so nothing is tail-dropped. Headroom covers what a sender can send
+  # between the switch's XOFF and the PAUSE taking effect. On a shared 2-core VM that is not a
+  # cable's delay but a scheduling stall: the switch's loop stops for up to ~9 ms (kernel threads,
+  # other tasks), its receive rings fill meanwhile, and the frames are accounted only when it
+  # runs again. 1.25 MB is 10 ms at the 1 Gbit/s line rate; 250 KB lost 17-41 frames in some
+  # 10 s DCQCN runs (pfc-drops on the sender ports).
   if [ -n "${PFC:-}" ]; then
-    sed -i "s/^queue_bytes = .*/queue_bytes = $(( (senders + 1) * 420000 ))/" "$cfg"
+    sed -i "s/^queue_bytes = .*/queue_bytes = $(( (senders + 1) * 1420000 ))/" "$cfg"
     printf '\n[[static_macs]]\nmac = "02:71:6e:02:00:00"\nport = "r0"\n' >> "$cfg"
     printf '\n[pfc]\nlossless_priorities = [3]\nthreshold = "static"\nxoff_bytes = 150000\n' >> "$cfg"
-    printf 'xon_bytes = 147000\nheadroom_bytes = 250000\nlink_rate = "1gbit"\n' >> "$cfg"
+    printf 'xon_bytes = 147000\nheadroom_bytes = 1250000\nlink_rate = "1gbit"\n' >> "$cfg"
   fi
   capture=()
   if [ -n "${CAPTURE:-}" ]; then capture=(--capture "s0=$out/s0-$cc.pcap"); fi

@@ -54,7 +54,7 @@ pub fn table(now: &Snapshot, prev: Option<&Snapshot>) -> String {
     );
     let _ = writeln!(
         s,
-        "{:<8} {:<12} {:<22} {:>12} {:>12} {:>12} {:>12} {:>9} {:>9} {:>9} {:>10} {:>10}",
+        "{:<8} {:<12} {:<22} {:>12} {:>12} {:>12} {:>12} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10}",
         "port",
         "iface",
         "mode",
@@ -66,6 +66,7 @@ pub fn table(now: &Snapshot, prev: Option<&Snapshot>) -> String {
         "tx-bps",
         "drops",
         "q-drops",
+        "pfc-drops",
         "q-depth"
     );
     for (i, p) in now.ports.iter().enumerate() {
@@ -76,7 +77,7 @@ pub fn table(now: &Snapshot, prev: Option<&Snapshot>) -> String {
         };
         let _ = writeln!(
             s,
-            "{:<8} {:<12} {:<22} {:>12} {:>12} {:>12} {:>12} {:>9} {:>9} {:>9} {:>10} {:>10}",
+            "{:<8} {:<12} {:<22} {:>12} {:>12} {:>12} {:>12} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10}",
             p.info.name,
             p.info.iface,
             format!("{}/{}", p.info.kind, p.info.mode),
@@ -88,6 +89,9 @@ pub fn table(now: &Snapshot, prev: Option<&Snapshot>) -> String {
             rate(p.tx_bytes * 8, old.map(|o| o.tx_bytes * 8)),
             p.rx_drops + p.tx_drops,
             p.queue_drops,
+            // Lossless frames that arrived on this port beyond its XOFF + headroom: a PAUSE
+            // that came too late (the sender or this switch was not running).
+            p.pfc_headroom_drops,
             p.queue_depth_bytes,
         );
         for q in p.queues.iter().filter(|q| q.counters.enq_pkts > 0) {
@@ -127,5 +131,31 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         prev = Some(snap);
         std::thread::sleep(std::time::Duration::from_millis(args.interval_ms));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_shows_pfc_headroom_drops_beside_the_other_drops() {
+        let snap: Snapshot = serde_json::from_str(
+            r#"{"uptime_ns": 1000000000, "fdb_entries": 2, "ports": [{
+                "name": "s0", "iface": "qn-sw-s0", "kind": "af_packet", "mode": "tpacket_v2",
+                "worker": 0, "rate_bps": null, "rx_pkts": 401948, "rx_bytes": 602922000,
+                "tx_pkts": 16539, "tx_bytes": 1000, "rx_drops": 3, "tx_drops": 4,
+                "queue_drops": 5, "flooded": 0, "queue_depth_bytes": 0, "queues": [],
+                "pfc_headroom_drops": 41}]}"#,
+        )
+        .unwrap();
+        let t = table(&snap, None);
+        let lines: Vec<&str> = t.lines().collect();
+        let header: Vec<&str> = lines[1].split_whitespace().collect();
+        let row: Vec<&str> = lines[2].split_whitespace().collect();
+        let col = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+        assert_eq!(col("drops"), "7");
+        assert_eq!(col("q-drops"), "5");
+        assert_eq!(col("pfc-drops"), "41");
     }
 }
