@@ -81,6 +81,10 @@ pub struct SendConfig {
     /// burst tolerance. Lag beyond it is given up. Default 50.
     #[serde(default = "default_catch_up_us")]
     pub max_catch_up_us: u32,
+    /// While a flow catches up, it sends at most this many times its RP rate (a peak rate
+    /// over the committed one), so a long `max_catch_up_us` does not become a line-rate burst.
+    /// Absent: frames owed leave as fast as the loop polls. Must be above 1.
+    pub catch_up_speed: Option<f64>,
     pub qcn_rp: Option<rp::QcnParams>,
     pub dcqcn_rp: Option<rp::DcqcnParams>,
     pub flows: Vec<FlowGroup>,
@@ -258,9 +262,18 @@ fn port_config(args: &Args, path: &Path, rate: Option<&String>) -> anyhow::Resul
         None if cc == Cc::Dcqcn => Ecn::Ect0,
         None => Ecn::NotEct,
     };
+    if let Some(k) = cfg.catch_up_speed {
+        if !(k.is_finite() && k > 1.0) {
+            anyhow::bail!(
+                "{file}: catch_up_speed = {k}: must be above 1 (the peak rate of a flow catching \
+                 up, in multiples of its RP rate)"
+            );
+        }
+    }
     let pacing = PacingConfig {
         frame_len: cfg.frame_len.min(MAX_FRAME as u32),
         max_catch_up: Duration::from_micros(u64::from(cfg.max_catch_up_us)),
+        catch_up_speed: cfg.catch_up_speed,
         ..PacingConfig::default()
     };
     Ok(PortConfig {
@@ -310,12 +323,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let path = config_of(k).expect("--config has a default");
         configs.push(port_config(&args, path, rate_of(k))?);
     }
-    // One loop: its stall accounting uses the tightest catch-up bound among the ports.
+    // One loop: its stall accounting uses the tightest catch-up bound among the ports, at most
+    // 1 ms (with a long bound and a catch-up speed, a gap costs nothing for good, but it is still
+    // time the pacing windows had to make up, and what the report should show).
     let loop_catch_up = configs
         .iter()
         .map(|c| c.pacing.max_catch_up)
         .min()
-        .unwrap_or(Duration::from_micros(u64::from(default_catch_up_us())));
+        .unwrap_or(Duration::from_micros(u64::from(default_catch_up_us())))
+        .min(Duration::from_millis(1));
     let stop = crate::worker::stop_on_signals()?;
     let clock = Clock::new();
     let t0 = clock.now();
@@ -383,7 +399,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut rx = Vec::with_capacity(BURST);
     let mut buf = vec![0u8; MAX_FRAME + 64];
     let mut idle = crate::worker::Idle::default();
-    // The pacer's catch-up bound: gaps longer than it cost transmission time for good.
+    // Gaps longer than the catch-up bound (or 1 ms) are reported as stalls.
     let mut stalls = LoopStalls::new(loop_catch_up);
     loop {
         let now = clock.now();

@@ -7,7 +7,10 @@
 //! rule 10: the pacer returns a release time, the engine enforces it), so over any window the
 //! flow sends at its RP rate, independent of how late the worker polls, as long as it keeps up.
 //! A worker that falls behind catches up by at most [`PacingConfig::max_catch_up`] of sending
-//! time; beyond that the lost time is forgotten instead of bursting.
+//! time; beyond that the lost time is forgotten instead of bursting. With
+//! [`PacingConfig::catch_up_speed`] the frames owed leave at most that many times the flow's
+//! rate (a peak rate over the committed one, as in a two-rate shaper) rather than back to back,
+//! so a long catch-up bound does not turn a stall into a line-rate burst.
 use units::{Duration, FlowId, Instant, Rate};
 
 use super::flowgen::FlowStart;
@@ -22,6 +25,9 @@ pub struct PacingConfig {
     pub tick: Duration,
     /// How far behind `now` a release time may lag before it is pulled forward.
     pub max_catch_up: Duration,
+    /// While behind its release times, a flow sends at most this many times its rate (`None`:
+    /// as fast as the worker polls).
+    pub catch_up_speed: Option<f64>,
 }
 
 impl Default for PacingConfig {
@@ -31,6 +37,7 @@ impl Default for PacingConfig {
             // 256 ns: a fifth of a 1500-octet frame at 10 Gb/s; 4096 slots = 1 ms horizon.
             tick: Duration::from_nanos(256),
             max_catch_up: Duration::from_micros(50),
+            catch_up_speed: None,
         }
     }
 }
@@ -68,9 +75,20 @@ pub struct GenFlow {
 
 #[derive(Clone, Copy, Debug)]
 struct Pending {
+    /// When the wheel hands the flow back.
     at: Instant,
     rate: Rate,
+    /// The next frame's place in the flow's schedule. Equal to `at`, except while the flow
+    /// catches up at a bounded speed: then it lies before `at`, and the time between is owed.
+    due: Instant,
+    /// The earliest the next frame may leave at the peak rate (with a catch-up speed).
+    peak: Instant,
 }
+
+/// How far the peak-rate schedule may lag `now`: a worker loop takes tens of microseconds per
+/// iteration, so at the peak rate several frames may have to leave in one; beyond this the
+/// unused peak capacity is forgotten (what is owed stays owed on the flow's own schedule).
+const PEAK_BURST: Duration = Duration::from_micros(200);
 
 /// Generator-mode flows paced on a timing wheel. Call [`Generator::poll`] in a loop with the
 /// burst's `now` until it returns `None`; [`Generator::next_deadline`] says when to look again.
@@ -140,7 +158,10 @@ impl Generator {
                 break;
             }
             f.started_at = Some(at);
-            self.wheel.insert(at, (self.next_start, f.generation));
+            // The first frame leaves when the worker first sees the flow: a flow owes nothing
+            // for time before the loop ran (start-up, a stall across its start), which would
+            // otherwise come out as a catch-up burst and count as lag given up.
+            self.wheel.insert(now, (self.next_start, f.generation));
             self.next_start += 1;
         }
     }
@@ -167,7 +188,13 @@ impl Generator {
                 continue; // superseded by a retime
             }
             if paused(self.flows[index].spec.priority) {
-                self.wheel.insert(now + self.cfg.tick, (index, generation));
+                let at = now + self.cfg.tick;
+                // A paused flow owes nothing for the pause (802.1Qbb stops the sender).
+                if let Some(p) = self.flows[index].pending.as_mut() {
+                    p.due = p.due.max(at);
+                    p.at = at;
+                }
+                self.wheel.insert(at, (index, generation));
                 continue;
             }
             break (release, index);
@@ -192,14 +219,32 @@ impl Generator {
             }
         }
         let rate = rate_of(f.spec.flow).min(f.spec.max_rate);
+        let due = f.pending.map_or(release, |p| p.due.min(release));
         let floor = now - self.cfg.max_catch_up;
-        let ideal = release + rate.tx_time(u64::from(len));
+        let tx = rate.tx_time(u64::from(len));
+        let ideal = due + tx;
         if ideal < floor {
             self.lag_dropped = self.lag_dropped + (floor - ideal);
         }
         let next = ideal.max(floor);
-        f.pending = Some(Pending { at: next, rate });
-        self.wheel.insert(next, (index, f.generation));
+        let (at, peak) = match self.cfg.catch_up_speed {
+            // A second schedule at `speed` times the rate, allowed to lag `now` by PEAK_BURST:
+            // on schedule it never binds (it runs ahead of the flow's own); after a stall it
+            // spaces the frames owed at the peak rate instead of sending them back to back.
+            Some(speed) if speed > 0.0 => {
+                let gap = Duration::from_nanos((tx.as_nanos() as f64 / speed) as u64);
+                let peak = f.pending.map_or(now, |p| p.peak).max(now - PEAK_BURST) + gap;
+                (next.max(peak), peak)
+            }
+            _ => (next, next),
+        };
+        f.pending = Some(Pending {
+            at,
+            rate,
+            due: next,
+            peak,
+        });
+        self.wheel.insert(at, (index, f.generation));
         Some(desc)
     }
 
@@ -220,11 +265,26 @@ impl Generator {
         if p.rate == rate || p.at <= now || rate.as_bps() == 0 || p.rate.as_bps() == 0 {
             return;
         }
-        let ahead = u128::from((p.at - now).as_nanos());
-        let ns = ahead * u128::from(p.rate.as_bps()) / u128::from(rate.as_bps());
-        let at = now + Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX));
+        // Times ahead of `now` stretch by old / new; so do octets owed behind it (a flow
+        // catching up owes the same octets at the new rate).
+        let scale = |d: Duration| {
+            let ns =
+                u128::from(d.as_nanos()) * u128::from(p.rate.as_bps()) / u128::from(rate.as_bps());
+            Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+        };
+        let at = now + scale(p.at - now);
+        let due = if p.due >= now {
+            now + scale(p.due - now)
+        } else {
+            (now - scale(now - p.due)).max(now - self.cfg.max_catch_up)
+        };
         f.generation = f.generation.wrapping_add(1);
-        f.pending = Some(Pending { at, rate });
+        f.pending = Some(Pending {
+            at,
+            rate,
+            due,
+            peak: p.peak,
+        });
         self.wheel.insert(at, (index, f.generation));
     }
 
@@ -656,5 +716,95 @@ mod tests {
         }
         let d = audit.max_abs().unwrap();
         assert!((d - 0.2).abs() < 0.01, "{d}");
+    }
+
+    /// Polls `g` every microsecond over the first 30 ms except during `stall`, with the RP at
+    /// 1 Gb/s and priority 3 paused during `paused`; returns the times frames left.
+    fn drive_with_stall(
+        g: &mut Generator,
+        stall: std::ops::Range<u64>,
+        paused: std::ops::Range<u64>,
+    ) -> Vec<u64> {
+        let (rate, end) = (Rate::from_gbps(1), 30_000_000);
+        let mut sent = Vec::new();
+        let mut t = 0u64;
+        while t < end {
+            if !stall.contains(&t) {
+                let now = Instant::from_nanos(t);
+                while g
+                    .poll_unpaused(now, |_| rate, |p| p == 3 && paused.contains(&t))
+                    .is_some()
+                {
+                    sent.push(t);
+                }
+            }
+            t += 1_000;
+        }
+        sent
+    }
+
+    /// One unbounded 1 Gb/s flow from time 0, with the given catch-up bound and speed.
+    fn one_gbps_flow(max_catch_up_ms: u64, catch_up_speed: Option<f64>) -> Generator {
+        let cfg = PacingConfig {
+            max_catch_up: Duration::from_millis(max_catch_up_ms),
+            catch_up_speed,
+            ..PacingConfig::default()
+        };
+        Generator::new(
+            cfg,
+            vec![flow(1, 0, None, Rate::from_gbps(1))],
+            Instant::ZERO,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_bounded_catch_up_speed_makes_up_a_stall_without_a_burst() {
+        let mut g = one_gbps_flow(10, Some(2.0));
+        // 1 Gb/s, 1500-octet frames: one per 12 us. The worker is off the CPU from 5 to 8 ms.
+        let sent = drive_with_stall(&mut g, 5_000_000..8_000_000, 0..0);
+        // Everything owed was sent: 30 ms at 1 Gb/s is 2500 frames.
+        assert!((2499..=2501).contains(&sent.len()), "{}", sent.len());
+        // ... but not at once: at most PEAK_BURST's worth at the first poll after the stall
+        // (200 us at 2x: 33 frames), and never more than twice the rate over any 1 ms after.
+        let at = |t: u64| sent.iter().filter(|&&s| s == t).count();
+        assert!(at(8_000_000) <= 34, "{} frames at once", at(8_000_000));
+        let in_ms = |t: u64| {
+            sent.iter()
+                .filter(|&&s| (t..t + 1_000_000).contains(&s))
+                .count()
+        };
+        let busiest = (8_000..29_000).map(|k| in_ms(k * 1_000)).max().unwrap();
+        assert!(busiest <= 2 * 84 + 34, "{busiest} frames in 1 ms");
+        // The 3 ms owed took about 3 ms more at 2x: caught up by ~11.2 ms, on schedule after.
+        let by = |t: u64| sent.iter().filter(|&&s| s < t).count();
+        assert!(
+            (1000..=1005).contains(&by(12_000_000)),
+            "{}",
+            by(12_000_000)
+        );
+        assert_eq!(g.lag_dropped(), Duration::ZERO);
+
+        // Without a bound on the speed the same stall comes out as one burst.
+        let mut g = one_gbps_flow(10, None);
+        let sent = drive_with_stall(&mut g, 5_000_000..8_000_000, 0..0);
+        let burst = sent.iter().filter(|&&t| t == 8_000_000).count();
+        assert!(burst >= 249, "{burst} frames at once");
+    }
+
+    #[test]
+    fn a_pause_is_not_owed_even_with_a_long_catch_up_bound() {
+        let mut g = one_gbps_flow(20, Some(2.0));
+        // Paused from 5 to 15 ms: by 30 ms the flow has sent 20 ms worth, not 30.
+        let sent = drive_with_stall(&mut g, 0..0, 5_000_000..15_000_000);
+        assert!((1665..=1670).contains(&sent.len()), "{}", sent.len());
+        let after = sent
+            .iter()
+            .filter(|&&t| (15_000_000..16_000_000).contains(&t))
+            .count();
+        assert!(
+            after <= 85,
+            "{after} frames in the first ms after the pause"
+        );
     }
 }
