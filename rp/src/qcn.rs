@@ -414,10 +414,12 @@ impl QcnRp {
     }
 
     fn earliest_timer(&self) -> Option<(usize, Instant)> {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| s.as_ref().map(|l| (i, l.timer)))
+        // Over the active limiters only (`by_flow` holds exactly those): a busy-polling sender
+        // asks on every loop iteration and every frame, and a pool may be far larger than the
+        // limiters in use.
+        self.by_flow
+            .values()
+            .filter_map(|&i| self.slots[i].as_ref().map(|l| (i, l.timer)))
             .min_by_key(|&(i, t)| (t, i))
     }
 
