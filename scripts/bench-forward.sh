@@ -8,7 +8,7 @@
 # Traffic: `quench blast` (XDP live frames: the kernel replays one frame into the sender's veth,
 # no skb per frame; pinned to the last core) in the sender namespace towards the receiver's MAC;
 # the forwarder runs pinned to core 0. The table's first column is what the source offers with
-# no forwarder (the ingress veth's receive count, the stack dropping the frames): 2.6-2.9 Mpps,
+# no forwarder (the ingress veth's receive count, the stack dropping the frames): 2.3-2.9 Mpps,
 # well above every forwarder here, so the figures measure the forwarders. (The AF_XDP source,
 # `--engine af-xdp`, offered 1.1-1.2 Mpps: an skb per frame plus the ingress veth's receive work on
 # its own core; every forwarder then ran at the source's rate.) Moving the ingress veth's receive
