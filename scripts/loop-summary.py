@@ -35,10 +35,10 @@ def queue_stats(path):
         if port is None:
             continue
         # Every data frame the switch dropped, on any port: tail drops at the queues, PFC
-        # headroom overruns at the ingress (a PAUSE that took effect too late), and frames
-        # refused on receive or transmit. The bottleneck's tail drops alone missed the others.
+        # headroom overruns at the ingress (a PAUSE that took effect too late), frames refused
+        # on receive or transmit, and frames the kernel dropped before its receive rings. The bottleneck's tail drops alone missed the others.
         drops = sum(p["queue_drops"] + p.get("pfc_headroom_drops", 0) + p["rx_drops"]
-                    + p["tx_drops"] for p in snap["ports"])
+                    + p["tx_drops"] + p.get("rx_kernel_drops", 0) for p in snap["ports"])
         pauses = sum(p.get("pfc_pauses_sent", 0) for p in snap["ports"])
         # Only samples while frames were leaving: the idle start and end would pull the mean down.
         if prev_tx is not None and port["tx_pkts"] > prev_tx:

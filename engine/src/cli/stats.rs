@@ -87,7 +87,9 @@ pub fn table(now: &Snapshot, prev: Option<&Snapshot>) -> String {
             rate(p.tx_pkts, old.map(|o| o.tx_pkts)),
             rate(p.rx_bytes * 8, old.map(|o| o.rx_bytes * 8)),
             rate(p.tx_bytes * 8, old.map(|o| o.tx_bytes * 8)),
-            p.rx_drops + p.tx_drops,
+            // Everything dropped outside the queues: in the kernel before the receive ring,
+            // on receive (malformed, filtered), for want of a buffer on the way out.
+            p.rx_kernel_drops + p.rx_drops + p.tx_drops,
             p.queue_drops,
             // Lossless frames that arrived on this port beyond its XOFF + headroom: a PAUSE
             // that came too late (the sender or this switch was not running).
@@ -146,7 +148,7 @@ mod tests {
                 "worker": 0, "rate_bps": null, "rx_pkts": 401948, "rx_bytes": 602922000,
                 "tx_pkts": 16539, "tx_bytes": 1000, "rx_drops": 3, "tx_drops": 4,
                 "queue_drops": 5, "flooded": 0, "queue_depth_bytes": 0, "queues": [],
-                "pfc_headroom_drops": 41}]}"#,
+                "pfc_headroom_drops": 41, "rx_kernel_drops": 100}]}"#,
         )
         .unwrap();
         let t = table(&snap, None);
@@ -154,7 +156,7 @@ mod tests {
         let header: Vec<&str> = lines[1].split_whitespace().collect();
         let row: Vec<&str> = lines[2].split_whitespace().collect();
         let col = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
-        assert_eq!(col("drops"), "7");
+        assert_eq!(col("drops"), "107");
         assert_eq!(col("q-drops"), "5");
         assert_eq!(col("pfc-drops"), "41");
     }

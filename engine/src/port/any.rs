@@ -219,6 +219,16 @@ impl Port for AnyPort {
             AnyPort::Dpdk(p) => p.poll(),
         }
     }
+
+    fn kernel_rx_drops(&mut self) -> Option<u64> {
+        match self {
+            AnyPort::Mem(p) => p.kernel_rx_drops(),
+            AnyPort::Packet(p) => p.kernel_rx_drops(),
+            AnyPort::Xdp(p) => p.kernel_rx_drops(),
+            #[cfg(feature = "dpdk")]
+            AnyPort::Dpdk(p) => p.kernel_rx_drops(),
+        }
+    }
 }
 
 #[cfg(test)]

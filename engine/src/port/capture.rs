@@ -200,6 +200,10 @@ impl<P: Port> Port for Capture<P> {
     fn poll(&mut self) -> Result<(), PortError> {
         self.inner.poll()
     }
+
+    fn kernel_rx_drops(&mut self) -> Option<u64> {
+        self.inner.kernel_rx_drops()
+    }
 }
 
 #[cfg(test)]

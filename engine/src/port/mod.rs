@@ -194,6 +194,13 @@ pub trait Port {
         Ok(())
     }
 
+    /// Frames the kernel dropped on their way to this port's receive rings since it was opened
+    /// (ring full, no free buffer): loss that no counter of the engine's own can see. `None`
+    /// when the port cannot tell. A system call: ask now and then, not per burst.
+    fn kernel_rx_drops(&mut self) -> Option<u64> {
+        None
+    }
+
     /// Copies `bytes` into a fresh frame of this kind (the one copy between port kinds).
     fn import(&mut self, bytes: &[u8]) -> Option<Self::Frame> {
         let mut f = self.alloc(bytes.len())?;

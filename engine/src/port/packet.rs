@@ -50,6 +50,7 @@ const PACKET_TX_RING: libc::c_int = 13;
 const PACKET_ADD_MEMBERSHIP: libc::c_int = 1;
 const PACKET_MR_PROMISC: libc::c_ushort = 1;
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
+const PACKET_STATISTICS: libc::c_int = 6;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 
 #[repr(C)]
@@ -71,6 +72,8 @@ pub struct PacketPort {
     tx_pending: bool,
     /// Frames the kernel rejected from the tx ring (malformed), counted and skipped.
     pub tx_wrong_format: u64,
+    /// Receive-ring drops read so far (the kernel resets its count on every read).
+    rx_kernel_drops: u64,
 }
 
 fn sockopt<T>(
@@ -138,6 +141,7 @@ impl PacketPort {
             tx_next: 0,
             tx_pending: false,
             tx_wrong_format: 0,
+            rx_kernel_drops: 0,
         };
         let sol = libc::SOL_PACKET;
         sockopt(fd, sol, PACKET_VERSION, &TPACKET_V2).map_err(|e| open_err("PACKET_VERSION", e))?;
@@ -310,6 +314,27 @@ impl Port for PacketPort {
 
     fn alloc(&mut self, len: usize) -> Option<HeapFrame> {
         HeapFrame::zeroed(len)
+    }
+
+    fn kernel_rx_drops(&mut self) -> Option<u64> {
+        // struct tpacket_stats (TPACKET_V2): packets, drops; reading it resets both.
+        let mut st = [0u32; 2];
+        let mut len = std::mem::size_of_val(&st) as libc::socklen_t;
+        // Safety: `st` and `len` are valid for writes of `len` octets; the fd is ours.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd,
+                libc::SOL_PACKET,
+                PACKET_STATISTICS,
+                st.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        if rc != 0 {
+            return None;
+        }
+        self.rx_kernel_drops += u64::from(st[1]);
+        Some(self.rx_kernel_drops)
     }
 
     fn poll(&mut self) -> Result<(), PortError> {

@@ -651,6 +651,20 @@ impl Port for XdpPort {
         Some(f)
     }
 
+    fn kernel_rx_drops(&mut self) -> Option<u64> {
+        // rx_dropped counts frames with no fill-ring buffer (rx_fill_ring_empty_descs counts
+        // the same events again), rx_ring_full those the rx ring had no room for.
+        self.queues
+            .iter()
+            .map(|q| {
+                q.rx.fd()
+                    .xdp_statistics()
+                    .ok()
+                    .map(|s| s.rx_dropped() + s.rx_ring_full())
+            })
+            .sum()
+    }
+
     fn poll(&mut self) -> Result<(), PortError> {
         for q in &mut self.queues {
             if q.in_flight > 0 {

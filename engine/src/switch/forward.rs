@@ -340,6 +340,7 @@ pub struct Worker<P: Port> {
     /// Scratch of `forward_burst`: the runs of one burst.
     runs: Vec<Run>,
     last_publish: Instant,
+    last_kernel_drops: Instant,
     last_age: Instant,
     fdb_entries: Arc<std::sync::atomic::AtomicU64>,
     /// Frames lost crossing to another worker (its ring full).
@@ -354,6 +355,8 @@ pub struct Worker<P: Port> {
 
 /// How often counters are published and the MAC table swept.
 const PUBLISH_EVERY: Duration = Duration::from_millis(1);
+/// How often the ports' kernel drop counts are read (a system call per port and queue).
+const KERNEL_DROPS_EVERY: Duration = Duration::from_millis(100);
 const AGE_EVERY: Duration = Duration::from_secs(1);
 
 impl<P: Port> Worker<P> {
@@ -374,6 +377,7 @@ impl<P: Port> Worker<P> {
             rx: Vec::with_capacity(BURST),
             runs: Vec::with_capacity(BURST),
             last_publish: Instant::ZERO,
+            last_kernel_drops: Instant::ZERO,
             last_age: Instant::ZERO,
             fdb_entries,
             cross_drops: 0,
@@ -567,6 +571,14 @@ impl<P: Port> Worker<P> {
             }
         }
         // 4. Housekeeping.
+        if now - self.last_kernel_drops >= KERNEL_DROPS_EVERY {
+            self.last_kernel_drops = now;
+            for op in self.ports.iter_mut().flatten() {
+                if let Some(d) = op.port.kernel_rx_drops() {
+                    op.counters.rx_kernel_drops.store(d, Ordering::Relaxed);
+                }
+            }
+        }
         if now - self.last_publish >= PUBLISH_EVERY {
             self.last_publish = now;
             for (e, op) in self.ports.iter().enumerate() {
@@ -789,6 +801,9 @@ impl<P: Port> Worker<P> {
         let mut freed = 0;
         for op in self.ports.iter_mut().flatten() {
             op.counters.publish_classes(op.egress.stats());
+            if let Some(d) = op.port.kernel_rx_drops() {
+                op.counters.rx_kernel_drops.store(d, Ordering::Relaxed);
+            }
             freed += op.egress.clear() + op.pending.clear();
             let _ = op.port.poll();
         }

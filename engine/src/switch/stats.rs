@@ -55,6 +55,9 @@ pub struct PortCounters {
     pub pfc_sent: AtomicU64,
     pub pfc_received: AtomicU64,
     pub pfc_headroom_drops: AtomicU64,
+    /// Frames the kernel dropped before this port's receive ring (ring full, no buffer), as
+    /// the port last reported it.
+    pub rx_kernel_drops: AtomicU64,
 }
 
 impl PortCounters {
@@ -131,6 +134,10 @@ pub struct PortSnapshot {
     pub pfc_pauses_received: u64,
     #[serde(default)]
     pub pfc_headroom_drops: u64,
+    /// Frames dropped by the kernel before the port's receive ring (AF_XDP: rx ring full or
+    /// no fill buffer; AF_PACKET: ring full): the switch never saw them.
+    #[serde(default)]
+    pub rx_kernel_drops: u64,
 }
 
 /// The control plane's answer to `stats`.
@@ -192,6 +199,7 @@ impl Registry {
                     pfc_pauses_sent: ld(&c.pfc_sent),
                     pfc_pauses_received: ld(&c.pfc_received),
                     pfc_headroom_drops: ld(&c.pfc_headroom_drops),
+                    rx_kernel_drops: ld(&c.rx_kernel_drops),
                 }
             })
             .collect();
