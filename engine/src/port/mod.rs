@@ -194,9 +194,10 @@ pub trait Port {
         Ok(())
     }
 
-    /// Frames the kernel dropped on their way to this port's receive rings since it was opened
-    /// (ring full, no free buffer): loss that no counter of the engine's own can see. `None`
-    /// when the port cannot tell. A system call: ask now and then, not per burst.
+    /// Frames the kernel (or, for DPDK, the device: `imissed`) dropped on their way to this
+    /// port's receive rings since it was opened (ring full, no free buffer): loss that no
+    /// counter of the engine's own can see. `None` when the port cannot tell. May be a system
+    /// call: ask now and then, not per burst.
     fn kernel_rx_drops(&mut self) -> Option<u64> {
         None
     }

@@ -135,7 +135,8 @@ pub struct PortSnapshot {
     #[serde(default)]
     pub pfc_headroom_drops: u64,
     /// Frames dropped by the kernel before the port's receive ring (AF_XDP: rx ring full or
-    /// no fill buffer; AF_PACKET: ring full): the switch never saw them.
+    /// no fill buffer; AF_PACKET: ring full; DPDK: the device's `imissed`): the switch never
+    /// saw them.
     #[serde(default)]
     pub rx_kernel_drops: u64,
 }

@@ -53,6 +53,7 @@ extern "C" {
     pub fn quench_dpdk_alloc(mp: *mut RteMempool) -> *mut RteMbuf;
     pub fn quench_dpdk_free(m: *mut RteMbuf);
     pub fn quench_dpdk_errno() -> c_int;
+    pub fn quench_dpdk_imissed(port: u16) -> i64;
     pub fn quench_dpdk_pool_create(
         name: *const c_char,
         n: c_uint,

@@ -557,6 +557,12 @@ impl Port for DpdkPort {
         &self.caps
     }
 
+    fn kernel_rx_drops(&mut self) -> Option<u64> {
+        // Safety: port_id names the ethdev this port holds; the call only reads its counters.
+        let n = unsafe { ffi::quench_dpdk_imissed(self.port_id) };
+        u64::try_from(n).ok()
+    }
+
     fn rx_burst(
         &mut self,
         queue: u16,

@@ -55,6 +55,16 @@ int quench_dpdk_errno(void)
 	return rte_errno;
 }
 
+/* Frames the device dropped for want of a receive descriptor (rte_eth_stats.imissed), or -1
+ * when the driver does not say. struct rte_eth_stats is large and version-dependent: read here. */
+int64_t quench_dpdk_imissed(uint16_t port)
+{
+	struct rte_eth_stats st;
+	if (rte_eth_stats_get(port, &st) != 0)
+		return -1;
+	return (int64_t)st.imissed;
+}
+
 /*
  * A packet mbuf pool, as rte_pktmbuf_pool_create makes one, except that without hugepages and
  * with IOVA as VA its mbufs are packed back to back instead of one per 4 KiB page. Why: DPDK keeps
