@@ -173,19 +173,16 @@ fn blast_live(iface: &str, template: Vec<u8>, clock: &Clock, end: Instant) -> an
              an XDP program or GRO (`ethtool -K PEER gro on`), or use --engine af-xdp"
         );
     }
-    let mut now = clock.now();
-    while now < end {
+    while clock.now() < end {
         // One long run, ended by the signal the main thread sends at the end time.
         if !tx.send(1 << 30)? && clock.now() < end {
             break; // interrupted before the end: SIGINT or SIGTERM
         }
-        now = clock.now();
     }
-    now = clock.now();
     Ok(Sent {
         frames: tx_counter(iface, "tx_packets").saturating_sub(p0),
         dropped: tx_counter(iface, "tx_dropped").saturating_sub(d0),
-        secs: (now - t0).as_secs_f64(),
+        secs: (clock.now() - t0).as_secs_f64(),
         mode: "xdp-live".into(),
     })
 }

@@ -473,14 +473,19 @@ mod tests {
         out
     }
 
-    /// One 1500-octet frame at 10 Mb/s is 1.2 ms; at 1 Gb/s, 12 us.
-    fn one_frame_then(rate: Rate) -> (Generator, Instant) {
-        let mut g = Generator::new(
-            PacingConfig::default(),
+    /// One unbounded flow of at most 1 Gb/s from time 0, paced as `cfg` says.
+    fn one_gbps_flow(cfg: PacingConfig) -> Generator {
+        Generator::new(
+            cfg,
             vec![flow(1, 0, None, Rate::from_gbps(1))],
             Instant::ZERO,
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    /// One 1500-octet frame at 10 Mb/s is 1.2 ms; at 1 Gb/s, 12 us.
+    fn one_frame_then(rate: Rate) -> (Generator, Instant) {
+        let mut g = one_gbps_flow(PacingConfig::default());
         let t0 = Instant::ZERO;
         assert!(g.poll(t0, |_| rate).is_some());
         assert!(g.poll(t0, |_| rate).is_none());
@@ -597,13 +602,7 @@ mod tests {
 
     #[test]
     fn a_stalled_worker_does_not_burst_more_than_the_catch_up() {
-        let cfg = PacingConfig::default();
-        let mut g = Generator::new(
-            cfg,
-            vec![flow(1, 0, None, Rate::from_gbps(1))],
-            Instant::ZERO,
-        )
-        .unwrap();
+        let mut g = one_gbps_flow(PacingConfig::default());
         assert!(g.poll(Instant::ZERO, |_| Rate::from_gbps(1)).is_some());
         // The worker stalls 10 ms, then drains: at most catch-up / 12 us + 2 frames.
         let n =
@@ -681,12 +680,7 @@ mod tests {
 
     #[test]
     fn pace_audit_compares_sent_octets_with_the_rp_rate_integral() {
-        let mut g = Generator::new(
-            PacingConfig::default(),
-            vec![flow(1, 0, None, Rate::from_gbps(1))],
-            Instant::ZERO,
-        )
-        .unwrap();
+        let mut g = one_gbps_flow(PacingConfig::default());
         let mut audit = PaceAudit::new(Duration::from_millis(100));
         // RP at 400 Mb/s; the worker polls every 5 us for 1 s.
         let rp = |_: FlowId| Rate::from_mbps(400);
@@ -700,12 +694,7 @@ mod tests {
         assert!(audit.deviations.len() >= 9, "{:?}", audit.deviations);
         assert!(audit.max_abs().unwrap() < 0.01, "{:?}", audit.deviations);
         // A sender that falls short (it sends at 400 while its RP allows 500) is caught.
-        let mut g = Generator::new(
-            PacingConfig::default(),
-            vec![flow(1, 0, None, Rate::from_gbps(1))],
-            Instant::ZERO,
-        )
-        .unwrap();
+        let mut g = one_gbps_flow(PacingConfig::default());
         let mut audit = PaceAudit::new(Duration::from_millis(100));
         let mut t = 0u64;
         while t <= 500_000_000 {
@@ -743,24 +732,18 @@ mod tests {
         sent
     }
 
-    /// One unbounded 1 Gb/s flow from time 0, with the given catch-up bound and speed.
-    fn one_gbps_flow(max_catch_up_ms: u64, catch_up_speed: Option<f64>) -> Generator {
-        let cfg = PacingConfig {
+    /// [`one_gbps_flow`] with a catch-up bound of `max_catch_up_ms` and `catch_up_speed`.
+    fn catching_up(max_catch_up_ms: u64, catch_up_speed: Option<f64>) -> Generator {
+        one_gbps_flow(PacingConfig {
             max_catch_up: Duration::from_millis(max_catch_up_ms),
             catch_up_speed,
             ..PacingConfig::default()
-        };
-        Generator::new(
-            cfg,
-            vec![flow(1, 0, None, Rate::from_gbps(1))],
-            Instant::ZERO,
-        )
-        .unwrap()
+        })
     }
 
     #[test]
     fn a_bounded_catch_up_speed_makes_up_a_stall_without_a_burst() {
-        let mut g = one_gbps_flow(10, Some(2.0));
+        let mut g = catching_up(10, Some(2.0));
         // 1 Gb/s, 1500-octet frames: one per 12 us. The worker is off the CPU from 5 to 8 ms.
         let sent = drive_with_stall(&mut g, 5_000_000..8_000_000, 0..0);
         // Everything owed was sent: 30 ms at 1 Gb/s is 2500 frames.
@@ -786,7 +769,7 @@ mod tests {
         assert_eq!(g.lag_dropped(), Duration::ZERO);
 
         // Without a bound on the speed the same stall comes out as one burst.
-        let mut g = one_gbps_flow(10, None);
+        let mut g = catching_up(10, None);
         let sent = drive_with_stall(&mut g, 5_000_000..8_000_000, 0..0);
         let burst = sent.iter().filter(|&&t| t == 8_000_000).count();
         assert!(burst >= 249, "{burst} frames at once");
@@ -794,7 +777,7 @@ mod tests {
 
     #[test]
     fn a_pause_is_not_owed_even_with_a_long_catch_up_bound() {
-        let mut g = one_gbps_flow(20, Some(2.0));
+        let mut g = catching_up(20, Some(2.0));
         // Paused from 5 to 15 ms: by 30 ms the flow has sent 20 ms worth, not 30.
         let sent = drive_with_stall(&mut g, 0..0, 5_000_000..15_000_000);
         assert!((1665..=1670).contains(&sent.len()), "{}", sent.len());

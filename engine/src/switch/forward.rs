@@ -574,9 +574,7 @@ impl<P: Port> Worker<P> {
         if now - self.last_kernel_drops >= KERNEL_DROPS_EVERY {
             self.last_kernel_drops = now;
             for op in self.ports.iter_mut().flatten() {
-                if let Some(d) = op.port.kernel_rx_drops() {
-                    op.counters.rx_kernel_drops.store(d, Ordering::Relaxed);
-                }
+                op.counters.publish_kernel_drops(op.port.kernel_rx_drops());
             }
         }
         if now - self.last_publish >= PUBLISH_EVERY {
@@ -801,9 +799,7 @@ impl<P: Port> Worker<P> {
         let mut freed = 0;
         for op in self.ports.iter_mut().flatten() {
             op.counters.publish_classes(op.egress.stats());
-            if let Some(d) = op.port.kernel_rx_drops() {
-                op.counters.rx_kernel_drops.store(d, Ordering::Relaxed);
-            }
+            op.counters.publish_kernel_drops(op.port.kernel_rx_drops());
             freed += op.egress.clear() + op.pending.clear();
             let _ = op.port.poll();
         }

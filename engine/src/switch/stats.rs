@@ -55,12 +55,20 @@ pub struct PortCounters {
     pub pfc_sent: AtomicU64,
     pub pfc_received: AtomicU64,
     pub pfc_headroom_drops: AtomicU64,
-    /// Frames the kernel dropped before this port's receive ring (ring full, no buffer), as
-    /// the port last reported it.
+    /// Frames the kernel (DPDK: the device) dropped before this port's receive ring (ring full,
+    /// no buffer), as the port last reported it.
     pub rx_kernel_drops: AtomicU64,
 }
 
 impl PortCounters {
+    /// Publishes the port's own count of receive drops ([`crate::port::Port::kernel_rx_drops`]),
+    /// when it has one.
+    pub fn publish_kernel_drops(&self, drops: Option<u64>) {
+        if let Some(d) = drops {
+            self.rx_kernel_drops.store(d, Ordering::Relaxed);
+        }
+    }
+
     /// Publishes the port's PFC counters (owning worker, with the class counters).
     pub fn publish_pfc(&self, c: &super::pfc::PfcCounters) {
         self.pfc_sent.store(c.sent, Ordering::Relaxed);
