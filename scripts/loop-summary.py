@@ -6,7 +6,8 @@ usage: loop-summary.py OUT_DIR CC [CC ...]     (prints the table, then one JSON 
 Per run: per-flow goodput, Jain index, bottleneck utilisation, the bottleneck queue's depth
 (mean / p99 over `quench stats` samples taken every 50 ms while frames left it) against its set
 point, CNMs / CNPs the senders received, data frames the switch dropped (tail drops, PFC
-headroom overruns, receive / transmit refusals, on every port), PFC pauses,
+headroom overruns, receive / transmit refusals, kernel drops before the receive rings, on every
+port), PFC pauses,
 and one-way latency p50 / p99 / p99.9 at the receiver.
 """
 import json
@@ -36,7 +37,8 @@ def queue_stats(path):
             continue
         # Every data frame the switch dropped, on any port: tail drops at the queues, PFC
         # headroom overruns at the ingress (a PAUSE that took effect too late), frames refused
-        # on receive or transmit, and frames the kernel dropped before its receive rings. The bottleneck's tail drops alone missed the others.
+        # on receive or transmit, and frames the kernel dropped before its receive rings. The
+        # bottleneck's tail drops alone missed the others.
         drops = sum(p["queue_drops"] + p.get("pfc_headroom_drops", 0) + p["rx_drops"]
                     + p["tx_drops"] + p.get("rx_kernel_drops", 0) for p in snap["ports"])
         pauses = sum(p.get("pfc_pauses_sent", 0) for p in snap["ports"])
