@@ -83,6 +83,8 @@ struct Pending {
     due: Instant,
     /// The earliest the next frame may leave at the peak rate (with a catch-up speed).
     peak: Instant,
+    /// The flow's priority was paused when the wheel last handed it back.
+    paused: bool,
 }
 
 /// How far the peak-rate schedule may lag `now`: a worker loop takes tens of microseconds per
@@ -189,10 +191,15 @@ impl Generator {
             }
             if paused(self.flows[index].spec.priority) {
                 let at = now + self.cfg.tick;
-                // A paused flow owes nothing for the pause (802.1Qbb stops the sender).
+                // A paused flow owes nothing for the pause (802.1Qbb stops the sender): its
+                // schedule moves on by the paused time, from when the worker saw the pause
+                // (now) or, paused already at its last look, from that look's release. What
+                // it owed from before (a stall) stays owed: the RP rate allowed it.
                 if let Some(p) = self.flows[index].pending.as_mut() {
-                    p.due = p.due.max(at);
+                    let from = if p.paused { release } else { now };
+                    p.due = p.due + (at - from.max(p.due).min(at));
                     p.at = at;
+                    p.paused = true;
                 }
                 self.wheel.insert(at, (index, generation));
                 continue;
@@ -243,6 +250,7 @@ impl Generator {
             rate,
             due: next,
             peak,
+            paused: false,
         });
         self.wheel.insert(at, (index, f.generation));
         Some(desc)
@@ -253,7 +261,8 @@ impl Generator {
     /// at the new rate (`at' = now + (at - now) x old / new`), the credit earned so far being
     /// kept. A hardware rate limiter accrues credit at its current rate; without this, a flow
     /// cut deep by QCN (one 1500-octet frame at 5 Mb/s is 2.4 ms) would sit out the whole
-    /// interval while its reaction point had long raised the rate again.
+    /// interval while its reaction point had long raised the rate again. A flow behind its
+    /// schedule (catching up) keeps the octets it owes: the time owed is re-timed the same way.
     pub fn retime(&mut self, now: Instant, index: usize, rate: Rate) {
         let Some(f) = self.flows.get_mut(index) else {
             return;
@@ -262,7 +271,7 @@ impl Generator {
         let Some(p) = f.pending else {
             return;
         };
-        if p.rate == rate || p.at <= now || rate.as_bps() == 0 || p.rate.as_bps() == 0 {
+        if p.rate == rate || rate.as_bps() == 0 || p.rate.as_bps() == 0 {
             return;
         }
         // Times ahead of `now` stretch by old / new; so do octets owed behind it (a flow
@@ -272,19 +281,23 @@ impl Generator {
                 u128::from(d.as_nanos()) * u128::from(p.rate.as_bps()) / u128::from(rate.as_bps());
             Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
         };
-        let at = now + scale(p.at - now);
         let due = if p.due >= now {
             now + scale(p.due - now)
         } else {
             (now - scale(now - p.due)).max(now - self.cfg.max_catch_up)
         };
+        if p.at <= now {
+            // Already due (typically a flow catching up after its worker stalled, reading the
+            // feedback that came meanwhile): the wheel hands it back at the next poll, which
+            // times the next frame from `due`. Rescaling `due` keeps what the flow earned at the
+            // old rate; left in time units, a cut would have forgiven part of it (a halving,
+            // half) and a rise inflated it.
+            f.pending = Some(Pending { rate, due, ..p });
+            return;
+        }
+        let at = now + scale(p.at - now);
         f.generation = f.generation.wrapping_add(1);
-        f.pending = Some(Pending {
-            at,
-            rate,
-            due,
-            peak: p.peak,
-        });
+        f.pending = Some(Pending { at, rate, due, ..p });
         self.wheel.insert(at, (index, f.generation));
     }
 
@@ -357,13 +370,14 @@ impl LoopStalls {
 }
 
 /// Checks a running sender against its reaction points: per long-running flow and per window
-/// (100 ms), the octets it sent against the integral of the flow's RP rate over the window
-/// (sampled every [`PaceAudit::SAMPLE`]). Issue 5's target is within 1 % per window.
+/// (100 ms), the octets it sent against the integral of the flow's RP rate over the window.
+/// Issue 5's target is within 1 % per window.
 #[derive(Debug, Default)]
 pub struct PaceAudit {
     window: Duration,
-    /// Per flow index: (octets sent at the window start, bits the RP rate allowed so far in it).
-    open: Vec<(u64, f64)>,
+    /// Per flow without a size (the only ones audited: a sized flow ends mid-window by
+    /// design): (its index, octets sent at the window start, bits the RP rate allowed so far).
+    open: Vec<(usize, u64, f64)>,
     window_start: Option<Instant>,
     last_sample: Option<Instant>,
     /// `sent / allowed - 1` of each closed window of each flow.
@@ -371,9 +385,6 @@ pub struct PaceAudit {
 }
 
 impl PaceAudit {
-    /// How often the RP rate is sampled for the integral.
-    pub const SAMPLE: Duration = Duration::from_micros(100);
-
     pub fn new(window: Duration) -> Self {
         PaceAudit {
             window,
@@ -381,46 +392,47 @@ impl PaceAudit {
         }
     }
 
-    /// Call often (every loop iteration is fine): integrates each long flow's `rate_of` since
-    /// the last sample and closes the window when it is over.
+    /// Call on every loop iteration, before the iteration changes any rate: integrates each
+    /// long flow's `rate_of` since the last call and closes the window when it is over. Every
+    /// call, because a worker changes rates at its iterations' times: the rate read now held
+    /// since the last one (sampling every 100 us instead charged each cut or rise to up to
+    /// 100 us before it happened).
     pub fn sample(&mut self, now: Instant, g: &Generator, mut rate_of: impl FnMut(FlowId) -> Rate) {
         let Some(last) = self.last_sample else {
             self.restart(now, g);
             return;
         };
-        if now - last < Self::SAMPLE {
-            return;
-        }
         let dt = (now - last).as_secs_f64();
         self.last_sample = Some(now);
-        for (i, f) in g.flows().iter().enumerate() {
-            if let Some(o) = self.open.get_mut(i) {
-                let rate = rate_of(f.spec.flow).min(f.spec.max_rate);
-                o.1 += rate.as_bps() as f64 * dt;
+        let flows = g.flows();
+        for (i, _, allowed) in &mut self.open {
+            let f = &flows[*i];
+            *allowed += rate_of(f.spec.flow).min(f.spec.max_rate).as_bps() as f64 * dt;
+        }
+        let Some(start) = self.window_start.filter(|&w| now - w >= self.window) else {
+            return;
+        };
+        for &(i, sent0, allowed) in &self.open {
+            let f = &flows[i];
+            // Only flows that ran the whole window.
+            if allowed > 0.0 && f.started_at.is_some_and(|s| s <= start) {
+                let sent = (f.bytes_sent - sent0) as f64 * 8.0;
+                self.deviations.push(sent / allowed - 1.0);
             }
         }
-        if self.window_start.is_some_and(|w| now - w >= self.window) {
-            for (i, f) in g.flows().iter().enumerate() {
-                // Only flows that ran the whole window and have no size (a sized flow ends
-                // mid-window by design).
-                let whole = f.spec.bytes.is_none()
-                    && f.started_at
-                        .is_some_and(|s| self.window_start.is_some_and(|w| s <= w));
-                if let (true, Some(&(sent0, allowed))) = (whole, self.open.get(i)) {
-                    if allowed > 0.0 {
-                        let sent = (f.bytes_sent - sent0) as f64 * 8.0;
-                        self.deviations.push(sent / allowed - 1.0);
-                    }
-                }
-            }
-            self.restart(now, g);
-        }
+        self.restart(now, g);
     }
 
     fn restart(&mut self, now: Instant, g: &Generator) {
         self.window_start = Some(now);
         self.last_sample = Some(now);
-        self.open = g.flows().iter().map(|f| (f.bytes_sent, 0.0)).collect();
+        self.open = g
+            .flows()
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.spec.bytes.is_none())
+            .map(|(i, f)| (i, f.bytes_sent, 0.0))
+            .collect();
     }
 
     /// The largest |deviation| over all closed windows.
@@ -773,6 +785,56 @@ mod tests {
         let sent = drive_with_stall(&mut g, 5_000_000..8_000_000, 0..0);
         let burst = sent.iter().filter(|&&t| t == 8_000_000).count();
         assert!(burst >= 249, "{burst} frames at once");
+    }
+
+    #[test]
+    fn octets_owed_across_a_stall_survive_a_rate_cut_read_after_it() {
+        // The worker is off the CPU from 5 to 8 ms with its RP at 500 Mb/s; the CNM that
+        // arrived meanwhile is read at 8 ms and halves the rate. The 3 ms owed are 187,500
+        // octets at the rate they were earned at; they stay owed at the new one (as credit
+        // in a token bucket would), not 3 ms at 250 Mb/s (half of them).
+        for cut_first in [true, false] {
+            let mut g = catching_up(10, None);
+            let mut audit = PaceAudit::new(Duration::from_millis(100));
+            let mut t = 0u64;
+            let mut cut = false;
+            while t <= 100_000_000 {
+                if !(5_000_000..8_000_000).contains(&t) {
+                    let now = Instant::from_nanos(t);
+                    let rate = |_: FlowId| Rate::from_mbps(if cut { 250 } else { 500 });
+                    audit.sample(now, &g, rate);
+                    if t >= 8_000_000 && !cut {
+                        cut = true;
+                        // The worker retimes on the CNM before or after polling (a frame may
+                        // already be due at the old rate).
+                        if !cut_first {
+                            g.poll(now, |_| Rate::from_mbps(500));
+                        }
+                        g.retime(now, 0, Rate::from_mbps(250));
+                    }
+                    let rate = |_: FlowId| Rate::from_mbps(if cut { 250 } else { 500 });
+                    while g.poll(now, rate).is_some() {}
+                }
+                t += 2_000;
+            }
+            assert_eq!(audit.deviations.len(), 1);
+            assert!(
+                audit.max_abs().unwrap() < 0.002,
+                "cut first {cut_first}: {:?}",
+                audit.deviations
+            );
+        }
+    }
+
+    #[test]
+    fn what_a_stall_owed_stays_owed_through_a_pause() {
+        let mut g = catching_up(10, None);
+        // Off the CPU from 5 to 8 ms, then paused from 8 to 13 ms: by 30 ms the flow has sent
+        // the 25 ms it was not paused for (2083 frames of 12 us), the stall's 3 ms included.
+        let sent = drive_with_stall(&mut g, 5_000_000..8_000_000, 8_000_000..13_000_000);
+        assert!((2082..=2085).contains(&sent.len()), "{}", sent.len());
+        assert!(sent.iter().all(|t| !(5_000_000..13_000_000).contains(t)));
+        assert_eq!(g.lag_dropped(), Duration::ZERO);
     }
 
     #[test]
