@@ -21,7 +21,9 @@
 #                                    malformed; CNPs decode as RoCEv2 opcode 0x81 and scapy
 #                                    verifies their ICRCs
 # Each loop scenario also checks every sender's 100 ms windows: octets sent against the integral
-# of its RP rate (quench send's pacing audit), within 1 %.
+# of its RP rate (quench send's pacing audit), within 1 %. Its figures also give the largest
+# deviation over the windows that no stall of the sender's loop over its catch-up bound touched
+# (pacing_unstalled_max_dev): the pacer's own error, apart from the CPU being taken away.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-out/e2e}

@@ -81,6 +81,13 @@ def run(out, cc):
             (s.get("pacing", {}).get("within_1pct") or 0.0 for s in senders), default=None),
         "pacing_max_dev": max(
             (s.get("pacing", {}).get("max_abs_dev") or 0.0 for s in senders), default=None),
+        # The same over the windows no stall of the sender's loop over its catch-up bound
+        # touched (the pacer's own error, apart from the CPU being taken away), and how many.
+        "pacing_unstalled_windows": sum(
+            s.get("pacing", {}).get("unstalled_windows") or 0 for s in senders),
+        "pacing_unstalled_max_dev": max(
+            (s.get("pacing", {}).get("unstalled_max_abs_dev") or 0.0 for s in senders),
+            default=None),
     }
 
 

@@ -66,6 +66,8 @@ pub struct GenFlow {
     pub started_at: Option<Instant>,
     pub finished_at: Option<Instant>,
     pub bytes_sent: u64,
+    /// Sending time this flow gave up at the catch-up bound (see [`Generator::lag_dropped`]).
+    pub lag_dropped: Duration,
     /// The release the flow waits for and the rate that set it (`None` before the first frame
     /// and after the last).
     pending: Option<Pending>,
@@ -123,6 +125,7 @@ impl Generator {
                 started_at: None,
                 finished_at: None,
                 bytes_sent: 0,
+                lag_dropped: Duration::ZERO,
                 pending: None,
                 generation: 0,
             })
@@ -232,6 +235,7 @@ impl Generator {
         let ideal = due + tx;
         if ideal < floor {
             self.lag_dropped = self.lag_dropped + (floor - ideal);
+            f.lag_dropped = f.lag_dropped + (floor - ideal);
         }
         let next = ideal.max(floor);
         let (at, peak) = match self.cfg.catch_up_speed {
@@ -284,7 +288,14 @@ impl Generator {
         let due = if p.due >= now {
             now + scale(p.due - now)
         } else {
-            (now - scale(now - p.due)).max(now - self.cfg.max_catch_up)
+            let owed = scale(now - p.due);
+            if owed > self.cfg.max_catch_up {
+                // A cut can stretch what is owed past the bound: the excess is given up.
+                let lost = owed - self.cfg.max_catch_up;
+                self.lag_dropped = self.lag_dropped + lost;
+                f.lag_dropped = f.lag_dropped + lost;
+            }
+            now - owed.min(self.cfg.max_catch_up)
         };
         if p.at <= now {
             // Already due (typically a flow catching up after its worker stalled, reading the
@@ -375,19 +386,31 @@ impl LoopStalls {
 #[derive(Debug, Default)]
 pub struct PaceAudit {
     window: Duration,
+    /// A gap between samples longer than this is a stall of the worker's loop.
+    stall: Duration,
+    /// The open window saw such a gap.
+    gap_in_window: bool,
     /// Per flow without a size (the only ones audited: a sized flow ends mid-window by
-    /// design): (its index, octets sent at the window start, bits the RP rate allowed so far).
-    open: Vec<(usize, u64, f64)>,
+    /// design): (its index, octets sent and time given up at the window start, bits the RP
+    /// rate allowed so far).
+    open: Vec<(usize, u64, Duration, f64)>,
     window_start: Option<Instant>,
     last_sample: Option<Instant>,
     /// `sent / allowed - 1` of each closed window of each flow.
     pub deviations: Vec<f64>,
+    /// For each of `deviations`: a stall touched the window. The worker's loop stopped for
+    /// longer than `stall` in it (a gap across the window's end counts to the window it ends),
+    /// or the flow gave up sending time at the catch-up bound in it (making up a stall from
+    /// the window before).
+    pub stalled: Vec<bool>,
 }
 
 impl PaceAudit {
-    pub fn new(window: Duration) -> Self {
+    /// Windows of `window`; loop gaps over `stall` (the pacer's catch-up bound) are stalls.
+    pub fn new(window: Duration, stall: Duration) -> Self {
         PaceAudit {
             window,
+            stall,
             ..Default::default()
         }
     }
@@ -402,22 +425,24 @@ impl PaceAudit {
             self.restart(now, g);
             return;
         };
+        self.gap_in_window |= now - last > self.stall;
         let dt = (now - last).as_secs_f64();
         self.last_sample = Some(now);
         let flows = g.flows();
-        for (i, _, allowed) in &mut self.open {
+        for (i, _, _, allowed) in &mut self.open {
             let f = &flows[*i];
             *allowed += rate_of(f.spec.flow).min(f.spec.max_rate).as_bps() as f64 * dt;
         }
         let Some(start) = self.window_start.filter(|&w| now - w >= self.window) else {
             return;
         };
-        for &(i, sent0, allowed) in &self.open {
+        for &(i, sent0, lag0, allowed) in &self.open {
             let f = &flows[i];
             // Only flows that ran the whole window.
             if allowed > 0.0 && f.started_at.is_some_and(|s| s <= start) {
                 let sent = (f.bytes_sent - sent0) as f64 * 8.0;
                 self.deviations.push(sent / allowed - 1.0);
+                self.stalled.push(self.gap_in_window || f.lag_dropped > lag0);
             }
         }
         self.restart(now, g);
@@ -426,12 +451,13 @@ impl PaceAudit {
     fn restart(&mut self, now: Instant, g: &Generator) {
         self.window_start = Some(now);
         self.last_sample = Some(now);
+        self.gap_in_window = false;
         self.open = g
             .flows()
             .iter()
             .enumerate()
             .filter(|(_, f)| f.spec.bytes.is_none())
-            .map(|(i, f)| (i, f.bytes_sent, 0.0))
+            .map(|(i, f)| (i, f.bytes_sent, f.lag_dropped, 0.0))
             .collect();
     }
 
@@ -442,11 +468,24 @@ impl PaceAudit {
 
     /// The share of windows within `tol` (e.g. 0.01).
     pub fn within(&self, tol: f64) -> Option<f64> {
-        (!self.deviations.is_empty()).then(|| {
-            self.deviations.iter().filter(|d| d.abs() <= tol).count() as f64
-                / self.deviations.len() as f64
-        })
+        share_within(self.deviations.iter().copied(), tol)
     }
+
+    /// The deviations of the windows no stall touched: the pacer's own error, apart from the
+    /// CPU being taken away.
+    pub fn unstalled(&self) -> impl Iterator<Item = f64> + Clone + '_ {
+        self.deviations
+            .iter()
+            .zip(&self.stalled)
+            .filter(|(_, &g)| !g)
+            .map(|(&d, _)| d)
+    }
+}
+
+/// The share of `devs` within `tol` (`None` if there are none).
+pub fn share_within(devs: impl Iterator<Item = f64> + Clone, tol: f64) -> Option<f64> {
+    let n = devs.clone().count();
+    (n > 0).then(|| devs.filter(|d| d.abs() <= tol).count() as f64 / n as f64)
 }
 
 #[cfg(test)]
@@ -693,7 +732,7 @@ mod tests {
     #[test]
     fn pace_audit_compares_sent_octets_with_the_rp_rate_integral() {
         let mut g = one_gbps_flow(PacingConfig::default());
-        let mut audit = PaceAudit::new(Duration::from_millis(100));
+        let mut audit = PaceAudit::new(Duration::from_millis(100), Duration::from_micros(50));
         // RP at 400 Mb/s; the worker polls every 5 us for 1 s.
         let rp = |_: FlowId| Rate::from_mbps(400);
         let mut t = 0u64;
@@ -707,7 +746,7 @@ mod tests {
         assert!(audit.max_abs().unwrap() < 0.01, "{:?}", audit.deviations);
         // A sender that falls short (it sends at 400 while its RP allows 500) is caught.
         let mut g = one_gbps_flow(PacingConfig::default());
-        let mut audit = PaceAudit::new(Duration::from_millis(100));
+        let mut audit = PaceAudit::new(Duration::from_millis(100), Duration::from_micros(50));
         let mut t = 0u64;
         while t <= 500_000_000 {
             let now = Instant::from_nanos(t);
@@ -717,6 +756,31 @@ mod tests {
         }
         let d = audit.max_abs().unwrap();
         assert!((d - 0.2).abs() < 0.01, "{d}");
+    }
+
+    #[test]
+    fn pace_audit_marks_the_windows_a_stall_cost_sending_time() {
+        let mut g = one_gbps_flow(PacingConfig::default());
+        let mut audit = PaceAudit::new(Duration::from_millis(100), Duration::from_micros(50));
+        let rp = |_: FlowId| Rate::from_mbps(400);
+        // The worker polls every 5 us for 500 ms but is off the CPU from 250 to 253 ms.
+        let mut t = 0u64;
+        while t <= 500_000_000 {
+            if !(250_000_000..253_000_000).contains(&t) {
+                let now = Instant::from_nanos(t);
+                audit.sample(now, &g, rp);
+                while g.poll(now, rp).is_some() {}
+            }
+            t += 5_000;
+        }
+        // Windows start at 0, 100, ... ms; the third lost 3 ms less the 50 us bound: -2.95 %.
+        assert_eq!(audit.stalled, [false, false, true, false, false]);
+        assert!((audit.deviations[2] + 0.0295).abs() < 0.002, "{:?}", audit.deviations);
+        let clean: Vec<f64> = audit.unstalled().collect();
+        assert_eq!(clean.len(), 4);
+        assert!(clean.iter().all(|d| d.abs() < 0.002), "{clean:?}");
+        assert_eq!(share_within(audit.unstalled(), 0.01), Some(1.0));
+        assert_eq!(audit.within(0.01), Some(0.8));
     }
 
     /// Polls `g` every microsecond over the first 30 ms except during `stall`, with the RP at
@@ -795,7 +859,7 @@ mod tests {
         // in a token bucket would), not 3 ms at 250 Mb/s (half of them).
         for cut_first in [true, false] {
             let mut g = catching_up(10, None);
-            let mut audit = PaceAudit::new(Duration::from_millis(100));
+            let mut audit = PaceAudit::new(Duration::from_millis(100), Duration::from_micros(50));
             let mut t = 0u64;
             let mut cut = false;
             while t <= 100_000_000 {
