@@ -10,7 +10,8 @@
 # holds switch-CC.log, queue-CC.jsonl (`quench stats --json` every 50 ms: the bottleneck's queue
 # depth over time), send-CC-all.log (send-CC-I.log with SENDER_PROCS=1), recv-CC.log and the receiver's report directory CC/.
 # SENDERS=N (default 2) senders, one long flow each; PFC=1 turns PFC on; CAPTURE=1 writes the switch's frames on
-# port s0 (data out, CNMs / CNPs back) to OUT_DIR/s0-CC.pcap.
+# port s0 (data out, CNMs / CNPs back) to OUT_DIR/s0-CC.pcap. SEND_WRAP="CMD ARGS" runs the
+# sender under CMD (e.g. "chrt -f 1" for SCHED_FIFO).
 # CPU placement (a machine with fewer cores than hosts): the switch has the last CPU; one
 # quench send drives every sender port and the receiver port (--sink) from one poll loop on the
 # others. SENDER_PROCS=1 runs a process per host instead (the receiver beside the switch).
@@ -108,7 +109,7 @@ for cc in ${CCS:-qcn dcqcn}; do
     for ((i = 0; i < senders; i++)); do
       ports+=(--iface "$prefix-s$i/eth0" --src-ip "10.71.0.$((1 + i))")
     done
-    taskset -c "$tx_cpus" "$quench" send "${ports[@]}" --sink "$prefix-r0/eth0" --sink-out "$out/$cc" \
+    ${SEND_WRAP:-} taskset -c "$tx_cpus" "$quench" send "${ports[@]}" --sink "$prefix-r0/eth0" --sink-out "$out/$cc" \
       --config configs/send.toml --cc "$cc" --flow-base 1 --flow-stride 100 --duration-s "$secs" \
       > "$out/send-$cc-all.log" 2>&1 &
     spid=$!
