@@ -14,7 +14,9 @@
 # sender under CMD (e.g. "chrt -f 1" for SCHED_FIFO).
 # CPU placement (a machine with fewer cores than hosts): the switch has the last CPU; one
 # quench send drives every sender port and the receiver port (--sink) from one poll loop on the
-# others. SENDER_PROCS=1 runs a process per host instead (the receiver beside the switch).
+# others. SENDER_PROCS=1 runs a process per host instead (the receiver beside the switch). On
+# two CPUs the run first moves the machine's other work onto the switch's CPU and puts it back
+# at the end (scripts/cpu-shield.sh; SHIELD=0 does not).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,12 +39,22 @@ else
 fi
 
 pids=()
+shield_state=$(mktemp /tmp/quench-shield.XXXXXX)
 cleanup() {
   for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  scripts/cpu-shield.sh off "$shield_state" || true
+  rm -f "$shield_state"
   scripts/testbed.sh down --prefix "$prefix" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
+# With two CPUs the sender has CPU 0 to itself only if the rest of the machine's work (other
+# processes, kernel reclaim and RCU threads) waits on the switch's CPU: every stop of the
+# sender's loop over 1 ms costs a pacing window its 1 %, while the switch's ingress buffers
+# and PFC headroom absorb its stops. SHIELD=0 leaves the machine as it is.
+if [ "$ncpu" -eq 2 ] && [ "${SHIELD:-1}" != 0 ]; then
+  echo "== $(scripts/cpu-shield.sh on "$sw_cpus" "$shield_state")"
+fi
 
 echo "== testbed up (prefix $prefix)"
 senders=${SENDERS:-2}

@@ -442,7 +442,8 @@ impl PaceAudit {
             if allowed > 0.0 && f.started_at.is_some_and(|s| s <= start) {
                 let sent = (f.bytes_sent - sent0) as f64 * 8.0;
                 self.deviations.push(sent / allowed - 1.0);
-                self.stalled.push(self.gap_in_window || f.lag_dropped > lag0);
+                self.stalled
+                    .push(self.gap_in_window || f.lag_dropped > lag0);
             }
         }
         self.restart(now, g);
@@ -775,7 +776,11 @@ mod tests {
         }
         // Windows start at 0, 100, ... ms; the third lost 3 ms less the 50 us bound: -2.95 %.
         assert_eq!(audit.stalled, [false, false, true, false, false]);
-        assert!((audit.deviations[2] + 0.0295).abs() < 0.002, "{:?}", audit.deviations);
+        assert!(
+            (audit.deviations[2] + 0.0295).abs() < 0.002,
+            "{:?}",
+            audit.deviations
+        );
         let clean: Vec<f64> = audit.unstalled().collect();
         assert_eq!(clean.len(), 4);
         assert!(clean.iter().all(|d| d.abs() < 0.002), "{clean:?}");

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Keeps other work off a CPU while a pacing run uses it, and puts it back afterwards.
+#
+#   scripts/cpu-shield.sh on TO STATE     (root) move other work onto CPUs TO, noting it in STATE
+#   scripts/cpu-shield.sh off STATE       give every thread noted in STATE its CPUs back
+#
+# A busy-polling sender paces to 1 % per 100 ms only if nothing takes its CPU for more than its
+# catch-up bound (1 ms), and on a PREEMPT_NONE kernel a thread that gets the CPU keeps it until it
+# yields. On the 2-core testbed VM `perf sched timehist` showed three such neighbours: kdamond
+# (DAMON proactive reclaim, 0.8-8 ms twice a second), rcu_preempt (1.7-3.6 ms about once a
+# second) and the VM agent's tokio workers (2-3 ms about once a second). What it moves, like
+# `tuna isolate` but narrower: every user-space thread allowed on all CPUs (the default; threads
+# someone pinned stay), and the kernel threads that do long stretches of work (reclaim,
+# compaction, RCU grace periods). Per-CPU kernel threads, workqueue workers and interrupts stay:
+# moving those made the sender's stalls worse, not better. Threads started later inherit the
+# caller's CPUs, so the caller is moved too.
+set -euo pipefail
+
+usage() {
+  echo "usage: cpu-shield.sh on TO STATE | off STATE" >&2
+  exit 2
+}
+
+case "${1:-}" in
+on)
+  [ $# -eq 3 ] || usage
+  to=$2 state=$3
+  all=$(cat /sys/devices/system/cpu/online)
+  : > "$state"
+  moved=0
+  for task in /proc/[0-9]*/task/[0-9]*; do
+    tid=${task##*/} pid=${task#/proc/}
+    pid=${pid%%/*}
+    allowed=$(awk '/^Cpus_allowed_list/ {print $2}' "$task/status" 2>/dev/null) || continue
+    [ "$allowed" = "$all" ] || continue
+    if [ "$(awk '/^Kthread/ {print $2}' "$task/status" 2>/dev/null)" = 1 ] \
+      || [ "$(awk '{print $4}' "$task/stat" 2>/dev/null)" = 2 ]; then
+      case "$(cat "$task/comm" 2>/dev/null)" in
+      kdamond* | rcu_preempt | rcu_sched | kcompactd* | kswapd* | khugepaged | ksmd) ;;
+      *) continue ;;
+      esac
+    fi
+    # A thread that exits meanwhile, or refuses (PF_NO_SETAFFINITY), is left alone.
+    if taskset -pc "$to" "$tid" >/dev/null 2>&1; then
+      echo "$pid $tid $allowed $to" >> "$state"
+      moved=$((moved + 1))
+    fi
+  done
+  echo "cpu-shield: moved $moved threads onto CPU $to until the run ends (scripts/cpu-shield.sh off $state puts them back)"
+  ;;
+off)
+  [ $# -eq 2 ] || usage
+  state=$2
+  [ -f "$state" ] || exit 0
+  # Threads a moved process started meanwhile inherited TO: they go back too.
+  while read -r pid tid allowed to; do
+    taskset -pc "$allowed" "$tid" >/dev/null 2>&1 || true
+    for task in /proc/"$pid"/task/[0-9]*; do
+      [ "$(awk '/^Cpus_allowed_list/ {print $2}' "$task/status" 2>/dev/null)" = "$to" ] \
+        && taskset -pc "$allowed" "${task##*/}" >/dev/null 2>&1 || true
+    done
+  done < "$state"
+  rm -f "$state"
+  ;;
+*) usage ;;
+esac
