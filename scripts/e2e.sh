@@ -24,6 +24,8 @@
 # of its RP rate (quench send's pacing audit), within 1 %. Its figures also give the largest
 # deviation over the windows that no stall of the sender's loop over its catch-up bound touched
 # (pacing_unstalled_max_dev): the pacer's own error, apart from the CPU being taken away.
+# SHIELD=1 runs the loops with the machine's other work kept off the sender's CPU
+# (scripts/closed-loop.sh says what that costs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-out/e2e}
