@@ -7,8 +7,9 @@ Per run: per-flow goodput, Jain index, bottleneck utilisation, the bottleneck qu
 (mean / p99 over `quench stats` samples taken every 50 ms while frames left it) against its set
 point, CNMs / CNPs the senders received, data frames the switch dropped (tail drops, PFC
 headroom overruns, receive / transmit refusals, kernel drops before the receive rings, on every
-port), PFC pauses,
-and one-way latency p50 / p99 / p99.9 at the receiver.
+port), PFC pauses, one-way latency p50 / p99 / p99.9 at the receiver, and the share of the
+senders' 100 ms pacing windows within 1 % of their RP rate, over all windows and over those no
+stall of the sender's loop touched (the lowest share among the sender ports).
 """
 import json
 import re
@@ -88,7 +89,14 @@ def run(out, cc):
         "pacing_unstalled_max_dev": max(
             (s.get("pacing", {}).get("unstalled_max_abs_dev") or 0.0 for s in senders),
             default=None),
+        "pacing_unstalled_within_1pct": min(
+            (s.get("pacing", {}).get("unstalled_within_1pct") or 0.0 for s in senders),
+            default=None),
     }
+
+
+def pct(share):
+    return "-" if share is None else f"{100 * share:.0f} %"
 
 
 def main():
@@ -97,7 +105,7 @@ def main():
     if not rows:
         sys.exit(f"loop-summary.py: no run results under {out}")
     head = ("cc", "flows Mb/s", "Jain", "util", "queue mean/p99 KB", "set point", "CNMs",
-            "CNPs", "drops", "PFC", "latency p50/p99/p99.9 us")
+            "CNPs", "drops", "PFC", "latency p50/p99/p99.9 us", "paced 1 % all/unstalled")
     table = [head]
     for r in rows:
         table.append((
@@ -105,6 +113,7 @@ def main():
             f"{100 * r['utilisation']:.0f} %", f"{r['queue_mean_kb']:.1f} / {r['queue_p99_kb']:.1f}",
             r["set_point"], str(r["cnms"]), str(r["cnps"]), str(r["drops"]), str(r["pfc_pauses"]),
             "/".join(f"{v:.0f}" for v in r["latency_us"]),
+            pct(r["pacing_within_1pct"]) + " / " + pct(r["pacing_unstalled_within_1pct"]),
         ))
     widths = [max(len(str(row[i])) for row in table) for i in range(len(head))]
     for row in table:
