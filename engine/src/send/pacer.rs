@@ -104,8 +104,6 @@ pub struct Generator {
     next_start: usize,
     /// (flow index, the flow's generation when the entry was made).
     wheel: Wheel<(usize, u32)>,
-    /// Transmission time given up at the catch-up bound, summed over flows.
-    lag_dropped: Duration,
 }
 
 impl Generator {
@@ -136,7 +134,6 @@ impl Generator {
             flows,
             next_start: 0,
             wheel: Wheel::new(cfg.tick, 4096)?,
-            lag_dropped: Duration::ZERO,
         })
     }
 
@@ -146,9 +143,12 @@ impl Generator {
 
     /// Transmission time the flows were owed but gave up because the worker fell more than
     /// `max_catch_up` behind their release times (it was not running): what a pacing audit
-    /// window that falls short lost to scheduling rather than to the pacer.
+    /// window that falls short lost to scheduling rather than to the pacer. Summed over the
+    /// flows ([`GenFlow::lag_dropped`]).
     pub fn lag_dropped(&self) -> Duration {
-        self.lag_dropped
+        self.flows
+            .iter()
+            .fold(Duration::ZERO, |sum, f| sum + f.lag_dropped)
     }
 
     /// All flows have started and finished.
@@ -234,7 +234,6 @@ impl Generator {
         let tx = rate.tx_time(u64::from(len));
         let ideal = due + tx;
         if ideal < floor {
-            self.lag_dropped = self.lag_dropped + (floor - ideal);
             f.lag_dropped = f.lag_dropped + (floor - ideal);
         }
         let next = ideal.max(floor);
@@ -291,9 +290,7 @@ impl Generator {
             let owed = scale(now - p.due);
             if owed > self.cfg.max_catch_up {
                 // A cut can stretch what is owed past the bound: the excess is given up.
-                let lost = owed - self.cfg.max_catch_up;
-                self.lag_dropped = self.lag_dropped + lost;
-                f.lag_dropped = f.lag_dropped + lost;
+                f.lag_dropped = f.lag_dropped + (owed - self.cfg.max_catch_up);
             }
             now - owed.min(self.cfg.max_catch_up)
         };
@@ -730,50 +727,46 @@ mod tests {
         );
     }
 
-    #[test]
-    fn pace_audit_compares_sent_octets_with_the_rp_rate_integral() {
+    /// Drives [`one_gbps_flow`] with a worker that polls every 5 us up to `until_ns`, except
+    /// while it is off the CPU (`stall`), sending at `sent_mbps` while the audit charges the RP
+    /// rate `allowed_mbps`. The audit samples before each poll, as quench send's loop does.
+    fn audited(
+        until_ns: u64,
+        stall: std::ops::Range<u64>,
+        sent_mbps: u64,
+        allowed_mbps: u64,
+    ) -> PaceAudit {
+        let (sent, allowed) = (Rate::from_mbps(sent_mbps), Rate::from_mbps(allowed_mbps));
         let mut g = one_gbps_flow(PacingConfig::default());
         let mut audit = PaceAudit::new(Duration::from_millis(100), Duration::from_micros(50));
-        // RP at 400 Mb/s; the worker polls every 5 us for 1 s.
-        let rp = |_: FlowId| Rate::from_mbps(400);
         let mut t = 0u64;
-        while t <= 1_000_000_000 {
-            let now = Instant::from_nanos(t);
-            while g.poll(now, rp).is_some() {}
-            audit.sample(now, &g, rp);
+        while t <= until_ns {
+            if !stall.contains(&t) {
+                let now = Instant::from_nanos(t);
+                audit.sample(now, &g, |_| allowed);
+                while g.poll(now, |_| sent).is_some() {}
+            }
             t += 5_000;
         }
+        audit
+    }
+
+    #[test]
+    fn pace_audit_compares_sent_octets_with_the_rp_rate_integral() {
+        // RP at 400 Mb/s for 1 s.
+        let audit = audited(1_000_000_000, 0..0, 400, 400);
         assert!(audit.deviations.len() >= 9, "{:?}", audit.deviations);
         assert!(audit.max_abs().unwrap() < 0.01, "{:?}", audit.deviations);
         // A sender that falls short (it sends at 400 while its RP allows 500) is caught.
-        let mut g = one_gbps_flow(PacingConfig::default());
-        let mut audit = PaceAudit::new(Duration::from_millis(100), Duration::from_micros(50));
-        let mut t = 0u64;
-        while t <= 500_000_000 {
-            let now = Instant::from_nanos(t);
-            while g.poll(now, rp).is_some() {}
-            audit.sample(now, &g, |_| Rate::from_mbps(500));
-            t += 5_000;
-        }
+        let audit = audited(500_000_000, 0..0, 400, 500);
         let d = audit.max_abs().unwrap();
         assert!((d - 0.2).abs() < 0.01, "{d}");
     }
 
     #[test]
     fn pace_audit_marks_the_windows_a_stall_cost_sending_time() {
-        let mut g = one_gbps_flow(PacingConfig::default());
-        let mut audit = PaceAudit::new(Duration::from_millis(100), Duration::from_micros(50));
-        let rp = |_: FlowId| Rate::from_mbps(400);
-        // The worker polls every 5 us for 500 ms but is off the CPU from 250 to 253 ms.
-        let mut t = 0u64;
-        while t <= 500_000_000 {
-            if !(250_000_000..253_000_000).contains(&t) {
-                let now = Instant::from_nanos(t);
-                audit.sample(now, &g, rp);
-                while g.poll(now, rp).is_some() {}
-            }
-            t += 5_000;
-        }
+        // RP at 400 Mb/s for 500 ms; the worker is off the CPU from 250 to 253 ms.
+        let audit = audited(500_000_000, 250_000_000..253_000_000, 400, 400);
         // Windows start at 0, 100, ... ms; the third lost 3 ms less the 50 us bound: -2.95 %.
         assert_eq!(audit.stalled, [false, false, true, false, false]);
         assert!(
