@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # PFC incast on real frames: N senders (no congestion control, each at RATE) into one receiver
 # through quench switch with a 1 Gbit/s egress (BOTTLENECK=rate to change it) and PFC on
-# priority 3. With PFC the switch pauses
-# the senders instead of dropping: the receiver must see every sequence number.
+# priority 3. With PFC the switch pauses the senders instead of dropping: the receiver must see
+# every sequence number, but for frames a kernel counter saw dropped outside the switch's queues
+# (reported by place under "kernel_drops").
 #
 #   scripts/pfc-incast.sh [SECONDS (30)] [SENDERS (8)] [OUT_DIR (out/pfc-incast)] [RATE (250mbit)]
 #
-# Root (network namespaces). Prints the receiver's per-flow table, the switch's PFC counters and
-# one JSON line: {"senders", "seconds", "frames", "lost", "drops", "pauses_sent", ...}.
+# Root (network namespaces). Prints the receiver's per-flow table, the switch's PFC counters, the
+# kernel's drop counters along the path (where a lost frame died) and one JSON line:
+# {"senders", "seconds", "sent", "frames", "lost", "queue_drops", "headroom_drops", "pauses_sent",
+#  ..., "kernel_drops": {...}}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-30}
@@ -94,9 +97,18 @@ else
   pids+=($!)
 fi
 "$quench" stats --json --socket "/run/quench/$prefix.sock" > /dev/null 2>&1 || true
+# Per-CPU backlog drops (softnet_stat's 2nd column): a veth hands each frame to the receiving
+# side's per-CPU backlog, which drops past net.core.netdev_max_backlog when softirqs fall behind.
+backlog_drops() { while read -r _ d _; do echo $((16#$d)); done < /proc/net/softnet_stat; }
+backlog_drops > "$out/softnet.before"
 sleep $((secs + 1))
 "$quench" stats --json --socket "/run/quench/$prefix.sock" > "$out/stats.json" 2>/dev/null || true
 wait "$rpid" || true
+backlog_drops > "$out/softnet.after"
+# Every veth end's drop counters, read before the testbed goes: where a lost frame died.
+for ns in $(ip netns list | awk -v p="$prefix-" 'index($1, p) == 1 {print $1}'); do
+  ip -n "$ns" -s -j link show > "$out/links-$ns.json" 2>/dev/null || true
+done
 grep -v '^{' "$out/recv.log" | head -n $((n + 3)) || true
 python3 - "$out" "$n" "$secs" <<'PY'
 import glob, json, sys
@@ -105,26 +117,61 @@ recv = [json.loads(l) for l in open(out + "/recv.log") if l.startswith("{")][-1]
 try:
     st = json.load(open(out + "/stats.json"))
 except Exception:
-    st = {"ports": []}
+    # No snapshot from the switch: its counters are unknown (null), never zero.
+    print("pfc-incast: the switch's control socket gave no stats (see switch.log)", file=sys.stderr)
+    st = None
+
+def switch_sum(key):
+    return None if st is None else sum(p.get(key, 0) for p in st["ports"])
 sent = 0
 pfc_rx = 0
+sender_tx = 0
+unsent = 0
 # One JSON line per sender port (several in send-all.log when one quench send drove them all).
 for path in sorted(glob.glob(out + "/send-*.log")):
     for s in (json.loads(l) for l in open(path) if l.startswith("{")):
         sent += s["frames"]
         pfc_rx += s.get("pfc_rx", 0)
+        sender_tx += (s.get("tx_kernel_drops") or 0) + s.get("no_buffer", 0)
+        unsent += s.get("unsent", 0)
 frames = sum(f["frames"] for f in recv["flows"])
+# Loss outside the switch's queues, by place: the senders' transmit, the switch's and the
+# receiver's receive rings, the veths (a frame the peer could not take), the per-CPU backlogs
+# between them.
+veth = 0
+for path in glob.glob(out + "/links-*.json"):
+    for link in json.load(open(path)):
+        if link.get("ifname") == "lo":
+            continue
+        st64 = link.get("stats64", {})
+        veth += st64.get("rx", {}).get("dropped", 0) + st64.get("tx", {}).get("dropped", 0)
+try:
+    before = [int(x) for x in open(out + "/softnet.before")]
+    after = [int(x) for x in open(out + "/softnet.after")]
+    backlog = sum(a - b for a, b in zip(after, before))
+except Exception:
+    backlog = None
+kernel = {
+    "senders_tx": sender_tx,
+    "switch_rx_rings": switch_sum("rx_kernel_drops"),
+    "switch_tx": switch_sum("tx_kernel_drops"),
+    "receiver_rx_ring": recv.get("rx_kernel_drops", 0),
+    "veth": veth,
+    "cpu_backlogs": backlog,
+}
 res = {
-    "senders": n, "seconds": secs, "sent": sent, "frames": frames,
+    "senders": n, "seconds": secs, "sent": sent - unsent, "frames": frames,
     "lost": sum(f["lost"] for f in recv["flows"]),
-    "queue_drops": sum(p["queue_drops"] for p in st["ports"]),
-    "headroom_drops": sum(p.get("pfc_headroom_drops", 0) for p in st["ports"]),
-    "pauses_sent": sum(p.get("pfc_pauses_sent", 0) for p in st["ports"]),
+    "queue_drops": switch_sum("queue_drops"),
+    "headroom_drops": switch_sum("pfc_headroom_drops"),
+    "pauses_sent": switch_sum("pfc_pauses_sent"),
     "pfc_frames_at_senders": pfc_rx,
     "goodput_mbps": round(recv["aggregate_bps"] / 1e6, 1),
     "jain": round(recv["jain_index"], 4),
+    "kernel_drops": kernel,
 }
-print("pfc-incast: %(frames)d of %(sent)d frames received, %(lost)d lost, %(queue_drops)d queue drops, "
-      "%(headroom_drops)d headroom drops, %(pauses_sent)d PAUSE frames sent, %(goodput_mbps)s Mb/s" % res)
+print("pfc-incast: %(frames)d of %(sent)d frames received, %(lost)d lost, %(queue_drops)s queue drops, "
+      "%(headroom_drops)s headroom drops, %(pauses_sent)s PAUSE frames sent, %(goodput_mbps)s Mb/s" % res)
+print("pfc-incast: kernel drops: %s" % ", ".join("%s %s" % kv for kv in kernel.items()))
 print(json.dumps(res))
 PY

@@ -203,9 +203,12 @@ impl Sink {
 
     /// Prints the summary table, writes the report directory `out`, and returns the summary's
     /// JSON.
-    pub fn finish(self, out: Option<&std::path::Path>) -> anyhow::Result<String> {
+    pub fn finish(mut self, out: Option<&std::path::Path>) -> anyhow::Result<String> {
+        use crate::port::Port as _;
         let c = self.w.counters();
-        let (summary, all, log) = self.w.finish(shared_now());
+        let drops = self.port.kernel_rx_drops();
+        let (mut summary, all, log) = self.w.finish(shared_now());
+        summary.rx_kernel_drops = drops;
         print!("{}", summary.table());
         if self.tx_drops > 0 {
             println!("CNPs not sent (transmit ring full): {}", self.tx_drops);

@@ -447,11 +447,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         idle.after(work);
     }
     let secs = (clock.now() - t0).as_secs_f64();
-    for o in &ports {
+    // Frames generated but still waiting for ring space go out now, so that what the report
+    // counts as sent was sent; a ring that stays full for 10 ms leaves them counted as unsent.
+    let flush_end = clock.now() + Duration::from_millis(10);
+    for o in &mut ports {
+        while !o.tx.is_empty() && clock.now() < flush_end {
+            o.port.tx_burst(0, &mut o.tx)?;
+            o.port.poll()?;
+        }
+        o.port.poll()?;
+    }
+    for o in &mut ports {
         if nports > 1 {
             println!("== port {}", o.label);
         }
-        report(o, secs, &stalls);
+        use crate::port::Port as _;
+        let tx_kernel_drops = o.port.kernel_tx_drops();
+        report(o, secs, &stalls, tx_kernel_drops);
     }
     for (k, (s, label)) in sinks.into_iter().zip(&args.sink).enumerate() {
         println!("== sink {label}");
@@ -463,7 +475,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// One port's lines: per-flow rates, feedback counts, the pacing audit, the loop's scheduling
 /// stalls (shared by every port of the loop), then one JSON line.
-fn report(o: &Outside, secs: f64, stalls: &LoopStalls) {
+fn report(o: &Outside, secs: f64, stalls: &LoopStalls, tx_kernel_drops: Option<u64>) {
     let w = &o.w;
     let cc = o.cc;
     let c = w.counters();
@@ -488,6 +500,13 @@ fn report(o: &Outside, secs: f64, stalls: &LoopStalls) {
         "sent {} frames in {:.1} s; feedback: {} CNMs, {} CNPs, {} for unknown flows, {} refused; {} PFC frames; {} frames without a buffer",
         c.frames, secs, c.cnms, c.cnps, c.unknown_feedback, c.refused_feedback, c.pfc_rx, o.no_buffer
     );
+    if !o.tx.is_empty() || tx_kernel_drops.is_some_and(|d| d > 0) {
+        println!(
+            "not delivered: {} frames still waiting for the ring at the end, {} dropped by the kernel after sending",
+            o.tx.len(),
+            tx_kernel_drops.unwrap_or(0)
+        );
+    }
     let audit = &o.audit;
     let dev = audit.max_abs();
     // The windows no stall touched: what the pacer itself gets wrong, apart from the CPU being
@@ -531,7 +550,8 @@ fn report(o: &Outside, secs: f64, stalls: &LoopStalls) {
                            "lag_dropped_ms": w.gen.lag_dropped().as_nanos() as f64 / 1e6},
             "cc": format!("{cc:?}").to_lowercase(), "seconds": secs, "frames": c.frames,
             "cnms": c.cnms, "cnps": c.cnps, "unknown_feedback": c.unknown_feedback,
-            "pfc_rx": c.pfc_rx,
+            "pfc_rx": c.pfc_rx, "no_buffer": o.no_buffer, "unsent": o.tx.len(),
+            "tx_kernel_drops": tx_kernel_drops,
             "flows": flows_json,
         })
     );

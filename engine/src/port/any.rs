@@ -229,6 +229,16 @@ impl Port for AnyPort {
             AnyPort::Dpdk(p) => p.kernel_rx_drops(),
         }
     }
+
+    fn kernel_tx_drops(&mut self) -> Option<u64> {
+        match self {
+            AnyPort::Mem(p) => p.kernel_tx_drops(),
+            AnyPort::Packet(p) => p.kernel_tx_drops(),
+            AnyPort::Xdp(p) => p.kernel_tx_drops(),
+            #[cfg(feature = "dpdk")]
+            AnyPort::Dpdk(p) => p.kernel_tx_drops(),
+        }
+    }
 }
 
 #[cfg(test)]

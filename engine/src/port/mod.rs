@@ -202,6 +202,13 @@ pub trait Port {
         None
     }
 
+    /// Frames this port handed to the kernel that it then dropped on their way out (AF_PACKET:
+    /// the device refused them, e.g. a veth whose peer's backlog was full) since it was opened:
+    /// the engine counted them as sent. `None` when the port cannot tell.
+    fn kernel_tx_drops(&mut self) -> Option<u64> {
+        None
+    }
+
     /// Copies `bytes` into a fresh frame of this kind (the one copy between port kinds).
     fn import(&mut self, bytes: &[u8]) -> Option<Self::Frame> {
         let mut f = self.alloc(bytes.len())?;

@@ -74,6 +74,9 @@ pub struct PacketPort {
     pub tx_wrong_format: u64,
     /// Receive-ring drops read so far (the kernel resets its count on every read).
     rx_kernel_drops: u64,
+    /// Frames the device dropped on transmit: each ENOBUFS from the ring's send is one frame
+    /// (the kernel stops at the frame it could not hand over, frees it and returns its slot).
+    tx_kernel_drops: u64,
 }
 
 fn sockopt<T>(
@@ -142,6 +145,7 @@ impl PacketPort {
             tx_pending: false,
             tx_wrong_format: 0,
             rx_kernel_drops: 0,
+            tx_kernel_drops: 0,
         };
         let sol = libc::SOL_PACKET;
         sockopt(fd, sol, PACKET_VERSION, &TPACKET_V2).map_err(|e| open_err("PACKET_VERSION", e))?;
@@ -337,6 +341,10 @@ impl Port for PacketPort {
         Some(self.rx_kernel_drops)
     }
 
+    fn kernel_tx_drops(&mut self) -> Option<u64> {
+        Some(self.tx_kernel_drops)
+    }
+
     fn poll(&mut self) -> Result<(), PortError> {
         if self.tx_pending {
             // Safety: a zero-length send on a socket with a tx ring transmits the slots marked
@@ -347,7 +355,9 @@ impl Port for PacketPort {
             } else {
                 let e = std::io::Error::last_os_error();
                 match e.raw_os_error() {
-                    Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => {}
+                    // The slots after the dropped frame stay SEND_REQUEST for the next send.
+                    Some(libc::ENOBUFS) => self.tx_kernel_drops += 1,
+                    Some(libc::EAGAIN) | Some(libc::EINTR) => {}
                     _ => {
                         return Err(PortError::Io {
                             name: self.caps.name.clone(),

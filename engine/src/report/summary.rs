@@ -71,6 +71,10 @@ pub struct Summary {
     pub ecn: [u64; 4],
     /// All flows' latencies together.
     pub latency: LatencySummary,
+    /// Frames the kernel dropped before the receiver read them (its receive ring was full):
+    /// lost on this host, not on the path. `None` when the port cannot tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_kernel_drops: Option<u64>,
 }
 
 impl Summary {
@@ -147,6 +151,12 @@ impl Summary {
             us(self.latency.p99_ns),
             us(self.latency.p999_ns)
         );
+        if let Some(d) = self.rx_kernel_drops.filter(|&d| d > 0) {
+            let _ = writeln!(
+                s,
+                "frames dropped by the kernel before the receiver read them: {d}"
+            );
+        }
         s
     }
 }

@@ -574,7 +574,8 @@ impl<P: Port> Worker<P> {
         if now - self.last_kernel_drops >= KERNEL_DROPS_EVERY {
             self.last_kernel_drops = now;
             for op in self.ports.iter_mut().flatten() {
-                op.counters.publish_kernel_drops(op.port.kernel_rx_drops());
+                op.counters
+                    .publish_kernel_drops(op.port.kernel_rx_drops(), op.port.kernel_tx_drops());
             }
         }
         if now - self.last_publish >= PUBLISH_EVERY {
@@ -799,7 +800,8 @@ impl<P: Port> Worker<P> {
         let mut freed = 0;
         for op in self.ports.iter_mut().flatten() {
             op.counters.publish_classes(op.egress.stats());
-            op.counters.publish_kernel_drops(op.port.kernel_rx_drops());
+            op.counters
+                .publish_kernel_drops(op.port.kernel_rx_drops(), op.port.kernel_tx_drops());
             freed += op.egress.clear() + op.pending.clear();
             let _ = op.port.poll();
         }

@@ -58,14 +58,20 @@ pub struct PortCounters {
     /// Frames the kernel (DPDK: the device) dropped before this port's receive ring (ring full,
     /// no buffer), as the port last reported it.
     pub rx_kernel_drops: AtomicU64,
+    /// Frames the kernel dropped after the switch sent them (the device refused them), as the
+    /// port last reported it.
+    pub tx_kernel_drops: AtomicU64,
 }
 
 impl PortCounters {
     /// Publishes the port's own count of receive drops ([`crate::port::Port::kernel_rx_drops`]),
     /// when it has one.
-    pub fn publish_kernel_drops(&self, drops: Option<u64>) {
-        if let Some(d) = drops {
+    pub fn publish_kernel_drops(&self, rx: Option<u64>, tx: Option<u64>) {
+        if let Some(d) = rx {
             self.rx_kernel_drops.store(d, Ordering::Relaxed);
+        }
+        if let Some(d) = tx {
+            self.tx_kernel_drops.store(d, Ordering::Relaxed);
         }
     }
 
@@ -147,6 +153,10 @@ pub struct PortSnapshot {
     /// saw them.
     #[serde(default)]
     pub rx_kernel_drops: u64,
+    /// Frames the switch sent that the kernel then dropped (AF_PACKET: the device refused
+    /// them): lost after the queues, never counted by them.
+    #[serde(default)]
+    pub tx_kernel_drops: u64,
 }
 
 /// The control plane's answer to `stats`.
@@ -209,6 +219,7 @@ impl Registry {
                     pfc_pauses_received: ld(&c.pfc_received),
                     pfc_headroom_drops: ld(&c.pfc_headroom_drops),
                     rx_kernel_drops: ld(&c.rx_kernel_drops),
+                    tx_kernel_drops: ld(&c.tx_kernel_drops),
                 }
             })
             .collect();
@@ -236,15 +247,26 @@ pub fn serve(path: &Path, registry: Arc<Registry>, stop: Arc<AtomicBool>) -> std
         .register(&mut listener, Token(0), Interest::READABLE)?;
     let mut events = Events::with_capacity(16);
     while !stop.load(Ordering::Relaxed) {
-        poll.poll(&mut events, Some(std::time::Duration::from_millis(100)))?;
-        if events.is_empty() {
-            continue;
+        match poll.poll(&mut events, Some(std::time::Duration::from_millis(100))) {
+            // A signal (SIGSTOP then SIGCONT, a debugger, a profiler) interrupts the wait; it
+            // must not end the control plane while the switch forwards on.
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+            Ok(()) => {}
         }
-        while let Ok((mut conn, _)) = listener.accept() {
-            // One short request per connection; the client is local, so serve it blocking
-            // with a timeout rather than keeping per-connection state.
-            let std_conn: &mut mio::net::UnixStream = &mut conn;
-            let _ = answer(std_conn, &registry);
+        // Accept until the listener has no connection left, even without an event: mio is
+        // edge-triggered, and a wait cut short by a signal may have swallowed the edge.
+        loop {
+            match listener.accept() {
+                Ok((mut conn, _)) => {
+                    // One short request per connection; the client is local, so serve it
+                    // blocking with a timeout rather than keeping per-connection state.
+                    let std_conn: &mut mio::net::UnixStream = &mut conn;
+                    let _ = answer(std_conn, &registry);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
         }
     }
     Ok(())
@@ -266,6 +288,7 @@ fn answer(conn: &mut mio::net::UnixStream, registry: &Registry) -> std::io::Resu
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 std::thread::sleep(std::time::Duration::from_millis(1))
             }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
     }
@@ -288,6 +311,7 @@ fn answer(conn: &mut mio::net::UnixStream, registry: &Registry) -> std::io::Resu
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 std::thread::sleep(std::time::Duration::from_millis(1))
             }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
     }
@@ -352,5 +376,47 @@ mod tests {
         assert_eq!(snap.fdb_entries, 3);
         assert_eq!(snap.ports[0].queues.len(), CLASSES);
         assert!(!path.exists());
+    }
+
+    /// A signal that lands while the control plane waits (SIGCONT after SIGSTOP, a profiler's
+    /// timer) must not end it: the switch forwards on and stays observable.
+    #[test]
+    fn control_socket_survives_signals() {
+        use std::os::unix::thread::JoinHandleExt;
+        let path = std::env::temp_dir().join(format!("qn-ctl-sig-{}.sock", std::process::id()));
+        let registry = Arc::new(Registry {
+            info: vec![],
+            counters: vec![],
+            fdb_entries: vec![Arc::new(AtomicU64::new(1))],
+            clock: Clock::monotonic(),
+        });
+        // Any handler makes epoll_wait return EINTR (it is never restarted, signal(7)).
+        let seen = Arc::new(AtomicBool::new(false));
+        signal_hook::flag::register(signal_hook::consts::SIGUSR1, seen.clone()).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (p, r, s) = (path.clone(), registry, stop.clone());
+        let server = std::thread::spawn(move || serve(&p, r, s));
+        let ask = || {
+            (0..200).find_map(|_| {
+                let snap = query(&path).ok();
+                if snap.is_none() {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                snap
+            })
+        };
+        assert!(ask().is_some(), "no answer before the signals");
+        for _ in 0..20 {
+            // Safety: the thread is alive (it only returns once `stop` is set or on error,
+            // checked below) and SIGUSR1 has a handler.
+            unsafe { libc::pthread_kill(server.as_pthread_t(), libc::SIGUSR1) };
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(seen.load(Ordering::Relaxed));
+        assert!(!server.is_finished(), "{:?}", server.join());
+        let snap = ask().expect("no answer after the signals");
+        assert_eq!(snap.fdb_entries, 1);
+        stop.store(true, Ordering::Relaxed);
+        server.join().unwrap().unwrap();
     }
 }
