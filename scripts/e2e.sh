@@ -68,7 +68,7 @@ PY
 pfc() {
   echo "== e2e: PFC 8:1 incast, no congestion control, 30 s"
   mkdir -p "$out/pfc"
-  scripts/pfc-incast.sh 30 8 "$out/pfc" | tail -n 2 | tee "$out/pfc/summary.txt" | grep -v '^{'
+  scripts/pfc-incast.sh 30 8 "$out/pfc" | tail -n 3 | tee "$out/pfc/summary.txt" | grep -v '^{'
   python3 - "$out/pfc/summary.txt" >> "$results" <<'PY'
 import json, sys
 r = json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][-1])

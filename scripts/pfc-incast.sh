@@ -71,14 +71,16 @@ ip netns exec "$prefix-sw" taskset -c "$sw_cpus" "$quench" switch --config "$cfg
 swpid=$!
 pids+=($swpid)
 sleep 1
-ip netns exec "$prefix-r0" taskset -c "$sw_cpus" "$quench" recv --iface eth0 --no-cnp \
-  --duration-s $((secs + 3)) --out "$out/recv" > "$out/recv.log" 2>&1 &
-rpid=$!
-pids+=($rpid)
-sleep 0.5
 echo "== pfc-incast: $n senders at $rate each into $bottleneck for ${secs}s (no congestion control)"
 if [ -n "${SENDER_PROCS:-}" ]; then
-  # One quench send per sender namespace (SENDER_PROCS=1).
+  # One quench send per sender namespace (SENDER_PROCS=1), and quench recv, which shares the
+  # switch's CPU: a second busy-polling process there has been kept off it for 140 ms while the
+  # switch ran, overflowing its receive ring (counted under kernel_drops).
+  ip netns exec "$prefix-r0" taskset -c "$sw_cpus" "$quench" recv --iface eth0 --no-cnp \
+    --duration-s $((secs + 3)) --out "$out/recv" > "$out/recv.log" 2>&1 &
+  rpid=$!
+  pids+=($rpid)
+  sleep 0.5
   for ((i = 0; i < n; i++)); do
     ip netns exec "$prefix-s$i" taskset -c "$tx_cpus" "$quench" send --iface eth0 \
       --config configs/send.toml --cc none --rate "$rate" --src-ip "10.71.0.$((1 + i))" \
@@ -86,15 +88,20 @@ if [ -n "${SENDER_PROCS:-}" ]; then
     pids+=($!)
   done
 else
-  # One quench send drives every sender namespace's eth0 from one poll loop (more senders than
-  # CPUs: separate processes would stall one another for milliseconds at a time).
+  # One quench send drives every sender namespace's eth0 and the receiver's (--sink) from one
+  # poll loop (more hosts than CPUs: separate processes would stall one another for
+  # milliseconds at a time), and leaves the switch a CPU of its own. The sink reads on for
+  # 500 ms after the last frame is sent: what PFC held in the switch then arrives.
   ports=()
   for ((i = 0; i < n; i++)); do
     ports+=(--iface "$prefix-s$i/eth0" --src-ip "10.71.0.$((1 + i))")
   done
   taskset -c "$tx_cpus" "$quench" send "${ports[@]}" --config configs/send.toml --cc none \
-    --rate "$rate" --flow-base 1 --flow-stride 100 --duration-s "$secs" > "$out/send-all.log" 2>&1 &
-  pids+=($!)
+    --rate "$rate" --flow-base 1 --flow-stride 100 --duration-s "$secs" \
+    --sink "$prefix-r0/eth0" --sink-no-cnp --sink-out "$out/recv" --sink-linger-ms 500 \
+    > "$out/send-all.log" 2>&1 &
+  rpid=$!
+  pids+=($rpid)
 fi
 "$quench" stats --json --socket "/run/quench/$prefix.sock" > /dev/null 2>&1 || true
 # Per-CPU backlog drops (softnet_stat's 2nd column): a veth hands each frame to the receiving
@@ -104,6 +111,11 @@ backlog_drops > "$out/softnet.before"
 sleep $((secs + 1))
 "$quench" stats --json --socket "/run/quench/$prefix.sock" > "$out/stats.json" 2>/dev/null || true
 wait "$rpid" || true
+if [ -z "${SENDER_PROCS:-}" ]; then
+  # The receiver's part of the report, as `quench recv` prints it.
+  sed -n '/^== sink/,$p' "$out/send-all.log" | sed -e '1d' -e 's/^{"sink":\(.*\)}$/\1/' > "$out/recv.log"
+  sed -i '/^== sink/,$d' "$out/send-all.log"
+fi
 backlog_drops > "$out/softnet.after"
 # Every veth end's drop counters, read before the testbed goes: where a lost frame died.
 for ns in $(ip netns list | awk -v p="$prefix-" 'index($1, p) == 1 {print $1}'); do

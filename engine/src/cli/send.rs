@@ -142,6 +142,11 @@ pub struct Args {
     /// `quench recv --pfc-pause`: `--sink-pfc-pause r1/eth0=400:200`. Repeatable.
     #[arg(long, value_name = "LABEL=PERIOD_US:PAUSE_US")]
     pub sink_pfc_pause: Vec<String>,
+    /// With --sink: keep receiving this long after the last frame is sent, milliseconds, so
+    /// that frames still queued in the switch arrive instead of counting as lost (a sink's
+    /// goodput runs from its first frame to its last, so the wait does not dilute it).
+    #[arg(long, default_value_t = 100, requires = "sink")]
+    pub sink_linger_ms: u64,
     /// How long to run, seconds (SIGINT / SIGTERM end it early, with the report).
     #[arg(long, default_value_t = 10.0)]
     pub duration_s: f64,
@@ -456,6 +461,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             o.port.poll()?;
         }
         o.port.poll()?;
+    }
+    let linger_end = clock.now() + Duration::from_millis(args.sink_linger_ms);
+    while !sinks.is_empty() && clock.now() < linger_end && !stop.load(Ordering::Relaxed) {
+        let mut work = 0;
+        for s in &mut sinks {
+            work += s.step()?.0;
+        }
+        idle.after(work);
     }
     for o in &mut ports {
         if nports > 1 {
