@@ -184,7 +184,7 @@ impl SendWorker {
         let d = self.gen.poll_unpaused(
             now,
             |f| control.rate(f, Rate::from_bps(u64::MAX)),
-            |prio| paused.is_paused(now, prio),
+            |prio| paused.paused_until(prio),
         )?;
         let spec = &self.gen.flows()[d.index].spec;
         let [a, b, c, e, f, g] = spec.destination;
