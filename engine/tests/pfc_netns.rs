@@ -93,8 +93,11 @@ fn tcd_marks_the_victim_of_a_paused_port_ue_and_never_ce() {
         "{json}"
     );
     assert_eq!(hot["ue"], 0, "{json}");
+    // Most hot frames cross the port while it is congested. How many depends on the senders
+    // keeping it so: 99.6-99.7 % with the senders' CPU to themselves, 86 % with a busy loop
+    // sharing it (the hot flows then reach 676 Mb/s, not 983).
     assert!(
-        hot["ce"].as_u64().unwrap() * 10 > hot["frames"].as_u64().unwrap() * 9,
+        hot["ce"].as_u64().unwrap() * 4 > hot["frames"].as_u64().unwrap() * 3,
         "{json}"
     );
     let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
