@@ -117,7 +117,7 @@ if [ -z "${SENDER_PROCS:-}" ]; then
   sed -i '/^== sink/,$d' "$out/send-all.log"
 fi
 backlog_drops > "$out/softnet.after"
-# Every veth end's drop counters, read before the testbed goes: where a lost frame died.
+# Every veth end's drop counters, read before the testbed goes.
 for ns in $(ip netns list | awk -v p="$prefix-" 'index($1, p) == 1 {print $1}'); do
   ip -n "$ns" -s -j link show > "$out/links-$ns.json" 2>/dev/null || true
 done
@@ -137,19 +137,20 @@ def switch_sum(key):
     return None if st is None else sum(p.get(key, 0) for p in st["ports"])
 sent = 0
 pfc_rx = 0
-sender_tx = 0
+no_buffer = 0
 unsent = 0
 # One JSON line per sender port (several in send-all.log when one quench send drove them all).
 for path in sorted(glob.glob(out + "/send-*.log")):
     for s in (json.loads(l) for l in open(path) if l.startswith("{")):
         sent += s["frames"]
         pfc_rx += s.get("pfc_rx", 0)
-        sender_tx += (s.get("tx_kernel_drops") or 0) + s.get("no_buffer", 0)
+        no_buffer += s.get("no_buffer", 0)
         unsent += s.get("unsent", 0)
 frames = sum(f["frames"] for f in recv["flows"])
-# Loss outside the switch's queues, by place: the senders' transmit, the switch's and the
-# receiver's receive rings, the veths (a frame the peer could not take), the per-CPU backlogs
-# between them.
+# Loss outside the switch's queues, by place (besides frames a sender numbered but had no
+# buffer for): the switch's and the receiver's receive rings, the per-CPU backlogs. The veths'
+# drop counters come along as a clue only: they count transmit attempts a device refused, and
+# an AF_PACKET sender (quench send, quench switch) sends the refused frame again.
 veth = 0
 for path in glob.glob(out + "/links-*.json"):
     for link in json.load(open(path)):
@@ -164,11 +165,9 @@ try:
 except Exception:
     backlog = None
 kernel = {
-    "senders_tx": sender_tx,
     "switch_rx_rings": switch_sum("rx_kernel_drops"),
-    "switch_tx": switch_sum("tx_kernel_drops"),
     "receiver_rx_ring": recv.get("rx_kernel_drops", 0),
-    "veth": veth,
+    "veth_dropped": veth,
     "cpu_backlogs": backlog,
 }
 res = {
@@ -180,6 +179,7 @@ res = {
     "pfc_frames_at_senders": pfc_rx,
     "goodput_mbps": round(recv["aggregate_bps"] / 1e6, 1),
     "jain": round(recv["jain_index"], 4),
+    "sender_no_buffer": no_buffer,
     "kernel_drops": kernel,
 }
 print("pfc-incast: %(frames)d of %(sent)d frames received, %(lost)d lost, %(queue_drops)s queue drops, "

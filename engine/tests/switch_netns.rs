@@ -741,3 +741,42 @@ fn frames_the_kernel_drops_before_the_ring_are_counted() {
         sw.stop();
     }
 }
+
+/// A sender whose link's far end is down: the device refuses every frame and the kernel keeps
+/// it in the ring to try again. quench send must not count those frames as sent: it reports
+/// them as unsent, and the refused attempts as the veth counted them.
+#[test]
+fn frames_a_device_refuses_are_reported_unsent_not_sent() {
+    if !root_or_skip("frames_a_device_refuses") {
+        return;
+    }
+    let _l = lock();
+    let tb = Testbed::up("d");
+    let st = Command::new("ip")
+        .args(["-n", &tb.ns("sw"), "link", "set"])
+        .arg(format!("{}-sw-s0", tb.prefix))
+        .arg("down")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let send = Command::new(env!("CARGO_BIN_EXE_quench"))
+        .current_dir(repo())
+        .args(["send", "--iface", &format!("{}/eth0", tb.ns("s0"))])
+        .args(["--cc", "none", "--rate", "20mbit", "--duration-s", "0.5"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&send.stdout).to_string();
+    assert!(send.status.success(), "{out}");
+    let j: serde_json::Value =
+        serde_json::from_str(out.lines().rfind(|l| l.starts_with('{')).unwrap()).unwrap();
+    let frames = j["frames"].as_u64().unwrap();
+    assert!(frames > 100, "{out}");
+    assert_eq!(j["unsent"].as_u64().unwrap(), frames, "{out}");
+    let refused = j["tx_refusals"].as_u64().unwrap();
+    assert!(refused >= frames, "{out}");
+    // The veth counts each refusal; it would also count a frame of the kernel's own (none is
+    // expected: the testbed turns IPv6 off), hence the small allowance.
+    let veth = counter(&tb.ns("s0"), "eth0", "tx_dropped");
+    assert!(refused <= veth && veth <= refused + 5, "veth {veth}: {out}");
+    assert!(out.contains(&format!("not sent: {frames} frames")), "{out}");
+}

@@ -452,15 +452,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         idle.after(work);
     }
     let secs = (clock.now() - t0).as_secs_f64();
-    // Frames generated but still waiting for ring space go out now, so that what the report
-    // counts as sent was sent; a ring that stays full for 10 ms leaves them counted as unsent.
+    // Frames generated but still waiting (for ring space, or in the ring for the kernel) go
+    // out now, so that what the report counts as sent was sent; what is still queued after
+    // 10 ms (a device that keeps refusing) is reported as unsent.
     let flush_end = clock.now() + Duration::from_millis(10);
     for o in &mut ports {
-        while !o.tx.is_empty() && clock.now() < flush_end {
-            o.port.tx_burst(0, &mut o.tx)?;
+        use crate::port::Port as _;
+        loop {
+            if !o.tx.is_empty() {
+                o.port.tx_burst(0, &mut o.tx)?;
+            }
             o.port.poll()?;
+            let queued = o.port.tx_queued().unwrap_or(0);
+            if (o.tx.is_empty() && queued == 0) || clock.now() >= flush_end {
+                break;
+            }
         }
-        o.port.poll()?;
     }
     let linger_end = clock.now() + Duration::from_millis(args.sink_linger_ms);
     while !sinks.is_empty() && clock.now() < linger_end && !stop.load(Ordering::Relaxed) {
@@ -475,8 +482,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             println!("== port {}", o.label);
         }
         use crate::port::Port as _;
-        let tx_kernel_drops = o.port.kernel_tx_drops();
-        report(o, secs, &stalls, tx_kernel_drops);
+        let unsent = o.tx.len() + o.port.tx_queued().unwrap_or(0);
+        let refusals = o.port.tx_refusals();
+        report(o, secs, &stalls, unsent, refusals);
     }
     for (k, (s, label)) in sinks.into_iter().zip(&args.sink).enumerate() {
         println!("== sink {label}");
@@ -488,7 +496,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// One port's lines: per-flow rates, feedback counts, the pacing audit, the loop's scheduling
 /// stalls (shared by every port of the loop), then one JSON line.
-fn report(o: &Outside, secs: f64, stalls: &LoopStalls, tx_kernel_drops: Option<u64>) {
+fn report(o: &Outside, secs: f64, stalls: &LoopStalls, unsent: usize, refusals: Option<u64>) {
     let w = &o.w;
     let cc = o.cc;
     let c = w.counters();
@@ -513,12 +521,11 @@ fn report(o: &Outside, secs: f64, stalls: &LoopStalls, tx_kernel_drops: Option<u
         "sent {} frames in {:.1} s; feedback: {} CNMs, {} CNPs, {} for unknown flows, {} refused; {} PFC frames; {} frames without a buffer",
         c.frames, secs, c.cnms, c.cnps, c.unknown_feedback, c.refused_feedback, c.pfc_rx, o.no_buffer
     );
-    if !o.tx.is_empty() || tx_kernel_drops.is_some_and(|d| d > 0) {
-        println!(
-            "not delivered: {} frames still waiting for the ring at the end, {} dropped by the kernel after sending",
-            o.tx.len(),
-            tx_kernel_drops.unwrap_or(0)
-        );
+    if unsent > 0 {
+        println!("not sent: {unsent} frames still queued (here or in the port's ring) at the end");
+    }
+    if let Some(r) = refusals.filter(|&r| r > 0) {
+        println!("the device refused {r} transmit attempts (peer down or backlog full); each was retried");
     }
     let audit = &o.audit;
     let dev = audit.max_abs();
@@ -563,8 +570,8 @@ fn report(o: &Outside, secs: f64, stalls: &LoopStalls, tx_kernel_drops: Option<u
                            "lag_dropped_ms": w.gen.lag_dropped().as_nanos() as f64 / 1e6},
             "cc": format!("{cc:?}").to_lowercase(), "seconds": secs, "frames": c.frames,
             "cnms": c.cnms, "cnps": c.cnps, "unknown_feedback": c.unknown_feedback,
-            "pfc_rx": c.pfc_rx, "no_buffer": o.no_buffer, "unsent": o.tx.len(),
-            "tx_kernel_drops": tx_kernel_drops,
+            "pfc_rx": c.pfc_rx, "no_buffer": o.no_buffer, "unsent": unsent,
+            "tx_refusals": refusals,
             "flows": flows_json,
         })
     );

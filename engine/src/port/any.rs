@@ -230,13 +230,23 @@ impl Port for AnyPort {
         }
     }
 
-    fn kernel_tx_drops(&mut self) -> Option<u64> {
+    fn tx_refusals(&mut self) -> Option<u64> {
         match self {
-            AnyPort::Mem(p) => p.kernel_tx_drops(),
-            AnyPort::Packet(p) => p.kernel_tx_drops(),
-            AnyPort::Xdp(p) => p.kernel_tx_drops(),
+            AnyPort::Mem(p) => p.tx_refusals(),
+            AnyPort::Packet(p) => p.tx_refusals(),
+            AnyPort::Xdp(p) => p.tx_refusals(),
             #[cfg(feature = "dpdk")]
-            AnyPort::Dpdk(p) => p.kernel_tx_drops(),
+            AnyPort::Dpdk(p) => p.tx_refusals(),
+        }
+    }
+
+    fn tx_queued(&mut self) -> Option<usize> {
+        match self {
+            AnyPort::Mem(p) => p.tx_queued(),
+            AnyPort::Packet(p) => p.tx_queued(),
+            AnyPort::Xdp(p) => p.tx_queued(),
+            #[cfg(feature = "dpdk")]
+            AnyPort::Dpdk(p) => p.tx_queued(),
         }
     }
 }

@@ -202,10 +202,18 @@ pub trait Port {
         None
     }
 
-    /// Frames this port handed to the kernel that it then dropped on their way out (AF_PACKET:
-    /// the device refused them, e.g. a veth whose peer's backlog was full) since it was opened:
-    /// the engine counted them as sent. `None` when the port cannot tell.
-    fn kernel_tx_drops(&mut self) -> Option<u64> {
+    /// Times the device refused a frame this port handed it, since it was opened (AF_PACKET:
+    /// an ENOBUFS from the ring's send, e.g. a veth whose peer is down or whose backlog is
+    /// full). The kernel puts the frame back in the ring and the next poll sends it again:
+    /// backpressure, not loss. `None` when the port cannot tell.
+    fn tx_refusals(&mut self) -> Option<u64> {
+        None
+    }
+
+    /// Frames accepted by `tx_burst` that have not left yet (AF_PACKET: tx ring slots still
+    /// waiting for the kernel). `None` when the port cannot tell. Scans the ring: ask at the
+    /// end of a run, not per burst.
+    fn tx_queued(&mut self) -> Option<usize> {
         None
     }
 

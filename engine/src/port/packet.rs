@@ -42,6 +42,7 @@ const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
 const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
 const TP_STATUS_AVAILABLE: u32 = 0;
 const TP_STATUS_SEND_REQUEST: u32 = 1;
+const TP_STATUS_SENDING: u32 = 2;
 const TP_STATUS_WRONG_FORMAT: u32 = 1 << 2;
 const TPACKET_V2: libc::c_int = 1;
 const PACKET_VERSION: libc::c_int = 10;
@@ -74,9 +75,9 @@ pub struct PacketPort {
     pub tx_wrong_format: u64,
     /// Receive-ring drops read so far (the kernel resets its count on every read).
     rx_kernel_drops: u64,
-    /// Frames the device dropped on transmit: each ENOBUFS from the ring's send is one frame
-    /// (the kernel stops at the frame it could not hand over, frees it and returns its slot).
-    tx_kernel_drops: u64,
+    /// ENOBUFS answers from the ring's send: the device refused a frame, which the kernel put
+    /// back (SEND_REQUEST) for the next send.
+    tx_refusals: u64,
 }
 
 fn sockopt<T>(
@@ -145,7 +146,7 @@ impl PacketPort {
             tx_pending: false,
             tx_wrong_format: 0,
             rx_kernel_drops: 0,
-            tx_kernel_drops: 0,
+            tx_refusals: 0,
         };
         let sol = libc::SOL_PACKET;
         sockopt(fd, sol, PACKET_VERSION, &TPACKET_V2).map_err(|e| open_err("PACKET_VERSION", e))?;
@@ -341,8 +342,19 @@ impl Port for PacketPort {
         Some(self.rx_kernel_drops)
     }
 
-    fn kernel_tx_drops(&mut self) -> Option<u64> {
-        Some(self.tx_kernel_drops)
+    fn tx_refusals(&mut self) -> Option<u64> {
+        Some(self.tx_refusals)
+    }
+
+    fn tx_queued(&mut self) -> Option<usize> {
+        Some(
+            (0..SLOTS)
+                .filter(|&i| {
+                    let s = Self::status(self.slot(true, i));
+                    s == TP_STATUS_SEND_REQUEST || s == TP_STATUS_SENDING
+                })
+                .count(),
+        )
     }
 
     fn poll(&mut self) -> Result<(), PortError> {
@@ -355,8 +367,8 @@ impl Port for PacketPort {
             } else {
                 let e = std::io::Error::last_os_error();
                 match e.raw_os_error() {
-                    // The slots after the dropped frame stay SEND_REQUEST for the next send.
-                    Some(libc::ENOBUFS) => self.tx_kernel_drops += 1,
+                    // The refused frame and those after it stay SEND_REQUEST for the next send.
+                    Some(libc::ENOBUFS) => self.tx_refusals += 1,
                     Some(libc::EAGAIN) | Some(libc::EINTR) => {}
                     _ => {
                         return Err(PortError::Io {

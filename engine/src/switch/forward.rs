@@ -575,7 +575,7 @@ impl<P: Port> Worker<P> {
             self.last_kernel_drops = now;
             for op in self.ports.iter_mut().flatten() {
                 op.counters
-                    .publish_kernel_drops(op.port.kernel_rx_drops(), op.port.kernel_tx_drops());
+                    .publish_kernel_drops(op.port.kernel_rx_drops(), op.port.tx_refusals());
             }
         }
         if now - self.last_publish >= PUBLISH_EVERY {
@@ -801,7 +801,7 @@ impl<P: Port> Worker<P> {
         for op in self.ports.iter_mut().flatten() {
             op.counters.publish_classes(op.egress.stats());
             op.counters
-                .publish_kernel_drops(op.port.kernel_rx_drops(), op.port.kernel_tx_drops());
+                .publish_kernel_drops(op.port.kernel_rx_drops(), op.port.tx_refusals());
             freed += op.egress.clear() + op.pending.clear();
             let _ = op.port.poll();
         }

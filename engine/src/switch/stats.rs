@@ -58,9 +58,9 @@ pub struct PortCounters {
     /// Frames the kernel (DPDK: the device) dropped before this port's receive ring (ring full,
     /// no buffer), as the port last reported it.
     pub rx_kernel_drops: AtomicU64,
-    /// Frames the kernel dropped after the switch sent them (the device refused them), as the
-    /// port last reported it.
-    pub tx_kernel_drops: AtomicU64,
+    /// Times the device refused a frame the switch sent, to be sent again
+    /// ([`crate::port::Port::tx_refusals`]), as the port last reported it.
+    pub tx_refusals: AtomicU64,
 }
 
 impl PortCounters {
@@ -71,7 +71,7 @@ impl PortCounters {
             self.rx_kernel_drops.store(d, Ordering::Relaxed);
         }
         if let Some(d) = tx {
-            self.tx_kernel_drops.store(d, Ordering::Relaxed);
+            self.tx_refusals.store(d, Ordering::Relaxed);
         }
     }
 
@@ -153,10 +153,10 @@ pub struct PortSnapshot {
     /// saw them.
     #[serde(default)]
     pub rx_kernel_drops: u64,
-    /// Frames the switch sent that the kernel then dropped (AF_PACKET: the device refused
-    /// them): lost after the queues, never counted by them.
+    /// Times the device refused a frame the switch sent (AF_PACKET: ENOBUFS; a veth whose peer
+    /// is down or whose backlog is full). The frame is sent again: backpressure, not loss.
     #[serde(default)]
-    pub tx_kernel_drops: u64,
+    pub tx_refusals: u64,
 }
 
 /// The control plane's answer to `stats`.
@@ -219,7 +219,7 @@ impl Registry {
                     pfc_pauses_received: ld(&c.pfc_received),
                     pfc_headroom_drops: ld(&c.pfc_headroom_drops),
                     rx_kernel_drops: ld(&c.rx_kernel_drops),
-                    tx_kernel_drops: ld(&c.tx_kernel_drops),
+                    tx_refusals: ld(&c.tx_refusals),
                 }
             })
             .collect();
