@@ -139,18 +139,21 @@ sent = 0
 pfc_rx = 0
 no_buffer = 0
 unsent = 0
+senders_tx = 0
 # One JSON line per sender port (several in send-all.log when one quench send drove them all).
 for path in sorted(glob.glob(out + "/send-*.log")):
     for s in (json.loads(l) for l in open(path) if l.startswith("{")):
         sent += s["frames"]
         pfc_rx += s.get("pfc_rx", 0)
         no_buffer += s.get("no_buffer", 0)
+        senders_tx += s.get("tx_kernel_drops") or 0
         unsent += s.get("unsent", 0)
 frames = sum(f["frames"] for f in recv["flows"])
 # Loss outside the switch's queues, by place (besides frames a sender numbered but had no
-# buffer for): the switch's and the receiver's receive rings, the per-CPU backlogs. The veths'
-# drop counters come along as a clue only: they count transmit attempts a device refused, and
-# an AF_PACKET sender (quench send, quench switch) sends the refused frame again.
+# buffer for): frames the kernel took from a sender or the switch and dropped unsent (AF_XDP),
+# the switch's and the receiver's receive rings, the per-CPU backlogs. The veths' drop counters
+# come along as a clue only: they count transmit attempts a device refused, and an AF_PACKET
+# sender (quench send, quench switch) sends the refused frame again.
 veth = 0
 for path in glob.glob(out + "/links-*.json"):
     for link in json.load(open(path)):
@@ -165,6 +168,8 @@ try:
 except Exception:
     backlog = None
 kernel = {
+    "senders_tx": senders_tx,
+    "switch_tx": switch_sum("tx_kernel_drops"),
     "switch_rx_rings": switch_sum("rx_kernel_drops"),
     "receiver_rx_ring": recv.get("rx_kernel_drops", 0),
     "veth_dropped": veth,

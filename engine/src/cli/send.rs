@@ -483,8 +483,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         use crate::port::Port as _;
         let unsent = o.tx.len() + o.port.tx_queued().unwrap_or(0);
-        let refusals = o.port.tx_refusals();
-        report(o, secs, &stalls, unsent, refusals);
+        let kernel = KernelTx {
+            unsent,
+            refusals: o.port.tx_refusals(),
+            drops: o.port.kernel_tx_drops(),
+        };
+        report(o, secs, &stalls, &kernel);
     }
     for (k, (s, label)) in sinks.into_iter().zip(&args.sink).enumerate() {
         println!("== sink {label}");
@@ -496,7 +500,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// One port's lines: per-flow rates, feedback counts, the pacing audit, the loop's scheduling
 /// stalls (shared by every port of the loop), then one JSON line.
-fn report(o: &Outside, secs: f64, stalls: &LoopStalls, unsent: usize, refusals: Option<u64>) {
+/// What became of the frames a port was handed, as its kernel side tells.
+struct KernelTx {
+    /// Still queued at the end ([`crate::port::Port::tx_queued`] plus the sender's own queue).
+    unsent: usize,
+    refusals: Option<u64>,
+    drops: Option<u64>,
+}
+
+fn report(o: &Outside, secs: f64, stalls: &LoopStalls, k: &KernelTx) {
     let w = &o.w;
     let cc = o.cc;
     let c = w.counters();
@@ -521,11 +533,17 @@ fn report(o: &Outside, secs: f64, stalls: &LoopStalls, unsent: usize, refusals: 
         "sent {} frames in {:.1} s; feedback: {} CNMs, {} CNPs, {} for unknown flows, {} refused; {} PFC frames; {} frames without a buffer",
         c.frames, secs, c.cnms, c.cnps, c.unknown_feedback, c.refused_feedback, c.pfc_rx, o.no_buffer
     );
-    if unsent > 0 {
-        println!("not sent: {unsent} frames still queued (here or in the port's ring) at the end");
+    if k.unsent > 0 {
+        println!(
+            "not sent: {} frames still queued (here or in the port's ring) at the end",
+            k.unsent
+        );
     }
-    if let Some(r) = refusals.filter(|&r| r > 0) {
+    if let Some(r) = k.refusals.filter(|&r| r > 0) {
         println!("the device refused {r} transmit attempts (peer down or backlog full); each was retried");
+    }
+    if let Some(d) = k.drops.filter(|&d| d > 0) {
+        println!("lost: {d} frames the kernel took and dropped unsent (the device refused them)");
     }
     let audit = &o.audit;
     let dev = audit.max_abs();
@@ -570,8 +588,8 @@ fn report(o: &Outside, secs: f64, stalls: &LoopStalls, unsent: usize, refusals: 
                            "lag_dropped_ms": w.gen.lag_dropped().as_nanos() as f64 / 1e6},
             "cc": format!("{cc:?}").to_lowercase(), "seconds": secs, "frames": c.frames,
             "cnms": c.cnms, "cnps": c.cnps, "unknown_feedback": c.unknown_feedback,
-            "pfc_rx": c.pfc_rx, "no_buffer": o.no_buffer, "unsent": unsent,
-            "tx_refusals": refusals,
+            "pfc_rx": c.pfc_rx, "no_buffer": o.no_buffer, "unsent": k.unsent,
+            "tx_refusals": k.refusals, "tx_kernel_drops": k.drops,
             "flows": flows_json,
         })
     );

@@ -88,8 +88,9 @@ pub fn table(now: &Snapshot, prev: Option<&Snapshot>) -> String {
             rate(p.rx_bytes * 8, old.map(|o| o.rx_bytes * 8)),
             rate(p.tx_bytes * 8, old.map(|o| o.tx_bytes * 8)),
             // Everything dropped outside the queues: in the kernel before the receive ring,
-            // on receive (malformed, filtered), for want of a buffer on the way out.
-            p.rx_kernel_drops + p.rx_drops + p.tx_drops,
+            // on receive (malformed, filtered), for want of a buffer on the way out, in the
+            // kernel after sending.
+            p.rx_kernel_drops + p.rx_drops + p.tx_drops + p.tx_kernel_drops,
             p.queue_drops,
             // Lossless frames that arrived on this port beyond its XOFF + headroom: a PAUSE
             // that came too late (the sender or this switch was not running).

@@ -240,6 +240,16 @@ impl Port for AnyPort {
         }
     }
 
+    fn kernel_tx_drops(&mut self) -> Option<u64> {
+        match self {
+            AnyPort::Mem(p) => p.kernel_tx_drops(),
+            AnyPort::Packet(p) => p.kernel_tx_drops(),
+            AnyPort::Xdp(p) => p.kernel_tx_drops(),
+            #[cfg(feature = "dpdk")]
+            AnyPort::Dpdk(p) => p.kernel_tx_drops(),
+        }
+    }
+
     fn tx_queued(&mut self) -> Option<usize> {
         match self {
             AnyPort::Mem(p) => p.tx_queued(),

@@ -210,6 +210,14 @@ pub trait Port {
         None
     }
 
+    /// Frames the kernel took from this port and then dropped without sending them, since it
+    /// was opened (AF_XDP in copy mode: the device refused the frame, e.g. a veth whose far
+    /// end is down; the kernel completes it as if sent). Lost after the engine counted them
+    /// as sent. `None` when the port cannot tell; AF_PACKET never loses a frame this way.
+    fn kernel_tx_drops(&mut self) -> Option<u64> {
+        None
+    }
+
     /// Frames accepted by `tx_burst` that have not left yet (AF_PACKET: tx ring slots still
     /// waiting for the kernel). `None` when the port cannot tell. Scans the ring: ask at the
     /// end of a run, not per burst.

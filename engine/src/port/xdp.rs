@@ -193,6 +193,35 @@ struct XskQueue {
     cq: CompQueue,
     /// Frames on the tx ring not yet completed.
     in_flight: u32,
+    /// Frames the kernel took off the tx ring and then dropped (see [`XskQueue::wake`]).
+    tx_drops: u64,
+}
+
+impl XskQueue {
+    /// Kicks the kernel to send what is on the tx ring (copy mode sends in this call). An
+    /// EBUSY answer means the device refused a frame and the kernel dropped it: it completes
+    /// the descriptor as if sent (xsk_generic_xmit, "SKB completed but not sent") and stops,
+    /// leaving the rest on the ring for the next kick. EAGAIN (device busy, frame kept, or the
+    /// kernel's batch limit reached) loses nothing.
+    /// (xsk-rs's `TxQueue::wakeup` hides EBUSY, hence the system call here.)
+    fn wake(&mut self) {
+        use std::os::unix::io::AsRawFd;
+        let fd = self.tx.fd().as_raw_fd();
+        // Safety: a zero-length sendto on our own AF_XDP socket reads no buffer.
+        let rc = unsafe {
+            libc::sendto(
+                fd,
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null(),
+                0,
+            )
+        };
+        if rc < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EBUSY) {
+            self.tx_drops += 1;
+        }
+    }
 }
 
 /// An AF_XDP port: one socket per device queue, all on the worker's pool.
@@ -528,6 +557,7 @@ fn open_queues(
             fq,
             cq,
             in_flight: 0,
+            tx_drops: 0,
         };
         refill(pool, &mut xq, &mut Vec::new());
         queues.push(xq);
@@ -620,7 +650,7 @@ impl Port for XdpPort {
         let n = room.min(frames.len());
         if n == 0 {
             if q.tx.needs_wakeup() {
-                let _ = q.tx.wakeup();
+                q.wake();
             }
             return Ok(0);
         }
@@ -636,7 +666,7 @@ impl Port for XdpPort {
         }
         q.in_flight += sent as u32;
         if q.tx.needs_wakeup() {
-            let _ = q.tx.wakeup();
+            q.wake();
         }
         Ok(sent)
     }
@@ -649,6 +679,15 @@ impl Port for XdpPort {
         let mut f = self.pool.frame(desc);
         f.set_len(len);
         Some(f)
+    }
+
+    fn tx_queued(&mut self) -> Option<usize> {
+        // Submitted to the tx ring and not yet back on the completion ring.
+        Some(self.queues.iter().map(|q| q.in_flight as usize).sum())
+    }
+
+    fn kernel_tx_drops(&mut self) -> Option<u64> {
+        Some(self.queues.iter().map(|q| q.tx_drops).sum())
     }
 
     fn kernel_rx_drops(&mut self) -> Option<u64> {
@@ -673,7 +712,7 @@ impl Port for XdpPort {
                 self.pool.put(&self.scratch[..n]);
                 q.in_flight -= n as u32;
                 if q.in_flight > 0 && q.tx.needs_wakeup() {
-                    let _ = q.tx.wakeup();
+                    q.wake();
                 }
             }
             refill(&self.pool, q, &mut self.fill);

@@ -574,8 +574,7 @@ impl<P: Port> Worker<P> {
         if now - self.last_kernel_drops >= KERNEL_DROPS_EVERY {
             self.last_kernel_drops = now;
             for op in self.ports.iter_mut().flatten() {
-                op.counters
-                    .publish_kernel_drops(op.port.kernel_rx_drops(), op.port.tx_refusals());
+                op.counters.publish_kernel_counts(&mut op.port);
             }
         }
         if now - self.last_publish >= PUBLISH_EVERY {
@@ -800,8 +799,7 @@ impl<P: Port> Worker<P> {
         let mut freed = 0;
         for op in self.ports.iter_mut().flatten() {
             op.counters.publish_classes(op.egress.stats());
-            op.counters
-                .publish_kernel_drops(op.port.kernel_rx_drops(), op.port.tx_refusals());
+            op.counters.publish_kernel_counts(&mut op.port);
             freed += op.egress.clear() + op.pending.clear();
             let _ = op.port.poll();
         }

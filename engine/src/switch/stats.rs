@@ -61,18 +61,24 @@ pub struct PortCounters {
     /// Times the device refused a frame the switch sent, to be sent again
     /// ([`crate::port::Port::tx_refusals`]), as the port last reported it.
     pub tx_refusals: AtomicU64,
+    /// Frames the kernel took from the switch and dropped unsent
+    /// ([`crate::port::Port::kernel_tx_drops`]), as the port last reported it.
+    pub tx_kernel_drops: AtomicU64,
 }
 
 impl PortCounters {
-    /// Publishes the port's own count of receive drops ([`crate::port::Port::kernel_rx_drops`]),
-    /// when it has one.
-    pub fn publish_kernel_drops(&self, rx: Option<u64>, tx: Option<u64>) {
-        if let Some(d) = rx {
-            self.rx_kernel_drops.store(d, Ordering::Relaxed);
-        }
-        if let Some(d) = tx {
-            self.tx_refusals.store(d, Ordering::Relaxed);
-        }
+    /// Publishes the port's own counts ([`crate::port::Port::kernel_rx_drops`],
+    /// [`crate::port::Port::kernel_tx_drops`], [`crate::port::Port::tx_refusals`]), those it
+    /// has.
+    pub fn publish_kernel_counts(&self, port: &mut impl crate::port::Port) {
+        let store = |c: &AtomicU64, v: Option<u64>| {
+            if let Some(v) = v {
+                c.store(v, Ordering::Relaxed);
+            }
+        };
+        store(&self.rx_kernel_drops, port.kernel_rx_drops());
+        store(&self.tx_kernel_drops, port.kernel_tx_drops());
+        store(&self.tx_refusals, port.tx_refusals());
     }
 
     /// Publishes the port's PFC counters (owning worker, with the class counters).
@@ -157,6 +163,10 @@ pub struct PortSnapshot {
     /// is down or whose backlog is full). The frame is sent again: backpressure, not loss.
     #[serde(default)]
     pub tx_refusals: u64,
+    /// Frames the kernel took from the switch and dropped unsent (AF_XDP copy mode: the
+    /// device refused them): lost after the queues, never counted by them.
+    #[serde(default)]
+    pub tx_kernel_drops: u64,
 }
 
 /// The control plane's answer to `stats`.
@@ -220,6 +230,7 @@ impl Registry {
                     pfc_headroom_drops: ld(&c.pfc_headroom_drops),
                     rx_kernel_drops: ld(&c.rx_kernel_drops),
                     tx_refusals: ld(&c.tx_refusals),
+                    tx_kernel_drops: ld(&c.tx_kernel_drops),
                 }
             })
             .collect();
