@@ -457,7 +457,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // 10 ms (a device that keeps refusing) is reported as unsent.
     let flush_end = clock.now() + Duration::from_millis(10);
     for o in &mut ports {
-        use crate::port::Port as _;
         loop {
             if !o.tx.is_empty() {
                 o.port.tx_burst(0, &mut o.tx)?;
@@ -481,7 +480,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if nports > 1 {
             println!("== port {}", o.label);
         }
-        use crate::port::Port as _;
         let unsent = o.tx.len() + o.port.tx_queued().unwrap_or(0);
         let kernel = KernelTx {
             unsent,
@@ -498,8 +496,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One port's lines: per-flow rates, feedback counts, the pacing audit, the loop's scheduling
-/// stalls (shared by every port of the loop), then one JSON line.
 /// What became of the frames a port was handed, as its kernel side tells.
 struct KernelTx {
     /// Still queued at the end ([`crate::port::Port::tx_queued`] plus the sender's own queue).
@@ -508,6 +504,8 @@ struct KernelTx {
     drops: Option<u64>,
 }
 
+/// One port's lines: per-flow rates, feedback counts, what did not leave, the pacing audit,
+/// the loop's scheduling stalls (shared by every port of the loop), then one JSON line.
 fn report(o: &Outside, secs: f64, stalls: &LoopStalls, k: &KernelTx) {
     let w = &o.w;
     let cc = o.cc;
