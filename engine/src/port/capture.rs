@@ -204,6 +204,18 @@ impl<P: Port> Port for Capture<P> {
     fn kernel_rx_drops(&mut self) -> Option<u64> {
         self.inner.kernel_rx_drops()
     }
+
+    fn tx_refusals(&mut self) -> Option<u64> {
+        self.inner.tx_refusals()
+    }
+
+    fn kernel_tx_drops(&mut self) -> Option<u64> {
+        self.inner.kernel_tx_drops()
+    }
+
+    fn tx_queued(&mut self) -> Option<usize> {
+        self.inner.tx_queued()
+    }
 }
 
 #[cfg(test)]
@@ -230,5 +242,57 @@ mod tests {
         assert_eq!(&bytes[24 + 8..24 + 12], &60u32.to_le_bytes());
         assert_eq!(peer.recv().unwrap(), vec![1; 60]);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A port that knows its kernel-side counts.
+    struct Counting(MemPort);
+
+    impl Port for Counting {
+        type Frame = <MemPort as Port>::Frame;
+        fn caps(&self) -> &Capabilities {
+            self.0.caps()
+        }
+        fn rx_burst(
+            &mut self,
+            queue: u16,
+            out: &mut Vec<Self::Frame>,
+            max: usize,
+        ) -> Result<usize, PortError> {
+            self.0.rx_burst(queue, out, max)
+        }
+        fn tx_burst(
+            &mut self,
+            queue: u16,
+            frames: &mut Vec<Self::Frame>,
+        ) -> Result<usize, PortError> {
+            self.0.tx_burst(queue, frames)
+        }
+        fn alloc(&mut self, len: usize) -> Option<Self::Frame> {
+            self.0.alloc(len)
+        }
+        fn kernel_rx_drops(&mut self) -> Option<u64> {
+            Some(1)
+        }
+        fn tx_refusals(&mut self) -> Option<u64> {
+            Some(2)
+        }
+        fn kernel_tx_drops(&mut self) -> Option<u64> {
+            Some(3)
+        }
+        fn tx_queued(&mut self) -> Option<usize> {
+            Some(4)
+        }
+    }
+
+    /// Every switch port is a Capture, on or off: the counts the switch publishes must be the
+    /// port's own, not the trait's `None`.
+    #[test]
+    fn capture_passes_the_ports_kernel_counts_through() {
+        let (port, _peer) = MemPort::with_peer("c");
+        let mut cap = Capture::off(Counting(port));
+        assert_eq!(cap.kernel_rx_drops(), Some(1));
+        assert_eq!(cap.tx_refusals(), Some(2));
+        assert_eq!(cap.kernel_tx_drops(), Some(3));
+        assert_eq!(cap.tx_queued(), Some(4));
     }
 }
