@@ -11,7 +11,7 @@
 //! [`PacingConfig::catch_up_speed`] the frames owed leave at most that many times the flow's
 //! rate (a peak rate over the committed one, as in a two-rate shaper) rather than back to back,
 //! so a long catch-up bound does not turn a stall into a line-rate burst.
-use units::{Duration, FlowId, Instant, Rate};
+use units::{Duration, FlowId, Instant, Rate, PRIORITIES};
 
 use super::flowgen::FlowStart;
 use super::wheel::{Wheel, WheelError};
@@ -97,10 +97,10 @@ struct Pending {
 /// that gives paused time no rate expects.
 #[derive(Clone, Copy, Debug, Default)]
 struct PauseClock {
-    paused: [Duration; 8],
+    paused: [Duration; PRIORITIES],
     /// The last look and, per priority, when the pause in force then ran out.
     look: Option<Instant>,
-    until: [Option<Instant>; 8],
+    until: [Option<Instant>; PRIORITIES],
 }
 
 impl PauseClock {
