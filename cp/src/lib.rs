@@ -28,26 +28,8 @@ pub mod tcd;
 
 use rand_core::RngCore;
 
-/// The ECN field of an IP packet as RFC 3168 defines it (meaning, not bits: the engine maps
-/// 00 Not-ECT, 01 ECT(1), 10 ECT(0), 11 CE).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Ecn {
-    /// Not ECN-capable transport: never marked.
-    NotEct,
-    /// ECN-capable transport, ECT(1).
-    Ect1,
-    /// ECN-capable transport, ECT(0).
-    Ect0,
-    /// Congestion experienced.
-    Ce,
-}
-
-impl Ecn {
-    /// ECN-capable (ECT(0), ECT(1) or already CE).
-    pub const fn is_capable(self) -> bool {
-        !matches!(self, Ecn::NotEct)
-    }
-}
+/// The ECN field (one type across quench: `units::Ecn`).
+pub use units::Ecn;
 
 /// A parameter failed validation; `param` is the name users write in the config.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]

@@ -51,6 +51,30 @@ pub enum TcdCodepoint {
     Ce,
 }
 
+impl From<crate::Ecn> for TcdCodepoint {
+    /// seed 004 Table 1: the same two bits, read as TCD code points.
+    fn from(e: crate::Ecn) -> TcdCodepoint {
+        match e {
+            crate::Ecn::NotEct => TcdCodepoint::NotCapable,
+            crate::Ecn::Ect1 => TcdCodepoint::Capable,
+            crate::Ecn::Ect0 => TcdCodepoint::Ue,
+            crate::Ecn::Ce => TcdCodepoint::Ce,
+        }
+    }
+}
+
+impl From<TcdCodepoint> for crate::Ecn {
+    /// seed 004 Table 1: 00 not capable, 01 capable, 10 UE, 11 CE.
+    fn from(c: TcdCodepoint) -> crate::Ecn {
+        match c {
+            TcdCodepoint::NotCapable => crate::Ecn::TCD_NOT_CAPABLE,
+            TcdCodepoint::Capable => crate::Ecn::TCD_CAPABLE,
+            TcdCodepoint::Ue => crate::Ecn::TCD_UNDETERMINED,
+            TcdCodepoint::Ce => crate::Ecn::TCD_CONGESTED,
+        }
+    }
+}
+
 /// The ternary port states (seed 004, section 4.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum PortState {

@@ -30,7 +30,7 @@ fn sender(mac: u8, flows: &[u32], cc: Cc) -> SendWorker {
         .map(|&f| FlowStart {
             flow: FlowId(f),
             start: Duration::ZERO,
-            destination: [2, 0, 0, 0, 9, 1],
+            destination: engine::wire::MacAddr(2, 0, 0, 0, 9, 1),
             priority: 3,
             max_rate: Rate::from_gbps(1),
             bytes: None,

@@ -10,6 +10,9 @@
 //!   crash the datapath.
 #![forbid(unsafe_code)]
 
+mod ecn;
+pub use ecn::Ecn;
+
 use std::fmt;
 use std::ops::{Add, AddAssign, Sub};
 

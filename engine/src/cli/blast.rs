@@ -60,7 +60,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let dst = parse_mac(&args.dst).with_context(|| format!("--dst {:?}: not a MAC", args.dst))?;
     let src = match &args.src {
         Some(s) => parse_mac(s).with_context(|| format!("--src {s:?}: not a MAC"))?,
-        None => crate::port::device_mac(&args.iface).unwrap_or([2, 0, 0, 0, 0, 1]),
+        None => {
+            crate::port::device_mac(&args.iface).unwrap_or(crate::wire::MacAddr(2, 0, 0, 0, 0, 1))
+        }
     };
     if !(60..=1514).contains(&args.len) {
         anyhow::bail!("--len {} must be 60..=1514", args.len);
@@ -89,8 +91,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         m => anyhow::bail!("--mode {m:?}: expected auto, native or generic"),
     };
     let mut template = Vec::with_capacity(args.len);
-    template.extend_from_slice(&dst);
-    template.extend_from_slice(&src);
+    template.extend_from_slice(&dst.octets());
+    template.extend_from_slice(&src.octets());
     template.extend_from_slice(&[0x88, 0xb5]);
     template.resize(args.len, 0);
     let stop = worker::stop_on_signals()?;

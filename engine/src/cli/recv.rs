@@ -131,11 +131,7 @@ impl Sink {
     /// Opens `label` (`[NETNS/]IFACE`).
     pub fn open(label: &str, port: &super::PortArgs, opts: SinkOptions) -> anyhow::Result<Sink> {
         let port = super::NsPort::open(label, port)?;
-        let mac = port
-            .caps()
-            .mac
-            .map(|m| MacAddr::new(m[0], m[1], m[2], m[3], m[4], m[5]))
-            .unwrap_or_else(MacAddr::zero);
+        let mac = port.caps().mac.unwrap_or_else(MacAddr::zero);
         let w = RecvWorker::new(
             RecvConfig {
                 max_flows: opts.max_flows,

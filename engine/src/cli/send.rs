@@ -362,13 +362,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         let ids: Vec<FlowId> = flows.iter().map(|f| f.flow).collect();
         let port = super::NsPort::open(label, &args.port)?;
-        let mac = port.caps().mac.unwrap_or([2, 0, 0, 0, 0, 1 + k as u8]);
+        let mac = port
+            .caps()
+            .mac
+            .unwrap_or(MacAddr(2, 0, 0, 0, 0, 1 + k as u8));
         let gen = Generator::new(pc.pacing, flows, t0)?;
         let w = SendWorker::new(
             gen,
             control(cfg, cc, line, &ids, file)?,
             Addressing {
-                src_mac: MacAddr::new(mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]),
+                src_mac: mac,
                 src_ip: args.src_ip.get(k).copied().unwrap_or(cfg.src_ip),
                 dst_ip: cfg.dst_ip,
                 vlan: cfg.vlan,

@@ -22,6 +22,7 @@ use crate::switch::fdb::{Fdb, PortIdx, DEFAULT_CAPACITY};
 use crate::switch::forward::{OwnedPort, Rings, Worker};
 use crate::switch::stats::{self, PortCounters, PortInfo, Registry};
 use crate::time::Clock;
+use crate::wire::MacAddr;
 use crate::worker;
 
 #[derive(clap::Args, Debug)]
@@ -213,9 +214,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     let mac = caps
                         .last()
                         .and_then(|(_, c)| c.mac)
-                        .unwrap_or([0x02, 0x71, 0x6e, 0xff, 0x00, *pi as u8]);
-                    let mac =
-                        crate::wire::MacAddr::new(mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]);
+                        .unwrap_or(MacAddr(0x02, 0x71, 0x6e, 0xff, 0x00, *pi as u8));
                     match crate::switch::cp::CpHook::new(*pi, c, mac) {
                         Ok(h) => {
                             owned.egress = crate::switch::queue::EgressQueue::with_hook(p.limits, h)
@@ -241,8 +240,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     .iter()
                     .map(|p| p.rate.unwrap_or(pfc.link_rate()))
                     .collect();
-                let mut macs: Vec<[u8; 6]> = (0..profile.ports.len())
-                    .map(|i| [0x02, 0x71, 0x6e, 0xfe, 0x00, i as u8])
+                let mut macs: Vec<MacAddr> = (0..profile.ports.len())
+                    .map(|i| MacAddr(0x02, 0x71, 0x6e, 0xfe, 0x00, i as u8))
                     .collect();
                 for (pi, c) in &caps {
                     if let (Some(m), Some(slot)) = (c.mac, macs.get_mut(*pi)) {

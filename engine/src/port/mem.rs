@@ -9,6 +9,7 @@ use crossbeam_queue::ArrayQueue;
 
 use super::heap::HeapFrame;
 use super::{Capabilities, Port, PortError, PortKind, MAX_FRAME};
+use crate::wire::MacAddr;
 
 /// Frames a direction of an in-memory link holds before transmit reports "ring full".
 pub const MEM_RING: usize = 4096;
@@ -29,7 +30,7 @@ pub struct MemPeer {
     from_port: Ring,
 }
 
-fn caps(name: &str, mac: Option<[u8; 6]>) -> Capabilities {
+fn caps(name: &str, mac: Option<MacAddr>) -> Capabilities {
     Capabilities {
         name: name.to_string(),
         kind: PortKind::Mem,

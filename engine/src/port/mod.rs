@@ -26,6 +26,7 @@
 //! `tx_burst` takes frames from the front of the vector it is given and leaves those it could not
 //! send (ring full) in place, in order: the caller keeps them for the next iteration or drops
 //! them.
+use crate::wire::MacAddr;
 use std::fmt;
 
 pub mod any;
@@ -105,7 +106,7 @@ pub struct Capabilities {
     /// Human-readable mode, e.g. `native/copy`, `generic/copy`, `tpacket_v2`.
     pub mode: String,
     /// The port's MAC address, when it has one.
-    pub mac: Option<[u8; 6]>,
+    pub mac: Option<MacAddr>,
 }
 
 /// Why a port operation failed. Transient conditions (ring full, nothing received) are not
@@ -339,7 +340,7 @@ pub fn device_queues(name: &str) -> u16 {
 
 /// The interface's MAC address, when it has one: SIOCGIFHWADDR on a socket of the calling
 /// thread's network namespace (see [`device_queues`] for why not sysfs).
-pub fn device_mac(name: &str) -> Option<[u8; 6]> {
+pub fn device_mac(name: &str) -> Option<MacAddr> {
     with_ifreq(name, |fd, ifr| {
         // SAFETY: SIOCGIFHWADDR fills ifr_hwaddr of a valid ifreq.
         if unsafe { libc::ioctl(fd, libc::SIOCGIFHWADDR, ifr as *mut libc::ifreq) } != 0 {
@@ -354,7 +355,7 @@ pub fn device_mac(name: &str) -> Option<[u8; 6]> {
         for (m, b) in mac.iter_mut().zip(sa.sa_data.iter()) {
             *m = *b as u8;
         }
-        Some(mac)
+        Some(MacAddr::from(mac))
     })
     .flatten()
 }
@@ -382,7 +383,7 @@ fn with_ifreq<T>(name: &str, f: impl FnOnce(i32, &mut libc::ifreq) -> T) -> Opti
 }
 
 /// Parses `aa:bb:cc:dd:ee:ff`.
-pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
+pub fn parse_mac(s: &str) -> Option<MacAddr> {
     let mut mac = [0u8; 6];
     let mut parts = s.split(':');
     for b in mac.iter_mut() {
@@ -391,7 +392,7 @@ pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
     if parts.next().is_some() {
         return None;
     }
-    Some(mac)
+    Some(MacAddr::from(mac))
 }
 
 #[cfg(test)]
@@ -420,7 +421,10 @@ mod tests {
 
     #[test]
     fn macs_parse() {
-        assert_eq!(parse_mac("02:00:00:00:00:0a"), Some([2, 0, 0, 0, 0, 0x0a]));
+        assert_eq!(
+            parse_mac("02:00:00:00:00:0a"),
+            Some(MacAddr(2, 0, 0, 0, 0, 0x0a))
+        );
         assert_eq!(parse_mac("02:00:00:00:00"), None);
         assert_eq!(parse_mac("02:00:00:00:00:00:00"), None);
         assert_eq!(parse_mac("zz:00:00:00:00:00"), None);

@@ -172,7 +172,7 @@ pub struct FlowStart {
     pub flow: FlowId,
     /// Offset from the start of the run.
     pub start: Duration,
-    pub destination: [u8; 6],
+    pub destination: crate::wire::MacAddr,
     pub priority: u8,
     pub max_rate: Rate,
     /// Payload octets to send; `None` = until the run ends.
@@ -345,7 +345,7 @@ mod tests {
         assert_eq!(s[0].bytes, None);
         assert_eq!(s[0].priority, 3);
         assert_eq!(s[0].max_rate, Rate::from_gbps(1));
-        assert_eq!(s[0].destination, [2, 0, 0, 0, 3, 1]);
+        assert_eq!(s[0].destination, crate::wire::MacAddr(2, 0, 0, 0, 3, 1));
     }
 
     #[test]

@@ -547,7 +547,7 @@ mod tests {
         FlowStart {
             flow: FlowId(id),
             start: Duration::from_millis(start_ms),
-            destination: [2, 0, 0, 0, 0, 1],
+            destination: crate::wire::MacAddr(2, 0, 0, 0, 0, 1),
             priority: 3,
             max_rate: rate,
             bytes,

@@ -187,17 +187,12 @@ impl SendWorker {
             |prio| paused.paused_until(prio),
         )?;
         let spec = &self.gen.flows()[d.index].spec;
-        let [a, b, c, e, f, g] = spec.destination;
-        let mut l2 = L2Repr::new(
-            MacAddr::new(a, b, c, e, f, g),
-            self.addr.src_mac,
-            ethertype::IPV4,
-        )
-        .with_vlan(VlanTci {
-            pcp: spec.priority,
-            dei: false,
-            vid: self.addr.vlan,
-        });
+        let mut l2 =
+            L2Repr::new(spec.destination, self.addr.src_mac, ethertype::IPV4).with_vlan(VlanTci {
+                pcp: spec.priority,
+                dei: false,
+                vid: self.addr.vlan,
+            });
         if self.addr.cn_tag {
             l2 = l2.with_cn_tag(d.flow.0 as u16);
         }
@@ -342,7 +337,7 @@ mod tests {
         let flows = vec![FlowStart {
             flow: FlowId(1),
             start: Duration::ZERO,
-            destination: [2, 0, 0, 0, 9, 1],
+            destination: MacAddr(2, 0, 0, 0, 9, 1),
             priority,
             max_rate: Rate::from_mbps(400),
             bytes: None,

@@ -10,11 +10,11 @@
 
 use anyhow::{bail, Context};
 use serde::Deserialize;
-use units::{FlowId, Instant, Rate};
+use units::{Ecn, FlowId, Instant, Rate};
 
 use crate::switch::queue::{Admit, CongestionHook, QueueEvent, QueuedFrame};
 
-use super::packet::{ecn, Kind, Pkt};
+use super::packet::{Kind, Pkt};
 use super::rng::SimRng;
 
 /// Which congestion control a run uses.
@@ -329,15 +329,10 @@ pub fn receiver(setup: &CcSetup) -> Option<np::Np> {
 }
 
 /// What the NP asks for after a data packet.
-pub fn np_decide(
-    np: &mut Option<np::Np>,
-    now: Instant,
-    flow: u32,
-    ecn_bits: u8,
-) -> Option<Feedback> {
+pub fn np_decide(np: &mut Option<np::Np>, now: Instant, flow: u32, ecn: Ecn) -> Option<Feedback> {
     let np = np.as_mut()?;
     let tcd = np.profile().tcd;
-    match np.on_arrival(now, FlowId(flow), np::Mark::from_ecn(ecn_bits, tcd)) {
+    match np.on_arrival(now, FlowId(flow), np::Mark::from_ecn(ecn.bits(), tcd)) {
         np::Decision::SendCnp => Some(Feedback::Cnp),
         np::Decision::SendUe => Some(Feedback::Ue),
         _ => None,
@@ -347,44 +342,6 @@ pub fn np_decide(
 impl QueuedFrame for Pkt {
     fn wire_len(&self) -> u32 {
         self.size
-    }
-}
-
-fn to_ecn(bits: u8) -> cp::Ecn {
-    match bits & 3 {
-        ecn::NOT_ECT => cp::Ecn::NotEct,
-        ecn::ECT1 => cp::Ecn::Ect1,
-        ecn::ECT0 => cp::Ecn::Ect0,
-        _ => cp::Ecn::Ce,
-    }
-}
-
-fn from_ecn(e: cp::Ecn) -> u8 {
-    match e {
-        cp::Ecn::NotEct => ecn::NOT_ECT,
-        cp::Ecn::Ect1 => ecn::ECT1,
-        cp::Ecn::Ect0 => ecn::ECT0,
-        cp::Ecn::Ce => ecn::CE,
-    }
-}
-
-fn to_tcd(bits: u8) -> cp::tcd::TcdCodepoint {
-    use cp::tcd::TcdCodepoint as T;
-    match bits & 3 {
-        0 => T::NotCapable,
-        1 => T::Capable,
-        2 => T::Ue,
-        _ => T::Ce,
-    }
-}
-
-fn from_tcd(c: cp::tcd::TcdCodepoint) -> u8 {
-    use cp::tcd::TcdCodepoint as T;
-    match c {
-        T::NotCapable => 0,
-        T::Capable => 1,
-        T::Ue => 2,
-        T::Ce => 3,
     }
 }
 
@@ -430,9 +387,9 @@ impl PortHook {
         })
     }
 
-    fn set_ecn(&mut self, pkt: &mut Pkt, bits: u8) {
-        if bits != pkt.ecn {
-            pkt.ecn = bits;
+    fn set_ecn(&mut self, pkt: &mut Pkt, ecn: Ecn) {
+        if ecn != pkt.ecn {
+            pkt.ecn = ecn;
             self.marks += 1;
         }
     }
@@ -455,9 +412,8 @@ impl CongestionHook<Pkt> for PortHook {
         }
         if self.tcd.is_none() {
             if let Some(red) = &self.red {
-                let m = red.on_enqueue(after, to_ecn(pkt.ecn), &mut self.rng);
-                let bits = from_ecn(m.apply(to_ecn(pkt.ecn)));
-                self.set_ecn(pkt, bits);
+                let m = red.on_enqueue(after, pkt.ecn, &mut self.rng);
+                self.set_ecn(pkt, m.apply(pkt.ecn));
             }
         }
         Admit::Accept
@@ -469,14 +425,13 @@ impl CongestionHook<Pkt> for PortHook {
         }
         if let Some((prof, port)) = &mut self.tcd {
             // TCD decides the codepoint (seed 004 Table 1); RED is not applied on top.
-            let c = port.on_dequeue(prof, ev.now, ev.class_bytes, to_tcd(pkt.ecn));
-            self.set_ecn(pkt, from_tcd(c));
+            let c = port.on_dequeue(prof, ev.now, ev.class_bytes, pkt.ecn.into());
+            self.set_ecn(pkt, c.into());
             return;
         }
         if let Some(red) = &self.red {
-            let m = red.on_dequeue(ev.class_bytes, to_ecn(pkt.ecn), &mut self.rng);
-            let bits = from_ecn(m.apply(to_ecn(pkt.ecn)));
-            self.set_ecn(pkt, bits);
+            let m = red.on_dequeue(ev.class_bytes, pkt.ecn, &mut self.rng);
+            self.set_ecn(pkt, m.apply(pkt.ecn));
         }
     }
 }

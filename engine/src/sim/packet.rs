@@ -24,18 +24,6 @@ pub enum Kind {
     Pause,
 }
 
-/// ECN / TCD codepoints in the 2-bit field (RFC 3168; TCD Table 1 reuses the same bits).
-pub mod ecn {
-    /// Not ECN-capable (TCD: not TCD-capable).
-    pub const NOT_ECT: u8 = 0b00;
-    /// ECT(1); TCD: capable, nothing encountered.
-    pub const ECT1: u8 = 0b01;
-    /// ECT(0); TCD: undetermined encountered (UE).
-    pub const ECT0: u8 = 0b10;
-    /// Congestion experienced (TCD: CE).
-    pub const CE: u8 = 0b11;
-}
-
 /// A packet in flight or in a queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pkt {
@@ -52,8 +40,8 @@ pub struct Pkt {
     pub kind: Kind,
     /// Priority 0..=7.
     pub prio: u8,
-    /// 2-bit ECN / TCD codepoint.
-    pub ecn: u8,
+    /// ECN / TCD codepoint.
+    pub ecn: units::Ecn,
     /// Local index of the port this packet entered the current switch by (PFC accounting).
     pub in_port: u16,
     /// Kind-specific: QntzFb for CNM, XOFF/XON for Pause, CNP flag for Ack.

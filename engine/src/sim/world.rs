@@ -10,14 +10,14 @@
 //! - Nothing here reads a clock or a global random source: the run is a function of the inputs
 //!   and the seed.
 
-use units::{Duration, Instant, Rate, PRIORITIES};
+use units::{Duration, Ecn, Instant, Rate, PRIORITIES};
 
 use crate::switch::queue::{Class, EgressQueue, Enqueued, QueueLimits};
 
 use super::cc::{self, CcSetup, Feedback, FlowRp, HostRp, PortHook};
 use super::config::RunConfig;
 use super::event::EventQueue;
-use super::packet::{ecn, Kind, Pkt};
+use super::packet::{Kind, Pkt};
 use super::rng::{self, SimRng, Stream};
 use super::topology::{ecmp_pick, Routes, Topology};
 use super::traffic::FlowSpec;
@@ -791,7 +791,7 @@ impl World {
                 payload,
                 kind: Kind::Data,
                 prio: f.spec.pg,
-                ecn: ecn::ECT1,
+                ecn: Ecn::Ect1,
                 in_port: 0,
                 aux: 0,
             };
@@ -854,7 +854,7 @@ impl World {
             payload: 0,
             kind: Kind::Pause,
             prio,
-            ecn: ecn::NOT_ECT,
+            ecn: Ecn::NotEct,
             in_port: 0,
             aux: quanta,
         };
@@ -977,7 +977,7 @@ impl World {
                 payload: 0,
                 kind: Kind::Cnm,
                 prio: pkt.prio,
-                ecn: ecn::NOT_ECT,
+                ecn: Ecn::NotEct,
                 in_port: 0,
                 aux: fb as u16,
             };
@@ -1059,8 +1059,8 @@ impl World {
         let f = &mut self.flows[fi as usize];
         debug_assert_eq!(f.dst_h, h);
         match pkt.ecn {
-            ecn::CE => f.ce_received += 1,
-            ecn::ECT0 => f.ue_received += 1,
+            Ecn::Ce => f.ce_received += 1,
+            Ecn::Ect0 => f.ue_received += 1,
             _ => {}
         }
         let decision = cc::np_decide(&mut self.hosts[h as usize].np, now, fi, pkt.ecn);
@@ -1077,7 +1077,7 @@ impl World {
             payload: 0,
             kind,
             prio: pkt.prio,
-            ecn: ecn::NOT_ECT,
+            ecn: Ecn::NotEct,
             in_port: 0,
             aux,
         };

@@ -11,6 +11,7 @@ use super::fdb::{PortIdx, DEFAULT_AGEING};
 use super::queue::QueueLimits;
 use crate::port::xdp::XdpMode;
 use crate::port::{parse_mac, PortKind};
+use crate::wire::MacAddr;
 
 /// The file as written.
 #[derive(Debug, Deserialize)]
@@ -105,7 +106,7 @@ pub struct SwitchProfile {
     pub ageing: Duration,
     pub control_socket: PathBuf,
     pub ports: Vec<PortProfile>,
-    pub static_macs: Vec<([u8; 6], PortIdx)>,
+    pub static_macs: Vec<(MacAddr, PortIdx)>,
     /// PFC on every port (`[pfc]`), validated.
     pub pfc: Option<cp::pfc::PfcProfile>,
     /// The `[dpdk]` table (EAL arguments, pools), used when a port has `driver = "dpdk"`.
@@ -379,7 +380,7 @@ port = "b"
         let p = SwitchConfig::parse(GOOD, "t.toml").unwrap();
         assert_eq!(p.ports[0].rate, Some(Rate::from_gbps(1)));
         assert_eq!(p.ports[1].kind, PortKind::Packet);
-        assert_eq!(p.static_macs, vec![([2, 0, 0, 0, 0, 1], 1)]);
+        assert_eq!(p.static_macs, vec![(MacAddr(2, 0, 0, 0, 0, 1), 1)]);
         assert_eq!(p.ageing, Duration::from_secs(10));
     }
 

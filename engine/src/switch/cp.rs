@@ -27,7 +27,6 @@ use serde::Deserialize;
 use cp::qcn::{QcnCp, QcnCpParams, QcnCpProfile, QcnFeedback};
 use cp::red::{Mark, RedParams, RedProfile};
 use cp::tcd::{TcdCodepoint, TcdParams, TcdPort, TcdProfile};
-use cp::Ecn as CpEcn;
 use units::{Instant, PRIORITIES};
 
 use super::queue::{Admit, Class, CongestionHook, QueueEvent};
@@ -35,7 +34,7 @@ use crate::port::Frame;
 use crate::wire::cnm::{self, CnmRepr};
 use crate::wire::ethernet::{ethertype, walk, L2Repr};
 use crate::wire::frame::{cnm_l2, emit_cnm};
-use crate::wire::ipv4::Ecn;
+use crate::wire::ipv4::{self, Ecn};
 use crate::wire::MacAddr;
 
 /// Octets of the sampled frame a CNM carries (protocols.md: "Encapsulated MSDU ... 0-64").
@@ -135,10 +134,6 @@ impl Default for CpHook {
     }
 }
 
-fn parse_mac(s: &str) -> Option<MacAddr> {
-    crate::port::parse_mac(s).map(|m| MacAddr::new(m[0], m[1], m[2], m[3], m[4], m[5]))
-}
-
 impl CpHook {
     /// Validates entry `index` of the config for a port whose MAC is `port_mac`.
     pub fn new(
@@ -193,9 +188,8 @@ impl CpHook {
             None => None,
         };
         let cp_mac = match &c.cp_mac {
-            Some(s) => {
-                parse_mac(s).ok_or_else(|| err("cp_mac", format!("{s:?} is not a MAC address")))?
-            }
+            Some(s) => crate::port::parse_mac(s)
+                .ok_or_else(|| err("cp_mac", format!("{s:?} is not a MAC address")))?,
             None => port_mac,
         };
         Ok(CpHook {
@@ -252,28 +246,15 @@ impl CpHook {
             self.counters.unparsed += 1;
             return;
         };
-        let cur = match Ecn::from_bits(frame[ip_at + 1] & 3) {
-            Ecn::NotEct => TcdCodepoint::NotCapable,
-            Ecn::Ect1 => TcdCodepoint::Capable,
-            Ecn::Ect0 => TcdCodepoint::Ue,
-            Ecn::Ce => TcdCodepoint::Ce,
-        };
+        let cur = TcdCodepoint::from(Ecn::from_bits(frame[ip_at + 1]));
         let new = ports[prio].on_dequeue(prof, now, queue_bytes, cur);
         if new != cur {
-            // seed 004 Table 1: 01 capable, 10 UE, 11 CE.
-            let ecn = match new {
-                TcdCodepoint::Ue => {
-                    self.counters.tcd_ue += 1;
-                    Ecn::TCD_UNDETERMINED
-                }
-                TcdCodepoint::Ce => {
-                    self.counters.tcd_ce += 1;
-                    Ecn::TCD_CONGESTED
-                }
-                TcdCodepoint::Capable => Ecn::TCD_CAPABLE,
-                TcdCodepoint::NotCapable => Ecn::TCD_NOT_CAPABLE,
-            };
-            set_ecn(frame, ip_at, ecn);
+            match new {
+                TcdCodepoint::Ue => self.counters.tcd_ue += 1,
+                TcdCodepoint::Ce => self.counters.tcd_ce += 1,
+                _ => {}
+            }
+            let _ = ipv4::set_ecn(&mut frame[ip_at..], new.into());
         }
     }
 
@@ -320,20 +301,14 @@ impl CpHook {
             self.counters.unparsed += 1;
             return;
         };
-        let ecn = Ecn::from_bits(frame[ip_at + 1] & 3);
-        let cp_ecn = match ecn {
-            Ecn::NotEct => CpEcn::NotEct,
-            Ecn::Ect1 => CpEcn::Ect1,
-            Ecn::Ect0 => CpEcn::Ect0,
-            Ecn::Ce => CpEcn::Ce,
-        };
+        let cp_ecn = Ecn::from_bits(frame[ip_at + 1]);
         let mark = if enqueue {
             red.on_enqueue(queue_bytes, cp_ecn, &mut self.rng)
         } else {
             red.on_dequeue(queue_bytes, cp_ecn, &mut self.rng)
         };
-        if mark == Mark::Ce && mark.apply(cp_ecn) == CpEcn::Ce && cp_ecn != CpEcn::Ce {
-            set_ecn(frame, ip_at, Ecn::Ce);
+        if mark == Mark::Ce && mark.apply(cp_ecn) == Ecn::Ce && cp_ecn != Ecn::Ce {
+            let _ = ipv4::set_ecn(&mut frame[ip_at..], Ecn::Ce);
             self.counters.ce_marks += 1;
         }
     }
@@ -344,21 +319,6 @@ fn ipv4_offset(frame: &[u8]) -> Option<usize> {
     let w = walk(frame).ok()?;
     (w.ethertype == ethertype::IPV4 && frame.len() >= w.payload_offset + 20)
         .then_some(w.payload_offset)
-}
-
-/// Rewrites the ECN bits of the IPv4 header at `ip_at`, updating the header checksum
-/// incrementally (RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m')).
-pub fn set_ecn(frame: &mut [u8], ip_at: usize, ecn: Ecn) {
-    let old_word = u16::from_be_bytes([frame[ip_at], frame[ip_at + 1]]);
-    frame[ip_at + 1] = (frame[ip_at + 1] & !3) | ecn.bits();
-    let new_word = u16::from_be_bytes([frame[ip_at], frame[ip_at + 1]]);
-    let hc = u16::from_be_bytes([frame[ip_at + 10], frame[ip_at + 11]]);
-    let mut sum = u32::from(!hc) + u32::from(!old_word) + u32::from(new_word);
-    while sum > 0xFFFF {
-        sum = (sum & 0xFFFF) + (sum >> 16);
-    }
-    let hc2 = !(sum as u16);
-    frame[ip_at + 10..ip_at + 12].copy_from_slice(&hc2.to_be_bytes());
 }
 
 impl<F: Frame> CongestionHook<F> for CpHook {
@@ -410,17 +370,6 @@ mod tests {
 
     fn heap(bytes: &[u8]) -> HeapFrame {
         HeapFrame::copy_of(bytes).unwrap()
-    }
-
-    #[test]
-    fn set_ecn_keeps_the_checksum_valid() {
-        let mut f = frame(Ecn::Ect0, None);
-        let at = ipv4_offset(&f).unwrap();
-        set_ecn(&mut f, at, Ecn::Ce);
-        match decode(&f).unwrap().body {
-            Body::Ipv4 { ip, .. } => assert_eq!(ip.ecn, Ecn::Ce),
-            b => panic!("{b:?}"),
-        }
     }
 
     #[test]

@@ -25,6 +25,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
+use crate::wire::MacAddr;
 use units::{Duration, Instant};
 
 /// A port index in the switch's port table.
@@ -69,15 +70,15 @@ impl Hasher for MacHasher {
 
 /// A MAC address as the table's key: its six octets, first octet most significant.
 #[inline]
-pub fn key(mac: &[u8; 6]) -> u64 {
-    let [a, b, c, d, e, f] = *mac;
+pub fn key(mac: MacAddr) -> u64 {
+    let [a, b, c, d, e, f] = mac.octets();
     u64::from_be_bytes([0, 0, a, b, c, d, e, f])
 }
 
 /// The address of a [`key`].
-pub fn mac(k: u64) -> [u8; 6] {
+pub fn mac(k: u64) -> MacAddr {
     let [_, _, a, b, c, d, e, f] = k.to_be_bytes();
-    [a, b, c, d, e, f]
+    MacAddr(a, b, c, d, e, f)
 }
 
 /// The [`key`]s of the destination and source addresses in a frame's first 12 octets: two
@@ -141,8 +142,8 @@ pub struct Fdb {
 }
 
 /// Group addresses (multicast and broadcast) have the I/G bit set (802 clause 8.2).
-pub fn is_group(mac: &[u8; 6]) -> bool {
-    mac[0] & 1 == 1
+pub fn is_group(mac: MacAddr) -> bool {
+    mac.0 & 1 == 1
 }
 
 impl Fdb {
@@ -158,10 +159,10 @@ impl Fdb {
     }
 
     /// Adds a static entry (configuration): never aged, never moved by learning.
-    pub fn add_static(&mut self, mac: [u8; 6], port: PortIdx) {
+    pub fn add_static(&mut self, mac: MacAddr, port: PortIdx) {
         self.forget_memos();
         self.map.insert(
-            key(&mac),
+            key(mac),
             Entry {
                 port,
                 last_seen: Instant::ZERO,
@@ -199,8 +200,8 @@ impl Fdb {
     /// Learns that `src` was seen on `port` at `now`. Returns true when this created or moved
     /// an entry (the worker then tells the other workers).
     #[inline]
-    pub fn learn(&mut self, now: Instant, src: [u8; 6], port: PortIdx) -> bool {
-        self.learn_key(now, key(&src), port)
+    pub fn learn(&mut self, now: Instant, src: MacAddr, port: PortIdx) -> bool {
+        self.learn_key(now, key(src), port)
     }
 
     /// [`learn`](Self::learn) with the address as its [`key`].
@@ -264,7 +265,7 @@ impl Fdb {
     /// Where to send a frame for `dst` at `now`. An entry older than the ageing time counts as
     /// absent even before [`age`](Self::age) removes it.
     #[inline]
-    pub fn lookup(&mut self, now: Instant, dst: &[u8; 6]) -> Lookup {
+    pub fn lookup(&mut self, now: Instant, dst: MacAddr) -> Lookup {
         self.lookup_key(now, key(dst))
     }
 
@@ -320,9 +321,9 @@ impl Fdb {
 mod tests {
     use super::*;
 
-    const A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
-    const B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
-    const BCAST: [u8; 6] = [0xff; 6];
+    const A: MacAddr = MacAddr(2, 0, 0, 0, 0, 0xa);
+    const B: MacAddr = MacAddr(2, 0, 0, 0, 0, 0xb);
+    const BCAST: MacAddr = MacAddr(0xff, 0xff, 0xff, 0xff, 0xff, 0xff);
 
     fn t(s: u64) -> Instant {
         Instant::from_nanos(s * 1_000_000_000)
@@ -331,14 +332,14 @@ mod tests {
     #[test]
     fn learns_moves_and_ages() {
         let mut f = Fdb::new(Duration::from_secs(10), 16);
-        assert_eq!(f.lookup(t(0), &A), Lookup::Flood);
+        assert_eq!(f.lookup(t(0), A), Lookup::Flood);
         assert!(f.learn(t(1), A, 3));
         assert!(!f.learn(t(2), A, 3));
-        assert_eq!(f.lookup(t(5), &A), Lookup::Port(3));
+        assert_eq!(f.lookup(t(5), A), Lookup::Port(3));
         assert!(f.learn(t(6), A, 4));
-        assert_eq!(f.lookup(t(7), &A), Lookup::Port(4));
+        assert_eq!(f.lookup(t(7), A), Lookup::Port(4));
         // Last seen at 6 s, ageing 10 s: gone at 16 s, before and after the sweep.
-        assert_eq!(f.lookup(t(16), &A), Lookup::Flood);
+        assert_eq!(f.lookup(t(16), A), Lookup::Flood);
         assert_eq!(f.age(t(15)), 0);
         assert_eq!(f.age(t(16)), 1);
         assert!(f.is_empty());
@@ -350,10 +351,10 @@ mod tests {
         let mut f = Fdb::new(Duration::from_secs(1), 1);
         f.add_static(B, 7);
         assert!(!f.learn(t(0), B, 1));
-        assert_eq!(f.lookup(t(1000), &B), Lookup::Port(7));
+        assert_eq!(f.lookup(t(1000), B), Lookup::Port(7));
         assert_eq!(f.age(t(1000)), 0);
         assert!(!f.learn(t(0), BCAST, 1));
-        assert_eq!(f.lookup(t(0), &BCAST), Lookup::Flood);
+        assert_eq!(f.lookup(t(0), BCAST), Lookup::Flood);
         // Capacity 1 is taken by the static entry: A is not learned, and counted.
         assert!(!f.learn(t(0), A, 2));
         assert_eq!(f.stats().full, 1);
@@ -367,15 +368,15 @@ mod tests {
         // Within REFRESH the same (source, port) is skipped; a move never is.
         assert!(!f.learn(ms(0) + Duration::from_micros(500), A, 1));
         assert!(f.learn(ms(0) + Duration::from_micros(600), A, 2));
-        assert_eq!(f.lookup(ms(1), &A), Lookup::Port(2));
+        assert_eq!(f.lookup(ms(1), A), Lookup::Port(2));
         // Seen every 0.5 ms for 300 ms: never aged (last_seen lags by < REFRESH).
         for k in 2..600 {
             f.learn(Instant::from_nanos(k * 500_000), A, 2);
         }
-        assert_eq!(f.lookup(ms(300), &A), Lookup::Port(2));
+        assert_eq!(f.lookup(ms(300), A), Lookup::Port(2));
         assert_eq!(f.age(ms(300)), 0);
         // Silent from 299.5 ms: gone 100 ms (+ at most REFRESH) later.
-        assert_eq!(f.lookup(ms(401), &A), Lookup::Flood);
+        assert_eq!(f.lookup(ms(401), A), Lookup::Flood);
         // A different address is not served from the memo.
         assert!(f.learn(ms(402), B, 2));
         assert_eq!(f.len(), 2);
@@ -386,41 +387,41 @@ mod tests {
         let ms = |m: u64| Instant::from_nanos(m * 1_000_000);
         let mut f = Fdb::new(Duration::from_millis(100), 16);
         assert!(f.learn(ms(0), A, 1));
-        assert_eq!(f.lookup(ms(1), &A), Lookup::Port(1));
+        assert_eq!(f.lookup(ms(1), A), Lookup::Port(1));
         // The second from the memo.
-        assert_eq!(f.lookup(ms(1), &A), Lookup::Port(1));
+        assert_eq!(f.lookup(ms(1), A), Lookup::Port(1));
         // A move is seen by the next lookup, even within the learn memo's refresh window.
         assert!(f.learn(ms(1), A, 2));
-        assert_eq!(f.lookup(ms(1), &A), Lookup::Port(2));
+        assert_eq!(f.lookup(ms(1), A), Lookup::Port(2));
         // Another address's lookup replaces the memo; A is still right afterwards.
         assert!(f.learn(ms(2), B, 3));
-        assert_eq!(f.lookup(ms(2), &B), Lookup::Port(3));
-        assert_eq!(f.lookup(ms(2), &A), Lookup::Port(2));
+        assert_eq!(f.lookup(ms(2), B), Lookup::Port(3));
+        assert_eq!(f.lookup(ms(2), A), Lookup::Port(2));
         // Last seen at 1 ms: the memo expires with the entry, at 101 ms, sweep or not.
-        assert_eq!(f.lookup(ms(100), &A), Lookup::Port(2));
-        assert_eq!(f.lookup(ms(101), &A), Lookup::Flood);
+        assert_eq!(f.lookup(ms(100), A), Lookup::Port(2));
+        assert_eq!(f.lookup(ms(101), A), Lookup::Flood);
         // Refreshed while memoised: the memo runs out early and is renewed, never wrong.
         assert!(!f.learn(ms(50), B, 3));
-        assert_eq!(f.lookup(ms(60), &B), Lookup::Port(3));
-        assert_eq!(f.lookup(ms(120), &B), Lookup::Port(3));
-        assert_eq!(f.lookup(ms(151), &B), Lookup::Flood);
+        assert_eq!(f.lookup(ms(60), B), Lookup::Port(3));
+        assert_eq!(f.lookup(ms(120), B), Lookup::Port(3));
+        assert_eq!(f.lookup(ms(151), B), Lookup::Flood);
         // A static entry added for a memoised address wins at once.
         assert!(f.learn(ms(200), A, 4));
-        assert_eq!(f.lookup(ms(200), &A), Lookup::Port(4));
+        assert_eq!(f.lookup(ms(200), A), Lookup::Port(4));
         f.add_static(A, 7);
-        assert_eq!(f.lookup(ms(200), &A), Lookup::Port(7));
+        assert_eq!(f.lookup(ms(200), A), Lookup::Port(7));
         // Learning a static address is a no-op, memoised or not, and it never ages.
         assert!(!f.learn(ms(201), A, 4));
         assert!(!f.learn(ms(201), A, 4));
-        assert_eq!(f.lookup(ms(10_000), &A), Lookup::Port(7));
+        assert_eq!(f.lookup(ms(10_000), A), Lookup::Port(7));
         // A sweep forgets the memos: a swept address floods, then is learned afresh.
         // (B is stale but not swept yet: seeing it again refreshes it, not a new entry.)
         assert!(!f.learn(ms(300), B, 3));
-        assert_eq!(f.lookup(ms(300), &B), Lookup::Port(3));
+        assert_eq!(f.lookup(ms(300), B), Lookup::Port(3));
         assert_eq!(f.age(ms(400)), 1);
-        assert_eq!(f.lookup(ms(400), &B), Lookup::Flood);
+        assert_eq!(f.lookup(ms(400), B), Lookup::Flood);
         assert!(f.learn(ms(400), B, 3));
-        assert_eq!(f.lookup(ms(400), &B), Lookup::Port(3));
+        assert_eq!(f.lookup(ms(400), B), Lookup::Port(3));
         assert_eq!((f.stats().learned, f.stats().moved), (3, 2));
     }
 
@@ -432,24 +433,24 @@ mod tests {
         assert!(f.learn(t(1), B, 1));
         assert!(!f.learn(t(1), A, 0));
         assert!(!f.learn(t(1), B, 1));
-        assert_eq!(f.lookup(t(1), &A), Lookup::Port(0));
-        assert_eq!(f.lookup(t(1), &B), Lookup::Port(1));
+        assert_eq!(f.lookup(t(1), A), Lookup::Port(0));
+        assert_eq!(f.lookup(t(1), B), Lookup::Port(1));
         // A moves to port 1 and straight back: both moves are learned and looked up.
         assert!(f.learn(t(1), A, 1));
-        assert_eq!(f.lookup(t(1), &A), Lookup::Port(1));
+        assert_eq!(f.lookup(t(1), A), Lookup::Port(1));
         assert!(f.learn(t(1), A, 0));
-        assert_eq!(f.lookup(t(1), &A), Lookup::Port(0));
+        assert_eq!(f.lookup(t(1), A), Lookup::Port(0));
         assert!(f.learn(t(1), A, 1));
-        assert_eq!(f.lookup(t(1), &A), Lookup::Port(1));
-        assert_eq!(f.lookup(t(1), &B), Lookup::Port(1));
+        assert_eq!(f.lookup(t(1), A), Lookup::Port(1));
+        assert_eq!(f.lookup(t(1), B), Lookup::Port(1));
         assert_eq!(f.stats().moved, 3);
         // Ports sharing a memo slot (0 and MEMOS) replace each other's memo; still correct.
         let p = MEMOS as PortIdx;
         assert!(f.learn(t(2), B, p));
         assert!(!f.learn(t(2), A, 1));
         assert!(f.learn(t(2), A, p + 1));
-        assert_eq!(f.lookup(t(2), &A), Lookup::Port(p + 1));
-        assert_eq!(f.lookup(t(2), &B), Lookup::Port(p));
+        assert_eq!(f.lookup(t(2), A), Lookup::Port(p + 1));
+        assert_eq!(f.lookup(t(2), B), Lookup::Port(p));
     }
 
     #[test]
@@ -460,16 +461,16 @@ mod tests {
             assert!(!f.learn(t(0), B, 1));
         }
         assert_eq!(f.stats().full, 3);
-        assert_eq!(f.lookup(t(0), &B), Lookup::Flood);
+        assert_eq!(f.lookup(t(0), B), Lookup::Flood);
     }
 
     #[test]
     fn header_keys_match_key_and_mac_inverts_it() {
         let h = [2, 0xab, 3, 4, 5, 0xfe, 0xff, 1, 0x80, 9, 10, 0x11];
-        let dst = [2, 0xab, 3, 4, 5, 0xfe];
-        let src = [0xff, 1, 0x80, 9, 10, 0x11];
-        assert_eq!(header_keys(&h), (key(&dst), key(&src)));
-        assert_eq!((mac(key(&dst)), mac(key(&src))), (dst, src));
+        let dst = MacAddr(2, 0xab, 3, 4, 5, 0xfe);
+        let src = MacAddr(0xff, 1, 0x80, 9, 10, 0x11);
+        assert_eq!(header_keys(&h), (key(dst), key(src)));
+        assert_eq!((mac(key(dst)), mac(key(src))), (dst, src));
     }
 
     #[test]

@@ -27,11 +27,12 @@ use super::stats::{bump, PortCounters};
 use crate::port::heap::HeapFrame;
 use crate::port::{Frame, Port, BURST, MAX_FRAME};
 use crate::wire::ethernet::{ethertype, walk};
+use crate::wire::MacAddr;
 
 /// A frame crossing to the worker that owns its egress port.
 pub type Crossing = (PortIdx, Class, HeapFrame);
 /// A learning notice for the other workers: this MAC is behind this port.
-pub type Learned = ([u8; 6], PortIdx);
+pub type Learned = (MacAddr, PortIdx);
 
 /// Frames a cross-core ring holds (power of two).
 pub const CROSS_RING: usize = 4096;
@@ -555,9 +556,8 @@ impl<P: Port> Worker<P> {
             }
             let made: Vec<Vec<u8>> = op.egress.hook_mut().take_control().collect();
             for bytes in made {
-                let mut dst = [0u8; 6];
-                dst.copy_from_slice(&bytes[..6]);
-                if let Lookup::Port(e) = self.fdb.lookup(now, &dst) {
+                let dst = fdb::header_keys(bytes[..12].try_into().unwrap_or(&[0; 12])).0;
+                if let Lookup::Port(e) = self.fdb.lookup_key(now, dst) {
                     match self.ports.get_mut(e as usize) {
                         Some(Some(op)) => match op.port.import(&bytes) {
                             Some(f) => drop(op.egress.enqueue(now, Class::Control, f)),
@@ -857,14 +857,15 @@ mod tests {
     use super::*;
     use crate::port::mem::{MemPeer, MemPort};
 
-    const A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
-    const B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
-    const C: [u8; 6] = [2, 0, 0, 0, 0, 0xc];
+    const A: MacAddr = MacAddr(2, 0, 0, 0, 0, 0xa);
+    const B: MacAddr = MacAddr(2, 0, 0, 0, 0, 0xb);
+    const C: MacAddr = MacAddr(2, 0, 0, 0, 0, 0xc);
+    const PFC_DST: MacAddr = MacAddr(0x01, 0x80, 0xc2, 0, 0, 1);
 
-    fn frame(dst: [u8; 6], src: [u8; 6], pcp: Option<u8>, tag: u8) -> Vec<u8> {
+    fn frame(dst: MacAddr, src: MacAddr, pcp: Option<u8>, tag: u8) -> Vec<u8> {
         let mut f = Vec::new();
-        f.extend_from_slice(&dst);
-        f.extend_from_slice(&src);
+        f.extend_from_slice(&dst.octets());
+        f.extend_from_slice(&src.octets());
         if let Some(p) = pcp {
             f.extend_from_slice(&[0x81, 0x00, p << 5, 1]);
         }
@@ -963,7 +964,7 @@ mod tests {
     fn malformed_and_mac_control_are_dropped_and_counted() {
         let (mut sw, peers) = switch(2, None);
         peers[0].send(&[1, 2, 3]);
-        let mut pause = frame([0x01, 0x80, 0xc2, 0, 0, 1], A, None, 0);
+        let mut pause = frame(PFC_DST, A, None, 0);
         pause[12] = 0x88;
         pause[13] = 0x08;
         peers[0].send(&pause);
@@ -979,8 +980,8 @@ mod tests {
         let (mut sw, peers) = switch(3, None);
         sw.fdb.add_static(B, 1);
         sw.fdb.add_static(C, 2);
-        let d = [2, 0, 0, 0, 0, 0xd]; // unknown: flooded
-        let dsts = [B, C, B, B, C, d, B, [0xff; 6]];
+        let d = MacAddr(2, 0, 0, 0, 0, 0xd); // unknown: flooded
+        let dsts = [B, C, B, B, C, d, B, MacAddr::broadcast()];
         for (k, &dst) in dsts.iter().enumerate() {
             peers[0].send(&frame(dst, A, None, k as u8));
         }
@@ -1113,7 +1114,7 @@ mod tests {
         // Same addresses throughout; priority, EtherType and the table decide per frame.
         let (mut sw, peers) = switch(3, None);
         sw.fdb.add_static(C, 2);
-        let mut pause = frame([0x01, 0x80, 0xc2, 0, 0, 1], A, None, 0);
+        let mut pause = frame(PFC_DST, A, None, 0);
         pause[12] = 0x88;
         pause[13] = 0x08;
         let burst = [

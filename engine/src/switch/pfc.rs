@@ -62,7 +62,7 @@ pub struct SwitchPfc {
 impl SwitchPfc {
     /// `rates[i]`: the speed of port i, for the quanta of PAUSE frames it receives (802.1Qbb:
     /// bit times of the receiving port); `macs[i]`: its address.
-    pub fn new(profile: PfcProfile, rates: &[Rate], macs: &[[u8; 6]]) -> Self {
+    pub fn new(profile: PfcProfile, rates: &[Rate], macs: &[MacAddr]) -> Self {
         let n = rates.len();
         SwitchPfc {
             ingress: PfcIngress::new(&profile),
@@ -71,11 +71,9 @@ impl SwitchPfc {
             origin: (0..n).map(|_| Default::default()).collect(),
             macs: (0..n)
                 .map(|i| {
-                    let m = macs
-                        .get(i)
+                    macs.get(i)
                         .copied()
-                        .unwrap_or([0x02, 0x71, 0x6e, 0xfe, 0, i as u8]);
-                    MacAddr::new(m[0], m[1], m[2], m[3], m[4], m[5])
+                        .unwrap_or(MacAddr(0x02, 0x71, 0x6e, 0xfe, 0, i as u8))
                 })
                 .collect(),
             out: Vec::new(),

@@ -21,75 +21,8 @@ pub const FLAG_DF: u8 = 0b010;
 /// NVIDIA's default DSCP for CNPs (protocols.md: "CNPs go with DSCP 48").
 pub const CNP_DSCP: u8 = 48;
 
-/// The 2-bit ECN field. Both vocabularies name the same four codepoints:
-///
-/// | bits | RFC 3168 | TCD (tcd.md, Table 1) |
-/// |---|---|---|
-/// | 00 | Not-ECT | not TCD-capable |
-/// | 01 | ECT(1) | TCD-capable |
-/// | 10 | ECT(0) | undetermined encountered (UE) |
-/// | 11 | CE | congestion encountered (CE) |
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-#[repr(u8)]
-pub enum Ecn {
-    /// 00: Not ECN-Capable Transport.
-    #[default]
-    NotEct = 0b00,
-    /// 01: ECN-Capable Transport (1).
-    Ect1 = 0b01,
-    /// 10: ECN-Capable Transport (0).
-    Ect0 = 0b10,
-    /// 11: Congestion Experienced.
-    Ce = 0b11,
-}
-
-impl Ecn {
-    /// All four codepoints in bit order.
-    pub const ALL: [Ecn; 4] = [Ecn::NotEct, Ecn::Ect1, Ecn::Ect0, Ecn::Ce];
-    /// TCD "00 not TCD-capable".
-    pub const TCD_NOT_CAPABLE: Ecn = Ecn::NotEct;
-    /// TCD "01 TCD-capable".
-    pub const TCD_CAPABLE: Ecn = Ecn::Ect1;
-    /// TCD "10 undetermined encountered (UE)".
-    pub const TCD_UNDETERMINED: Ecn = Ecn::Ect0;
-    /// TCD "11 congestion encountered (CE)".
-    pub const TCD_CONGESTED: Ecn = Ecn::Ce;
-
-    /// The codepoint of the low two bits of `bits`.
-    pub const fn from_bits(bits: u8) -> Self {
-        match bits & 0b11 {
-            0b00 => Ecn::NotEct,
-            0b01 => Ecn::Ect1,
-            0b10 => Ecn::Ect0,
-            _ => Ecn::Ce,
-        }
-    }
-
-    /// The two bits.
-    pub const fn bits(self) -> u8 {
-        self as u8
-    }
-
-    /// RFC 3168 name.
-    pub const fn rfc3168_name(self) -> &'static str {
-        match self {
-            Ecn::NotEct => "Not-ECT",
-            Ecn::Ect1 => "ECT(1)",
-            Ecn::Ect0 => "ECT(0)",
-            Ecn::Ce => "CE",
-        }
-    }
-
-    /// TCD name (tcd.md, Table 1).
-    pub const fn tcd_name(self) -> &'static str {
-        match self {
-            Ecn::NotEct => "not-TCD-capable",
-            Ecn::Ect1 => "TCD-capable",
-            Ecn::Ect0 => "UE",
-            Ecn::Ce => "CE",
-        }
-    }
-}
+/// The 2-bit ECN field (one type across quench).
+pub use units::Ecn;
 
 /// Why an IPv4 header could not be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -244,6 +177,30 @@ impl Ipv4Repr {
     }
 }
 
+/// The ECN field of the IPv4 header at the start of `header`.
+pub fn ecn(header: &[u8]) -> Result<Ecn, Truncated> {
+    check_len("IPv4", header, HEADER_LEN)?;
+    Ok(Ecn::from_bits(header[1]))
+}
+
+/// Rewrites the ECN field of the IPv4 header at the start of `header` in place, updating the
+/// header checksum incrementally. RFC 1624 eqn. 3: "HC' = ~(~HC + ~m + m')", with m the 16-bit
+/// word holding the field (DSCP + ECN, with the version and IHL octet) before and m' after.
+/// A header whose checksum was valid stays valid; nothing else of the header is read.
+pub fn set_ecn(header: &mut [u8], ecn: Ecn) -> Result<(), Truncated> {
+    check_len("IPv4", header, HEADER_LEN)?;
+    let old_word = u16::from_be_bytes([header[0], header[1]]);
+    header[1] = (header[1] & !0b11) | ecn.bits();
+    let new_word = u16::from_be_bytes([header[0], header[1]]);
+    let hc = u16::from_be_bytes([header[10], header[11]]);
+    let mut sum = u32::from(!hc) + u32::from(!old_word) + u32::from(new_word);
+    while sum > 0xFFFF {
+        sum = (sum & 0xFFFF) + (sum >> 16);
+    }
+    header[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,6 +241,26 @@ mod tests {
         let mut out = [0u8; 20];
         assert_eq!(repr().emit(&mut out), Ok(20));
         assert_eq!(out, BYTES);
+    }
+
+    #[test]
+    fn set_ecn_keeps_the_checksum_valid_for_every_transition() {
+        for from in Ecn::ALL {
+            for to in Ecn::ALL {
+                let mut buf = with_payload();
+                let mut r = repr();
+                r.ecn = from;
+                r.emit(&mut buf).unwrap();
+                assert_eq!(ecn(&buf), Ok(from));
+                set_ecn(&mut buf, to).unwrap();
+                // parse verifies the checksum.
+                let (got, _) = Ipv4Repr::parse(&buf).unwrap();
+                assert_eq!(got.ecn, to);
+                assert_eq!(got.dscp, r.dscp);
+            }
+        }
+        assert!(set_ecn(&mut [0u8; 19], Ecn::Ce).is_err());
+        assert!(ecn(&[0u8; 19]).is_err());
     }
 
     #[test]

@@ -487,7 +487,7 @@ impl DpdkPort {
                 max_frame: MAX_FRAME,
                 zero_copy: true,
                 mode: "pmd".to_string(),
-                mac: Some(mac),
+                mac: Some(crate::wire::MacAddr::from(mac)),
             },
             port_id,
             pool,
