@@ -12,8 +12,10 @@ use engine::recv::RecvConfig;
 use engine::send::flowgen::FlowStart;
 use engine::send::pacer::{Generator, PacingConfig};
 use engine::send::worker::{Addressing, Control, SendWorker};
+use engine::switch::core::{Event, SwitchCore};
 use engine::switch::cp::{CongestionConfig, CpHook};
-use engine::switch::queue::{Class, EgressQueue, Pacer, QueueLimits};
+use engine::switch::egress::Classified;
+use engine::switch::queue::{Class, Pacer, QueueLimits};
 use engine::wire::ipv4::Ecn;
 use engine::wire::MacAddr;
 use units::{Duration, FlowId, Instant, Rate};
@@ -90,8 +92,10 @@ fn run(flows_a: &[u32], flows_b: &[u32], ms: u64, cc: Cc) -> Run {
         }
     })
     .unwrap();
-    let hook = CpHook::new(0, &cfg, MacAddr::new(2, 0, 0, 0, 0, 0xcc)).unwrap();
-    let mut q = EgressQueue::with_hook(QueueLimits::default(), hook);
+    let hook = CpHook::from_config(0, &cfg, MacAddr::new(2, 0, 0, 0, 0, 0xcc)).unwrap();
+    // The switch core with the bottleneck port (0); frames arrive on port 1.
+    let mut q = SwitchCore::new(2);
+    q.attach(0, QueueLimits::default(), hook, Rate::from_gbps(1));
     let mut pacer = Pacer::new(Rate::from_gbps(1), Duration::from_micros(12));
     let mut rx = RecvWorker::new(
         RecvConfig::default(),
@@ -119,32 +123,34 @@ fn run(flows_a: &[u32], flows_b: &[u32], ms: u64, cc: Cc) -> Run {
             });
             s.on_timeout(now);
             while let Some((_, n)) = s.next_frame(now, now, &mut buf) {
-                let f = HeapFrame::copy_of(&buf[..n]).unwrap();
-                let _ = q.enqueue(now, Class::Data(3), f);
+                let f = Classified::classify(HeapFrame::copy_of(&buf[..n]).unwrap());
+                let _ = q.handle_frame(now, 1, 0, Class::Data(3), f);
             }
         }
         while pacer.ready(now) {
-            let Some((_, f)) = q.dequeue(now) else { break };
-            pacer.on_send(now, f.len() as u32);
-            if let Some(n) = rx.on_frame(now, f.data(), &mut cnp) {
+            let Some((_, f)) = q.poll_transmit(now, 0) else {
+                break;
+            };
+            pacer.on_send(now, f.frame.len() as u32);
+            if let Some(n) = rx.on_frame(now, f.frame.data(), &mut cnp) {
                 let to = usize::from(cnp[5] == 2);
                 in_flight.push((now + Duration::from_micros(10), to, cnp[..n].to_vec()));
                 cnps += 1;
             }
         }
-        for cnm in q.hook_mut().take_control() {
+        while let Some(Event::Cnm { cnm, .. }) = q.poll_event() {
             let to = usize::from(cnm[5] == 2);
             in_flight.push((now + Duration::from_micros(10), to, cnm));
         }
         rx.on_tick(now);
         if t > end / 2 {
-            q_sum += q.stats()[3].depth_bytes as f64;
+            q_sum += q.queue(0).unwrap().stats()[3].depth_bytes as f64;
             q_n += 1;
         }
         t += 1_000;
     }
-    let drops = q.stats()[3].drop_pkts;
-    let cnms = q.hook().counters().cnms + cnps;
+    let drops = q.queue(0).unwrap().stats()[3].drop_pkts;
+    let cnms = q.queue(0).unwrap().hook().counters().cnms + cnps;
     let (_, _, log) = rx.finish(Instant::from_nanos(end));
     // Rates over the second half of the run, from the interval log.
     let ivs = engine::report::read_interval_log(std::path::Path::new("-"), log.as_bytes()).unwrap();

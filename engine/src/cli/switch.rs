@@ -215,10 +215,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         .last()
                         .and_then(|(_, c)| c.mac)
                         .unwrap_or(MacAddr(0x02, 0x71, 0x6e, 0xff, 0x00, *pi as u8));
-                    match crate::switch::cp::CpHook::new(*pi, c, mac) {
-                        Ok(h) => {
-                            owned.egress = crate::switch::queue::EgressQueue::with_hook(p.limits, h)
-                        }
+                    match crate::switch::cp::CpHook::from_config(*pi, c, mac) {
+                        Ok(h) => owned.cp = Some(h),
                         Err(e) => {
                             let _ = ready.send(Err(format!("port {:?}: {e}", p.name)));
                             return;
@@ -248,11 +246,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         *slot = m;
                     }
                 }
-                wk.set_pfc(crate::switch::pfc::SwitchPfc::new(
-                    pfc.clone(),
-                    &rates,
-                    &macs,
-                ));
+                wk.set_pfc(pfc.clone(), &rates, &macs);
             }
             let _ = ready.send(Ok(caps));
             worker::run_loop(&clock, &stop, |now| wk.poll(now));

@@ -273,7 +273,7 @@ impl SwitchConfig {
                     format!("{:?} already has a congestion point", c.port),
                 ));
             }
-            super::cp::CpHook::new(i, c, crate::wire::MacAddr::zero())
+            super::cp::CpHook::from_config(i, c, crate::wire::MacAddr::zero())
                 .map_err(|e| invalid(format!("congestion[{i}].{}", e.key), e.why))?;
             p.congestion = Some(c.clone());
         }

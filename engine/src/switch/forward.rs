@@ -1,14 +1,23 @@
 //! One worker's share of the switch: the run-to-completion loop body (DPDK l2fwd style).
 //!
 //! A [`Worker`] owns some of the switch's ports (every device queue it polls, and the egress
-//! queues of those ports). One call to [`Worker::poll`] does bounded work:
-//! 1. receive at most [`BURST`] frames per owned port queue; classify each (wire::ethernet::walk),
-//!    learn its source, look up its destination, and queue it on the egress port (flooding
-//!    copies it to every other port). A frame for a port another worker owns is copied into a
-//!    `Send` heap frame and crosses on that worker's lock-free ring;
+//! queues of those ports, which live in its [`SwitchCore`]). One call to [`Worker::poll`] does
+//! bounded work, in this order:
+//! 1. **rx -> route -> enqueue**: receive at most [`BURST`] frames per owned port queue;
+//!    classify each once ([`routing`](super::routing)), learn its source, look up its
+//!    destination, and hand it to the core for the egress port (flooding copies it to every
+//!    other port). A frame for a port another worker owns is copied into a `Send` heap frame
+//!    and crosses on that worker's lock-free ring ([`rings`](super::rings));
 //! 2. take at most `BURST x 4` frames from its own inbound ring and learning notices;
-//! 3. per owned port, dequeue what the pacer allows (at most [`BURST`]) and transmit;
-//! 4. about every millisecond, publish counters; every second, age the MAC table.
+//! 3. **tx**: the core's due timeouts (received pauses running out, PFC refreshes); per owned
+//!    port, what the core's queues and the pacer release (at most [`BURST`]) goes to the
+//!    device ([`egress`](super::egress)); the core's events (PAUSE frames, CNMs) are queued
+//!    like received frames;
+//! 4. **housekeeping**: about every millisecond, publish counters; every second, age the MAC
+//!    table.
+//!
+//! PFC is the core's: the worker only parses received MAC Control frames and turns the core's
+//! PFC decisions into PAUSE frames.
 //!
 //! Every frame is forwarded or freed exactly once: frames are owned handles, and each path
 //! either moves one into a queue / a transmit burst / a ring or drops it (freeing it) with a
@@ -16,308 +25,22 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crossbeam_queue::ArrayQueue;
-use units::{Duration, Instant};
+use cp::pfc::{PfcAction, PfcProfile};
+use rand_xoshiro::rand_core::SeedableRng;
+use units::{Duration, Instant, Rate};
 
-use super::cp::CpHook;
+use super::core::{CpProfiles, Event, Handled, SwitchCore};
+pub use super::egress::OwnedPort;
+use super::egress::{transmit, Classified, CpHook};
 use super::fdb::{self, Fdb, Lookup, PortIdx, DEFAULT_CAPACITY};
-use super::pfc::{PauseChange, SwitchPfc};
-use super::queue::{Class, EgressQueue, Pacer, QueueLimits};
-use super::stats::{bump, PortCounters};
+use super::queue::Class;
+pub use super::rings::{Crossing, Learned, Rings, CROSS_RING};
+use super::routing::{classify, Dest, Run, SameHeaders};
+use super::stats::bump;
 use crate::port::heap::HeapFrame;
-use crate::port::{Frame, Port, BURST, MAX_FRAME};
-use crate::wire::ethernet::{ethertype, walk};
+use crate::port::{Frame, Port, BURST};
+use crate::wire::pfc::{emit_frame, PfcRepr, FRAME_LEN};
 use crate::wire::MacAddr;
-
-/// A frame crossing to the worker that owns its egress port.
-pub type Crossing = (PortIdx, Class, HeapFrame);
-/// A learning notice for the other workers: this MAC is behind this port.
-pub type Learned = (MacAddr, PortIdx);
-
-/// Frames a cross-core ring holds (power of two).
-pub const CROSS_RING: usize = 4096;
-
-/// Links between workers: worker `w` pops `frames[w]` and `learned[w]`; everyone pushes.
-pub struct Rings {
-    pub frames: Vec<Arc<ArrayQueue<Crossing>>>,
-    pub learned: Vec<Arc<ArrayQueue<Learned>>>,
-}
-
-impl Rings {
-    pub fn new(workers: usize) -> Rings {
-        Rings {
-            frames: (0..workers)
-                .map(|_| Arc::new(ArrayQueue::new(CROSS_RING)))
-                .collect(),
-            learned: (0..workers)
-                .map(|_| Arc::new(ArrayQueue::new(CROSS_RING)))
-                .collect(),
-        }
-    }
-}
-
-impl Clone for Rings {
-    fn clone(&self) -> Self {
-        Rings {
-            frames: self.frames.clone(),
-            learned: self.learned.clone(),
-        }
-    }
-}
-
-/// One owned port.
-pub struct OwnedPort<P: Port> {
-    pub port: P,
-    /// Device queues this worker polls on it.
-    pub rx_queues: Vec<u16>,
-    /// Egress queues with the port's congestion point (`CpHook::default()`: none).
-    pub egress: EgressQueue<P::Frame, CpHook>,
-    pub pacer: Option<Pacer>,
-    pub counters: Arc<PortCounters>,
-    /// Frames for the device: cut through or dequeued, and those it has not accepted yet (ring
-    /// full), which go first next time.
-    pending: TxBurst<P::Frame>,
-    /// Frames may skip an idle egress queue (off with PFC, whose accounting sees every
-    /// dequeue; see `EgressQueue::pass_through`).
-    pub cut_through: bool,
-}
-
-impl<P: Port> OwnedPort<P> {
-    /// Queues a frame for egress in `class`. While the egress queue is idle and the pending
-    /// transmit burst has room, it skips the queue (cut-through). A frame arriving at an empty
-    /// queue starts a backlog: the pacer forgets idle credit beyond its burst then (not
-    /// earlier, so a worker that was away while frames waited in the receive ring does not
-    /// release them as a catch-up burst). Returns whether the frame was passed or queued (a
-    /// refused frame is dropped here, freed; the queue counted it).
-    pub fn enqueue(&mut self, now: Instant, class: Class, frame: P::Frame) -> bool {
-        if self.may_cut_through(class, 1) {
-            let len = frame.len() as u32;
-            self.egress.count_passed(class, 1, u64::from(len));
-            self.pending.push(frame, len);
-            return true;
-        }
-        if self.egress.is_empty() {
-            if let Some(p) = &mut self.pacer {
-                p.on_idle(now);
-            }
-        }
-        matches!(
-            self.egress.enqueue(now, class, frame),
-            crate::switch::queue::Enqueued::Queued
-        )
-    }
-
-    /// Whether `frames` frames of `class` may skip the egress queue now.
-    fn may_cut_through(&self, class: Class, frames: usize) -> bool {
-        self.cut_through
-            && self.pacer.is_none()
-            && self.pending.len() + frames <= BURST
-            && self.egress.may_pass(class)
-    }
-
-    /// Queues the first `count` frames of `frames` (`bytes` octets in all), removing them, as
-    /// [`enqueue`](Self::enqueue) would one by one. Returns how many were passed or queued.
-    /// When the whole run may cut through it moves at once; when it is all of `frames` and
-    /// nothing is pending, the two vectors are swapped (no per-frame move at all).
-    pub fn enqueue_run(
-        &mut self,
-        now: Instant,
-        class: Class,
-        frames: &mut Vec<P::Frame>,
-        count: usize,
-        bytes: u64,
-    ) -> usize {
-        let count = count.min(frames.len());
-        if !self.may_cut_through(class, count) {
-            // Partly or not at all: frame by frame, which decides it for each.
-            let mut queued = 0;
-            for frame in frames.drain(..count) {
-                queued += usize::from(self.enqueue(now, class, frame));
-            }
-            return queued;
-        }
-        if self.pending.frames.is_empty() && count == frames.len() {
-            std::mem::swap(&mut self.pending.frames, frames);
-        } else {
-            self.pending.frames.extend(frames.drain(..count));
-        }
-        self.pending.bytes += bytes;
-        self.egress.count_passed(class, count as u64, bytes);
-        count
-    }
-
-    pub fn new(
-        port: P,
-        rx_queues: Vec<u16>,
-        limits: QueueLimits,
-        rate: Option<units::Rate>,
-        counters: Arc<PortCounters>,
-    ) -> Self {
-        OwnedPort {
-            port,
-            rx_queues,
-            egress: EgressQueue::with_hook(limits, CpHook::default()),
-            pacer: rate.map(|r| Pacer::new(r, Pacer::default_burst(r, MAX_FRAME as u64))),
-            counters,
-            pending: TxBurst {
-                frames: Vec::with_capacity(BURST),
-                bytes: 0,
-            },
-            cut_through: true,
-        }
-    }
-}
-
-/// Frames to transmit, with the sum of their lengths kept as they are added, so counting the
-/// octets sent reads no frame (reading each sent frame's length again was a tenth of the
-/// forwarding loop on bench-dpdk).
-struct TxBurst<F> {
-    frames: Vec<F>,
-    bytes: u64,
-}
-
-impl<F: Frame> TxBurst<F> {
-    fn len(&self) -> usize {
-        self.frames.len()
-    }
-
-    fn push(&mut self, frame: F, len: u32) {
-        self.frames.push(frame);
-        self.bytes += u64::from(len);
-    }
-
-    /// Frees every frame; returns how many there were.
-    fn clear(&mut self) -> usize {
-        let n = self.frames.len();
-        self.frames.clear();
-        self.bytes = 0;
-        n
-    }
-
-    /// Hands the frames to transmit queue 0 of `port`; those it does not take stay, in order.
-    /// Returns the frames and octets sent, or on a device error the frames freed.
-    fn send<P: Port<Frame = F>>(&mut self, port: &mut P) -> Result<(usize, u64), usize> {
-        match port.tx_burst(0, &mut self.frames) {
-            Ok(n) => {
-                let left: u64 = self.frames.iter().map(|f| f.len() as u64).sum();
-                let sent = self.bytes - left;
-                self.bytes = left;
-                Ok((n, sent))
-            }
-            Err(_) => Err(self.clear()),
-        }
-    }
-}
-
-/// What classification found out about a frame.
-struct Meta {
-    /// Destination and source addresses as forwarding-table keys ([`fdb::key`]).
-    dst: u64,
-    src: u64,
-    class: Class,
-    /// MAC control (PAUSE/PFC) is link-local: consumed, never forwarded.
-    mac_control: bool,
-    /// Where the payload after the final EtherType starts.
-    payload_offset: usize,
-}
-
-/// Reads what the switch needs from a frame's L2 headers; `None` for a malformed frame.
-#[inline]
-fn classify(frame: &[u8]) -> Option<Meta> {
-    let l2 = walk(frame).ok()?;
-    let (dst, src) = fdb::header_keys(frame.get(..12)?.try_into().ok()?);
-    // CNMs travel back to the reaction point ahead of data, like the frames the switch
-    // originates: strict priority (issue 4: "control frames strict priority").
-    let class = if l2.ethertype == ethertype::CNM {
-        Class::Control
-    } else {
-        Class::from_pcp(l2.priority())
-    };
-    Some(Meta {
-        dst,
-        src,
-        class,
-        mac_control: l2.ethertype == ethertype::MAC_CONTROL,
-        payload_offset: l2.payload_offset,
-    })
-}
-
-/// Where a received frame goes, decided before any frame of its burst moves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Dest {
-    /// Malformed, filtered (its egress is its ingress) or MAC control without PFC: freed, and
-    /// counted as a receive drop.
-    Drop,
-    /// MAC control with PFC on: consumed by PFC; its PDU starts at this offset.
-    MacControl(u16),
-    /// Known unicast to this port.
-    Port(PortIdx, Class),
-    /// Group or unknown destination: to every other port.
-    Flood(Class),
-}
-
-/// The L2 headers of the frame just routed, when routing a frame with the same headers next
-/// would change nothing and give the same destination: classification reads nothing beyond
-/// them, learning its source is a no-op (the FDB's learn memo covers it) and so the table, and
-/// with it the lookup, is as it was. Frames of a flow arrive back to back, so most frames of a
-/// burst are routed by comparing their first 32 octets, masked to the header length, with
-/// these, instead of walking the headers and consulting the table (that was two thirds of the
-/// first pass on bench-dpdk).
-struct SameHeaders {
-    words: [u128; 2],
-    masks: [u128; 2],
-}
-
-impl SameHeaders {
-    /// The octets `16 * w .. 16 * (w + 1)` of a frame, if it has them.
-    #[inline]
-    fn word(data: &[u8], w: usize) -> Option<u128> {
-        let chunk = data.get(16 * w..)?.first_chunk::<16>()?;
-        Some(u128::from_le_bytes(*chunk))
-    }
-
-    /// `data`'s first `len` octets; `None` if they do not fit in 32 octets (every header stack
-    /// `walk` accepts fits) or the frame ends inside the words they occupy.
-    fn new(data: &[u8], len: usize) -> Option<SameHeaders> {
-        if len > 32 {
-            return None;
-        }
-        // Little-endian: octet k of a word is bits 8k..8k+8.
-        let mask = |from: usize| match len.saturating_sub(from) {
-            0 => 0,
-            k if k >= 16 => u128::MAX,
-            k => (1u128 << (8 * k)) - 1,
-        };
-        let masks = [mask(0), mask(16)];
-        let second = if masks[1] == 0 {
-            0
-        } else {
-            Self::word(data, 1)? & masks[1]
-        };
-        Some(SameHeaders {
-            words: [Self::word(data, 0)? & masks[0], second],
-            masks,
-        })
-    }
-
-    /// Whether `data` starts with the same headers. Untagged headers (14 octets) take one
-    /// 16-octet compare; the second word is read only for longer stacks.
-    #[inline]
-    fn matches(&self, data: &[u8]) -> bool {
-        let first = Self::word(data, 0).is_some_and(|w| w & self.masks[0] == self.words[0]);
-        first
-            && (self.masks[1] == 0
-                || Self::word(data, 1).is_some_and(|w| w & self.masks[1] == self.words[1]))
-    }
-}
-
-/// Consecutive frames of a burst with one destination.
-#[derive(Clone, Copy)]
-struct Run {
-    dest: Dest,
-    frames: usize,
-    bytes: u64,
-}
 
 /// Receive-side counts of one port, added to its counters once per poll.
 #[derive(Default)]
@@ -333,25 +56,24 @@ pub struct Worker<P: Port> {
     pub id: usize,
     /// Indexed by global port index; `None` for ports other workers own.
     pub ports: Vec<Option<OwnedPort<P>>>,
+    /// The egress queues of the owned ports, their congestion points, and PFC.
+    pub core: SwitchCore<Classified<P::Frame>>,
     /// Owning worker of each global port.
     owner: Vec<usize>,
     rings: Rings,
     pub fdb: Fdb,
     rx: Vec<P::Frame>,
-    /// Scratch of `forward_burst`: the runs of one burst.
+    /// Scratch of `forward_burst`: the runs of one burst, and each frame's IPv4 offset.
     runs: Vec<Run>,
+    l3: [u16; BURST],
     last_publish: Instant,
     last_kernel_drops: Instant,
     last_age: Instant,
     fdb_entries: Arc<std::sync::atomic::AtomicU64>,
     /// Frames lost crossing to another worker (its ring full).
     pub cross_drops: u64,
-    /// PFC generation and honouring (single-worker switches only; see `switch::pfc`); set
-    /// with [`Worker::set_pfc`].
-    pfc: Option<SwitchPfc>,
-    /// Scratch: data priorities dequeued by one `transmit`, and pause changes to apply.
-    dequeued: Vec<u8>,
-    changes: Vec<PauseChange>,
+    /// Per port: the source address of the PAUSE frames it sends.
+    macs: Vec<MacAddr>,
 }
 
 /// How often counters are published and the MAC table swept.
@@ -361,30 +83,46 @@ const KERNEL_DROPS_EVERY: Duration = Duration::from_millis(100);
 const AGE_EVERY: Duration = Duration::from_secs(1);
 
 impl<P: Port> Worker<P> {
+    /// Builds the worker's switch core from the ports it owns (their limits and congestion
+    /// points).
     pub fn new(
         id: usize,
-        ports: Vec<Option<OwnedPort<P>>>,
+        mut ports: Vec<Option<OwnedPort<P>>>,
         owner: Vec<usize>,
         rings: Rings,
         fdb: Fdb,
         fdb_entries: Arc<std::sync::atomic::AtomicU64>,
     ) -> Self {
+        let n = ports.len();
+        let mut core = SwitchCore::new(n);
+        for (i, op) in ports.iter_mut().enumerate() {
+            if let Some(op) = op {
+                let cp = op.cp.take().unwrap_or_else(|| {
+                    CpHook::new(&CpProfiles::none(), SeedableRng::seed_from_u64(0))
+                });
+                // Pause quanta are bit times of the receiving port; `set_pfc` gives the rates.
+                let rate = op.pacer.as_ref().map_or(Rate::from_gbps(100), |p| p.rate());
+                core.attach(i, op.limits, cp, rate);
+            }
+        }
         Worker {
             id,
             ports,
+            core,
             owner,
             rings,
             fdb,
             rx: Vec::with_capacity(BURST),
             runs: Vec::with_capacity(BURST),
+            l3: [0; BURST],
             last_publish: Instant::ZERO,
             last_kernel_drops: Instant::ZERO,
             last_age: Instant::ZERO,
             fdb_entries,
             cross_drops: 0,
-            pfc: None,
-            dequeued: Vec::with_capacity(BURST),
-            changes: Vec::new(),
+            macs: (0..n)
+                .map(|i| MacAddr(0x02, 0x71, 0x6e, 0xfe, 0, i as u8))
+                .collect(),
         }
     }
 
@@ -401,62 +139,114 @@ impl<P: Port> Worker<P> {
         )
     }
 
-    /// Turns PFC on: every lossless frame must then go through the queues (its octets return to
-    /// the ingress account when it is dequeued), so cut-through is off.
-    pub fn set_pfc(&mut self, pfc: SwitchPfc) {
-        for op in self.ports.iter_mut().flatten() {
-            op.cut_through = false;
+    /// Turns PFC on (single-worker switches only: a frame's octets count against its ingress
+    /// port while it sits in any egress queue). `rates[i]` is port i's speed, for the quanta of
+    /// PAUSE frames it receives (802.1Qbb: bit times of the receiving port); `macs[i]` its
+    /// address, the source of the PAUSE frames it sends. Every lossless frame must then go
+    /// through the queues (its octets return to the ingress account when it is dequeued), so
+    /// cut-through is off.
+    pub fn set_pfc(&mut self, profile: PfcProfile, rates: &[Rate], macs: &[MacAddr]) {
+        for (i, op) in self.ports.iter_mut().enumerate() {
+            if let Some(op) = op {
+                op.cut_through = false;
+                if let Some(&r) = rates.get(i) {
+                    self.core.set_pause_rate(i, r);
+                }
+            }
         }
-        self.pfc = Some(pfc);
+        for (slot, m) in self.macs.iter_mut().zip(macs) {
+            *slot = *m;
+        }
+        self.core.set_pfc(profile);
     }
 
-    /// Queues `frame` for egress port `e` (local queue or the owner's ring). Returns whether
-    /// it was queued here.
-    fn deliver(&mut self, now: Instant, e: usize, class: Class, frame: P::Frame) -> bool {
+    /// Queues `frame` (IPv4 header at `l3`, 0: none) for egress port `e`: straight to the
+    /// transmit burst while the queue is idle and the burst has room (cut-through), else
+    /// through the core; a port another worker owns gets a copy on its ring. `ingress`: the
+    /// port it was received on, `None` for a flooded copy or a frame the switch made (never
+    /// PFC-accounted). Returns whether it was passed or queued here (a refused frame is freed
+    /// here; the core or the queue counted it).
+    fn enqueue(
+        &mut self,
+        now: Instant,
+        ingress: Option<usize>,
+        e: usize,
+        class: Class,
+        frame: P::Frame,
+        l3: u16,
+    ) -> bool {
+        let (Some(Some(op)), Some(q)) = (self.ports.get_mut(e), self.core.queue_mut(e)) else {
+            if let Some(None) = self.ports.get(e) {
+                self.cross(e, class, l3, frame.data());
+            }
+            return false;
+        };
+        if op.may_cut_through(q, class, 1) {
+            op.cut_through(q, class, frame);
+            return true;
+        }
+        op.on_backlog(q, now);
+        let frame = Classified::new(frame, l3);
+        let r = match ingress {
+            Some(i) => self.core.handle_frame(now, i, e, class, frame),
+            None => self.core.handle_flooded(now, e, class, frame),
+        };
+        matches!(r, Handled::Queued)
+    }
+
+    /// Queues a copy of `bytes` for egress port `e`, as [`enqueue`](Self::enqueue) does
+    /// (frames from other workers, PAUSE frames, CNMs, flooded copies). A port that cannot
+    /// take the copy (no buffer) counts a transmit drop.
+    fn enqueue_copy(&mut self, now: Instant, e: usize, class: Class, bytes: &[u8], l3: u16) {
         match self.ports.get_mut(e) {
-            Some(Some(op)) => op.enqueue(now, class, frame),
-            Some(None) => {
-                self.cross(e, class, frame.data());
-                false
-            }
-            None => false,
-        }
-    }
-
-    /// Applies pause changes (received PAUSE frames, expiries) to the egress queues and their
-    /// congestion points (TCD's ON/OFF periods).
-    fn apply_pauses(&mut self, now: Instant) {
-        for c in std::mem::take(&mut self.changes) {
-            if let Some(Some(op)) = self.ports.get_mut(c.port) {
-                op.egress.set_paused(c.prio, c.paused);
-                if c.paused {
-                    op.egress.hook_mut().on_pause(now, c.prio);
-                } else {
-                    op.egress.hook_mut().on_resume(now, c.prio);
+            Some(Some(op)) => match op.port.import(bytes) {
+                Some(f) => {
+                    self.enqueue(now, None, e, class, f, l3);
                 }
-            }
+                None => bump(&op.counters.tx_drops, 1),
+            },
+            Some(None) => self.cross(e, class, l3, bytes),
+            None => {}
         }
     }
 
-    /// Queues the PAUSE frames PFC decided, in the control class of their ports.
-    fn send_pauses(&mut self, now: Instant) {
-        let Some(pfc) = self.pfc.as_mut() else { return };
-        for (port, bytes) in pfc.take_frames() {
-            if let Some(Some(op)) = self.ports.get_mut(port) {
-                match op.port.import(&bytes) {
-                    Some(f) => {
-                        op.enqueue(now, Class::Control, f);
+    /// Carries out the core's decisions: PAUSE frames out of their ports, CNMs toward their
+    /// destination (the sampled frame's source), both in the strict-priority control class.
+    fn handle_events(&mut self, now: Instant) -> usize {
+        let mut n = 0;
+        while let Some(ev) = self.core.poll_event() {
+            match ev {
+                Event::Pfc { port, action } => {
+                    let pdu = match action {
+                        PfcAction::Pause { prio, quanta } => PfcRepr::pause(1 << prio, quanta),
+                        PfcAction::Resume { prio } => PfcRepr::resume(1 << prio),
+                    };
+                    let mut buf = [0u8; FRAME_LEN];
+                    let src = self.macs.get(port).copied().unwrap_or(MacAddr::zero());
+                    if emit_frame(src, &pdu, &mut buf).is_ok() {
+                        self.enqueue_copy(now, port, Class::Control, &buf, 0);
                     }
-                    None => bump(&op.counters.tx_drops, 1),
+                }
+                Event::Cnm { cnm, .. } => {
+                    let Some(h) = cnm.first_chunk::<12>() else {
+                        continue;
+                    };
+                    if let Lookup::Port(e) = self.fdb.lookup_key(now, fdb::header_keys(h).0) {
+                        self.enqueue_copy(now, e as usize, Class::Control, &cnm, 0);
+                        n += 1;
+                    }
                 }
             }
         }
+        n
     }
 
     /// Copies a frame onto the ring of the worker owning port `e`.
-    fn cross(&mut self, e: usize, class: Class, data: &[u8]) {
+    fn cross(&mut self, e: usize, class: Class, l3: u16, data: &[u8]) {
         let ok = match (HeapFrame::copy_of(data), self.owner.get(e)) {
-            (Some(h), Some(&w)) => self.rings.frames[w].push((e as PortIdx, class, h)).is_ok(),
+            (Some(h), Some(&w)) => self.rings.frames[w]
+                .push((e as PortIdx, class, l3, h))
+                .is_ok(),
             _ => false,
         };
         if !ok {
@@ -467,10 +257,17 @@ impl<P: Port> Worker<P> {
 
     /// One iteration of the loop at time `now`. Returns the number of frames moved (0 = idle).
     pub fn poll(&mut self, now: Instant) -> usize {
+        let mut work = self.receive(now);
+        work += self.take_crossings(now);
+        work += self.transmit(now);
+        self.housekeeping(now);
+        work
+    }
+
+    /// 1. Receive, classify, learn, route, enqueue.
+    fn receive(&mut self, now: Instant) -> usize {
         let mut work = 0;
-        let nports = self.ports.len();
-        // 1. Receive, classify, learn, forward.
-        for i in 0..nports {
+        for i in 0..self.ports.len() {
             let Some(op) = self.ports[i].as_mut() else {
                 continue;
             };
@@ -499,78 +296,52 @@ impl<P: Port> Worker<P> {
             bump(&counters.rx_drops, c.drops);
             bump(&counters.flooded, c.flooded);
         }
-        // 2. Frames and learning notices from other workers (bounded); a lone worker has none.
-        let alone = self.rings.frames.len() == 1;
-        for _ in 0..if alone { 0 } else { 4 * BURST } {
-            let Some((e, class, h)) = self.rings.frames[self.id].pop() else {
+        work
+    }
+
+    /// 2. Frames and learning notices from other workers (bounded); a lone worker has none.
+    fn take_crossings(&mut self, now: Instant) -> usize {
+        if self.rings.frames.len() == 1 {
+            return 0;
+        }
+        let mut work = 0;
+        for _ in 0..4 * BURST {
+            let Some((e, class, l3, h)) = self.rings.frames[self.id].pop() else {
                 break;
             };
-            if let Some(Some(op)) = self.ports.get_mut(e as usize) {
-                match op.port.import(h.data()) {
-                    Some(f) => {
-                        op.enqueue(now, class, f);
-                    }
-                    None => bump(&op.counters.tx_drops, 1),
-                }
-            }
+            self.enqueue_copy(now, e as usize, class, h.data(), l3);
             work += 1;
         }
-        for _ in 0..if alone { 0 } else { 4 * BURST } {
+        for _ in 0..4 * BURST {
             let Some((mac, port)) = self.rings.learned[self.id].pop() else {
                 break;
             };
             self.fdb.learn(now, mac, port);
         }
-        // 3. PFC: pauses that ran out, refreshes, and the PAUSE frames decided so far; then
-        // transmit what the pacers allow, returning dequeued lossless octets to their ingress.
-        if let Some(pfc) = self.pfc.as_mut() {
-            pfc.on_timeout(now, &mut self.changes);
-            if !self.changes.is_empty() {
-                self.apply_pauses(now);
-            }
+        work
+    }
+
+    /// 3. The core's due timeouts and decisions, then what each port may send.
+    fn transmit(&mut self, now: Instant) -> usize {
+        if self.core.next_deadline().is_some_and(|t| t <= now) {
+            self.core.handle_timeout(now);
         }
-        self.send_pauses(now);
-        for e in 0..nports {
+        let mut work = self.handle_events(now);
+        for e in 0..self.ports.len() {
             let Some(op) = self.ports[e].as_mut() else {
                 continue;
             };
-            let mut dq = std::mem::take(&mut self.dequeued);
-            work += transmit(op, now, self.pfc.is_some().then_some(&mut dq));
-            if let Some(pfc) = self.pfc.as_mut() {
-                for &prio in &dq {
-                    pfc.dequeued(now, e, prio);
-                }
-            }
-            dq.clear();
-            self.dequeued = dq;
+            let core = &mut self.core;
+            let idle = core.queue(e).map_or(true, |q| q.is_empty());
+            work += transmit(op, now, idle, || {
+                core.poll_transmit(now, e).map(|(_, f)| f.frame)
+            });
         }
-        self.send_pauses(now);
-        // 3b. Frames the congestion points made (CNMs) go out like received frames, toward
-        // their DA, in the strict-priority control class.
-        for i in 0..nports {
-            let Some(op) = self.ports[i].as_mut() else {
-                continue;
-            };
-            if !op.egress.hook().has_control() {
-                continue;
-            }
-            let made: Vec<Vec<u8>> = op.egress.hook_mut().take_control().collect();
-            for bytes in made {
-                let dst = fdb::header_keys(bytes[..12].try_into().unwrap_or(&[0; 12])).0;
-                if let Lookup::Port(e) = self.fdb.lookup_key(now, dst) {
-                    match self.ports.get_mut(e as usize) {
-                        Some(Some(op)) => match op.port.import(&bytes) {
-                            Some(f) => drop(op.egress.enqueue(now, Class::Control, f)),
-                            None => bump(&op.counters.tx_drops, 1),
-                        },
-                        Some(None) => self.cross(e as usize, Class::Control, &bytes),
-                        None => {}
-                    }
-                    work += 1;
-                }
-            }
-        }
-        // 4. Housekeeping.
+        work + self.handle_events(now)
+    }
+
+    /// 4. Counters and the MAC table.
+    fn housekeeping(&mut self, now: Instant) {
         if now - self.last_kernel_drops >= KERNEL_DROPS_EVERY {
             self.last_kernel_drops = now;
             for op in self.ports.iter_mut().flatten() {
@@ -581,9 +352,11 @@ impl<P: Port> Worker<P> {
             self.last_publish = now;
             for (e, op) in self.ports.iter().enumerate() {
                 let Some(op) = op else { continue };
-                op.counters.publish_classes(op.egress.stats());
-                if let Some(c) = self.pfc.as_ref().and_then(|p| p.counters.get(e)) {
-                    op.counters.publish_pfc(c);
+                if let Some(q) = self.core.queue(e) {
+                    op.counters.publish_classes(q.stats());
+                }
+                if self.core.pfc_on() {
+                    op.counters.publish_pfc(&self.core.pfc_counters(e));
                 }
             }
             self.fdb_entries
@@ -593,7 +366,6 @@ impl<P: Port> Worker<P> {
             self.last_age = now;
             self.fdb.age(now);
         }
-        work
     }
 
     /// Forwards the first `n` (at most [`BURST`]) frames of `rx`, received on port `i`, in two
@@ -624,17 +396,21 @@ impl<P: Port> Worker<P> {
             bytes: 0,
         };
         // Set only right after a frame was routed and counted in the open run, so a frame with
-        // the same headers belongs to that run too.
+        // the same headers belongs to that run too (and has the same IPv4 offset).
         let mut same: Option<SameHeaders> = None;
-        for f in &rx[..n] {
+        let mut l3 = 0;
+        for (k, f) in rx[..n].iter().enumerate() {
             let data = f.data();
             let len = data.len() as u64;
             if same.as_ref().is_some_and(|s| s.matches(data)) {
+                self.l3[k] = l3;
                 run.frames += 1;
                 run.bytes += len;
                 continue;
             }
-            let (dest, again) = self.route(now, i, data);
+            let (dest, again, at) = self.route(now, i, data);
+            l3 = at;
+            self.l3[k] = l3;
             same = again.and_then(|hl| SameHeaders::new(data, hl));
             if run.frames > 0 && run.dest != dest {
                 runs.push(run);
@@ -650,18 +426,21 @@ impl<P: Port> Worker<P> {
         }
         c.pkts += n as u64;
         c.bytes += runs.iter().map(|r| r.bytes).sum::<u64>();
-        // Each run takes its frames from the front of `rx`.
+        // Each run takes its frames from the front of `rx`; `k` is the first one's index.
+        let mut k = 0;
         for r in &runs {
+            let count = r.frames.min(rx.len());
             match r.dest {
-                Dest::Port(e, class) if !self.is_lossless(class) => {
-                    self.deliver_run(now, e as usize, class, rx, r.frames, r.bytes);
+                Dest::Port(e, class) => {
+                    self.deliver_run(now, i, e as usize, class, rx, k, count, r.bytes)
                 }
                 d => {
-                    for frame in rx.drain(..r.frames.min(rx.len())) {
-                        self.act(now, i, d, frame, c);
+                    for (j, frame) in rx.drain(..count).enumerate() {
+                        self.act(now, i, d, frame, self.l3[k + j], c);
                     }
                 }
             }
+            k += count;
         }
         self.runs = runs;
     }
@@ -669,19 +448,20 @@ impl<P: Port> Worker<P> {
     /// Pass one for a frame received on port `i`: classification, learning, lookup. Also
     /// returns the length of the headers that decided it when routing a frame with the same
     /// headers right after this one would change nothing and give the same answer (see
-    /// [`SameHeaders`]).
+    /// [`SameHeaders`]), and where its IPv4 header starts (0: none).
     #[inline]
-    fn route(&mut self, now: Instant, i: usize, data: &[u8]) -> (Dest, Option<usize>) {
+    fn route(&mut self, now: Instant, i: usize, data: &[u8]) -> (Dest, Option<usize>, u16) {
         let Some(meta) = classify(data) else {
-            return (Dest::Drop, None); // malformed
+            return (Dest::Drop, None, 0); // malformed
         };
         if meta.mac_control {
             // Link-local, never forwarded: PFC reads it, otherwise it is dropped.
-            let d = match self.pfc {
-                Some(_) => Dest::MacControl(meta.payload_offset as u16),
-                None => Dest::Drop,
+            let d = if self.core.pfc_on() {
+                Dest::MacControl(meta.payload_offset as u16)
+            } else {
+                Dest::Drop
             };
-            return (d, None);
+            return (d, None, 0);
         }
         let port = i as PortIdx;
         if self.fdb.learn_key(now, meta.src, port) {
@@ -697,165 +477,98 @@ impl<P: Port> Worker<P> {
             Lookup::Flood => Dest::Flood(meta.class),
         };
         let again = self.fdb.learn_is_noop(now, meta.src, port);
-        (d, again.then_some(meta.payload_offset))
+        (d, again.then_some(meta.payload_offset), meta.l3)
     }
 
-    /// Whether frames of `class` are PFC-accounted one by one.
-    fn is_lossless(&self, class: Class) -> bool {
-        match (&self.pfc, class) {
-            (Some(pfc), Class::Data(p)) => pfc.is_lossless(p),
-            _ => false,
-        }
-    }
-
-    /// Pass two for one frame received on port `i`, routed to `d`, unless it is part of a run
-    /// ([`deliver_run`](Self::deliver_run)).
-    fn act(&mut self, now: Instant, i: usize, d: Dest, frame: P::Frame, c: &mut RxCounts) {
+    /// Pass two for one frame received on port `i`, routed to `d` (not a port: see
+    /// [`deliver_run`](Self::deliver_run)); its IPv4 header starts at `l3`.
+    fn act(&mut self, now: Instant, i: usize, d: Dest, frame: P::Frame, l3: u16, c: &mut RxCounts) {
         match d {
             Dest::Drop => c.drops += 1, // freed here
             Dest::MacControl(at) => {
-                // A PFC frame stops or resumes this port's egress priorities.
-                if let Some(pfc) = self.pfc.as_mut() {
-                    let pdu = frame.data().get(usize::from(at)..).unwrap_or(&[]);
-                    let ch = pfc.on_mac_control(now, i, pdu);
-                    self.changes.extend(ch);
-                    self.apply_pauses(now);
+                // A PFC frame stops or resumes this port's egress priorities; legacy 802.3x
+                // PAUSE and malformed PDUs change nothing.
+                let pdu = frame.data().get(usize::from(at)..).unwrap_or(&[]);
+                if let Ok(pfc) = PfcRepr::parse(pdu) {
+                    self.core.count_pfc_received(i);
+                    for p in 0..units::PRIORITIES as u8 {
+                        if pfc.enabled(usize::from(p)) {
+                            self.core
+                                .handle_pause(now, i, p, pfc.quanta[usize::from(p)]);
+                        }
+                    }
                 }
             }
             Dest::Port(e, class) => {
-                let Class::Data(prio) = class else {
-                    self.deliver(now, e as usize, class, frame);
-                    return;
-                };
-                if !self.is_lossless(class) {
-                    self.deliver(now, e as usize, class, frame);
-                    return;
-                }
-                let len = frame.len() as u32;
-                if let Some(pfc) = self.pfc.as_mut() {
-                    if !pfc.admit(now, i, prio, len) {
-                        return; // no headroom: dropped (freed), counted by PFC
-                    }
-                }
-                let queued = self.deliver(now, e as usize, class, frame);
-                if let Some(pfc) = self.pfc.as_mut() {
-                    pfc.placed(now, i, e as usize, prio, len, queued);
-                }
+                self.enqueue(now, Some(i), e as usize, class, frame, l3);
             }
             Dest::Flood(class) => {
                 c.flooded += 1;
-                self.flood(now, i, class, frame);
+                self.flood(now, i, class, frame, l3);
             }
         }
     }
 
-    /// Queues the first `count` frames of `frames` (`bytes` octets), removing them, for egress
-    /// port `e` in `class` (the owner's ring for a port of another worker).
+    /// Queues the first `count` frames of `frames` (`bytes` octets; the first one's IPv4
+    /// offset is `self.l3[k]`), removing them, for egress port `e` in `class`: at once when the
+    /// whole run may cut through, else one by one.
+    #[allow(clippy::too_many_arguments)]
     fn deliver_run(
         &mut self,
         now: Instant,
+        i: usize,
         e: usize,
         class: Class,
         frames: &mut Vec<P::Frame>,
+        k: usize,
         count: usize,
         bytes: u64,
     ) {
-        let count = count.min(frames.len());
-        match self.ports.get_mut(e) {
-            Some(Some(op)) => {
-                op.enqueue_run(now, class, frames, count, bytes);
+        if let (Some(Some(op)), Some(q)) = (self.ports.get_mut(e), self.core.queue_mut(e)) {
+            if op.may_cut_through(q, class, count) {
+                op.cut_through_run(q, class, frames, count, bytes);
+                return;
             }
-            Some(None) => {
-                for frame in frames.drain(..count) {
-                    self.cross(e, class, frame.data());
-                }
-            }
-            None => drop(frames.drain(..count)),
+        }
+        for (j, frame) in frames.drain(..count).enumerate() {
+            self.enqueue(now, Some(i), e, class, frame, self.l3[k + j]);
         }
     }
 
     /// Copies `frame` to every port but `from`; the last copy is the frame itself.
-    fn flood(&mut self, now: Instant, from: usize, class: Class, frame: P::Frame) {
+    fn flood(&mut self, now: Instant, from: usize, class: Class, frame: P::Frame, l3: u16) {
         let n = self.ports.len();
         let Some(last) = (0..n).rev().find(|&e| e != from) else {
             return; // a one-port switch: nowhere to flood; the frame is freed
         };
         for e in (0..n).filter(|&e| e != from && e != last) {
-            match self.ports[e].as_mut() {
-                Some(op) => match op.port.import(frame.data()) {
-                    Some(c) => {
-                        op.enqueue(now, class, c);
-                    }
-                    None => bump(&op.counters.tx_drops, 1),
-                },
-                None => self.cross(e, class, frame.data()),
-            }
+            self.enqueue_copy(now, e, class, frame.data(), l3);
         }
-        self.deliver(now, last, class, frame);
+        self.enqueue(now, None, last, class, frame, l3);
     }
 
     /// Stops: frees every queued and pending frame, publishes final counters.
     pub fn shutdown(&mut self) -> usize {
         let mut freed = 0;
-        for op in self.ports.iter_mut().flatten() {
-            op.counters.publish_classes(op.egress.stats());
+        for (e, op) in self.ports.iter_mut().enumerate() {
+            let Some(op) = op else { continue };
+            if let Some(q) = self.core.queue(e) {
+                op.counters.publish_classes(q.stats());
+            }
             op.counters.publish_kernel_counts(&mut op.port);
-            freed += op.egress.clear() + op.pending.clear();
+            freed += op.clear_pending();
             let _ = op.port.poll();
         }
-        freed
+        freed + self.core.clear()
     }
-}
-
-/// Dequeues what the pacer allows (at most one burst) and transmits. Returns frames sent.
-/// With `dequeued`, the priority of each data frame dequeued is appended to it (PFC accounting).
-fn transmit<P: Port>(
-    op: &mut OwnedPort<P>,
-    now: Instant,
-    mut dequeued: Option<&mut Vec<u8>>,
-) -> usize {
-    if let Some(p) = &mut op.pacer {
-        if op.egress.is_empty() {
-            p.on_idle(now);
-        }
-    }
-    while op.pending.len() < BURST {
-        if let Some(p) = &op.pacer {
-            if !p.ready(now) {
-                break;
-            }
-        }
-        let Some((class, f)) = op.egress.dequeue(now) else {
-            break;
-        };
-        if let (Some(d), Class::Data(p)) = (dequeued.as_deref_mut(), class) {
-            d.push(p);
-        }
-        let len = f.len() as u32;
-        if let Some(p) = &mut op.pacer {
-            p.on_send(now, len);
-        }
-        op.pending.push(f, len);
-    }
-    let mut sent = 0;
-    if op.pending.len() != 0 {
-        match op.pending.send(&mut op.port) {
-            Ok((n, bytes)) => {
-                sent = n;
-                bump(&op.counters.tx_pkts, n as u64);
-                bump(&op.counters.tx_bytes, bytes);
-            }
-            Err(freed) => bump(&op.counters.tx_drops, freed as u64),
-        }
-    }
-    let _ = op.port.poll();
-    sent
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::port::mem::{MemPeer, MemPort};
+    use crate::switch::queue::QueueLimits;
+    use crate::switch::stats::PortCounters;
 
     const A: MacAddr = MacAddr(2, 0, 0, 0, 0, 0xa);
     const B: MacAddr = MacAddr(2, 0, 0, 0, 0, 0xb);
@@ -1042,16 +755,13 @@ mod tests {
         sw.poll(t(1));
         let first = peers[2].drain();
         assert_eq!(first.len(), BURST);
-        assert_eq!(
-            sw.ports[2].as_ref().unwrap().egress.stats()[0].depth_pkts,
-            8
-        );
+        assert_eq!(sw.core.queue(2).unwrap().stats()[0].depth_pkts, 8);
         sw.poll(t(2));
         let mut tags: Vec<u8> = first.iter().map(|f| f[59]).collect();
         tags.extend(peers[2].drain().iter().map(|f| f[59]));
         let want: Vec<u8> = (0..20).chain(100..120).collect();
         assert_eq!(tags, want);
-        let st = sw.ports[2].as_ref().unwrap().egress.stats()[0];
+        let st = sw.core.queue(2).unwrap().stats()[0];
         assert_eq!((st.enq_pkts, st.deq_pkts, st.depth_pkts), (40, 40, 0));
         assert_eq!(st.enq_bytes, 40 * 60);
     }
@@ -1133,7 +843,7 @@ mod tests {
         sw.poll(t(1));
         let out: Vec<u8> = peers[2].drain().iter().map(|f| f[f.len() - 1]).collect();
         assert_eq!(out, vec![1, 2, 3, 4, 5, 6]);
-        let st = sw.ports[2].as_ref().unwrap().egress.stats();
+        let st = sw.core.queue(2).unwrap().stats();
         assert_eq!([st[0].enq_pkts, st[1].enq_pkts, st[6].enq_pkts], [3, 1, 2]);
         let c = &sw.ports[0].as_ref().unwrap().counters;
         assert_eq!(c.rx_drops.load(Ordering::Relaxed), 2); // the PAUSE frames
@@ -1170,7 +880,7 @@ mod tests {
         };
         let profile = cp::pfc::PfcProfile::new(&params).unwrap();
         let rates = vec![rate; n];
-        sw.set_pfc(SwitchPfc::new(profile, &rates, &[]));
+        sw.set_pfc(profile, &rates, &[]);
         (sw, peers)
     }
 
@@ -1195,9 +905,9 @@ mod tests {
         let up = peers[0].drain();
         let pauses: Vec<_> = up.iter().filter_map(|f| pfc_of(f)).collect();
         assert_eq!(pauses, vec![(1 << 3, cp::pfc::QUANTA_MAX)], "{up:?}");
-        assert_eq!(sw.pfc.as_ref().unwrap().counters[0].sent, 1);
-        assert_eq!(sw.pfc.as_ref().unwrap().counters[0].headroom_drops, 0);
-        assert!(sw.pfc.as_ref().unwrap().held(0, 3) > 600);
+        assert_eq!(sw.core.pfc_counters(0).sent, 1);
+        assert_eq!(sw.core.pfc_counters(0).headroom_drops, 0);
+        assert!(sw.core.held(0, 3) > 600);
         // Draining below XON (300 octets: 5 frames) sends the resume (quanta 0), once.
         let mut now = t(1);
         let mut resumes = Vec::new();
@@ -1207,7 +917,7 @@ mod tests {
             resumes.extend(peers[0].drain().iter().filter_map(|f| pfc_of(f)));
         }
         assert_eq!(resumes, vec![(1 << 3, 0)]);
-        assert_eq!(sw.pfc.as_ref().unwrap().held(0, 3), 0);
+        assert_eq!(sw.core.held(0, 3), 0);
         // Every data frame arrived, none lost.
         assert_eq!(peers[2].drain().len(), 20);
     }
@@ -1221,12 +931,12 @@ mod tests {
             peers[0].send(&frame(C, A, Some(3), k));
         }
         sw.poll(t(1));
-        let c = sw.pfc.as_ref().unwrap().counters[0];
+        let c = sw.core.pfc_counters(0);
         assert_eq!(c.headroom_drops, 2);
         // A lossy priority is not accounted and not paused.
         peers[1].send(&frame(C, B, Some(1), 99));
         sw.poll(t(1));
-        assert_eq!(sw.pfc.as_ref().unwrap().held(1, 1), 0);
+        assert_eq!(sw.core.held(1, 1), 0);
     }
 
     #[test]
@@ -1240,7 +950,7 @@ mod tests {
         crate::wire::pfc::emit_frame(src, &pdu, &mut pause).unwrap();
         peers[2].send(&pause);
         sw.poll(t(1));
-        assert!(sw.ports[2].as_ref().unwrap().egress.is_paused(3));
+        assert!(sw.core.queue(2).unwrap().is_paused(3));
         peers[0].send(&frame(C, A, Some(3), 1));
         peers[0].send(&frame(C, A, Some(5), 2));
         sw.poll(t(1) + Duration::from_micros(1));
@@ -1254,7 +964,7 @@ mod tests {
             peers[2].drain().iter().map(|f| f[59]).collect::<Vec<_>>(),
             vec![1]
         );
-        assert!(!sw.ports[2].as_ref().unwrap().egress.is_paused(3));
+        assert!(!sw.core.queue(2).unwrap().is_paused(3));
         // A resume (quanta 0) ends a pause at once.
         crate::wire::pfc::emit_frame(
             src,
@@ -1264,12 +974,12 @@ mod tests {
         .unwrap();
         peers[2].send(&pause);
         sw.poll(t(10));
-        assert!(sw.ports[2].as_ref().unwrap().egress.is_paused(3));
+        assert!(sw.core.queue(2).unwrap().is_paused(3));
         crate::wire::pfc::emit_frame(src, &crate::wire::pfc::PfcRepr::resume(1 << 3), &mut pause)
             .unwrap();
         peers[2].send(&pause);
         sw.poll(t(11));
-        assert!(!sw.ports[2].as_ref().unwrap().egress.is_paused(3));
-        assert_eq!(sw.pfc.as_ref().unwrap().counters[2].received, 3);
+        assert!(!sw.core.queue(2).unwrap().is_paused(3));
+        assert_eq!(sw.core.pfc_counters(2).received, 3);
     }
 }

@@ -1,9 +1,12 @@
 //! The software switch: MAC learning and forwarding between ports, with per-port egress
 //! queues ([`queue`]) that the congestion points plug into.
 pub mod config;
+pub mod core;
 pub mod cp;
+pub mod egress;
 pub mod fdb;
 pub mod forward;
-pub mod pfc;
 pub mod queue;
+pub mod rings;
+mod routing;
 pub mod stats;

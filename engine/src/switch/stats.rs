@@ -82,7 +82,7 @@ impl PortCounters {
     }
 
     /// Publishes the port's PFC counters (owning worker, with the class counters).
-    pub fn publish_pfc(&self, c: &super::pfc::PfcCounters) {
+    pub fn publish_pfc(&self, c: &super::core::PfcCounters) {
         self.pfc_sent.store(c.sent, Ordering::Relaxed);
         self.pfc_received.store(c.received, Ordering::Relaxed);
         self.pfc_headroom_drops
