@@ -4,18 +4,20 @@
 //! (`rp::DcqcnState`, `rp::QcnRp`, `rp::Pacer`), a receiver's notification point (`np::Np`) and a
 //! switch port's congestion points (`cp::red`, `cp::qcn`, `cp::tcd`, `cp::pfc`) are the crates'
 //! state machines. This module turns the scenario's parameter sections into their validated
-//! profiles, and plugs the switch-side ones into the engine's egress queue
-//! ([`crate::switch::queue::EgressQueue`]) through its congestion hook. Closed enums, static
-//! dispatch: no `dyn` on the per-packet path.
+//! profiles; the switch-side ones go to the switch core ([`crate::switch::core`]), the same
+//! one `quench switch` runs, which sees a simulated packet through [`CoreFrame`]. Closed enums,
+//! static dispatch: no `dyn` on the per-packet path.
 
 use anyhow::{bail, Context};
 use serde::Deserialize;
 use units::{Ecn, FlowId, Instant, Rate};
 
-use crate::switch::queue::{Admit, CongestionHook, QueueEvent, QueuedFrame};
+use cp::qcn::QcnFeedback;
 
-use super::packet::{Kind, Pkt};
-use super::rng::SimRng;
+use crate::switch::core::{CnmSource, CoreFrame, CpProfiles};
+use crate::switch::queue::QueuedFrame;
+
+use super::packet::Pkt;
 
 /// Which congestion control a run uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -345,93 +347,60 @@ impl QueuedFrame for Pkt {
     }
 }
 
-/// The congestion points of one switch egress port, as the egress queue's hook.
-pub struct PortHook {
-    pub red: Option<cp::red::RedProfile>,
-    pub qcn: Option<(cp::qcn::QcnCpProfile, Vec<cp::qcn::QcnCp>)>,
-    pub tcd: Option<(cp::tcd::TcdProfile, cp::tcd::TcdPort)>,
-    pub rng: SimRng,
-    /// A CNM the last enqueue asked for: (flow, QntzFb). The world sends it and clears it.
-    pub cnm: Option<(u32, u8)>,
-    pub marks: u64,
-    pub cnms: u64,
+impl CoreFrame for Pkt {
+    type Cnm = SimCnm;
+
+    fn ecn(&self) -> Option<Ecn> {
+        Some(self.ecn)
+    }
+
+    fn set_ecn(&mut self, ecn: Ecn) {
+        self.ecn = ecn;
+    }
+
+    fn ingress(&self) -> u16 {
+        self.in_port
+    }
+
+    fn set_ingress(&mut self, port: u16) {
+        self.in_port = port;
+    }
+
+    fn cnm(&self, _src: &CnmSource, _prio: u8, fb: &QcnFeedback) -> Option<SimCnm> {
+        Some(SimCnm {
+            flow: self.flow,
+            qntz_fb: fb.qntz_fb,
+            prio: self.prio,
+        })
+    }
 }
 
-impl PortHook {
-    pub fn new(setup: &CcSetup, rate: Rate, rng: SimRng) -> anyhow::Result<PortHook> {
-        let tcd = match &setup.tcd {
+/// A CNM a switch port's congestion point made: for the sender of `flow`, at the sampled
+/// packet's priority.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SimCnm {
+    pub flow: u32,
+    pub qntz_fb: u8,
+    pub prio: u8,
+}
+
+impl CcSetup {
+    /// The congestion points of a switch port at `rate` (every data priority watched).
+    pub fn cp_profiles(&self, rate: Rate) -> anyhow::Result<CpProfiles> {
+        let tcd = match &self.tcd {
             Some(p) => {
                 let mut p = p.clone();
                 p.link_rate = rate;
-                let prof = cp::tcd::TcdProfile::new(&p).context("[tcd]")?;
-                let port = cp::tcd::TcdPort::new(&prof, Instant::ZERO);
-                Some((prof, port))
+                Some(cp::tcd::TcdProfile::new(&p).context("[tcd]")?)
             }
             None => None,
         };
-        Ok(PortHook {
-            red: setup.red.clone(),
-            qcn: setup.qcn_cp.as_ref().map(|p| {
-                (
-                    p.clone(),
-                    (0..units::PRIORITIES)
-                        .map(|_| cp::qcn::QcnCp::new(p))
-                        .collect(),
-                )
-            }),
+        Ok(CpProfiles {
+            prio_mask: u8::MAX,
+            qcn: self.qcn_cp.clone(),
+            red: self.red.clone(),
             tcd,
-            rng,
-            cnm: None,
-            marks: 0,
-            cnms: 0,
+            ..CpProfiles::none()
         })
-    }
-
-    fn set_ecn(&mut self, pkt: &mut Pkt, ecn: Ecn) {
-        if ecn != pkt.ecn {
-            pkt.ecn = ecn;
-            self.marks += 1;
-        }
-    }
-}
-
-impl CongestionHook<Pkt> for PortHook {
-    fn on_enqueue(&mut self, ev: &QueueEvent, pkt: &mut Pkt) -> Admit {
-        if pkt.kind != Kind::Data {
-            return Admit::Accept;
-        }
-        let after = ev.class_bytes + ev.frame_len as u64;
-        if let Some((prof, cps)) = &mut self.qcn {
-            // Seed 000 line 151: the CP runs for each incoming frame, with the queue holding it.
-            let prio = pkt.prio as usize % cps.len();
-            let d = cps[prio].on_frame(prof, after, ev.frame_len, &mut self.rng);
-            if let Some(fb) = d.feedback {
-                self.cnm = Some((pkt.flow, fb.qntz_fb));
-                self.cnms += 1;
-            }
-        }
-        if self.tcd.is_none() {
-            if let Some(red) = &self.red {
-                let m = red.on_enqueue(after, pkt.ecn, &mut self.rng);
-                self.set_ecn(pkt, m.apply(pkt.ecn));
-            }
-        }
-        Admit::Accept
-    }
-
-    fn on_dequeue(&mut self, ev: &QueueEvent, pkt: &mut Pkt) {
-        if pkt.kind != Kind::Data {
-            return;
-        }
-        if let Some((prof, port)) = &mut self.tcd {
-            // TCD decides the codepoint (seed 004 Table 1); RED is not applied on top.
-            let c = port.on_dequeue(prof, ev.now, ev.class_bytes, pkt.ecn.into());
-            self.set_ecn(pkt, c.into());
-            return;
-        }
-        if let Some(red) = &self.red {
-            let m = red.on_dequeue(ev.class_bytes, pkt.ecn, &mut self.rng);
-            self.set_ecn(pkt, m.apply(pkt.ecn));
-        }
     }
 }

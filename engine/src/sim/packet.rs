@@ -48,6 +48,24 @@ pub struct Pkt {
     pub aux: u16,
 }
 
+impl Pkt {
+    /// A PFC frame for priority `prio` with `quanta` (0: resume); 64 octets on the wire.
+    pub fn pause(prio: u8, quanta: u16) -> Pkt {
+        Pkt {
+            flow: 0,
+            dst: 0,
+            seq: 0,
+            size: 64,
+            payload: 0,
+            kind: Kind::Pause,
+            prio,
+            ecn: units::Ecn::NotEct,
+            in_port: 0,
+            aux: quanta,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

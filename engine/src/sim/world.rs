@@ -12,9 +12,10 @@
 
 use units::{Duration, Ecn, Instant, Rate, PRIORITIES};
 
-use crate::switch::queue::{Class, EgressQueue, Enqueued, QueueLimits};
+use crate::switch::core::{CpProfiles, Event, Handled, PortCp, SwitchCore};
+use crate::switch::queue::{Class, QueueLimits};
 
-use super::cc::{self, CcSetup, Feedback, FlowRp, HostRp, PortHook};
+use super::cc::{self, CcSetup, Feedback, FlowRp, HostRp};
 use super::config::RunConfig;
 use super::event::EventQueue;
 use super::packet::{Kind, Pkt};
@@ -72,10 +73,10 @@ struct Node {
     nports: u32,
     /// Host index, or `NONE` for a switch.
     host: u32,
-    /// Switch: octets of data packets buffered.
-    used: u64,
-    /// Switch: PFC ingress accounting (cp::pfc), when PFC is on.
-    pfc: Option<(cp::pfc::PfcProfile, cp::pfc::PfcIngress)>,
+    /// The node's egress queues with their congestion points, PFC accounting and the pauses
+    /// its ports received: the switch core `quench switch` runs (a host's has one port and no
+    /// congestion point). Indexed by node-local port.
+    core: SwitchCore<Pkt>,
 }
 
 /// Counters and queue statistics of one port.
@@ -104,11 +105,8 @@ struct Port {
     delay: Duration,
     err: f64,
     busy: bool,
-    /// The engine's egress queue: a control class (PFC frames, ACKs, CNPs, CNMs) above the data
-    /// priorities, PFC paused flags, and this port's congestion points as its hook.
-    eq: EgressQueue<Pkt, PortHook>,
-    /// Pauses received from the peer (cp::pfc), mirrored into `eq`'s paused flags.
-    paused: cp::pfc::PausedState,
+    /// Node-local index (the port's number in its node's core).
+    local: u32,
     pause_at: Instant,
     /// Octets of data queued (all data classes).
     qtotal: u64,
@@ -282,8 +280,7 @@ impl World {
                 first_port: first,
                 nports: p.len() as u32,
                 host: host_of[i],
-                used: 0,
-                pfc: None,
+                core: SwitchCore::new(p.len()),
             });
             first += p.len() as u32;
         }
@@ -296,16 +293,19 @@ impl World {
                 let is_switch = topo.is_switch[node as usize];
                 let rng = rng::stream(cfg.seed, Stream::Port, me as u64);
                 // Hosts' NIC ports carry no congestion point.
-                let hook = if is_switch {
-                    PortHook::new(&cc, l.rate, rng)
+                let profiles = if is_switch {
+                    cc.cp_profiles(l.rate).map_err(WorldError::Cc)?
                 } else {
-                    PortHook::new(&CcSetup::none(), l.rate, rng)
-                }
-                .map_err(WorldError::Cc)?;
+                    CpProfiles::none()
+                };
                 let limits = QueueLimits {
                     data_bytes: cfg.switch.queue_limit_bytes.unwrap_or(u64::MAX),
                     control_bytes: u64::MAX,
                 };
+                let n = &mut nodes[node as usize];
+                let local = me - n.first_port;
+                n.core
+                    .attach(local as usize, limits, PortCp::new(&profiles, rng), l.rate);
                 ports[me as usize] = Some(Port {
                     node,
                     peer,
@@ -313,8 +313,7 @@ impl World {
                     delay: l.delay,
                     err: l.err,
                     busy: false,
-                    eq: EgressQueue::with_hook(limits, hook),
-                    paused: cp::pfc::PausedState::new(l.rate),
+                    local,
                     pause_at: Instant::MAX,
                     qtotal: 0,
                     q_last: Instant::ZERO,
@@ -360,8 +359,12 @@ impl World {
                 }
                 let prof = cp::pfc::PfcProfile::new(&p)
                     .map_err(|e| WorldError::Cc(anyhow::anyhow!("[pfc] at switch {i}: {e}")))?;
-                let ing = cp::pfc::PfcIngress::new(&prof);
-                node.pfc = Some((prof, ing));
+                node.core.set_pfc(prof);
+            }
+        }
+        for (i, node) in nodes.iter_mut().enumerate() {
+            if topo.is_switch[i] {
+                node.core.set_buffer(cfg.switch.buffer_bytes);
             }
         }
         let link_rngs = (0..ports.len())
@@ -600,12 +603,8 @@ impl World {
                     return;
                 }
                 p.pause_at = Instant::MAX;
-                let expired = p.paused.on_timeout(self.now);
-                for prio in 0..PRIORITIES as u8 {
-                    if expired & (1 << prio) != 0 {
-                        self.set_paused(port, prio, false);
-                    }
-                }
+                let (node, local) = (p.node as usize, p.local as usize);
+                self.nodes[node].core.handle_port_timeout(self.now, local);
                 self.arm_pause(port);
                 self.kick(port);
             }
@@ -662,28 +661,14 @@ impl World {
 
     fn arm_pause(&mut self, port: u32) {
         let p = &mut self.ports[port as usize];
-        if let Some(d) = p.paused.next_deadline() {
+        if let Some(d) = self.nodes[p.node as usize]
+            .core
+            .port_deadline(p.local as usize)
+        {
             let at = d.max(self.now);
             if at != p.pause_at {
                 p.pause_at = at;
                 self.events.push(at, Ev::PauseExpiry { port });
-            }
-        }
-    }
-
-    /// Egress `prio` of `port` stops or resumes; TCD sees the port's OFF / ON periods.
-    fn set_paused(&mut self, port: u32, prio: u8, paused: bool) {
-        let now = self.now;
-        let p = &mut self.ports[port as usize];
-        if p.eq.is_paused(prio) == paused {
-            return;
-        }
-        p.eq.set_paused(prio, paused);
-        if let Some((prof, tcd)) = &mut p.eq.hook_mut().tcd {
-            if paused {
-                tcd.on_pause(prof, now);
-            } else {
-                tcd.on_resume(now);
             }
         }
     }
@@ -762,7 +747,8 @@ impl World {
     fn host_next(&mut self, h: u32) -> Option<Pkt> {
         let now = self.now;
         let port = self.hosts[h as usize].port;
-        if let Some((_, p)) = self.ports[port as usize].eq.dequeue(now) {
+        let node = self.hosts[h as usize].node as usize;
+        if let Some((_, p)) = self.nodes[node].core.poll_transmit(now, 0) {
             return Some(p);
         }
         let line = self.ports[port as usize].rate;
@@ -773,7 +759,11 @@ impl World {
             let idx = (host.rr + 1 + k) % n;
             let fi = host.flows[idx];
             let f = &mut self.flows[fi as usize];
-            if f.snd_nxt >= f.spec.bytes || self.ports[port as usize].eq.is_paused(f.spec.pg) {
+            let paused = self.nodes[node]
+                .core
+                .queue(0)
+                .is_some_and(|q| q.is_paused(f.spec.pg));
+            if f.snd_nxt >= f.spec.bytes || paused {
                 continue;
             }
             if f.next_avail > now {
@@ -818,22 +808,52 @@ impl World {
     fn switch_next(&mut self, port: u32) -> Option<Pkt> {
         let now = self.now;
         self.account_queue(port);
-        let p = &mut self.ports[port as usize];
-        let (class, pkt) = p.eq.dequeue(now)?;
-        if let Class::Data(prio) = class {
-            let size = pkt.size as u64;
-            p.qtotal -= size;
-            let node = p.node as usize;
-            self.nodes[node].used -= size;
-            let first = self.nodes[node].first_port;
-            if let Some((prof, ing)) = &mut self.nodes[node].pfc {
-                let act = ing.on_dequeue(prof, now, pkt.in_port, prio, size);
-                if let Ok(Some(a)) = act {
-                    self.send_pfc(first + pkt.in_port as u32, a);
+        let p = &self.ports[port as usize];
+        let (node, local) = (p.node, p.local as usize);
+        let (class, pkt) = self.nodes[node as usize].core.poll_transmit(now, local)?;
+        if let Class::Data(_) = class {
+            self.ports[port as usize].qtotal -= pkt.size as u64;
+        }
+        self.core_events(node, local as u32);
+        Some(pkt)
+    }
+
+    /// Carries out what node `node`'s core decided: PFC frames out of its ports, CNMs back to
+    /// the sampled packet's sender (routed as if received on `in_port`).
+    fn core_events(&mut self, node: u32, in_port: u32) {
+        let first = self.nodes[node as usize].first_port;
+        while let Some(ev) = self.nodes[node as usize].core.poll_event() {
+            match ev {
+                Event::Pfc { port, action } => self.send_pfc(first + port as u32, action),
+                Event::Cnm { cnm, .. } => {
+                    let f = &self.flows[cnm.flow as usize];
+                    let pkt = Pkt {
+                        flow: cnm.flow,
+                        dst: f.src_h,
+                        seq: 0,
+                        size: self.cfg.host.ctrl_bytes,
+                        payload: 0,
+                        kind: Kind::Cnm,
+                        prio: cnm.prio,
+                        ecn: Ecn::NotEct,
+                        in_port: 0,
+                        aux: u16::from(cnm.qntz_fb),
+                    };
+                    // The CNM leaves this switch towards the sampled frame's source.
+                    self.switch_receive(node, in_port, pkt);
                 }
             }
         }
-        Some(pkt)
+    }
+
+    /// Queues `pkt` in the control class of `port` and starts sending if the link is idle.
+    fn send_control(&mut self, port: u32, pkt: Pkt) {
+        let p = &self.ports[port as usize];
+        let (node, local) = (p.node as usize, p.local as usize);
+        let _ = self.nodes[node]
+            .core
+            .handle_frame(self.now, local, local, Class::Control, pkt);
+        self.kick(port);
     }
 
     /// Sends a PFC frame out of `port` (towards the upstream that fills this ingress).
@@ -842,24 +862,10 @@ impl World {
             cp::pfc::PfcAction::Pause { prio, quanta } => (prio, quanta),
             cp::pfc::PfcAction::Resume { prio } => (prio, 0),
         };
-        let p = &mut self.ports[port as usize];
         if quanta > 0 {
-            p.stats.pauses_sent += 1;
+            self.ports[port as usize].stats.pauses_sent += 1;
         }
-        let pkt = Pkt {
-            flow: 0,
-            dst: 0,
-            seq: 0,
-            size: 64,
-            payload: 0,
-            kind: Kind::Pause,
-            prio,
-            ecn: Ecn::NotEct,
-            in_port: 0,
-            aux: quanta,
-        };
-        let _ = p.eq.enqueue(self.now, Class::Control, pkt);
-        self.kick(port);
+        self.send_control(port, Pkt::pause(prio, quanta));
     }
 
     /// Adds the queue's occupancy since the last change to its integral.
@@ -884,14 +890,14 @@ impl World {
             }
         }
         if pkt.kind == Kind::Pause {
-            let now = self.now;
-            let p = &mut self.ports[port as usize];
-            p.paused.on_pause_frame(now, pkt.prio, pkt.aux);
-            let paused = p.paused.is_paused(now, pkt.prio);
+            let p = &self.ports[port as usize];
+            let (node, local) = (p.node as usize, p.local as usize);
+            let paused = self.nodes[node]
+                .core
+                .handle_pause(self.now, local, pkt.prio, pkt.aux);
             if paused {
-                p.stats.pauses_received += 1;
+                self.ports[port as usize].stats.pauses_received += 1;
             }
-            self.set_paused(port, pkt.prio, paused);
             self.arm_pause(port);
             if !paused {
                 self.kick(port);
@@ -908,7 +914,7 @@ impl World {
         }
     }
 
-    fn switch_receive(&mut self, node: u32, in_port: u32, mut pkt: Pkt) {
+    fn switch_receive(&mut self, node: u32, in_port: u32, pkt: Pkt) {
         let now = self.now;
         let hops = self.routes.next_hops(node, pkt.dst);
         let first = self.nodes[node as usize].first_port;
@@ -917,82 +923,30 @@ impl World {
             return;
         }
         let hash = self.flows[pkt.flow as usize].hash;
-        let out = first + hops[ecmp_pick(hash, node, hops.len())] as u32;
-        if pkt.kind != Kind::Data {
-            let _ = self.ports[out as usize]
-                .eq
-                .enqueue(now, Class::Control, pkt);
-            self.kick(out);
-            return;
-        }
-        let prio = pkt.prio.min(PRIORITIES as u8 - 1);
+        let local = hops[ecmp_pick(hash, node, hops.len())] as u32;
+        let out = first + local;
+        let class = match pkt.kind {
+            Kind::Data => Class::Data(pkt.prio.min(PRIORITIES as u8 - 1)),
+            _ => Class::Control,
+        };
         let size = pkt.size as u64;
-        if self.nodes[node as usize].used + size > self.cfg.switch.buffer_bytes {
-            self.ports[out as usize].stats.drops += 1;
-            return;
-        }
-        pkt.in_port = in_port as u16;
-        if let Some((prof, ing)) = &mut self.nodes[node as usize].pfc {
-            match ing.on_enqueue(prof, now, in_port as u16, prio, size) {
-                Ok(d) => {
-                    if let Some(a) = d.action {
-                        self.send_pfc(first + in_port, a);
-                    }
-                    if !d.admitted {
-                        self.ports[out as usize].stats.drops += 1;
-                        return;
-                    }
-                }
-                Err(_) => {
-                    self.ports[out as usize].stats.drops += 1;
-                    return;
-                }
-            }
-        }
         self.account_queue(out);
-        let p = &mut self.ports[out as usize];
-        match p.eq.enqueue(now, Class::Data(prio), pkt) {
-            Enqueued::Queued => {
+        let core = &mut self.nodes[node as usize].core;
+        match core.handle_frame(now, in_port as usize, local as usize, class, pkt) {
+            Handled::Queued if class != Class::Control => {
+                let p = &mut self.ports[out as usize];
                 p.qtotal += size;
                 p.stats.q_max = p.stats.q_max.max(p.qtotal);
-                self.nodes[node as usize].used += size;
             }
-            Enqueued::TailDrop(_) | Enqueued::HookDrop(_) => {
-                p.stats.drops += 1;
-                // The PFC accounting counted the packet; it never left: give it back.
-                if let Some((prof, ing)) = &mut self.nodes[node as usize].pfc {
-                    if let Ok(Some(a)) = ing.on_dequeue(prof, now, in_port as u16, prio, size) {
-                        self.send_pfc(first + in_port, a);
-                    }
-                }
-            }
+            Handled::Queued => {}
+            Handled::Dropped(..) => self.ports[out as usize].stats.drops += 1,
         }
-        if let Some((flow, fb)) = self.ports[out as usize].eq.hook_mut().cnm.take() {
-            let f = &self.flows[flow as usize];
-            let cnm = Pkt {
-                flow,
-                dst: f.src_h,
-                seq: 0,
-                size: self.cfg.host.ctrl_bytes,
-                payload: 0,
-                kind: Kind::Cnm,
-                prio: pkt.prio,
-                ecn: Ecn::NotEct,
-                in_port: 0,
-                aux: fb as u16,
-            };
-            // The CNM leaves this switch towards the sampled frame's source.
-            self.switch_receive(node, in_port, cnm);
-        }
+        self.core_events(node, in_port);
         self.kick(out);
     }
 
     fn send_ctrl(&mut self, h: u32, pkt: Pkt) {
-        let port = self.hosts[h as usize].port;
-        let _ = self.ports[port as usize]
-            .eq
-            .enqueue(self.now, Class::Control, pkt);
-        self.kick(port);
+        self.send_control(self.hosts[h as usize].port, pkt);
     }
 
     fn host_receive(&mut self, h: u32, pkt: Pkt) {
@@ -1196,10 +1150,12 @@ impl World {
 
     pub fn port_stats(&self, port: u32) -> PortStats {
         let p = &self.ports[port as usize];
-        let hook = p.eq.hook();
         let mut s = p.stats.clone();
-        s.marks = hook.marks;
-        s.cnms = hook.cnms;
+        if let Some(q) = self.nodes[p.node as usize].core.queue(p.local as usize) {
+            let c = q.hook().counters();
+            s.marks = c.marks;
+            s.cnms = c.cnms;
+        }
         s
     }
 
@@ -1223,3 +1179,7 @@ impl World {
         self.cc.kind
     }
 }
+
+#[cfg(test)]
+#[path = "equivalence_tests.rs"]
+mod equivalence_tests;
