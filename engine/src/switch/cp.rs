@@ -94,6 +94,15 @@ impl CpHook {
                 format!("{} is not in 0..=7", c.cnm_priority),
             ));
         }
+        if c.red.is_some() && c.tcd.is_some() {
+            // The switch core applies TCD alone where both are configured (see `PortCp`).
+            return Err(err(
+                "red",
+                "RED and TCD on the same priorities: TCD owns the ECN field there (seed 004 \
+                 Table 1) and RED would never mark; configure one of them"
+                    .into(),
+            ));
+        }
         let qcn = match &c.qcn {
             Some(p) => Some(
                 QcnCpProfile::new(p)
@@ -286,8 +295,30 @@ mod tests {
     fn with_tcd_red_does_not_mark() {
         // seed 004 Table 1: TCD owns the code points; RED would turn a non-congested port's
         // frames CE. A short queue far above RED's Kmax, never congested for TCD.
-        let both = format!("{TCD}\nred = {{ kmin_bytes = 1, kmax_bytes = 2, pmax = 1.0 }}");
-        let mut c = core(&both);
+        let mut c = core(TCD);
+        let mut prof = CpProfiles {
+            prio_mask: 1 << 3,
+            ..CpProfiles::none()
+        };
+        let tcd: TcdParams = toml::from_str(
+            "link_rate = \"1gbit\"\ncongestion_threshold_bytes = 20000\nnon_congestion_threshold_bytes = 5000",
+        )
+        .unwrap();
+        prof.tcd = Some(TcdProfile::new(&tcd).unwrap());
+        prof.red = Some(
+            RedProfile::new(&RedParams {
+                kmin_bytes: 1,
+                kmax_bytes: 2,
+                pmax: 1.0,
+                ..Default::default()
+            })
+            .unwrap(),
+        );
+        let limits = QueueLimits {
+            data_bytes: 10_000_000,
+            control_bytes: 64 * 1024,
+        };
+        c.set_cp(0, limits, PortCp::new(&prof, SeedableRng::seed_from_u64(1)));
         for i in 0..20u64 {
             let t = Instant::from_nanos(1_000_000 + i * 1_000);
             push(&mut c, t, 3, &frame(Ecn::TCD_CAPABLE, None));
@@ -310,6 +341,10 @@ mod tests {
             "{e}"
         );
         assert!(toml::from_str::<CongestionConfig>("port = \"p\"\nbogus = 1").is_err());
+        let both = format!("{TCD}\nred = {{ kmin_bytes = 1000, kmax_bytes = 2000 }}");
+        let c: CongestionConfig = toml::from_str(&both).unwrap();
+        let e = CpHook::from_config(0, &c, MacAddr::zero()).unwrap_err();
+        assert!(e.to_string().contains(".red: RED and TCD"), "{e}");
     }
 }
 
