@@ -930,7 +930,9 @@ impl World {
             _ => Class::Control,
         };
         let size = pkt.size as u64;
-        self.account_queue(out);
+        if class != Class::Control {
+            self.account_queue(out);
+        }
         let core = &mut self.nodes[node as usize].core;
         match core.handle_frame(now, in_port as usize, local as usize, class, pkt) {
             Handled::Queued if class != Class::Control => {

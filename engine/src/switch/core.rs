@@ -125,9 +125,10 @@ pub struct CpCounters {
 #[derive(Debug)]
 pub struct PortCp<C> {
     prio_mask: u8,
-    qcn: Option<(QcnCpProfile, [QcnCp; PRIORITIES])>,
+    // Boxed: a port without them stays a few cache lines (the simulator has many ports).
+    qcn: Option<Box<(QcnCpProfile, [QcnCp; PRIORITIES])>>,
     red: Option<RedProfile>,
-    tcd: Option<(TcdProfile, [TcdPort; PRIORITIES])>,
+    tcd: Option<Box<(TcdProfile, [TcdPort; PRIORITIES])>>,
     cnm: CnmSource,
     rng: Xoshiro256PlusPlus,
     /// CNMs built, waiting for [`SwitchCore::poll_event`].
@@ -143,13 +144,13 @@ impl<C> PortCp<C> {
             qcn: p
                 .qcn
                 .as_ref()
-                .map(|q| (q.clone(), std::array::from_fn(|_| QcnCp::new(q)))),
+                .map(|q| Box::new((q.clone(), std::array::from_fn(|_| QcnCp::new(q))))),
             red: p.red.clone(),
             tcd: p.tcd.as_ref().map(|t| {
-                (
+                Box::new((
                     t.clone(),
                     std::array::from_fn(|_| TcdPort::new(t, Instant::ZERO)),
-                )
+                ))
             }),
             cnm: p.cnm,
             rng,
@@ -171,7 +172,8 @@ impl<C> PortCp<C> {
 
     /// Egress priority `prio` was paused (TCD: an OFF period begins) or resumed.
     fn on_pause(&mut self, now: Instant, prio: u8, paused: bool) {
-        if let Some((prof, ports)) = &mut self.tcd {
+        if let Some(t) = &mut self.tcd {
+            let (prof, ports) = &mut **t;
             if let Some(p) = ports.get_mut(usize::from(prio)) {
                 if paused {
                     p.on_pause(prof, now);
@@ -211,9 +213,10 @@ impl<C> PortCp<C> {
     }
 
     fn tcd<F: CoreFrame>(&mut self, now: Instant, prio: u8, queue_bytes: u64, frame: &mut F) {
-        let Some((prof, ports)) = &mut self.tcd else {
+        let Some(t) = &mut self.tcd else {
             return;
         };
+        let (prof, ports) = &mut **t;
         let Some(ecn) = frame.ecn() else {
             self.counters.unparsed += 1;
             return;
@@ -240,7 +243,8 @@ impl<F: CoreFrame> CongestionHook<F> for PortCp<F::Cnm> {
         };
         // Seed 000 line 151: the CP runs for each incoming frame, with the queue holding it.
         let q = ev.class_bytes + u64::from(ev.frame_len);
-        if let Some((prof, cps)) = &mut self.qcn {
+        if let Some(qcn) = &mut self.qcn {
+            let (prof, cps) = &mut **qcn;
             let d = cps[usize::from(prio)].on_frame(prof, q, ev.frame_len, &mut self.rng);
             if d.sampled {
                 self.counters.qcn_samples += 1;
@@ -421,6 +425,7 @@ impl<F: CoreFrame> SwitchCore<F> {
         self.used
     }
 
+    #[inline]
     fn act(&mut self, port: usize, action: Option<PfcAction>) {
         let Some(action) = action else { return };
         if let Some(c) = self.counters.get_mut(port) {
@@ -432,6 +437,7 @@ impl<F: CoreFrame> SwitchCore<F> {
         self.events.push_back(Event::Pfc { port, action });
     }
 
+    #[inline]
     fn release(&mut self, now: Instant, ingress: u16, prio: u8, len: u64) {
         if ingress == NOT_ACCOUNTED {
             return;
@@ -446,6 +452,7 @@ impl<F: CoreFrame> SwitchCore<F> {
     /// A frame received on `ingress` was routed to `egress` in `class`. Data frames count
     /// against the shared buffer and, at a lossless priority, against PFC's (ingress,
     /// priority) account until they leave.
+    #[inline]
     pub fn handle_frame(
         &mut self,
         now: Instant,
@@ -498,6 +505,7 @@ impl<F: CoreFrame> SwitchCore<F> {
         self.enqueue(now, egress, class, frame)
     }
 
+    #[inline]
     fn enqueue(&mut self, now: Instant, egress: usize, class: Class, frame: F) -> Handled<F> {
         let Some(Some(p)) = self.ports.get_mut(egress) else {
             let (ingress, len) = (frame.ingress(), u64::from(frame.wire_len()));
@@ -526,6 +534,7 @@ impl<F: CoreFrame> SwitchCore<F> {
         r
     }
 
+    #[inline]
     fn take_cnms(&mut self, port: usize) {
         if let Some(Some(p)) = self.ports.get_mut(port) {
             let made = &mut p.queue.hook_mut().made;
@@ -538,6 +547,7 @@ impl<F: CoreFrame> SwitchCore<F> {
 
     /// The next frame `port` sends (strict priority, paused priorities skipped); the driver
     /// calls it when the link and its pacer can take one.
+    #[inline]
     pub fn poll_transmit(&mut self, now: Instant, port: usize) -> Option<(Class, F)> {
         let p = self.ports.get_mut(port)?.as_mut()?;
         let (class, frame) = p.queue.dequeue(now)?;
@@ -550,6 +560,7 @@ impl<F: CoreFrame> SwitchCore<F> {
     }
 
     /// The next decision to carry out (PFC frames to send, CNMs to route).
+    #[inline]
     pub fn poll_event(&mut self) -> Option<Event<F::Cnm>> {
         self.events.pop_front()
     }

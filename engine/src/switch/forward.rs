@@ -323,7 +323,8 @@ impl<P: Port> Worker<P> {
 
     /// 3. The core's due timeouts and decisions, then what each port may send.
     fn transmit(&mut self, now: Instant) -> usize {
-        if self.core.next_deadline().is_some_and(|t| t <= now) {
+        // Without PFC no pause is ever received (MAC Control is dropped) nor refreshed.
+        if self.core.pfc_on() && self.core.next_deadline().is_some_and(|t| t <= now) {
             self.core.handle_timeout(now);
         }
         let mut work = self.handle_events(now);
