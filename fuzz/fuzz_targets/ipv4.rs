@@ -1,7 +1,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use engine::wire::ipv4::Ipv4Repr;
+use engine::wire::ipv4::{self, Ecn, Ipv4Repr};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok((r, hl)) = Ipv4Repr::parse(data) {
@@ -11,5 +11,17 @@ fuzz_target!(|data: &[u8]| {
         if hl == 20 {
             assert_eq!(&out[..], &data[..20], "option-less header round-trips");
         }
+        // The in-place ECN rewrite (RFC 1624) keeps a valid header valid, changing only ECN.
+        for ecn in Ecn::ALL {
+            let mut h = data.to_vec();
+            ipv4::set_ecn(&mut h, ecn).expect("a parsed header is long enough");
+            let (r2, hl2) = Ipv4Repr::parse(&h).expect("checksum kept valid");
+            assert_eq!((r2.ecn, hl2), (ecn, hl));
+            assert_eq!(Ipv4Repr { ecn: r.ecn, ..r2 }, r);
+        }
     }
+    // Never panics on any input.
+    let mut h = data.to_vec();
+    let _ = ipv4::set_ecn(&mut h, Ecn::Ce);
+    let _ = ipv4::ecn(data);
 });

@@ -341,6 +341,12 @@ mod tests {
             let mut out = vec![0u8; 20 + usize::from(payload_len)];
             prop_assert_eq!(r.emit(&mut out), Ok(20));
             prop_assert_eq!(Ipv4Repr::parse(&out), Ok((r, 20)));
+            // The in-place rewrite keeps every header's checksum valid.
+            for to in Ecn::ALL {
+                let mut h = out.clone();
+                set_ecn(&mut h, to).unwrap();
+                prop_assert_eq!(Ipv4Repr::parse(&h), Ok((Ipv4Repr { ecn: to, ..r }, 20)));
+            }
         }
 
         #[test]
