@@ -70,7 +70,10 @@ pub enum SamplingMode {
 pub struct QcnCpParams {
     /// Qeq, the queue set point, octets (MIB default 26000).
     pub queue_size_set_point: u64,
-    /// The MIB's FeedbackWeight: w = 2^feedback_weight, -10..=10 (MIB default 1, so w = 2).
+    /// The MIB's FeedbackWeight (`ieee8021CnCpFeedbackWeight`), an exponent, not w itself:
+    /// the weight of the queue's change in Fb = -(Q - Qeq) - w (Q - Qold) is
+    /// w = 2^feedback_weight. Range -10..=10 (w from 1/1024 to 1024); MIB default 1, so w = 2;
+    /// `feedback_weight = 0` gives w = 1.
     pub feedback_weight: i8,
     /// MinSampleBase, octets: the sampling interval when QntzFb < 8 (MIB default 150000,
     /// MIB range from 10000).

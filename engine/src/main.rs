@@ -33,9 +33,9 @@ enum Command {
     Sim(cli::sim::Args),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    match cli.command {
+    let result = match cli.command {
         Command::Frames(a) => cli::frames::run(a),
         Command::Switch(a) => cli::switch::run(a),
         Command::Stats(a) => cli::stats::run(a),
@@ -45,5 +45,14 @@ fn main() -> anyhow::Result<()> {
         Command::Send(a) => cli::send::run(a),
         Command::Replay(a) => cli::replay::run(a),
         Command::Sim(a) => cli::sim::run(a),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        // The reader of standard output has gone (`quench frames --decode f.pcap | head`).
+        Err(e) if cli::closed_pipe(&e) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e:?}");
+            std::process::ExitCode::FAILURE
+        }
     }
 }

@@ -132,7 +132,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let sent = h
         .join()
         .map_err(|_| anyhow::anyhow!("blast thread panicked"))??;
-    println!(
+    outln!(
         "{{\"iface\":\"{}\",\"engine\":\"{}\",\"mode\":\"{}\",\"len\":{},\"sent\":{},\"dropped\":{},\"secs\":{:.3},\"mpps\":{:.3}}}",
         args.iface,
         args.engine,
@@ -142,7 +142,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         sent.dropped,
         sent.secs,
         sent.frames as f64 / sent.secs / 1e6
-    );
+    )?;
     Ok(())
 }
 

@@ -284,7 +284,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             w.write(Instant::from_nanos(1_000 * (i as u64 + 1)), f)?;
         }
         w.finish()?;
-        println!("wrote {} frames to {}", frames.len(), path.display());
+        outln!("wrote {} frames to {}", frames.len(), path.display())?;
     }
     if let Some(path) = &args.decode {
         let bytes = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
@@ -299,13 +299,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         for (i, rec) in reader.enumerate() {
             match rec {
-                Ok(r) => println!(
+                Ok(r) => outln!(
                     "{} {}B {}",
                     i + 1,
                     r.data.len(),
                     describe(r.data, args.link_rate)
-                ),
-                Err(e) => println!("{} error: {e}", i + 1),
+                )?,
+                Err(e) => outln!("{} error: {e}", i + 1)?,
             }
         }
     }

@@ -1,5 +1,38 @@
 //! One module per `quench` subcommand, each with a clap `Args` and `run(args)`.
+//!
+//! Standard output is written only through `outln!` / `out!`, which return the write's error
+//! instead of panicking as `println!` does: a reader that closes the pipe early
+//! (`quench frames --decode f.pcap | head`) makes the write fail with `BrokenPipe` (Rust ignores
+//! SIGPIPE), the command unwinds through `?` (so reports are flushed and ports closed), and
+//! `main` exits quietly with status 0 ([`closed_pipe`]).
+#![deny(clippy::print_stdout)]
 use anyhow::Context as _;
+
+// Defined above the `mod` lines, so every subcommand's module sees them (textual scope).
+
+/// `println!` that returns the `std::io::Result` of the write (use it with `?`).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+/// `print!` that returns the `std::io::Result` of the write (use it with `?`).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
+/// True when `e` comes from writing to a pipe whose reader has gone (`| head`): not a failure of
+/// the command, which then ends quietly with status 0.
+pub fn closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
 
 pub mod blast;
 pub mod frames;

@@ -205,22 +205,25 @@ impl Sink {
         let drops = self.port.kernel_rx_drops();
         let (mut summary, all, log) = self.w.finish(shared_now());
         summary.rx_kernel_drops = drops;
-        print!("{}", summary.table());
-        if self.tx_drops > 0 {
-            println!("CNPs not sent (transmit ring full): {}", self.tx_drops);
-        }
-        if self.pauses_sent > 0 {
-            println!("PFC PAUSE frames sent (--pfc-pause): {}", self.pauses_sent);
-        }
-        if c.cnps_suppressed > 0 {
-            println!(
-                "CNPs suppressed by the notification point's interval: {}",
-                c.cnps_suppressed
-            );
-        }
+        // The report first: a closed standard output (`| head`) must not lose it.
         if let Some(dir) = out {
             report::write_report_dir(dir, &summary, &all, &log)?;
-            println!("report written to {}", dir.display());
+        }
+        out!("{}", summary.table())?;
+        if self.tx_drops > 0 {
+            outln!("CNPs not sent (transmit ring full): {}", self.tx_drops)?;
+        }
+        if self.pauses_sent > 0 {
+            outln!("PFC PAUSE frames sent (--pfc-pause): {}", self.pauses_sent)?;
+        }
+        if c.cnps_suppressed > 0 {
+            outln!(
+                "CNPs suppressed by the notification point's interval: {}",
+                c.cnps_suppressed
+            )?;
+        }
+        if let Some(dir) = out {
+            outln!("report written to {}", dir.display())?;
         }
         Ok(serde_json::to_string(&summary)?)
     }
@@ -253,7 +256,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     let json = sink.finish(args.out.as_deref())?;
-    println!("{json}");
+    outln!("{json}")?;
     Ok(())
 }
 

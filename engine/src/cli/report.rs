@@ -41,28 +41,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     if let Some(json) = &json {
-        print!("{}", summary_table(json)?);
+        out!("{}", summary_table(json)?)?;
     }
     if let Some(log) = &log {
         let text = report::read_file(log)?;
         let ivs = report::read_interval_log(log, &text)?;
-        print!("{}", interval_table(&ivs));
+        out!("{}", interval_table(&ivs))?;
         if args.hgrm {
             let mut all = Histogram::<u64>::new_with_bounds(1, MAX_LATENCY_NS, SIGFIG)?;
             for iv in &ivs {
                 all.add(&iv.latency)
                     .context("merging the intervals' histograms")?;
             }
-            print!("{}", report::hgrm(&all));
+            out!("{}", report::hgrm(&all))?;
         }
         if let Some(dir) = &args.plot {
             std::fs::create_dir_all(dir).with_context(|| format!("{}", dir.display()))?;
             report::plot_log(log, &text, dir)?;
-            println!(
+            outln!(
                 "wrote {} and {}",
                 dir.join("rate.svg").display(),
                 dir.join("latency.svg").display()
-            );
+            )?;
         }
     } else if args.plot.is_some() || args.hgrm {
         anyhow::bail!("--plot and --hgrm need an interval log (.hlog)");

@@ -481,7 +481,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     for o in &mut ports {
         if nports > 1 {
-            println!("== port {}", o.label);
+            outln!("== port {}", o.label)?;
         }
         let unsent = o.tx.len() + o.port.tx_queued().unwrap_or(0);
         let kernel = KernelTx {
@@ -489,12 +489,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             refusals: o.port.tx_refusals(),
             drops: o.port.kernel_tx_drops(),
         };
-        report(o, secs, &stalls, &kernel);
+        report(o, secs, &stalls, &kernel)?;
     }
     for (k, (s, label)) in sinks.into_iter().zip(&args.sink).enumerate() {
-        println!("== sink {label}");
+        outln!("== sink {label}")?;
         let json = s.finish(args.sink_out.get(k).map(PathBuf::as_path))?;
-        println!("{{\"sink\":{json}}}");
+        outln!("{{\"sink\":{json}}}")?;
     }
     Ok(())
 }
@@ -509,42 +509,48 @@ struct KernelTx {
 
 /// One port's lines: per-flow rates, feedback counts, what did not leave, the pacing audit,
 /// the loop's scheduling stalls (shared by every port of the loop), then one JSON line.
-fn report(o: &Outside, secs: f64, stalls: &LoopStalls, k: &KernelTx) {
+fn report(o: &Outside, secs: f64, stalls: &LoopStalls, k: &KernelTx) -> std::io::Result<()> {
     let w = &o.w;
     let cc = o.cc;
     let c = w.counters();
-    println!(
+    outln!(
         "{:>6} {:>10} {:>12} {:>12}",
-        "flow", "frames", "Mb/s sent", "rate now"
-    );
+        "flow",
+        "frames",
+        "Mb/s sent",
+        "rate now"
+    )?;
     let mut flows_json = Vec::new();
     for f in w.gen.flows() {
         let rate_now = w.rate(f.spec.flow);
         let mbps = f.bytes_sent as f64 * 8.0 / secs / 1e6;
-        println!(
+        outln!(
             "{:>6} {:>10} {:>12.1} {:>12}",
-            f.spec.flow, f.seq, mbps, rate_now
-        );
+            f.spec.flow,
+            f.seq,
+            mbps,
+            rate_now
+        )?;
         flows_json.push(serde_json::json!({
             "flow": f.spec.flow.0, "frames": f.seq, "sent_bps": mbps * 1e6,
             "rate_now_bps": rate_now.as_bps(),
         }));
     }
-    println!(
+    outln!(
         "sent {} frames in {:.1} s; feedback: {} CNMs, {} CNPs, {} for unknown flows, {} refused; {} PFC frames; {} frames without a buffer",
         c.frames, secs, c.cnms, c.cnps, c.unknown_feedback, c.refused_feedback, c.pfc_rx, o.no_buffer
-    );
+    )?;
     if k.unsent > 0 {
-        println!(
+        outln!(
             "not sent: {} frames still queued (here or in the port's ring) at the end",
             k.unsent
-        );
+        )?;
     }
     if let Some(r) = k.refusals.filter(|&r| r > 0) {
-        println!("the device refused {r} transmit attempts (peer down or backlog full); each was retried");
+        outln!("the device refused {r} transmit attempts (peer down or backlog full); each was retried")?;
     }
     if let Some(d) = k.drops.filter(|&d| d > 0) {
-        println!("lost: {d} frames the kernel took and dropped unsent (the device refused them)");
+        outln!("lost: {d} frames the kernel took and dropped unsent (the device refused them)")?;
     }
     let audit = &o.audit;
     let dev = audit.max_abs();
@@ -554,28 +560,28 @@ fn report(o: &Outside, secs: f64, stalls: &LoopStalls, k: &KernelTx) {
     let unstalled_within = share_within(audit.unstalled(), 0.01);
     let unstalled_dev = audit.unstalled().map(f64::abs).reduce(f64::max);
     if let Some(d) = dev {
-        println!(
+        outln!(
             "pacing: sent vs RP rate over {} windows of 100 ms: {:.1} % within 1 %, largest deviation {:.3} %",
             audit.deviations.len(),
             100.0 * audit.within(0.01).unwrap_or(0.0),
             100.0 * d
-        );
-        println!(
+        )?;
+        outln!(
             "pacing: the {} windows no loop stall over the catch-up bound touched: {:.1} % within 1 %, largest deviation {:.3} %",
             unstalled,
             100.0 * unstalled_within.unwrap_or(0.0),
             100.0 * unstalled_dev.unwrap_or(0.0)
-        );
+        )?;
     }
-    println!(
+    outln!(
         "scheduling: {} loop gaps over {} us, {:.1} ms in all, longest {:.1} ms; transmission time given up at the catch-up bound: {:.1} ms",
         stalls.count,
         stalls.threshold().as_nanos() / 1000,
         stalls.total.as_nanos() as f64 / 1e6,
         stalls.longest.as_nanos() as f64 / 1e6,
         w.gen.lag_dropped().as_nanos() as f64 / 1e6
-    );
-    println!(
+    )?;
+    outln!(
         "{}",
         serde_json::json!({
             "port": o.label,
@@ -593,5 +599,6 @@ fn report(o: &Outside, secs: f64, stalls: &LoopStalls, k: &KernelTx) {
             "tx_refusals": k.refusals, "tx_kernel_drops": k.drops,
             "flows": flows_json,
         })
-    );
+    )?;
+    Ok(())
 }

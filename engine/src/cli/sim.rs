@@ -201,21 +201,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let summary = report::write_all(&world, cc_name, &args.out)?;
     if !args.quiet {
-        println!(
+        outln!(
             "{} of {} flows done at {:.6} ms virtual, {} events; outputs in {}",
             summary.totals.flows_done,
             summary.totals.flows,
             summary.end_ns as f64 * 1e-6,
             summary.events,
             args.out.display()
-        );
+        )?;
         if let Some(f) = &summary.fct {
-            println!(
+            outln!(
                 "FCT mean {:.1} us, p99 {:.1} us, mean slowdown {:.2}",
                 f.mean_ns * 1e-3,
                 f.p99_ns as f64 * 1e-3,
                 f.mean_slowdown
-            );
+            )?;
         }
     }
     Ok(())

@@ -124,9 +124,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     loop {
         let snap = get()?;
         if args.json {
-            println!("{}", serde_json::to_string(&snap)?);
+            outln!("{}", serde_json::to_string(&snap)?)?;
         } else {
-            print!("{}", table(&snap, prev.as_ref()));
+            out!("{}", table(&snap, prev.as_ref()))?;
         }
         n += 1;
         if !args.watch || args.count.is_some_and(|c| n >= c) {

@@ -351,6 +351,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     let snap = registry.snapshot();
-    println!("{}", crate::cli::stats::table(&snap, None));
+    outln!("{}", crate::cli::stats::table(&snap, None))?;
     Ok(())
 }
