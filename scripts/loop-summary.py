@@ -65,7 +65,8 @@ def run(out, cc):
     return {
         "cc": cc,
         "flows_mbps": {str(f["flow"]): round(f["goodput_bps"] / 1e6, 1) for f in recv["flows"]},
-        "jain": round(recv["jain_index"], 4),
+        # null (no flow got through) stays null: Jain's index is 0/0 there.
+        "jain": None if recv["jain_index"] is None else round(recv["jain_index"], 4),
         "utilisation": round(recv["aggregate_bps"] / LINK_BPS, 4),
         "queue_mean_kb": round(mean / 1e3, 1),
         "queue_p99_kb": round(p99 / 1e3, 1),
@@ -109,7 +110,7 @@ def main():
     table = [head]
     for r in rows:
         table.append((
-            r["cc"], " ".join(f"{v:.0f}" for v in r["flows_mbps"].values()), f"{r['jain']:.3f}",
+            r["cc"], " ".join(f"{v:.0f}" for v in r["flows_mbps"].values()), "n/a" if r["jain"] is None else f"{r['jain']:.3f}",
             f"{100 * r['utilisation']:.0f} %", f"{r['queue_mean_kb']:.1f} / {r['queue_p99_kb']:.1f}",
             r["set_point"], str(r["cnms"]), str(r["cnps"]), str(r["drops"]), str(r["pfc_pauses"]),
             "/".join(f"{v:.0f}" for v in r["latency_us"]),

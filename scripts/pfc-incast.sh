@@ -183,7 +183,7 @@ res = {
     "pauses_sent": switch_sum("pfc_pauses_sent"),
     "pfc_frames_at_senders": pfc_rx,
     "goodput_mbps": round(recv["aggregate_bps"] / 1e6, 1),
-    "jain": round(recv["jain_index"], 4),
+    "jain": None if recv["jain_index"] is None else round(recv["jain_index"], 4),
     "sender_no_buffer": no_buffer,
     "kernel_drops": kernel,
 }

@@ -31,27 +31,12 @@ use rand_core::RngCore;
 /// The ECN field (one type across quench: `units::Ecn`).
 pub use units::Ecn;
 
-/// A parameter failed validation; `param` is the name users write in the config.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[error("invalid parameter `{param}`: {reason}")]
-pub struct InvalidParam {
-    pub param: &'static str,
-    pub reason: String,
-}
+/// A parameter failed validation (one type across quench: `units::ParamError`).
+pub use units::ParamError;
 
-impl InvalidParam {
-    fn new(param: &'static str, reason: impl Into<String>) -> Self {
-        InvalidParam {
-            param,
-            reason: reason.into(),
-        }
-    }
-}
-
-/// A uniform draw in [0, 1) with 53 random bits (the `urand()` of seed 000 line 168 and the
-/// `UniformVariable(0, 1)` of ns-3).
+/// A uniform draw in [0, 1) (`units::unit_interval`).
 fn urand(rng: &mut impl RngCore) -> f64 {
-    (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    units::unit_interval(rng.next_u64())
 }
 
 /// A uniform integer in [0, n] (inclusive). The modulo bias is below n / 2^64, far under any

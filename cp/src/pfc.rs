@@ -35,7 +35,7 @@
 //! threshold of ns-3 HPCC `switch-mmu.cc`, dcqcn.md).
 use units::{Duration, Instant, Rate, PRIORITIES};
 
-use crate::InvalidParam;
+use crate::ParamError;
 
 /// One pause quantum is 512 bit times (802.1Qbb; protocols.md).
 pub const QUANTUM_BITS: u64 = 512;
@@ -156,39 +156,40 @@ pub struct PfcProfile {
 }
 
 impl PfcProfile {
-    pub fn new(p: &PfcParams) -> Result<Self, InvalidParam> {
+    pub fn new(p: &PfcParams) -> Result<Self, ParamError> {
         if p.ports == 0 || p.ports > 4096 {
-            return Err(InvalidParam::new(
-                "ports",
-                format!("{}: must be in 1..=4096", p.ports),
-            ));
+            return Err(ParamError::new("ports", p.ports, "must be in 1..=4096"));
         }
         let mut lossless = 0u8;
         for &prio in &p.lossless_priorities {
             if usize::from(prio) >= PRIORITIES {
-                return Err(InvalidParam::new(
+                return Err(ParamError::new(
                     "lossless_priorities",
-                    format!("priority {prio}: must be in 0..=7"),
+                    prio,
+                    "a priority must be in 0..=7",
                 ));
             }
             lossless |= 1 << prio;
         }
         if p.link_rate == Rate::ZERO {
-            return Err(InvalidParam::new("link_rate", "must be above zero"));
+            return Err(ParamError::new(
+                "link_rate",
+                p.link_rate,
+                "must be above zero",
+            ));
         }
         if p.threshold == ThresholdMode::Static && p.xon_bytes > p.xoff_bytes {
-            return Err(InvalidParam::new(
+            return Err(ParamError::new(
                 "xon_bytes",
-                format!(
-                    "{} must not exceed xoff_bytes ({})",
-                    p.xon_bytes, p.xoff_bytes
-                ),
+                p.xon_bytes,
+                format!("must not exceed xoff_bytes ({})", p.xoff_bytes),
             ));
         }
         if p.alpha_shift > 30 {
-            return Err(InvalidParam::new(
+            return Err(ParamError::new(
                 "alpha_shift",
-                format!("{}: must be in 0..=30", p.alpha_shift),
+                p.alpha_shift,
+                "must be in 0..=30",
             ));
         }
         let n_lossless = u64::from(lossless.count_ones());
@@ -200,18 +201,19 @@ impl PfcProfile {
         if p.threshold == ThresholdMode::Dynamic
             && p.buffer_bytes <= total_headroom.saturating_add(total_reserve)
         {
-            return Err(InvalidParam::new(
+            return Err(ParamError::new(
                 "buffer_bytes",
+                p.buffer_bytes,
                 format!(
-                    "{}: must exceed the total headroom ({total_headroom}) plus reserve \
-                     ({total_reserve})",
-                    p.buffer_bytes
+                    "must exceed the total headroom ({total_headroom}) plus reserve \
+                     ({total_reserve})"
                 ),
             ));
         }
         if p.pause_quanta == 0 {
-            return Err(InvalidParam::new(
+            return Err(ParamError::new(
                 "pause_quanta",
+                p.pause_quanta,
                 "must be in 1..=65535 (0 means resume)",
             ));
         }
@@ -219,16 +221,18 @@ impl PfcProfile {
             PauseMode::UntilResume => None,
             PauseMode::Refresh => {
                 if !(1..=99).contains(&p.refresh_percent) {
-                    return Err(InvalidParam::new(
+                    return Err(ParamError::new(
                         "refresh_percent",
-                        format!("{}: must be in 1..=99", p.refresh_percent),
+                        p.refresh_percent,
+                        "must be in 1..=99",
                     ));
                 }
                 let d = quanta_duration(p.pause_quanta, p.link_rate).as_nanos();
                 let r = d * u64::from(p.refresh_percent) / 100;
                 if r == 0 {
-                    return Err(InvalidParam::new(
+                    return Err(ParamError::new(
                         "pause_quanta",
+                        p.pause_quanta,
                         "the refresh interval rounds to 0 ns at this link rate",
                     ));
                 }

@@ -28,7 +28,7 @@
 //!   802.1Qau implementations use (protocols.md).
 use rand_core::RngCore;
 
-use crate::{uniform_inclusive, urand, InvalidParam};
+use crate::{uniform_inclusive, urand, ParamError};
 
 /// Units of the CNM's cnmQOffset and cnmQDelta fields, in octets.
 ///
@@ -134,35 +134,33 @@ fn mul_w(x: i64, w_log2: i8) -> i64 {
 }
 
 impl QcnCpProfile {
-    pub fn new(p: &QcnCpParams) -> Result<Self, InvalidParam> {
+    pub fn new(p: &QcnCpParams) -> Result<Self, ParamError> {
         if p.queue_size_set_point == 0 || p.queue_size_set_point > (1 << 32) {
-            return Err(InvalidParam::new(
+            return Err(ParamError::new(
                 "queue_size_set_point",
-                format!("{} octets: must be in 1..=2^32", p.queue_size_set_point),
+                p.queue_size_set_point,
+                "must be in 1..=2^32 octets",
             ));
         }
         if !(-10..=10).contains(&p.feedback_weight) {
-            return Err(InvalidParam::new(
+            return Err(ParamError::new(
                 "feedback_weight",
-                format!(
-                    "{}: must be in -10..=10 (w = 2^feedback_weight)",
-                    p.feedback_weight
-                ),
+                p.feedback_weight,
+                "must be in -10..=10 (w = 2^feedback_weight)",
             ));
         }
         if p.min_sample_base < 10_000 || p.min_sample_base > (1 << 40) {
-            return Err(InvalidParam::new(
+            return Err(ParamError::new(
                 "min_sample_base",
-                format!(
-                    "{} octets: must be in 10000..=2^40 (IEEE8021-CN-MIB range starts at 10000)",
-                    p.min_sample_base
-                ),
+                p.min_sample_base,
+                "must be in 10000..=2^40 octets (IEEE8021-CN-MIB range starts at 10000)",
             ));
         }
         if p.sample_jitter_percent > 50 {
-            return Err(InvalidParam::new(
+            return Err(ParamError::new(
                 "sample_jitter_percent",
-                format!("{}: must be in 0..=50", p.sample_jitter_percent),
+                p.sample_jitter_percent,
+                "must be in 0..=50",
             ));
         }
         let sampling = match p.sampling {
@@ -171,19 +169,18 @@ impl QcnCpProfile {
             },
             SamplingMode::Probability => {
                 if !(0.0..=1.0).contains(&p.base_probability) {
-                    return Err(InvalidParam::new(
+                    return Err(ParamError::new(
                         "base_probability",
-                        format!("{}: must be in [0, 1]", p.base_probability),
+                        p.base_probability,
+                        "must be in [0, 1]",
                     ));
                 }
                 let top = p.base_probability + p.probability_per_qntz_fb * 63.0;
                 if !(p.probability_per_qntz_fb >= 0.0 && top <= 1.0) {
-                    return Err(InvalidParam::new(
+                    return Err(ParamError::new(
                         "probability_per_qntz_fb",
-                        format!(
-                            "{}: must be >= 0 with base_probability + 63 * it <= 1 (is {top})",
-                            p.probability_per_qntz_fb
-                        ),
+                        p.probability_per_qntz_fb,
+                        format!("must be >= 0 with base_probability + 63 * it <= 1 (is {top})"),
                     ));
                 }
                 Sampling::Probability {

@@ -19,7 +19,7 @@
 //! does not call the marker for that queue.
 use rand_core::RngCore;
 
-use crate::{urand, Ecn, InvalidParam};
+use crate::{urand, Ecn, ParamError};
 
 /// Where the switch applies RED.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -89,21 +89,16 @@ impl Mark {
 }
 
 impl RedProfile {
-    pub fn new(p: &RedParams) -> Result<Self, InvalidParam> {
+    pub fn new(p: &RedParams) -> Result<Self, ParamError> {
         if p.kmin_bytes > p.kmax_bytes {
-            return Err(InvalidParam::new(
+            return Err(ParamError::new(
                 "kmin_bytes",
-                format!(
-                    "{} must not exceed kmax_bytes ({})",
-                    p.kmin_bytes, p.kmax_bytes
-                ),
+                p.kmin_bytes,
+                format!("must not exceed kmax_bytes ({})", p.kmax_bytes),
             ));
         }
         if !(0.0..=1.0).contains(&p.pmax) {
-            return Err(InvalidParam::new(
-                "pmax",
-                format!("{}: must be in [0, 1]", p.pmax),
-            ));
+            return Err(ParamError::new("pmax", p.pmax, "must be in [0, 1]"));
         }
         Ok(RedProfile {
             kmin: p.kmin_bytes,

@@ -35,7 +35,7 @@
 //!   own defaults (tcd.md: "make every unstated constant a documented configuration value").
 use units::{Duration, Instant, Rate};
 
-use crate::InvalidParam;
+use crate::ParamError;
 
 /// The ternary code points in the 2-bit ECN field (seed 004, Table 1). Meaning only: the engine
 /// writes the bits (00, 01, 10, 11).
@@ -156,31 +156,38 @@ pub fn max_ton(b1_bytes: u64, b0_bytes: u64, tau: Duration, c: Rate, epsilon: f6
 }
 
 impl TcdProfile {
-    pub fn new(p: &TcdParams) -> Result<Self, InvalidParam> {
+    pub fn new(p: &TcdParams) -> Result<Self, ParamError> {
         if p.b0_bytes > p.b1_bytes {
-            return Err(InvalidParam::new(
+            return Err(ParamError::new(
                 "b0_bytes",
-                format!("{} must not exceed b1_bytes ({})", p.b0_bytes, p.b1_bytes),
+                p.b0_bytes,
+                format!("must not exceed b1_bytes ({})", p.b1_bytes),
             ));
         }
         if p.link_rate == Rate::ZERO {
-            return Err(InvalidParam::new("link_rate", "must be above zero"));
-        }
-        if !(p.epsilon > 0.0 && p.epsilon <= 1.0) {
-            return Err(InvalidParam::new(
-                "epsilon",
-                format!("{}: must be in (0, 1]", p.epsilon),
+            return Err(ParamError::new(
+                "link_rate",
+                p.link_rate,
+                "must be above zero",
             ));
         }
+        if !(p.epsilon > 0.0 && p.epsilon <= 1.0) {
+            return Err(ParamError::new("epsilon", p.epsilon, "must be in (0, 1]"));
+        }
         if p.period_ns == 0 {
-            return Err(InvalidParam::new("period_ns", "must be above zero"));
+            return Err(ParamError::new(
+                "period_ns",
+                p.period_ns,
+                "must be above zero",
+            ));
         }
         if p.non_congestion_threshold_bytes > p.congestion_threshold_bytes {
-            return Err(InvalidParam::new(
+            return Err(ParamError::new(
                 "non_congestion_threshold_bytes",
+                p.non_congestion_threshold_bytes,
                 format!(
-                    "{} must not exceed congestion_threshold_bytes ({})",
-                    p.non_congestion_threshold_bytes, p.congestion_threshold_bytes
+                    "must not exceed congestion_threshold_bytes ({})",
+                    p.congestion_threshold_bytes
                 ),
             ));
         }

@@ -71,14 +71,8 @@ impl Default for NpParams {
     }
 }
 
-/// A parameter failed validation; `param` is the configuration key.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("parameter `{param}` = {value}: {problem}")]
-pub struct ParamError {
-    pub param: &'static str,
-    pub value: u64,
-    pub problem: &'static str,
-}
+/// A parameter failed validation (one type across quench: `units::ParamError`).
+pub use units::ParamError;
 
 /// Validated NP parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,19 +87,19 @@ impl NpParams {
     pub fn profile(&self) -> Result<NpProfile, ParamError> {
         let interval = self.min_time_between_cnps;
         if self.cnp_mode == CnpMode::Interval && !(1..=1_000_000_000).contains(&interval) {
-            return Err(ParamError {
-                param: "min_time_between_cnps",
-                value: interval,
-                problem: "must be 1..=1e9 us in interval mode (use cnp_mode = \"per_packet\" \
-                          for one CNP per marked packet)",
-            });
+            return Err(ParamError::new(
+                "min_time_between_cnps",
+                interval,
+                "must be 1..=1e9 us in interval mode (use cnp_mode = \"per_packet\" for one CNP \
+                 per marked packet)",
+            ));
         }
         if !(1..=1 << 24).contains(&self.max_flows) {
-            return Err(ParamError {
-                param: "max_flows",
-                value: self.max_flows.into(),
-                problem: "must be 1..=16777216",
-            });
+            return Err(ParamError::new(
+                "max_flows",
+                self.max_flows,
+                "must be 1..=16777216",
+            ));
         }
         Ok(NpProfile {
             mode: self.cnp_mode,

@@ -1,27 +1,9 @@
-//! Validation of parameters into profiles: the error type and the small checks both
-//! reaction points share.
+//! Validation of parameters into profiles: the small checks both reaction points share (the
+//! error is `units::ParamError`, one type for every crate).
 
 use units::Rate;
 
-/// A parameter failed validation. `param` is the configuration key as users write it
-/// (`rpg_time_reset`, `dce_tcp_g`, ...), so a config loader can prefix the file name and table.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("parameter `{param}` = {value}: {problem}")]
-pub struct ParamError {
-    pub param: &'static str,
-    pub value: String,
-    pub problem: &'static str,
-}
-
-impl ParamError {
-    pub(crate) fn new(param: &'static str, value: impl ToString, problem: &'static str) -> Self {
-        ParamError {
-            param,
-            value: value.to_string(),
-            problem,
-        }
-    }
-}
+pub use units::ParamError;
 
 /// `value` must be at least 1.
 pub(crate) fn positive(param: &'static str, value: u64) -> Result<u64, ParamError> {
@@ -38,7 +20,7 @@ pub(crate) fn within(param: &'static str, value: u64, lo: u64, hi: u64) -> Resul
         Err(ParamError::new(
             param,
             value,
-            "out of range (see the parameter's documentation)",
+            format!("must be in {lo}..={hi}"),
         ))
     } else {
         Ok(value)

@@ -11,7 +11,9 @@
 #![forbid(unsafe_code)]
 
 mod ecn;
+mod param;
 pub use ecn::Ecn;
+pub use param::ParamError;
 
 use std::fmt;
 use std::ops::{Add, AddAssign, Sub};
@@ -241,6 +243,13 @@ impl fmt::Display for FlowId {
 /// Egress priority (802.1p PCP / traffic class), 0..=7.
 pub const PRIORITIES: usize = 8;
 
+/// A uniform draw in [0, 1) from the top 53 bits of a random word (the `urand()` of seed 000
+/// line 168, ns-3's `UniformVariable(0, 1)`): every QCN/RED sampling decision, simulated link
+/// loss and generated flow size goes through this one conversion, so a seed replays everywhere.
+pub fn unit_interval(random_word: u64) -> f64 {
+    (random_word >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,6 +280,14 @@ mod tests {
         assert!(Rate::parse("fast").is_err());
         assert!(Rate::parse("10").is_err());
         assert!(Rate::parse("10MB").is_err());
+    }
+
+    #[test]
+    fn unit_interval_spans_zero_to_below_one() {
+        assert_eq!(unit_interval(0), 0.0);
+        assert_eq!(unit_interval(1 << 11), 1.0 / (1u64 << 53) as f64);
+        assert!(unit_interval(u64::MAX) < 1.0);
+        assert_eq!(unit_interval(1 << 63), 0.5);
     }
 
     #[test]

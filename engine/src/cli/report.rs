@@ -7,9 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use hdrhistogram::Histogram;
 
-use crate::recv::{MAX_LATENCY_NS, SIGFIG};
 use crate::report::{self, Summary};
 
 #[derive(clap::Args, Debug)]
@@ -48,7 +46,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let ivs = report::read_interval_log(log, &text)?;
         out!("{}", interval_table(&ivs))?;
         if args.hgrm {
-            let mut all = Histogram::<u64>::new_with_bounds(1, MAX_LATENCY_NS, SIGFIG)?;
+            let mut all = report::latency_histogram();
             for iv in &ivs {
                 all.add(&iv.latency)
                     .context("merging the intervals' histograms")?;

@@ -19,6 +19,8 @@ use std::collections::HashMap;
 use hdrhistogram::Histogram;
 use units::{Duration, FlowId, Instant};
 
+use crate::report::{latency_histogram, FlowSummary, LatencySummary, Summary, MAX_LATENCY_NS};
+
 pub mod worker;
 
 /// Sequence numbers remembered behind the highest one seen, to tell a late frame from a
@@ -26,12 +28,6 @@ pub mod worker;
 /// switch can cause (it reorders only across priorities).
 const WINDOW: u64 = 1024;
 const WINDOW_WORDS: usize = (WINDOW / 64) as usize;
-
-/// Largest latency the histograms hold: 10 s in nanoseconds. Larger values are clamped (and
-/// counted) rather than lost.
-pub const MAX_LATENCY_NS: u64 = 10_000_000_000;
-/// Significant decimal digits of the latency histograms (0.1 % value resolution).
-pub const SIGFIG: u8 = 3;
 
 /// One received test frame, as the parser hands it over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,11 +84,6 @@ pub struct FlowStats {
     seen: [u64; WINDOW_WORDS],
 }
 
-fn new_hist() -> Histogram<u64> {
-    // Cannot fail: 1 <= MAX_LATENCY_NS/2 and SIGFIG <= 5 are compile-time facts.
-    Histogram::new_with_bounds(1, MAX_LATENCY_NS, SIGFIG).unwrap_or_else(|_| unreachable!())
-}
-
 impl FlowStats {
     fn new(flow: FlowId, now: Instant) -> Self {
         FlowStats {
@@ -107,9 +98,9 @@ impl FlowStats {
             too_old: 0,
             clock_skew: 0,
             clamped: 0,
-            latency: new_hist(),
-            interval_latency: new_hist(),
-            interval_len: new_hist(),
+            latency: latency_histogram(),
+            interval_latency: latency_histogram(),
+            interval_len: latency_histogram(),
             next: 0,
             seen: [0; WINDOW_WORDS],
         }
@@ -183,6 +174,22 @@ impl FlowStats {
     /// receiver can tell.
     pub fn expected(&self) -> u64 {
         self.next
+    }
+
+    /// This flow's line of the run's summary.
+    pub fn summary(&self) -> FlowSummary {
+        FlowSummary {
+            flow: self.flow.0,
+            frames: self.frames,
+            bytes: self.bytes,
+            goodput_bps: self.goodput_bps(),
+            lost: self.missing,
+            reordered: self.reordered,
+            duplicates: self.duplicates,
+            too_old: self.too_old,
+            clock_skew: self.clock_skew,
+            latency: LatencySummary::of(&self.latency),
+        }
     }
 }
 
@@ -264,6 +271,15 @@ impl Receiver {
         self.overflow_frames
     }
 
+    /// The run's summary over `duration_s` seconds; `all` is the merged latency histogram.
+    pub fn summary(&self, duration_s: f64, all: &Histogram<u64>) -> Summary {
+        let flows = self.stats.iter().map(FlowStats::summary).collect();
+        Summary {
+            overflow_frames: self.overflow_frames,
+            ..Summary::of(flows, duration_s, all)
+        }
+    }
+
     /// Hands the interval histograms (latency, frame length) of every flow that received
     /// something since the last call to `f`, then clears them.
     pub fn take_interval(&mut self, mut f: impl FnMut(FlowId, &Histogram<u64>, &Histogram<u64>)) {
@@ -275,19 +291,6 @@ impl Receiver {
             s.interval_latency.reset();
             s.interval_len.reset();
         }
-    }
-}
-
-/// Jain's fairness index of `xs`: (sum x)^2 / (n sum x^2), 1 for equal shares, 1/n for one
-/// taker. An empty or all-zero set is perfectly fair (1).
-pub fn jain_index(xs: &[f64]) -> f64 {
-    let n = xs.len() as f64;
-    let sum: f64 = xs.iter().sum();
-    let sq: f64 = xs.iter().map(|x| x * x).sum();
-    if n == 0.0 || sq == 0.0 {
-        1.0
-    } else {
-        sum * sum / (n * sq)
     }
 }
 
@@ -375,13 +378,6 @@ mod tests {
         r.take_interval(|f, lat, len| seen.push((f, lat.len(), len.len(), len.mean())));
         assert!(seen.is_empty());
         assert_eq!(r.flows()[0].latency.len(), 1);
-    }
-
-    #[test]
-    fn jain() {
-        assert_eq!(jain_index(&[1.0, 1.0, 1.0]), 1.0);
-        assert!((jain_index(&[1.0, 0.0]) - 0.5).abs() < 1e-12);
-        assert_eq!(jain_index(&[]), 1.0);
     }
 
     proptest! {

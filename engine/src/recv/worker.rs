@@ -11,8 +11,8 @@
 use hdrhistogram::Histogram;
 use units::{Duration, Instant};
 
-use super::{Accepted, Arrival, Receiver, RecvConfig, MAX_LATENCY_NS, SIGFIG};
-use crate::report::{IntervalLog, Summary};
+use super::{Accepted, Arrival, Receiver, RecvConfig};
+use crate::report::{latency_histogram, IntervalLog, Summary, MAX_LATENCY_NS};
 use crate::wire::ethernet::{L2Repr, VlanTag, VlanTci};
 use crate::wire::frame::{
     decode, emit_roce_frame, Body, IpBody, Ipv4UdpHeaders, RocePayload, UdpBody,
@@ -72,8 +72,7 @@ impl RecvWorker {
     ) -> Self {
         RecvWorker {
             rx: Receiver::new(cfg),
-            all: Histogram::new_with_bounds(1, MAX_LATENCY_NS, SIGFIG)
-                .unwrap_or_else(|_| unreachable!("constant bounds")),
+            all: latency_histogram(),
             log: IntervalLog::new(0.0, "quench recv"),
             unlogged: std::collections::VecDeque::new(),
             interval,
@@ -209,7 +208,7 @@ impl RecvWorker {
             Some(s) => self.last.saturating_since(s).as_secs_f64(),
             None => 0.0,
         };
-        let mut s = Summary::of(&self.rx, dur, &self.all);
+        let mut s = self.rx.summary(dur, &self.all);
         s.ecn = self.ecn;
         s.cnps_sent = self.counters.cnps_sent;
         s.other_frames = self.counters.other + self.counters.malformed;

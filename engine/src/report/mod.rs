@@ -1,12 +1,16 @@
 //! Reports of a run: the HdrHistogram percentile distribution text (`.hgrm`), an interval log in
 //! the HdrHistogram log format (`.hlog`, readable by HdrHistogram's `HistogramLogProcessor`), a
-//! JSON summary, and SVG plots of per-flow rate over time and latency percentiles.
+//! JSON summary, and SVG plots of per-flow rate over time and latency percentiles; the line-plot
+//! routine ([`plot`]) and Jain's index ([`jain_index`]) that `quench sim`'s report uses too.
 //!
 //! The interval log carries, per flow and interval, two tagged histograms:
 //! - `lat.<flow>`: one-way latency in nanoseconds;
 //! - `len.<flow>`: frame lengths in octets, so that count x mean is the octets received in the
 //!   interval exactly (lengths below 2048 are exact at 3 significant digits). This is what lets
 //!   `quench report run.hlog` redraw the rate plot from the log alone.
+//!
+//! Layering: this module formats and reads histograms, logs and summaries; it imports nothing
+//! from the modules that fill them (`recv`, `sim`), which import it.
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io;
@@ -19,12 +23,25 @@ use hdrhistogram::serialization::interval_log::{
 };
 use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
-use plotters::prelude::*;
-use serde::{Deserialize, Serialize};
 
+pub mod plot;
 pub mod summary;
 
-pub use summary::{FlowSummary, LatencySummary, Summary};
+pub use plot::Series;
+
+pub use summary::{jain_index, FlowSummary, LatencySummary, Summary};
+
+/// Largest latency the histograms hold: 10 s in nanoseconds. Larger values are clamped (and
+/// counted by the receiver) rather than lost.
+pub const MAX_LATENCY_NS: u64 = 10_000_000_000;
+/// Significant decimal digits of the latency histograms (0.1 % value resolution).
+pub const SIGFIG: u8 = 3;
+
+/// An empty latency histogram (nanoseconds, 1 ..= [`MAX_LATENCY_NS`], [`SIGFIG`] digits).
+pub fn latency_histogram() -> Histogram<u64> {
+    // Cannot fail: 1 <= MAX_LATENCY_NS / 2 and SIGFIG <= 5 are compile-time facts.
+    Histogram::new_with_bounds(1, MAX_LATENCY_NS, SIGFIG).unwrap_or_else(|_| unreachable!())
+}
 
 /// Errors reading or writing a report file.
 #[derive(Debug, thiserror::Error)]
@@ -229,8 +246,7 @@ pub fn read_interval_log(path: &Path, text: &[u8]) -> Result<Vec<Interval>, Repo
             "len" => {
                 let latency = match lat.remove(&key) {
                     Some((_, _, l)) => l,
-                    None => Histogram::new_with_bounds(1, crate::recv::MAX_LATENCY_NS, 3)
-                        .map_err(|e| bad(e.to_string()))?,
+                    None => latency_histogram(),
                 };
                 out.push(Interval {
                     flow,
@@ -245,14 +261,6 @@ pub fn read_interval_log(path: &Path, text: &[u8]) -> Result<Vec<Interval>, Repo
     }
     out.sort_by(|a, b| a.start_s.total_cmp(&b.start_s).then(a.flow.cmp(&b.flow)));
     Ok(out)
-}
-
-/// A named line for a plot.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Series {
-    pub name: String,
-    /// (x, y) points.
-    pub points: Vec<(f64, f64)>,
 }
 
 /// Per-flow rate (Mb/s) over time from intervals.
@@ -300,7 +308,7 @@ pub fn latency_series(intervals: &[Interval]) -> Vec<Series> {
         .collect()
 }
 
-/// Draws `series` as lines into an SVG file.
+/// Draws `series` as lines into an SVG file (see [`plot::line_plot`]).
 pub fn plot_svg(
     path: &Path,
     title: &str,
@@ -308,60 +316,11 @@ pub fn plot_svg(
     y_label: &str,
     series: &[Series],
 ) -> Result<(), ReportError> {
-    let perr = |why: String| ReportError::Plot {
+    let svg = plot::line_plot(title, x_label, y_label, series).map_err(|e| ReportError::Plot {
         path: path.display().to_string(),
-        why,
-    };
-    let pts = series.iter().flat_map(|s| s.points.iter());
-    let (mut x0, mut x1, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, 0.0f64);
-    for &(x, y) in pts {
-        x0 = x0.min(x);
-        x1 = x1.max(x);
-        y1 = y1.max(y);
-    }
-    if !x0.is_finite() {
-        (x0, x1) = (0.0, 1.0);
-    }
-    if x1 <= x0 {
-        x1 = x0 + 1.0;
-    }
-    let y1 = if y1 > 0.0 { y1 * 1.1 } else { 1.0 };
-    let root = SVGBackend::new(path, (900, 480)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| perr(e.to_string()))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(x0..x1, 0.0..y1)
-        .map_err(|e| perr(e.to_string()))?;
-    chart
-        .configure_mesh()
-        .x_desc(x_label)
-        .y_desc(y_label)
-        .draw()
-        .map_err(|e| perr(e.to_string()))?;
-    for (i, s) in series.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        chart
-            .draw_series(LineSeries::new(
-                s.points.iter().copied(),
-                color.stroke_width(2),
-            ))
-            .map_err(|e| perr(e.to_string()))?
-            .label(s.name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
-    }
-    if !series.is_empty() {
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(|e| perr(e.to_string()))?;
-    }
-    root.present().map_err(|e| perr(e.to_string()))?;
-    Ok(())
+        why: e.to_string(),
+    })?;
+    write_file(path, svg.as_bytes())
 }
 
 /// Writes `text` to `path`, naming the path in the error.
@@ -418,7 +377,7 @@ mod tests {
     use super::*;
 
     fn hist(vals: &[u64]) -> Histogram<u64> {
-        let mut h = Histogram::new_with_bounds(1, crate::recv::MAX_LATENCY_NS, 3).unwrap();
+        let mut h = latency_histogram();
         for &v in vals {
             h.record(v).unwrap();
         }

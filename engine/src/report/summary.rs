@@ -4,8 +4,6 @@ use std::fmt::Write as _;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::recv::{jain_index, Receiver};
-
 /// Latency figures in nanoseconds.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -57,8 +55,9 @@ pub struct FlowSummary {
 pub struct Summary {
     pub duration_s: f64,
     pub flows: Vec<FlowSummary>,
-    /// Jain's index over the flows' goodputs.
-    pub jain_index: f64,
+    /// Jain's index over the flows' goodputs; `None` (JSON `null`) with no flow or no goodput
+    /// (see [`jain_index`]).
+    pub jain_index: Option<f64>,
     /// Octets of all flows x 8 / duration.
     pub aggregate_bps: f64,
     /// Frames of flows that found the flow table full.
@@ -77,25 +76,26 @@ pub struct Summary {
     pub rx_kernel_drops: Option<u64>,
 }
 
+/// Jain's fairness index of `xs` (Jain, Chiu and Hawe, DEC-TR-301, 1984, eq. 1):
+/// (sum x)^2 / (n sum x^2), 1 for equal shares, 1/n when one of n takes everything.
+///
+/// `None` for an empty set or one whose shares are all zero: the formula is 0/0 there, and a
+/// run in which no flow got through must not read as perfectly fair (an earlier copy returned
+/// 1.0 for it). Every report (`quench recv`, `quench sim`, the tests) uses this one function.
+pub fn jain_index(xs: &[f64]) -> Option<f64> {
+    let sum: f64 = xs.iter().sum();
+    let sq: f64 = xs.iter().map(|x| x * x).sum();
+    if xs.is_empty() || sq <= 0.0 {
+        return None;
+    }
+    Some(sum * sum / (xs.len() as f64 * sq))
+}
+
 impl Summary {
-    /// Summarises `rx` over a run of `duration_s` seconds; `all` is the merged latency histogram.
-    pub fn of(rx: &Receiver, duration_s: f64, all: &Histogram<u64>) -> Self {
-        let flows: Vec<FlowSummary> = rx
-            .flows()
-            .iter()
-            .map(|f| FlowSummary {
-                flow: f.flow.0,
-                frames: f.frames,
-                bytes: f.bytes,
-                goodput_bps: f.goodput_bps(),
-                lost: f.missing,
-                reordered: f.reordered,
-                duplicates: f.duplicates,
-                too_old: f.too_old,
-                clock_skew: f.clock_skew,
-                latency: LatencySummary::of(&f.latency),
-            })
-            .collect();
+    /// Summarises `flows` over a run of `duration_s` seconds; `all` is the merged latency
+    /// histogram. The receiver's counters (ECN, CNPs, other frames, overflow) are the caller's
+    /// to fill in.
+    pub fn of(flows: Vec<FlowSummary>, duration_s: f64, all: &Histogram<u64>) -> Self {
         let rates: Vec<f64> = flows.iter().map(|f| f.goodput_bps).collect();
         let bytes: u64 = flows.iter().map(|f| f.bytes).sum();
         Summary {
@@ -107,7 +107,6 @@ impl Summary {
                 0.0
             },
             flows,
-            overflow_frames: rx.overflow_frames(),
             latency: LatencySummary::of(all),
             ..Summary::default()
         }
@@ -138,10 +137,11 @@ impl Summary {
         }
         let _ = writeln!(
             s,
-            "total {:.1} Mb/s over {:.1} s, Jain {:.3}, CNPs sent {}, ECN [not-ECT {} ECT1 {} ECT0 {} CE {}], latency p50/p99/p99.9 {:.1}/{:.1}/{:.1} us",
+            "total {:.1} Mb/s over {:.1} s, Jain {}, CNPs sent {}, ECN [not-ECT {} ECT1 {} ECT0 {} CE {}], latency p50/p99/p99.9 {:.1}/{:.1}/{:.1} us",
             self.aggregate_bps / 1e6,
             self.duration_s,
-            self.jain_index,
+            self.jain_index
+                .map_or_else(|| "n/a".to_string(), |j| format!("{j:.3}")),
             self.cnps_sent,
             self.ecn[0],
             self.ecn[1],
@@ -164,34 +164,25 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recv::{Arrival, RecvConfig};
-    use units::{FlowId, Instant};
 
     #[test]
-    fn summary_round_trips_through_json() {
-        let mut rx = Receiver::new(RecvConfig::default());
-        let mut all = Histogram::new_with_bounds(1, crate::recv::MAX_LATENCY_NS, 3).unwrap();
-        for i in 0..10u64 {
-            for flow in [1, 2] {
-                let now = Instant::from_nanos(1_000_000 + i * 10_000);
-                rx.on_arrival(
-                    now,
-                    Arrival {
-                        flow: FlowId(flow),
-                        seq: i,
-                        tx: Instant::from_nanos(1_000_000 + i * 10_000 - 5_000),
-                        len: 1250,
-                    },
-                );
-                all.record(5_000).unwrap();
-            }
-        }
-        let s = Summary::of(&rx, 0.1, &all);
-        assert_eq!(s.flows.len(), 2);
-        assert!((s.jain_index - 1.0).abs() < 1e-9);
-        assert!((s.flows[0].goodput_bps - 1e9).abs() < 1e3);
-        let back: Summary = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+    fn jain_of_equal_unequal_and_empty_sets() {
+        assert_eq!(jain_index(&[1.0, 1.0, 1.0]), Some(1.0));
+        assert_eq!(jain_index(&[1.0, 0.0]), Some(0.5));
+        assert_eq!(jain_index(&[3.0, 0.0, 0.0]), Some(1.0 / 3.0));
+        // 0/0: undefined, not "perfectly fair".
+        assert_eq!(jain_index(&[]), None);
+        assert_eq!(jain_index(&[0.0, 0.0]), None);
+    }
+
+    #[test]
+    fn a_run_without_flows_has_no_jain_index() {
+        let s = Summary::of(Vec::new(), 1.0, &crate::report::latency_histogram());
+        assert_eq!(s.jain_index, None);
+        assert!(s.table().contains("Jain n/a"), "{}", s.table());
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(json.contains("\"jain_index\":null"), "{json}");
+        let back: Summary = serde_json::from_str(&json).unwrap();
         assert_eq!(back, s);
-        assert!(s.table().contains("Jain 1.000"));
     }
 }

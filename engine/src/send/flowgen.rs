@@ -28,11 +28,21 @@ pub enum CdfError {
     NotMonotonic { line: usize },
     #[error("the last point must be at 100 percent (is {0})")]
     NotComplete(f64),
+    #[error("line {line}: the first point must be at 0 percent")]
+    FirstNotAtZero { line: usize },
     #[error("a CDF needs at least one point")]
     Empty,
 }
 
-/// A flow-size distribution in the ns-3 HPCC format.
+/// A flow-size distribution in the ns-3 HPCC `traffic_gen` format: lines of
+/// `size_bytes cumulative_percent`, linear interpolation between points. The one parser of
+/// `quench send`'s `size_cdf` and `quench sim`'s `[[poisson]]` `cdf`.
+///
+/// As HPCC's `custom_rand.py` (`testCdf`) requires, the first point is at 0 % and the last at
+/// 100 %, so every size is interpolated between two given points and the mean is
+/// sum((x_i + x_{i-1}) / 2 * (p_i - p_{i-1})) as its `getAvg` computes it. Unlike `testCdf`,
+/// repeated sizes and repeated percents are accepted: `1000 0` / `1000 100` is a fixed size
+/// and a flat step is a gap in the sizes. `#` starts a comment.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cdf {
     /// (size in octets, cumulative fraction 0..=1), non-decreasing in both.
@@ -58,10 +68,12 @@ impl Cdf {
             {
                 return Err(CdfError::Syntax { line: i + 1 });
             }
-            if let Some(&(s0, p0)) = points.last() {
-                if size < s0 || pct / 100.0 < p0 {
+            match points.last() {
+                Some(&(s0, p0)) if size < s0 || pct / 100.0 < p0 => {
                     return Err(CdfError::NotMonotonic { line: i + 1 });
                 }
+                None if pct != 0.0 => return Err(CdfError::FirstNotAtZero { line: i + 1 }),
+                _ => {}
             }
             points.push((size, pct / 100.0));
         }
@@ -70,6 +82,11 @@ impl Cdf {
             Some(&(_, p)) if (p - 1.0).abs() > 1e-9 => Err(CdfError::NotComplete(p * 100.0)),
             Some(_) => Ok(Cdf { points }),
         }
+    }
+
+    /// A size drawn from the distribution, in whole octets, at least 1.
+    pub fn sample(&self, rng: &mut impl RngCore) -> u64 {
+        self.quantile(unit(rng)).round().max(1.0) as u64
     }
 
     /// The size at cumulative fraction `u` in [0, 1], interpolating linearly.
@@ -100,9 +117,9 @@ impl Cdf {
     }
 }
 
-/// A uniform draw in [0, 1) with 53 random bits.
+/// A uniform draw in [0, 1) (`units::unit_interval`).
 pub fn unit(rng: &mut impl RngCore) -> f64 {
-    (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    units::unit_interval(rng.next_u64())
 }
 
 /// An exponential draw with mean `mean`.
@@ -237,7 +254,7 @@ pub fn schedule(
                     let bytes = match &sizes {
                         Sizes::Long => None,
                         Sizes::Fixed(s) => Some(*s),
-                        Sizes::Drawn(c) => Some(c.quantile(unit(rng)).round().max(1.0) as u64),
+                        Sizes::Drawn(c) => Some(c.sample(rng)),
                     };
                     out.push(FlowStart {
                         flow: FlowId(id),
@@ -273,7 +290,7 @@ pub fn schedule(
                     t += exponential(rng, mean_gap_s);
                     let bytes = match &sizes {
                         Sizes::Fixed(s) => *s,
-                        Sizes::Drawn(c) => c.quantile(unit(rng)).round().max(1.0) as u64,
+                        Sizes::Drawn(c) => c.sample(rng),
                         Sizes::Long => unreachable!("rejected above"),
                     };
                     out.push(FlowStart {
@@ -327,6 +344,30 @@ mod tests {
         );
         assert_eq!(Cdf::parse("0 0\n10 50\n"), Err(CdfError::NotComplete(50.0)));
         assert_eq!(Cdf::parse("\n"), Err(CdfError::Empty));
+        assert_eq!(
+            Cdf::parse("# sizes\n100 10\n200 100\n"),
+            Err(CdfError::FirstNotAtZero { line: 2 })
+        );
+        assert!(Cdf::parse("100 0\n200 100 7\n").is_err());
+        assert!(Cdf::parse("-1 0\n200 100\n").is_err());
+        assert!(Cdf::parse("0 0\n200 101\n").is_err());
+        assert!(Cdf::parse("0 0\nNaN 100\n").is_err());
+    }
+
+    #[test]
+    fn cdf_interpolates_from_its_first_point() {
+        let c = Cdf::parse("100 0\n1000 50\n2000 100\n").unwrap();
+        assert_eq!(c.quantile(0.0), 100.0);
+        assert_eq!(c.quantile(0.25), 550.0);
+        assert_eq!(c.quantile(0.75), 1500.0);
+        assert_eq!(c.quantile(1.0), 2000.0);
+        // getAvg of HPCC's custom_rand.py: 550 x 0.5 + 1500 x 0.5.
+        assert!((c.mean() - 1025.0).abs() < 1e-9);
+        // A fixed size: every draw is that size.
+        let fixed = Cdf::parse("1000 0\n1000 100\n").unwrap();
+        assert_eq!(fixed.mean(), 1000.0);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+        assert!((0..100).all(|_| fixed.sample(&mut rng) == 1000));
     }
 
     #[test]

@@ -10,6 +10,7 @@ use serde::Serialize;
 use units::Instant;
 
 use super::world::{node_ip, World};
+use crate::report::plot::{line_plot, Series};
 
 /// Per-flow results.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -97,16 +98,6 @@ pub struct Summary {
     pub jain: Option<f64>,
     pub flows: Vec<FlowSummary>,
     pub ports: Vec<PortSummary>,
-}
-
-/// Jain's index (sum x)^2 / (n sum x^2); None for no values or all zero.
-pub fn jain(xs: &[f64]) -> Option<f64> {
-    let s: f64 = xs.iter().sum();
-    let s2: f64 = xs.iter().map(|x| x * x).sum();
-    if xs.is_empty() || s2 <= 0.0 {
-        return None;
-    }
-    Some(s * s / (xs.len() as f64 * s2))
 }
 
 fn percentile(sorted: &[u64], p: f64) -> u64 {
@@ -232,7 +223,7 @@ impl Summary {
             events: w.events_processed(),
             totals,
             fct,
-            jain: jain(&rates),
+            jain: crate::report::jain_index(&rates),
             flows,
             ports,
         }
@@ -292,65 +283,21 @@ pub fn queues_csv(w: &World) -> String {
 /// Up to this many series per plot (the largest ones), so plots stay legible.
 const MAX_SERIES: usize = 12;
 
-type Series = (String, Vec<(f64, f64)>);
-
-fn line_plot(title: &str, y_label: &str, series: &[Series]) -> anyhow::Result<String> {
-    use plotters::prelude::*;
-    let mut out = String::new();
-    {
-        let root = SVGBackend::with_string(&mut out, (900, 500)).into_drawing_area();
-        root.fill(&WHITE)?;
-        let x_max = series
-            .iter()
-            .flat_map(|(_, v)| v.iter().map(|p| p.0))
-            .fold(1e-9, f64::max);
-        let y_max = series
-            .iter()
-            .flat_map(|(_, v)| v.iter().map(|p| p.1))
-            .fold(1e-9, f64::max)
-            * 1.05;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 20))
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
-        chart
-            .configure_mesh()
-            .x_desc("time (ms)")
-            .y_desc(y_label)
-            .draw()?;
-        for (i, (name, pts)) in series.iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
-            chart
-                .draw_series(LineSeries::new(pts.iter().copied(), color))?
-                .label(name.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
-        }
-        if !series.is_empty() {
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .draw()?;
-        }
-        root.present()?;
-    }
-    Ok(out)
-}
-
 /// `rates.svg` (per-flow reaction-point rate) and `queues.svg` (per-port queue).
 pub fn plots(w: &World) -> anyhow::Result<(String, String)> {
     let ms = |t: Instant| t.as_nanos() as f64 * 1e-6;
     let mut flows: Vec<Series> = Vec::new();
     let nflows = w.flows.len().min(MAX_SERIES);
     for i in 0..nflows {
-        flows.push((format!("flow {i}"), Vec::new()));
+        flows.push(Series {
+            name: format!("flow {i}"),
+            points: Vec::new(),
+        });
     }
     for r in &w.flow_samples {
         if (r.flow as usize) < nflows {
             flows[r.flow as usize]
-                .1
+                .points
                 .push((ms(r.t), r.rate.as_bps() as f64 * 1e-9));
         }
     }
@@ -364,17 +311,30 @@ pub fn plots(w: &World) -> anyhow::Result<(String, String)> {
         .iter()
         .map(|&(_, p)| {
             let (n, l, peer) = w.port_name(p);
-            (format!("node {n} port {l} (to {peer})"), Vec::new())
+            Series {
+                name: format!("node {n} port {l} (to {peer})"),
+                points: Vec::new(),
+            }
         })
         .collect();
     for r in &w.queue_samples {
         if let Some(k) = by_port.iter().position(|&(_, p)| p == r.port) {
-            queues[k].1.push((ms(r.t), r.bytes as f64 / 1000.0));
+            queues[k].points.push((ms(r.t), r.bytes as f64 / 1000.0));
         }
     }
     Ok((
-        line_plot("Reaction point rate per flow", "rate (Gb/s)", &flows)?,
-        line_plot("Egress queue per switch port", "queue (KB)", &queues)?,
+        line_plot(
+            "Reaction point rate per flow",
+            "time (ms)",
+            "rate (Gb/s)",
+            &flows,
+        )?,
+        line_plot(
+            "Egress queue per switch port",
+            "time (ms)",
+            "queue (KB)",
+            &queues,
+        )?,
     ))
 }
 

@@ -36,10 +36,10 @@ pub fn stream(seed: u64, kind: Stream, index: u64) -> SimRng {
     SimRng::seed_from_u64(s)
 }
 
-/// A uniform draw in [0, 1) with 53 bits.
+/// A uniform draw in [0, 1) (`units::unit_interval`).
 pub fn unit(rng: &mut SimRng) -> f64 {
     use rand_core::RngCore;
-    (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    units::unit_interval(rng.next_u64())
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! Traffic: flow lists in the HPCC ns-3 format, workload CDFs, and Poisson arrivals at a load.
+//! Traffic: flow lists in the HPCC ns-3 format and Poisson arrivals at a load, sizes drawn from a
+//! workload CDF (parsed by `send::flowgen::Cdf`, the one parser of the format).
 //!
 //! Formats (../shared/reference/dcqcn.md): "flows: a count line, then
 //! `src dst pg dport bytes start_seconds`" and "workload CDFs: `size_bytes cumulative_percent`,
@@ -11,6 +12,7 @@ use units::{Duration, Instant, Rate};
 
 use super::rng::{self, SimRng};
 use super::topology::tokens as lines;
+pub use crate::send::flowgen::Cdf;
 
 /// One flow to simulate.
 #[derive(Clone, Debug, PartialEq)]
@@ -30,8 +32,6 @@ pub enum TrafficError {
     Syntax { line: usize, what: String },
     #[error("the count line promises {expected} flows, the file has {found}")]
     Count { expected: usize, found: usize },
-    #[error("CDF line {line}: {what}")]
-    Cdf { line: usize, what: String },
 }
 
 fn field<T: std::str::FromStr>(line: usize, name: &str, s: &str) -> Result<T, TrafficError> {
@@ -113,80 +113,6 @@ pub fn write_flows(flows: &[FlowSpec]) -> String {
     s
 }
 
-/// A flow-size distribution: points `(size_bytes, cumulative_percent)`, interpolated linearly.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Cdf {
-    points: Vec<(f64, f64)>,
-}
-
-impl Cdf {
-    pub fn parse(text: &str) -> Result<Cdf, TrafficError> {
-        let mut points: Vec<(f64, f64)> = Vec::new();
-        for (l, t) in lines(text) {
-            if t.len() < 2 {
-                return Err(TrafficError::Cdf {
-                    line: l,
-                    what: "expected `size_bytes cumulative_percent`".into(),
-                });
-            }
-            let bad = |what: &str| TrafficError::Cdf {
-                line: l,
-                what: what.into(),
-            };
-            let x: f64 = t[0].parse().map_err(|_| bad("size is not a number"))?;
-            let p: f64 = t[1].parse().map_err(|_| bad("percent is not a number"))?;
-            if !(0.0..=100.0).contains(&p) || !x.is_finite() || x < 0.0 {
-                return Err(bad("size must be >= 0 and percent within 0..=100"));
-            }
-            if let Some(&(px, pp)) = points.last() {
-                if x < px || p < pp {
-                    return Err(bad("sizes and percents must not decrease"));
-                }
-            }
-            points.push((x, p));
-        }
-        match points.last() {
-            Some(&(_, p)) if (p - 100.0).abs() < 1e-9 => Ok(Cdf { points }),
-            _ => Err(TrafficError::Cdf {
-                line: 0,
-                what: "the last point must reach 100 percent".into(),
-            }),
-        }
-    }
-
-    /// The size at cumulative percent `u` (0..100), linearly interpolated.
-    pub fn quantile(&self, u: f64) -> f64 {
-        let first = self.points[0];
-        if u <= first.1 {
-            return first.0;
-        }
-        for w in self.points.windows(2) {
-            let ((x0, p0), (x1, p1)) = (w[0], w[1]);
-            if u <= p1 {
-                if p1 <= p0 {
-                    return x1;
-                }
-                return x0 + (x1 - x0) * (u - p0) / (p1 - p0);
-            }
-        }
-        self.points[self.points.len() - 1].0
-    }
-
-    /// Mean size of the interpolated distribution.
-    pub fn mean(&self) -> f64 {
-        let mut m = self.points[0].0 * self.points[0].1 / 100.0;
-        for w in self.points.windows(2) {
-            let ((x0, p0), (x1, p1)) = (w[0], w[1]);
-            m += (x0 + x1) / 2.0 * (p1 - p0) / 100.0;
-        }
-        m
-    }
-
-    pub fn sample(&self, rng: &mut SimRng) -> u64 {
-        (self.quantile(rng::unit(rng) * 100.0).round() as u64).max(1)
-    }
-}
-
 /// Poisson traffic at a given load: every host starts flows with exponential inter-arrival times
 /// so that its offered load is `load` x its link rate, sizes from `cdf`, destinations uniform
 /// over the other hosts.
@@ -259,18 +185,6 @@ mod tests {
             parse_flows("1\n2 1 9 100 2000 2\n"),
             Err(TrafficError::Syntax { line: 2, .. })
         ));
-    }
-
-    #[test]
-    fn cdf_interpolates_linearly() {
-        let c = Cdf::parse("100 0\n1000 50\n2000 100\n").unwrap();
-        assert_eq!(c.quantile(0.0), 100.0);
-        assert_eq!(c.quantile(25.0), 550.0);
-        assert_eq!(c.quantile(75.0), 1500.0);
-        assert_eq!(c.quantile(100.0), 2000.0);
-        assert!((c.mean() - (550.0 * 0.5 + 1500.0 * 0.5)).abs() < 1e-9);
-        assert!(Cdf::parse("100 0\n50 100\n").is_err());
-        assert!(Cdf::parse("100 0\n200 90\n").is_err());
     }
 
     #[test]

@@ -296,7 +296,7 @@ impl SwitchConfig {
                 }
                 params.ports = ports.len() as u16;
                 let profile = cp::pfc::PfcProfile::new(&params)
-                    .map_err(|e| invalid(format!("pfc.{}", e.param), e.reason))?;
+                    .map_err(|e| invalid(format!("pfc.{}", e.param), e.why()))?;
                 // With PFC the lossless priorities must never be tail-dropped at an egress
                 // queue: the worst case is every ingress port's whole allowance (XOFF or the
                 // shared buffer, plus headroom) waiting at one egress priority.

@@ -104,24 +104,21 @@ impl CpHook {
             ));
         }
         let qcn = match &c.qcn {
-            Some(p) => Some(
-                QcnCpProfile::new(p)
-                    .map_err(|e| err(&format!("qcn.{}", e.param), e.reason.clone()))?,
-            ),
+            Some(p) => {
+                Some(QcnCpProfile::new(p).map_err(|e| err(&format!("qcn.{}", e.param), e.why()))?)
+            }
             None => None,
         };
         let red = match &c.red {
-            Some(p) => Some(
-                RedProfile::new(p)
-                    .map_err(|e| err(&format!("red.{}", e.param), e.reason.clone()))?,
-            ),
+            Some(p) => {
+                Some(RedProfile::new(p).map_err(|e| err(&format!("red.{}", e.param), e.why()))?)
+            }
             None => None,
         };
         let tcd = match &c.tcd {
-            Some(p) => Some(
-                TcdProfile::new(p)
-                    .map_err(|e| err(&format!("tcd.{}", e.param), e.reason.clone()))?,
-            ),
+            Some(p) => {
+                Some(TcdProfile::new(p).map_err(|e| err(&format!("tcd.{}", e.param), e.why()))?)
+            }
             None => None,
         };
         let cp_mac = match &c.cp_mac {
