@@ -8,6 +8,8 @@
 #![deny(clippy::print_stdout)]
 use anyhow::Context as _;
 
+use crate::port::netns::NsPort;
+
 // Defined above the `mod` lines, so every subcommand's module sees them (textual scope).
 
 /// `println!` that returns the `std::io::Result` of the write (use it with `?`).
@@ -73,89 +75,9 @@ pub struct PortArgs {
     pub dpdk_eal: Option<String>,
 }
 
-/// A port opened by a `[NETNS/]IFACE` argument: opened inside that network namespace (see
-/// [`crate::port::netns`]) and, on drop, closed there too (an AF_XDP port detaches its program
-/// through a netlink socket of the namespace it is in).
-pub(crate) struct NsPort {
-    netns: Option<String>,
-    port: Option<crate::port::any::AnyPort>,
-}
-
-impl NsPort {
-    pub(crate) fn open(label: &str, args: &PortArgs) -> anyhow::Result<NsPort> {
-        let (netns, iface) = crate::port::netns::split_port_arg(label);
-        let port = crate::port::netns::in_netns(netns, || open_port(iface, args))
-            .with_context(|| format!("--iface {label}"))?
-            .with_context(|| format!("--iface {label}"))?;
-        Ok(NsPort {
-            netns: netns.map(String::from),
-            port: Some(port),
-        })
-    }
-}
-
-impl std::ops::Deref for NsPort {
-    type Target = crate::port::any::AnyPort;
-    fn deref(&self) -> &Self::Target {
-        self.port.as_ref().expect("open until drop")
-    }
-}
-
-impl std::ops::DerefMut for NsPort {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        self.port.as_mut().expect("open until drop")
-    }
-}
-
-impl Drop for NsPort {
-    fn drop(&mut self) {
-        if let Some(port) = self.port.take() {
-            // A namespace deleted meanwhile: the port is then closed here, which for sockets is
-            // the same thing.
-            let _ = crate::port::netns::in_netns(self.netns.as_deref(), move || drop(port));
-        }
-    }
-}
-
-/// Opens `iface` with the driver `args` name, as one port with one queue.
-pub(crate) fn open_port(
-    iface: &str,
-    args: &PortArgs,
-) -> Result<crate::port::any::AnyPort, crate::port::PortError> {
-    use crate::port::any::AnyPort;
-    match args.driver.as_str() {
-        "af_xdp" => {
-            let pool = crate::port::xdp::XdpPool::new(4096)?;
-            let opts = crate::port::xdp::XdpOptions {
-                mode: Default::default(),
-                force: false,
-                queues: Some(vec![0]),
-            };
-            crate::port::xdp::XdpPort::open(&pool, iface, &opts).map(AnyPort::Xdp)
-        }
-        #[cfg(feature = "dpdk")]
-        "dpdk" => {
-            let cfg = crate::port::dpdk::DpdkConfig {
-                eal: args
-                    .dpdk_eal
-                    .as_deref()
-                    .unwrap_or("")
-                    .split_whitespace()
-                    .map(String::from)
-                    .collect(),
-                ..Default::default()
-            };
-            crate::port::dpdk::DpdkPort::open(iface, &cfg)
-                .map(AnyPort::Dpdk)
-                .map_err(crate::port::PortError::from)
-        }
-        #[cfg(not(feature = "dpdk"))]
-        "dpdk" => Err(crate::port::PortError::Unsupported {
-            name: iface.to_string(),
-            what: "--driver dpdk: this quench was built without DPDK; rebuild with \
-                   `cargo build --release --features dpdk`"
-                .into(),
-        }),
-        _ => crate::port::packet::PacketPort::open(iface).map(AnyPort::Packet),
+impl PortArgs {
+    /// Opens `label` (`[NETNS/]IFACE`) with these drivers.
+    pub(crate) fn open(&self, label: &str) -> anyhow::Result<NsPort> {
+        NsPort::open(label, &self.driver, self.dpdk_eal.as_deref())
     }
 }

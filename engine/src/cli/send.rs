@@ -11,7 +11,6 @@
 //! flows' rates, the pacing audit and the loop's scheduling stalls, and one JSON line.
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 
 use anyhow::Context as _;
 use rand_xoshiro::rand_core::SeedableRng;
@@ -19,12 +18,13 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Deserialize;
 use units::{Duration, FlowId, Rate};
 
-use crate::port::any::AnyFrame;
-use crate::port::{Frame as _, Port, BURST, MAX_FRAME};
+use crate::port::{Port, MAX_FRAME};
+use crate::recv::sink::{Sink, SinkOptions};
 use crate::send::flowgen::{schedule, FlowGroup};
-use crate::send::pacer::{share_within, Generator, LoopStalls, PaceAudit, PacingConfig};
+use crate::send::pacer::{share_within, Generator, LoopStalls, PacingConfig};
+use crate::send::run::{LoopLimits, SendPort};
 use crate::send::worker::{Addressing, Control, SendWorker};
-use crate::time::{shared_now, Clock};
+use crate::time::Clock;
 use crate::wire::ipv4::Ecn;
 use crate::wire::MacAddr;
 
@@ -156,19 +156,6 @@ fn load(path: &Path) -> anyhow::Result<SendConfig> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     toml::from_str(&text).with_context(|| format!("{}", path.display()))
-}
-
-/// One port of the sender and what is its own: its flows and their reaction points, the frames
-/// it has yet to hand to the ring, its pacing audit.
-struct Outside {
-    /// The `--iface` argument, `[NETNS/]IFACE`.
-    label: String,
-    cc: Cc,
-    port: super::NsPort,
-    w: SendWorker,
-    tx: Vec<AnyFrame>,
-    no_buffer: u64,
-    audit: PaceAudit,
 }
 
 fn control(
@@ -361,7 +348,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             );
         }
         let ids: Vec<FlowId> = flows.iter().map(|f| f.flow).collect();
-        let port = super::NsPort::open(label, &args.port)?;
+        let port = args.port.open(label)?;
         let mac = port
             .caps()
             .mac
@@ -380,106 +367,36 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             },
         )
         .with_link_rate(line);
-        ports.push(Outside {
-            label: label.clone(),
-            cc,
+        ports.push(SendPort::new(
+            label.clone(),
             port,
             w,
-            tx: Vec::with_capacity(BURST),
-            no_buffer: 0,
-            audit: PaceAudit::new(Duration::from_millis(100), loop_catch_up),
-        });
+            Duration::from_millis(100),
+            loop_catch_up,
+        ));
     }
     let np = if args.sink_no_cnp {
         None
     } else {
-        Some(super::recv::SinkOptions::np_profile(None)?)
+        Some(super::recv::np_profile(None)?)
     };
     let mut sinks = Vec::with_capacity(args.sink.len());
     for (label, pause) in args.sink.iter().zip(pauses) {
-        let opts = super::recv::SinkOptions {
+        let opts = SinkOptions {
             pfc_pause: pause,
-            ..super::recv::SinkOptions::defaults(np)
+            ..SinkOptions::defaults(np)
         };
-        sinks.push(super::recv::Sink::open(label, &args.port, opts)?);
+        sinks.push(Sink::new(args.port.open(label)?, opts)?);
     }
-    let end = t0 + Duration::from_nanos((args.duration_s.max(0.0) * 1e9) as u64);
-    let mut rx = Vec::with_capacity(BURST);
-    let mut buf = vec![0u8; MAX_FRAME + 64];
-    let mut idle = crate::worker::Idle::default();
+    let limits = LoopLimits {
+        end: t0 + Duration::from_nanos((args.duration_s.max(0.0) * 1e9) as u64),
+        stop: &stop,
+        linger: Duration::from_millis(args.sink_linger_ms),
+    };
     // Gaps longer than the catch-up bound (or 1 ms) are reported as stalls.
     let mut stalls = LoopStalls::new(loop_catch_up);
-    loop {
-        let now = clock.now();
-        if now >= end || stop.load(Ordering::Relaxed) {
-            break;
-        }
-        stalls.tick(now);
-        let stamp = shared_now();
-        let mut work = 0;
-        for o in &mut ports {
-            let Outside {
-                port,
-                w,
-                tx,
-                no_buffer,
-                audit,
-                ..
-            } = o;
-            audit.sample(now, &w.gen, |f| w.paced_rate(now, f));
-            port.rx_burst(0, &mut rx, BURST)?;
-            work += rx.len();
-            for f in rx.drain(..) {
-                w.on_rx(now, f.data());
-            }
-            w.on_timeout(now);
-            while tx.len() < BURST {
-                let Some((_, n)) = w.next_frame(now, stamp, &mut buf) else {
-                    break;
-                };
-                match port.import(&buf[..n]) {
-                    Some(f) => tx.push(f),
-                    None => *no_buffer += 1,
-                }
-            }
-            work += tx.len();
-            if !tx.is_empty() {
-                // Frames the ring did not take stay in `tx`, in order, for the next burst.
-                port.tx_burst(0, tx)?;
-            }
-            port.poll()?;
-        }
-        for s in &mut sinks {
-            work += s.step()?.0;
-        }
-        idle.after(work);
-    }
-    let secs = (clock.now() - t0).as_secs_f64();
-    // Frames generated but still waiting (for ring space, or in the ring for the kernel) go
-    // out now, so that what the report counts as sent was sent; what is still queued after
-    // 10 ms (a device that keeps refusing) is reported as unsent.
-    let flush_end = clock.now() + Duration::from_millis(10);
-    for o in &mut ports {
-        loop {
-            if !o.tx.is_empty() {
-                o.port.tx_burst(0, &mut o.tx)?;
-            }
-            o.port.poll()?;
-            let queued = o.port.tx_queued().unwrap_or(0);
-            if (o.tx.is_empty() && queued == 0) || clock.now() >= flush_end {
-                break;
-            }
-        }
-    }
-    let linger_end = clock.now() + Duration::from_millis(args.sink_linger_ms);
-    while !sinks.is_empty() && clock.now() < linger_end && !stop.load(Ordering::Relaxed) {
-        let mut work = 0;
-        for s in &mut sinks {
-            work += s.step()?.0;
-        }
-        idle.after(work);
-    }
-    for o in &mut ports {
+    let secs = crate::send::run::run(&mut ports, &mut sinks, &clock, t0, &limits, &mut stalls)?;
+    for (k, o) in ports.iter_mut().enumerate() {
         if nports > 1 {
             outln!("== port {}", o.label)?;
         }
@@ -489,11 +406,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             refusals: o.port.tx_refusals(),
             drops: o.port.kernel_tx_drops(),
         };
-        report(o, secs, &stalls, &kernel)?;
+        report(o, configs[k].cc, secs, &stalls, &kernel)?;
     }
     for (k, (s, label)) in sinks.into_iter().zip(&args.sink).enumerate() {
         outln!("== sink {label}")?;
-        let json = s.finish(args.sink_out.get(k).map(PathBuf::as_path))?;
+        let json = super::recv::finish_sink(s, args.sink_out.get(k).map(PathBuf::as_path))?;
         outln!("{{\"sink\":{json}}}")?;
     }
     Ok(())
@@ -509,9 +426,14 @@ struct KernelTx {
 
 /// One port's lines: per-flow rates, feedback counts, what did not leave, the pacing audit,
 /// the loop's scheduling stalls (shared by every port of the loop), then one JSON line.
-fn report(o: &Outside, secs: f64, stalls: &LoopStalls, k: &KernelTx) -> std::io::Result<()> {
+fn report(
+    o: &SendPort,
+    cc: Cc,
+    secs: f64,
+    stalls: &LoopStalls,
+    k: &KernelTx,
+) -> std::io::Result<()> {
     let w = &o.w;
-    let cc = o.cc;
     let c = w.counters();
     outln!(
         "{:>6} {:>10} {:>12} {:>12}",

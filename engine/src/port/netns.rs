@@ -8,6 +8,8 @@
 //! close) needs the thread to be inside the namespace; [`in_netns`] enters it for the duration
 //! of a closure and returns to where the thread was.
 use std::fs::File;
+
+use anyhow::Context as _;
 use std::os::fd::AsRawFd;
 
 /// Why a namespace could not be entered or left.
@@ -88,6 +90,97 @@ pub fn split_port_arg(arg: &str) -> (Option<&str>, &str) {
     match arg.split_once('/') {
         Some((ns, iface)) => (Some(ns), iface),
         None => (None, arg),
+    }
+}
+
+/// A port opened by a `[NETNS/]IFACE` argument: opened inside that network namespace (see
+/// [`crate::port::netns`]) and, on drop, closed there too (an AF_XDP port detaches its program
+/// through a netlink socket of the namespace it is in).
+pub struct NsPort {
+    netns: Option<String>,
+    port: Option<crate::port::any::AnyPort>,
+}
+
+impl NsPort {
+    /// Opens `label` (`[NETNS/]IFACE`) with `driver` (`af_packet`, `af_xdp` or `dpdk`, the
+    /// latter with EAL arguments `dpdk_eal`).
+    pub fn open(label: &str, driver: &str, dpdk_eal: Option<&str>) -> anyhow::Result<NsPort> {
+        let (netns, iface) = split_port_arg(label);
+        let port = in_netns(netns, || open_port(iface, driver, dpdk_eal))
+            .with_context(|| format!("--iface {label}"))?
+            .with_context(|| format!("--iface {label}"))?;
+        Ok(NsPort {
+            netns: netns.map(String::from),
+            port: Some(port),
+        })
+    }
+}
+
+impl std::ops::Deref for NsPort {
+    type Target = crate::port::any::AnyPort;
+    fn deref(&self) -> &Self::Target {
+        self.port.as_ref().expect("open until drop")
+    }
+}
+
+impl std::ops::DerefMut for NsPort {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        self.port.as_mut().expect("open until drop")
+    }
+}
+
+impl Drop for NsPort {
+    fn drop(&mut self) {
+        if let Some(port) = self.port.take() {
+            // A namespace deleted meanwhile: the port is then closed here, which for sockets is
+            // the same thing.
+            let _ = in_netns(self.netns.as_deref(), move || drop(port));
+        }
+    }
+}
+
+/// Opens `iface` with `driver`, as one port with one queue.
+pub fn open_port(
+    iface: &str,
+    driver: &str,
+    dpdk_eal: Option<&str>,
+) -> Result<crate::port::any::AnyPort, crate::port::PortError> {
+    use crate::port::any::AnyPort;
+    match driver {
+        "af_xdp" => {
+            let pool = crate::port::xdp::XdpPool::new(4096)?;
+            let opts = crate::port::xdp::XdpOptions {
+                mode: Default::default(),
+                force: false,
+                queues: Some(vec![0]),
+            };
+            crate::port::xdp::XdpPort::open(&pool, iface, &opts).map(AnyPort::Xdp)
+        }
+        #[cfg(feature = "dpdk")]
+        "dpdk" => {
+            let cfg = crate::port::dpdk::DpdkConfig {
+                eal: dpdk_eal
+                    .unwrap_or("")
+                    .split_whitespace()
+                    .map(String::from)
+                    .collect(),
+                ..Default::default()
+            };
+            crate::port::dpdk::DpdkPort::open(iface, &cfg)
+                .map(AnyPort::Dpdk)
+                .map_err(crate::port::PortError::from)
+        }
+        #[cfg(not(feature = "dpdk"))]
+        "dpdk" => {
+            let _ = dpdk_eal;
+            Err(crate::port::PortError::Unsupported {
+                name: iface.to_string(),
+                what: "--driver dpdk: this quench was built without DPDK; rebuild with \
+                       `cargo build --release --features dpdk`"
+                    .into(),
+            })
+        }
+        _ => crate::port::packet::PacketPort::open(iface).map(AnyPort::Packet),
     }
 }
 

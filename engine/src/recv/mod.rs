@@ -21,6 +21,7 @@ use units::{Duration, FlowId, Instant};
 
 use crate::report::{latency_histogram, FlowSummary, LatencySummary, Summary, MAX_LATENCY_NS};
 
+pub mod sink;
 pub mod worker;
 
 /// Sequence numbers remembered behind the highest one seen, to tell a late frame from a

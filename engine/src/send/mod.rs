@@ -2,5 +2,6 @@
 pub mod appliance;
 pub mod flowgen;
 pub mod pacer;
+pub mod run;
 pub mod wheel;
 pub mod worker;

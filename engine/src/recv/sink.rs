@@ -1,0 +1,203 @@
+//! The receiver on one port as a poll-loop step: `quench recv` runs it alone, `quench send
+//! --sink` in the sender's loop. Frame I/O and the periodic PFC PAUSE of `--pfc-pause`; the
+//! measuring and the notification point are [`super::worker::RecvWorker`]'s, the printing the
+//! command's.
+use hdrhistogram::Histogram;
+use units::Duration;
+
+use crate::port::any::AnyFrame;
+use crate::port::netns::NsPort;
+use crate::port::{Port, BURST};
+use crate::recv::worker::RecvWorker;
+use crate::recv::RecvConfig;
+use crate::report::{IntervalLog, Summary};
+use crate::time::shared_now;
+use crate::wire::MacAddr;
+
+/// `--interval-ms`'s default, also `quench send --sink`'s interval.
+pub const DEFAULT_INTERVAL_MS: u64 = 100;
+/// `--max-flows`'s default, also `quench send --sink`'s.
+pub const DEFAULT_MAX_FLOWS: usize = 4096;
+
+/// `--pfc-pause PERIOD_US:PAUSE_US` -> (period, PAUSE frame).
+fn pause_plan(
+    spec: &str,
+    src: MacAddr,
+) -> anyhow::Result<(Duration, [u8; crate::wire::pfc::FRAME_LEN])> {
+    let bad = || anyhow::anyhow!("--pfc-pause {spec:?}: expected PERIOD_US:PAUSE_US, e.g. 400:200");
+    let (p, d) = spec.split_once(':').ok_or_else(bad)?;
+    let period: u64 = p.trim().parse().map_err(|_| bad())?;
+    let pause: u64 = d.trim().parse().map_err(|_| bad())?;
+    if period == 0 || pause == 0 || pause >= period {
+        anyhow::bail!("--pfc-pause {spec:?}: needs 0 < PAUSE_US < PERIOD_US");
+    }
+    let quanta = crate::wire::pfc::duration_to_quanta(
+        Duration::from_micros(pause),
+        units::Rate::from_gbps(1),
+    );
+    let mut frame = [0u8; crate::wire::pfc::FRAME_LEN];
+    crate::wire::pfc::emit_frame(
+        src,
+        &crate::wire::pfc::PfcRepr::pause(1 << 3, quanta),
+        &mut frame,
+    )
+    .map_err(|e| anyhow::anyhow!("--pfc-pause: {e}"))?;
+    Ok((Duration::from_micros(period), frame))
+}
+
+/// What configures a receiver beyond its port: `quench recv`'s options, or `quench send
+/// --sink`'s defaults.
+pub struct SinkOptions {
+    /// `None`: send no CNPs.
+    pub np: Option<np::NpProfile>,
+    pub interval: Duration,
+    pub max_flows: usize,
+    pub pfc_pause: Option<String>,
+}
+
+impl SinkOptions {
+    /// `quench recv`'s defaults, with notification point `np` (`None`: no CNPs).
+    pub fn defaults(np: Option<np::NpProfile>) -> SinkOptions {
+        SinkOptions {
+            np,
+            interval: Duration::from_millis(DEFAULT_INTERVAL_MS),
+            max_flows: DEFAULT_MAX_FLOWS,
+            pfc_pause: None,
+        }
+    }
+}
+
+/// The receiver on one port, one [`Sink::step`] per poll-loop iteration: `quench recv` runs it
+/// alone, `quench send --sink` in the sender's loop (one busy-polling process for a host that
+/// both sends and receives, on a machine with fewer cores than hosts).
+pub struct Sink {
+    port: NsPort,
+    w: RecvWorker,
+    rx: Vec<AnyFrame>,
+    tx: Vec<AnyFrame>,
+    cnp: [u8; 128],
+    tx_drops: u64,
+    pauser: Option<(Duration, [u8; crate::wire::pfc::FRAME_LEN])>,
+    next_pause: units::Instant,
+    pauses_sent: u64,
+}
+
+impl Sink {
+    /// The receiver on `port`, opened by the caller.
+    pub fn new(port: NsPort, opts: SinkOptions) -> anyhow::Result<Sink> {
+        let mac = port.caps().mac.unwrap_or_else(MacAddr::zero);
+        let w = RecvWorker::new(
+            RecvConfig {
+                max_flows: opts.max_flows,
+            },
+            opts.np,
+            opts.interval,
+            mac,
+        );
+        let pauser = opts
+            .pfc_pause
+            .as_deref()
+            .map(|spec| pause_plan(spec, mac))
+            .transpose()?;
+        Ok(Sink {
+            port,
+            w,
+            rx: Vec::with_capacity(BURST),
+            tx: Vec::with_capacity(BURST),
+            cnp: [0u8; 128],
+            tx_drops: 0,
+            pauser,
+            next_pause: shared_now(),
+            pauses_sent: 0,
+        })
+    }
+
+    /// Reads one burst, answers it, runs the timers. Returns the frames read and the time they
+    /// were stamped with (`CLOCK_MONOTONIC`, read after the burst arrived: a frame is never
+    /// stamped later than its receive time).
+    pub fn step(&mut self) -> anyhow::Result<(usize, units::Instant)> {
+        let port = &mut *self.port;
+        port.rx_burst(0, &mut self.rx, BURST)?;
+        let n = self.rx.len();
+        let now = shared_now();
+        for f in self.rx.drain(..) {
+            use crate::port::Frame as _;
+            if let Some(len) = self.w.on_frame(now, f.data(), &mut self.cnp) {
+                match port.import(&self.cnp[..len]) {
+                    Some(c) => self.tx.push(c),
+                    None => self.tx_drops += 1,
+                }
+            }
+        }
+        if !self.tx.is_empty() {
+            port.tx_burst(0, &mut self.tx)?;
+            // CNPs the ring could not take are dropped (freed): the next mark asks again.
+            self.tx_drops += self.tx.len() as u64;
+            self.tx.clear();
+        }
+        self.w.on_tick(now);
+        if let Some((period, frame)) = &self.pauser {
+            if now >= self.next_pause {
+                self.next_pause = now + *period;
+                if let Some(f) = port.import(frame) {
+                    self.tx.push(f);
+                    port.tx_burst(0, &mut self.tx)?;
+                    self.pauses_sent += 1 - self.tx.len() as u64;
+                    self.tx.clear();
+                }
+            }
+        }
+        port.poll()?;
+        Ok((n, now))
+    }
+
+    /// Closes the last interval and summarises the run.
+    pub fn finish(mut self) -> SinkEnd {
+        use crate::port::Port as _;
+        let c = self.w.counters();
+        let drops = self.port.kernel_rx_drops();
+        let (mut summary, all, log) = self.w.finish(shared_now());
+        summary.rx_kernel_drops = drops;
+        SinkEnd {
+            summary,
+            latency: all,
+            log,
+            cnp_tx_drops: self.tx_drops,
+            pauses_sent: self.pauses_sent,
+            cnps_suppressed: c.cnps_suppressed,
+        }
+    }
+}
+
+/// What a [`Sink`] measured, for the report.
+pub struct SinkEnd {
+    pub summary: Summary,
+    /// Every flow's latency, merged.
+    pub latency: Histogram<u64>,
+    pub log: IntervalLog,
+    /// CNPs not sent (transmit ring full).
+    pub cnp_tx_drops: u64,
+    /// PFC PAUSE frames sent (`--pfc-pause`).
+    pub pauses_sent: u64,
+    /// CNPs the notification point's interval suppressed.
+    pub cnps_suppressed: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pfc_pause_spec_is_checked_and_becomes_a_pfc_frame() {
+        let (period, f) = pause_plan("400:200", MacAddr::zero()).unwrap();
+        assert_eq!(period, Duration::from_micros(400));
+        let pdu = crate::wire::pfc::PfcRepr::parse(&f[14..]).unwrap();
+        assert!(pdu.enabled(3));
+        // 200 us at 1 Gbit/s = 200000 bit times / 512 = 390.6 -> 391 quanta.
+        assert_eq!(pdu.quanta[3], 391);
+        for bad in ["400", "a:b", "200:400", "0:0", "400:0"] {
+            let e = pause_plan(bad, MacAddr::zero()).unwrap_err().to_string();
+            assert!(e.contains("--pfc-pause"), "{bad}: {e}");
+        }
+    }
+}

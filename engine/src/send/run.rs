@@ -1,0 +1,143 @@
+//! The poll loop of `quench send`: one busy-polling loop reads the clock once per iteration and
+//! serves every sender port (feedback in, reaction-point timers, the paced frames out) and the
+//! `--sink` receiver ports beside them, until the end time or a stop signal; then it flushes
+//! what was generated but not yet sent and lets the sinks linger. Configuration and the report
+//! are the command's (cli/send.rs).
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use units::{Duration, Instant};
+
+use super::pacer::{LoopStalls, PaceAudit};
+use super::worker::SendWorker;
+use crate::port::any::AnyFrame;
+use crate::port::netns::NsPort;
+use crate::port::{Frame as _, Port, BURST, MAX_FRAME};
+use crate::recv::sink::Sink;
+use crate::time::{shared_now, Clock};
+
+/// One port of the sender and what is its own: its flows and their reaction points, the frames
+/// it has yet to hand to the ring, its pacing audit.
+pub struct SendPort {
+    /// The `--iface` argument, `[NETNS/]IFACE`.
+    pub label: String,
+    pub port: NsPort,
+    pub w: SendWorker,
+    /// Frames built but not yet taken by the transmit ring, in order.
+    pub tx: Vec<AnyFrame>,
+    /// Frames built that found no transmit buffer (dropped).
+    pub no_buffer: u64,
+    pub audit: PaceAudit,
+}
+
+impl SendPort {
+    /// `w` on `port`, audited in windows of `window` with loop gaps over `stall` as stalls.
+    pub fn new(
+        label: String,
+        port: NsPort,
+        w: SendWorker,
+        window: Duration,
+        stall: Duration,
+    ) -> Self {
+        SendPort {
+            label,
+            port,
+            w,
+            tx: Vec::with_capacity(BURST),
+            no_buffer: 0,
+            audit: PaceAudit::new(window, stall),
+        }
+    }
+}
+
+/// When the loop stops and how long the sinks keep receiving after it.
+pub struct LoopLimits<'a> {
+    pub end: Instant,
+    pub stop: &'a AtomicBool,
+    pub linger: Duration,
+}
+
+/// Runs the loop until `limits.end` or a stop; returns the seconds from `t0` to the loop's end.
+/// `stalls` records the loop's scheduling gaps.
+pub fn run(
+    ports: &mut [SendPort],
+    sinks: &mut [Sink],
+    clock: &Clock,
+    t0: Instant,
+    limits: &LoopLimits,
+    stalls: &mut LoopStalls,
+) -> anyhow::Result<f64> {
+    let mut rx = Vec::with_capacity(BURST);
+    let mut buf = vec![0u8; MAX_FRAME + 64];
+    let mut idle = crate::worker::Idle::default();
+    loop {
+        let now = clock.now();
+        if now >= limits.end || limits.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        stalls.tick(now);
+        let stamp = shared_now();
+        let mut work = 0;
+        for o in ports.iter_mut() {
+            let SendPort {
+                port,
+                w,
+                tx,
+                no_buffer,
+                audit,
+                ..
+            } = o;
+            audit.sample(now, &w.gen, |f| w.paced_rate(now, f));
+            port.rx_burst(0, &mut rx, BURST)?;
+            work += rx.len();
+            for f in rx.drain(..) {
+                w.on_rx(now, f.data());
+            }
+            w.on_timeout(now);
+            while tx.len() < BURST {
+                let Some((_, n)) = w.next_frame(now, stamp, &mut buf) else {
+                    break;
+                };
+                match port.import(&buf[..n]) {
+                    Some(f) => tx.push(f),
+                    None => *no_buffer += 1,
+                }
+            }
+            work += tx.len();
+            if !tx.is_empty() {
+                // Frames the ring did not take stay in `tx`, in order, for the next burst.
+                port.tx_burst(0, tx)?;
+            }
+            port.poll()?;
+        }
+        for s in sinks.iter_mut() {
+            work += s.step()?.0;
+        }
+        idle.after(work);
+    }
+    let secs = (clock.now() - t0).as_secs_f64();
+    // Frames generated but still waiting (for ring space, or in the ring for the kernel) go
+    // out now, so that what the report counts as sent was sent; what is still queued after
+    // 10 ms (a device that keeps refusing) is reported as unsent.
+    let flush_end = clock.now() + Duration::from_millis(10);
+    for o in ports.iter_mut() {
+        loop {
+            if !o.tx.is_empty() {
+                o.port.tx_burst(0, &mut o.tx)?;
+            }
+            o.port.poll()?;
+            let queued = o.port.tx_queued().unwrap_or(0);
+            if (o.tx.is_empty() && queued == 0) || clock.now() >= flush_end {
+                break;
+            }
+        }
+    }
+    let linger_end = clock.now() + limits.linger;
+    while !sinks.is_empty() && clock.now() < linger_end && !limits.stop.load(Ordering::Relaxed) {
+        let mut work = 0;
+        for s in sinks.iter_mut() {
+            work += s.step()?.0;
+        }
+        idle.after(work);
+    }
+    Ok(secs)
+}
