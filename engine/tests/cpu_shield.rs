@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
+mod common;
+
 /// Every thread's `Cpus_allowed_list`, by thread id.
 fn affinities() -> BTreeMap<u32, String> {
     let mut out = BTreeMap::new();
@@ -29,7 +31,7 @@ fn affinities() -> BTreeMap<u32, String> {
 }
 
 fn shield(args: &[&str]) -> String {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/cpu-shield.sh");
+    let script = common::repo().join("scripts/cpu-shield.sh");
     let run = Command::new(script).args(args).output().unwrap();
     assert!(
         run.status.success(),
@@ -41,9 +43,10 @@ fn shield(args: &[&str]) -> String {
 
 #[test]
 fn the_shield_moves_threads_off_the_senders_cpu_and_gives_them_back() {
-    // Safety: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipping: cpu-shield.sh needs root (it changes other processes' affinity)");
+    if !common::root_or_skip(
+        "the_shield_moves_threads",
+        "cpu-shield.sh changes other processes' affinity",
+    ) {
         return;
     }
     let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
@@ -54,9 +57,7 @@ fn the_shield_moves_threads_off_the_senders_cpu_and_gives_them_back() {
         );
         return;
     }
-    let f = std::fs::File::create("/tmp/quench-netns-tests.lock").unwrap();
-    // Safety: flock on a file we own.
-    unsafe { libc::flock(std::os::unix::io::AsRawFd::as_raw_fd(&f), libc::LOCK_EX) };
+    let _l = common::lock();
 
     let before = affinities();
     let state = format!("/tmp/quench-shield-test.{}", std::process::id());

@@ -18,6 +18,9 @@ use engine::switch::queue::QueueLimits;
 use engine::switch::stats::PortCounters;
 use units::{Duration, Instant};
 
+mod common;
+use common::{lock, netns_or_skip, repo, Testbed};
+
 /// One port per test so tests can run in parallel threads.
 fn eal() -> Vec<String> {
     [
@@ -212,15 +215,10 @@ impl Drop for Netns {
 /// namespace this test creates. Needs root (CI runs as root); skips with a reason otherwise.
 #[test]
 fn af_packet_over_veth_in_a_netns() {
-    // Safety: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIP af_packet_over_veth_in_a_netns: needs root to create a netns and veth");
+    if !netns_or_skip("af_packet_over_veth_in_a_netns") {
         return;
     }
-    if Command::new("ip").arg("-V").output().is_err() {
-        eprintln!("SKIP af_packet_over_veth_in_a_netns: `ip` (iproute2) is not installed");
-        return;
-    }
+    let _l = lock();
     dpdk::eal_init(&eal()).unwrap();
     let pid = std::process::id();
     let ns = Netns(format!("qdpdk{pid}"));
@@ -372,39 +370,12 @@ fn switch_worker_forwards_between_dpdk_ports() {
 /// (each its own EAL). Needs root; skips with a reason otherwise.
 #[test]
 fn send_over_dpdk_through_the_switch_end_to_end() {
-    // Safety: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIP send_over_dpdk_through_the_switch_end_to_end: needs root (netns, veth)");
+    if !netns_or_skip("send_over_dpdk_through_the_switch_end_to_end") {
         return;
     }
-    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let prefix = format!("qe{}", std::process::id() % 10000);
-    let testbed = |cmd: &str| {
-        Command::new(repo.join("scripts/testbed.sh"))
-            .args([
-                cmd,
-                "--senders",
-                "1",
-                "--receivers",
-                "1",
-                "--prefix",
-                &prefix,
-            ])
-            .output()
-            .unwrap()
-    };
-    struct Down<F: Fn()>(F);
-    impl<F: Fn()> Drop for Down<F> {
-        fn drop(&mut self) {
-            (self.0)()
-        }
-    }
-    assert!(testbed("up").status.success());
-    let _down = Down(|| {
-        let _ = Command::new(repo.join("scripts/testbed.sh"))
-            .args(["down", "--prefix", &prefix])
-            .output();
-    });
+    let _l = lock();
+    let tb = Testbed::up(format!("qe{}", std::process::id() % 10000), 1, 1);
+    let prefix = tb.prefix.clone();
     let dir = std::env::temp_dir().join(format!("{prefix}-dpdk-e2e"));
     std::fs::create_dir_all(&dir).unwrap();
     let cfg = dir.join("switch.toml");
@@ -458,7 +429,10 @@ fn send_over_dpdk_through_the_switch_end_to_end() {
             "--no-huge -m 256 --no-pci --no-shconf --no-telemetry --file-prefix={prefix} \
              --vdev=net_af_packet0,iface=eth0"
         ))
-        .args(["--config", repo.join("configs/send.toml").to_str().unwrap()])
+        .args([
+            "--config",
+            repo().join("configs/send.toml").to_str().unwrap(),
+        ])
         .args(["--cc", "none", "--rate", "50mbit", "--duration-s", "2"])
         .output()
         .unwrap();

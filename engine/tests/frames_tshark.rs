@@ -6,24 +6,19 @@
 //! that need them print why and are skipped.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
-const QUENCH: &str = env!("CARGO_BIN_EXE_quench");
+mod common;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("engine/ has a parent")
-        .to_path_buf()
-}
+const QUENCH: &str = env!("CARGO_BIN_EXE_quench");
 
 /// The shared Lua dissector, at `../shared` beside the repository (the CI layout), or under
 /// `$QUENCH_SHARED` (a git worktree elsewhere).
 fn qau_lua() -> Option<PathBuf> {
     let shared = std::env::var_os("QUENCH_SHARED")
         .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("../shared"));
+        .unwrap_or_else(|| common::repo().join("../shared"));
     let p = shared.join("tools/wireshark/qau.lua");
     p.exists().then_some(p)
 }

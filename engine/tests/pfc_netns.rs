@@ -4,47 +4,10 @@
 //! in tshark as PFC with the expected class-enable vector. TCD beside PFC: the victim of a
 //! paused port is marked UE, the congested port's flows CE (scripts/tcd-victim.sh). Needs root; skipped with a printed
 //! reason otherwise; takes the netns tests' lock (two cores).
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn root_or_skip(test: &str) -> bool {
-    // Safety: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipping {test}: needs root (network namespaces, veth pairs)");
-        return false;
-    }
-    if Command::new("ip").arg("-V").output().is_err() {
-        eprintln!("skipping {test}: iproute2 (`ip`) not installed; run scripts/setup.sh");
-        return false;
-    }
-    true
-}
-
-struct Lock(#[allow(dead_code)] std::fs::File);
-fn lock() -> Lock {
-    let f = std::fs::File::create("/tmp/quench-netns-tests.lock").unwrap();
-    // Safety: flock on a file we own.
-    unsafe { libc::flock(std::os::unix::io::AsRawFd::as_raw_fd(&f), libc::LOCK_EX) };
-    Lock(f)
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The release binary: PFC guards the switch's queues, not the hosts' receive rings, and a debug
-/// build's switch and receiver fall behind even 10 k frames/s on two shared cores, losing frames
-/// in the kernel before PFC sees them.
-fn release_quench() -> PathBuf {
-    let build = Command::new(env!("CARGO"))
-        .args(["build", "--release", "-p", "engine", "--bin", "quench"])
-        .current_dir(repo())
-        .status()
-        .unwrap();
-    assert!(build.success());
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or(repo().join("target"), PathBuf::from);
-    target.join("release/quench")
-}
+mod common;
+use common::{lock, netns_or_skip, release_quench, repo};
 
 /// Runs a testbed script that must succeed and returns its last line, a JSON object, parsed and
 /// as text.
@@ -70,7 +33,7 @@ fn script_json(cmd: &mut Command) -> (serde_json::Value, String) {
 /// and the victim UE, never CE.
 #[test]
 fn tcd_marks_the_victim_of_a_paused_port_ue_and_never_ce() {
-    if !root_or_skip("tcd_marks_the_victim") {
+    if !netns_or_skip("tcd_marks_the_victim") {
         return;
     }
     let _l = lock();
@@ -106,7 +69,7 @@ fn tcd_marks_the_victim_of_a_paused_port_ue_and_never_ce() {
 
 #[test]
 fn pfc_incast_loses_no_frame_and_its_pauses_decode_in_tshark() {
-    if !root_or_skip("pfc_incast_loses_no_frame") {
+    if !netns_or_skip("pfc_incast_loses_no_frame") {
         return;
     }
     let _l = lock();

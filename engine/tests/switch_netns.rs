@@ -2,7 +2,7 @@
 //! creates: frames forwarded intact, MAC learning and ageing, priority queues, shaping, clean
 //! teardown. Needs root; skipped with a printed reason otherwise. Tests take a file lock so they
 //! run one at a time (two cores), and each uses its own namespace prefix.
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command};
 
 use engine::port::packet::PacketPort;
@@ -11,6 +11,9 @@ use engine::switch::stats::{query, Snapshot};
 use engine::time::Clock;
 use units::Duration;
 
+mod common;
+use common::{lock, netns_or_skip, repo, Testbed};
+
 const S0: [u8; 6] = [0x02, 0x71, 0x6e, 0x01, 0, 0];
 const R0: [u8; 6] = [0x02, 0x71, 0x6e, 0x02, 0, 0];
 const A: [u8; 6] = [0x02, 0x71, 0x6e, 0x0a, 0, 1];
@@ -18,71 +21,6 @@ const B: [u8; 6] = [0x02, 0x71, 0x6e, 0x0b, 0, 1];
 const C: [u8; 6] = [0x02, 0x71, 0x6e, 0x0c, 0, 1];
 /// IEEE 802 local experimental EtherType: test frames are told apart from any other traffic.
 const ETH_TEST: [u8; 2] = [0x88, 0xb5];
-
-fn root_or_skip(test: &str) -> bool {
-    // Safety: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipping {test}: needs root (network namespaces, veth pairs, AF_XDP)");
-        return false;
-    }
-    if Command::new("ip").arg("-V").output().is_err() {
-        eprintln!("skipping {test}: iproute2 (`ip`) not installed; run scripts/setup.sh");
-        return false;
-    }
-    true
-}
-
-/// Serialises the netns tests (flock on a shared file, released when dropped).
-struct Lock(#[allow(dead_code)] std::fs::File);
-fn lock() -> Lock {
-    let f = std::fs::File::create("/tmp/quench-netns-tests.lock").unwrap();
-    // Safety: flock on a file we own.
-    unsafe { libc::flock(std::os::unix::io::AsRawFd::as_raw_fd(&f), libc::LOCK_EX) };
-    Lock(f)
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// A testbed with its own prefix; `down` on drop.
-struct Testbed {
-    prefix: String,
-}
-
-impl Testbed {
-    fn up(tag: &str) -> Testbed {
-        let prefix = format!("q{}{}", std::process::id() % 1000, tag);
-        let st = Command::new(repo().join("scripts/testbed.sh"))
-            .args([
-                "up",
-                "--senders",
-                "2",
-                "--receivers",
-                "1",
-                "--prefix",
-                &prefix,
-            ])
-            .status()
-            .unwrap();
-        assert!(st.success(), "testbed.sh up failed");
-        Testbed { prefix }
-    }
-    fn ns(&self, n: &str) -> String {
-        format!("{}-{n}", self.prefix)
-    }
-    fn down(&self) {
-        let _ = Command::new(repo().join("scripts/testbed.sh"))
-            .args(["down", "--prefix", &self.prefix])
-            .status();
-    }
-}
-
-impl Drop for Testbed {
-    fn drop(&mut self) {
-        self.down();
-    }
-}
 
 /// A running `quench switch`, stopped with SIGTERM (by pid) on drop.
 struct Switch {
@@ -241,11 +179,11 @@ fn xdp_progs(ns: &str) -> usize {
 
 #[test]
 fn forwards_intact_learns_and_ages_then_tears_down_cleanly() {
-    if !root_or_skip("forwards_intact_learns_and_ages_then_tears_down_cleanly") {
+    if !netns_or_skip("forwards_intact_learns_and_ages_then_tears_down_cleanly") {
         return;
     }
     let _l = lock();
-    let tb = Testbed::up("a");
+    let tb = Testbed::up(format!("q{}a", std::process::id() % 1000), 2, 1);
     let mut sw = Switch::start(&tb, "af_xdp", "ageing_secs = 1.0");
     // 1. Unknown destination: flooded to r0 and s1, byte for byte, VLAN tags kept.
     let frames: Vec<Vec<u8>> = (0..60)
@@ -317,22 +255,23 @@ fn forwards_intact_learns_and_ages_then_tears_down_cleanly() {
     assert!(st.success(), "switch exit status {st:?}");
     assert_eq!(xdp_progs(&tb.ns("sw")), 0, "XDP program left attached");
     assert!(!sw.sock.exists(), "control socket left behind");
-    tb.down();
+    let prefix = tb.prefix.clone();
+    drop(tb);
     let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
     let left = String::from_utf8_lossy(&ns.stdout).to_string();
     assert!(
-        !left.contains(&format!("{}-", tb.prefix)),
+        !left.contains(&format!("{prefix}-")),
         "namespaces left: {left}"
     );
 }
 
 #[test]
 fn priority_queues_and_shaping() {
-    if !root_or_skip("priority_queues_and_shaping") {
+    if !netns_or_skip("priority_queues_and_shaping") {
         return;
     }
     let _l = lock();
-    let tb = Testbed::up("b");
+    let tb = Testbed::up(format!("q{}b", std::process::id() % 1000), 2, 1);
     // r0's egress at 10 Mbit/s: 1000-octet frames leave every 800 us. AF_PACKET ports here,
     // so both port kinds are exercised.
     let body = format!(
@@ -469,11 +408,11 @@ fn switch_error(tb: &Testbed, prefix_cmd: &[&str], iface: &str, driver: &str) ->
 
 #[test]
 fn operational_errors_name_the_cause() {
-    if !root_or_skip("operational_errors_name_the_cause") {
+    if !netns_or_skip("operational_errors_name_the_cause") {
         return;
     }
     let _l = lock();
-    let tb = Testbed::up("e");
+    let tb = Testbed::up(format!("q{}e", std::process::id() % 1000), 2, 1);
     let port = format!("{}-sw-s0", tb.prefix);
     // A missing interface.
     let e = switch_error(&tb, &[], "nosuch0", "af_packet");
@@ -519,11 +458,11 @@ fn operational_errors_name_the_cause() {
 
 #[test]
 fn two_workers_learn_across_cores() {
-    if !root_or_skip("two_workers_learn_across_cores") {
+    if !netns_or_skip("two_workers_learn_across_cores") {
         return;
     }
     let _l = lock();
-    let tb = Testbed::up("w");
+    let tb = Testbed::up(format!("q{}w", std::process::id() % 1000), 2, 1);
     // Two workers: the three ports are spread over them, so a frame from s0 to r0 and the
     // learning notice for an address seen on r0 may each cross cores.
     let _sw = Switch::start(&tb, "af_packet", "workers = 2");
@@ -577,11 +516,11 @@ fn two_workers_learn_across_cores() {
 /// MAC and flow-id range, and every frame reaches `quench recv`.
 #[test]
 fn one_sender_process_drives_two_namespaces() {
-    if !root_or_skip("one_sender_process_drives_two_namespaces") {
+    if !netns_or_skip("one_sender_process_drives_two_namespaces") {
         return;
     }
     let _l = lock();
-    let tb = Testbed::up("m");
+    let tb = Testbed::up(format!("q{}m", std::process::id() % 1000), 2, 1);
     let sw = Switch::start(&tb, "af_packet", "");
     let dir = std::env::temp_dir().join(format!("{}-recv", tb.prefix));
     let recv = Command::new("ip")
@@ -676,11 +615,11 @@ fn blast(ns: &str, secs: &str) -> (bool, String, String) {
 
 #[test]
 fn blast_live_frames_reach_the_peer_and_a_peer_without_xdp_or_gro_is_named() {
-    if !root_or_skip("blast_live_frames_reach_the_peer_and_a_peer_without_xdp_or_gro_is_named") {
+    if !netns_or_skip("blast_live_frames_reach_the_peer_and_a_peer_without_xdp_or_gro_is_named") {
         return;
     }
     let _l = lock();
-    let tb = Testbed::up("l");
+    let tb = Testbed::up(format!("q{}l", std::process::id() % 1000), 2, 1);
     let (sw, port) = (tb.ns("sw"), format!("{}-sw-s0", tb.prefix));
     // 1. The peer has GRO on (testbed.sh): every frame the report counts arrived there.
     let before = counter(&sw, &port, "rx_packets");
@@ -705,11 +644,11 @@ fn blast_live_frames_reach_the_peer_and_a_peer_without_xdp_or_gro_is_named() {
 
 #[test]
 fn frames_the_kernel_drops_before_the_ring_are_counted() {
-    if !root_or_skip("frames_the_kernel_drops_before_the_ring_are_counted") {
+    if !netns_or_skip("frames_the_kernel_drops_before_the_ring_are_counted") {
         return;
     }
     let _l = lock();
-    let tb = Testbed::up("k");
+    let tb = Testbed::up(format!("q{}k", std::process::id() % 1000), 2, 1);
     let (sw_ns, port) = (tb.ns("sw"), format!("{}-sw-s0", tb.prefix));
     for driver in ["af_xdp", "af_packet"] {
         let mut sw = Switch::start(&tb, driver, "");
@@ -749,11 +688,11 @@ fn frames_the_kernel_drops_before_the_ring_are_counted() {
 /// as lost, again as the veth counted them.
 #[test]
 fn frames_a_device_refuses_are_reported_unsent_or_lost() {
-    if !root_or_skip("frames_a_device_refuses") {
+    if !netns_or_skip("frames_a_device_refuses") {
         return;
     }
     let _l = lock();
-    let tb = Testbed::up("d");
+    let tb = Testbed::up(format!("q{}d", std::process::id() % 1000), 2, 1);
     let st = Command::new("ip")
         .args(["-n", &tb.ns("sw"), "link", "set"])
         .arg(format!("{}-sw-s0", tb.prefix))

@@ -1,0 +1,103 @@
+//! What the root and network-namespace tests share: the root check, the lock that runs them one
+//! at a time (two cores; scripts run by hand take the same lock with `flock`), the repository
+//! path, this build's release binary, and a veth testbed (scripts/testbed.sh) in namespaces of
+//! the test's own, torn down on drop.
+//!
+//! Each test binary includes this with `mod common;` and uses part of it.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The file every netns test, and every benchmark script run by hand, locks.
+pub const LOCK_PATH: &str = "/tmp/quench-netns-tests.lock";
+
+/// The repository's root (engine/..).
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// True when running as root; otherwise prints why `test` is skipped (`needs`: what root is
+/// for) and returns false.
+pub fn root_or_skip(test: &str, needs: &str) -> bool {
+    // Safety: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipping {test}: needs root ({needs})");
+        return false;
+    }
+    true
+}
+
+/// True when `test` can build a veth testbed: root, and iproute2 installed.
+pub fn netns_or_skip(test: &str) -> bool {
+    if !root_or_skip(test, "network namespaces, veth pairs") {
+        return false;
+    }
+    if Command::new("ip").arg("-V").output().is_err() {
+        eprintln!("skipping {test}: iproute2 (`ip`) not installed; run scripts/setup.sh");
+        return false;
+    }
+    true
+}
+
+/// Holds [`LOCK_PATH`] (flock, exclusive) until dropped.
+pub struct Lock(#[allow(dead_code)] std::fs::File);
+
+/// Waits for the netns tests' lock.
+pub fn lock() -> Lock {
+    let f = std::fs::File::create(LOCK_PATH).unwrap();
+    // Safety: flock on a file we own; the descriptor lives as long as the Lock.
+    unsafe { libc::flock(std::os::unix::io::AsRawFd::as_raw_fd(&f), libc::LOCK_EX) };
+    Lock(f)
+}
+
+/// This tree's release binary, built if needed. The netns scripts use it: a debug build's switch
+/// and receiver fall behind even 10 k frames/s on two shared cores and lose frames in the kernel.
+pub fn release_quench() -> PathBuf {
+    let build = Command::new(env!("CARGO"))
+        .args(["build", "--release", "-p", "engine", "--bin", "quench"])
+        .current_dir(repo())
+        .status()
+        .unwrap();
+    assert!(build.success());
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or(repo().join("target"), PathBuf::from);
+    target.join("release/quench")
+}
+
+/// A veth testbed (scripts/testbed.sh) with its own namespace prefix; `down` on drop.
+pub struct Testbed {
+    pub prefix: String,
+}
+
+impl Testbed {
+    /// `senders` sender and `receivers` receiver namespaces around a switch namespace, all named
+    /// `<prefix>-...`.
+    pub fn up(prefix: String, senders: u32, receivers: u32) -> Testbed {
+        let st = Command::new(repo().join("scripts/testbed.sh"))
+            .args(["up", "--senders", &senders.to_string()])
+            .args(["--receivers", &receivers.to_string(), "--prefix", &prefix])
+            .output()
+            .unwrap();
+        // Built before the check, so that a half-built testbed is torn down too.
+        let tb = Testbed { prefix };
+        assert!(
+            st.status.success(),
+            "testbed.sh up failed: {}",
+            String::from_utf8_lossy(&st.stderr)
+        );
+        tb
+    }
+
+    /// The namespace (or interface) `<prefix>-<n>`.
+    pub fn ns(&self, n: &str) -> String {
+        format!("{}-{n}", self.prefix)
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        let _ = Command::new(repo().join("scripts/testbed.sh"))
+            .args(["down", "--prefix", &self.prefix])
+            .output();
+    }
+}
