@@ -8,6 +8,13 @@
 # 4 KiB page puts every mbuf in one L1 set; see quench_dpdk_pool_create in
 # engine/src/port/dpdk/shim.c), so the second ratio compares like with like.
 #
+# Then the realistic mix (`--mix` of both programs): two ring-backed ports (rte_eth_from_rings,
+# rings crossed so that frames circulate without allocation or free), 2,048 frames each way
+# between 1,024 stations on each side, 64 / 576 / 1500 octets at random; the C loop on the same
+# ports and frames. The C loop never reads a frame and a ring port's rx/tx only moves pointers,
+# so that ratio is quench's whole per-frame cost (classify, learn, look up, queue) against bare
+# pointer moves; quench's mix rate beside its repeated-header rate is the cost of the mix.
+#
 # Usage: scripts/bench-dpdk.sh [SECONDS_PER_RUN (default 3)] [ROUNDS (default 3)] [CPU (default 1)]
 # Needs DPDK (installs it with scripts/setup-dpdk.sh); no NIC, no hugepages, no root.
 set -euo pipefail
@@ -22,7 +29,7 @@ mkdir -p "$out"
 # shellcheck disable=SC2046 # pkg-config prints several flags on purpose
 cc -O3 -Wall -o "$out/dpdk_fwd_c" engine/benches/dpdk_fwd.c \
   $(pkg-config --cflags libdpdk) $(pkg-config --libs libdpdk) \
-  -Wl,--no-as-needed -lrte_net_null -Wl,--as-needed
+  -Wl,--no-as-needed -lrte_net_null -lrte_net_ring -Wl,--as-needed
 cargo bench -p engine --features dpdk --bench dpdk_fwd --no-run 2>&1 | tail -n 1
 quench=$(cargo bench -p engine --features dpdk --bench dpdk_fwd --no-run --message-format=json 2>/dev/null |
   sed -n 's/.*"executable":"\([^"]*dpdk_fwd[^"]*\)".*/\1/p' | tail -n 1)
@@ -34,6 +41,8 @@ EAL=(--no-huge -m 512 --no-pci --no-shconf --no-telemetry -l "$CPU" --log-level=
 c_runs=()
 p_runs=()
 q_runs=()
+cm_runs=()
+qm_runs=()
 for r in $(seq "$ROUNDS"); do
   c=$("$out/dpdk_fwd_c" "$SECS" "${EAL[@]}" | grep '^c_loop')
   q=$("$quench" "$SECS" "${EAL[@]}" | grep '^quench')
@@ -41,6 +50,13 @@ for r in $(seq "$ROUNDS"); do
   echo "round $r: $c"
   echo "round $r: $q"
   echo "round $r: $p (packed pool)"
+  cx=$("$out/dpdk_fwd_c" "$SECS" --mix "${EAL[@]}" | grep '^c_loop_mix')
+  qx=$("$quench" "$SECS" --mix "${EAL[@]}" | grep '^quench_mix')
+  echo "round $r: $cx"
+  echo "round $r: $qx"
+  cm_runs+=("${cx##*mpps=}")
+  qx=${qx##*mpps=}
+  qm_runs+=("${qx%% *}")
   c_runs+=("${c##*mpps=}")
   p_runs+=("${p##*mpps=}")
   q=${q##*mpps=}
@@ -54,3 +70,7 @@ awk -v c="$cm" -v q="$qm" 'BEGIN {
   printf "bench-dpdk: C loop %.2f Mpps, quench %.2f Mpps (medians), ratio quench/C = %.2f (target >= 0.70)\n", c, q, q / c }'
 awk -v c="$pm" -v q="$qm" 'BEGIN {
   printf "bench-dpdk: C loop with a packed pool %.2f Mpps (median), ratio quench/C = %.2f\n", c, q / c }'
+cxm=$(median "${cm_runs[@]}")
+qxm=$(median "${qm_runs[@]}")
+awk -v c="$cxm" -v q="$qxm" -v r="$qm" 'BEGIN {
+  printf "bench-dpdk: mix (1,024 stations a side, 64/576/1500 B, ring ports): C loop %.2f Mpps, quench %.2f Mpps (medians), ratio quench/C = %.3f; quench mix / repeated header = %.2f\n", c, q, q / c, q / r }'

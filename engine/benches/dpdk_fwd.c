@@ -9,8 +9,14 @@
  * 4 KiB page, which puts every mbuf in the same L1 set). The default is DPDK's
  * rte_pktmbuf_pool_create, as l2fwd; the script runs both, so the ratio against each is known.
  *
- * Usage: dpdk_fwd_c SECONDS [--packed-pool] EAL-ARGS...   (EAL args must create net_null0 and
- * net_null1)
+ * With --mix it forwards the realistic mix of engine/benches/dpdk_fwd.rs (`--mix`, module
+ * `mix`) instead: ports net_ring_mix0 and net_ring_mix1 made with rte_eth_from_rings over two crossed rings, seeded
+ * with the same frames (2,048 per direction from each of 1,024 stations on one side in turn to
+ * random stations of the other, 64, 576 or 1500 octets, from the same xorshift32 sequence). This loop never reads a frame, so the mix changes
+ * only what quench does; the ratio says what quench's per-frame work costs on it.
+ *
+ * Usage: dpdk_fwd_c SECONDS [--packed-pool | --mix] EAL-ARGS...   (EAL args must create
+ * net_null0 and net_null1)
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -22,6 +28,8 @@
 #include <rte_mbuf.h>
 #include <rte_cycles.h>
 #include <rte_mbuf_pool_ops.h>
+#include <rte_ring.h>
+#include <rte_eth_ring.h>
 
 #define BURST 32
 #define MBUFS 8191
@@ -55,6 +63,64 @@ static struct rte_mempool *pool(const char *name, int packed)
 	return rte_pktmbuf_pool_create(name, MBUFS, CACHE, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
 }
 
+/* The mix: the constants of engine/benches/dpdk_fwd.rs's module `mix`. */
+#define MIX_STATIONS 1024
+#define MIX_FRAMES 2048
+#define MIX_RING_SLOTS 4096
+static const uint16_t mix_lens[3] = {64, 576, 1500};
+
+static uint32_t xorshift32(uint32_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 17;
+	*x ^= *x << 5;
+	return *x;
+}
+
+static void mix_mac(uint8_t *m, uint8_t side, uint32_t k)
+{
+	const uint8_t mac[6] = {0x02, 0, 0, side, (uint8_t)(k >> 8), (uint8_t)k};
+
+	memcpy(m, mac, 6);
+}
+
+/* Rings X and Y, crossed: mix0 receives from X and transmits into Y, mix1 the reverse. Fills X
+ * with frames from side 0x0a to side 0x0b and Y with the reverse, in the Rust bench's order. */
+static int mix_setup(struct rte_mempool *mp)
+{
+	struct rte_ring *x, *y, *rings[2];
+	const uint8_t sides[2][2] = {{0x0a, 0x0b}, {0x0b, 0x0a}};
+	uint32_t seed = 1;
+
+	x = rte_ring_create("mix_x", MIX_RING_SLOTS, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+	y = rte_ring_create("mix_y", MIX_RING_SLOTS, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+	if (x == NULL || y == NULL || rte_eth_from_rings("mix0", &x, 1, &y, 1, 0) < 0 ||
+	    rte_eth_from_rings("mix1", &y, 1, &x, 1, 0) < 0)
+		return -1;
+	rings[0] = x;
+	rings[1] = y;
+	for (int d = 0; d < 2; d++) {
+		for (int i = 0; i < MIX_FRAMES; i++) {
+			struct rte_mbuf *m = rte_pktmbuf_alloc(mp);
+			uint32_t src = (uint32_t)i % MIX_STATIONS;
+			uint32_t dst = xorshift32(&seed) % MIX_STATIONS;
+			uint16_t len = mix_lens[xorshift32(&seed) % 3];
+			uint8_t *p;
+
+			if (m == NULL || rte_pktmbuf_append(m, len) == NULL)
+				return -1;
+			p = rte_pktmbuf_mtod(m, uint8_t *);
+			mix_mac(p, sides[d][1], dst);
+			mix_mac(p + 6, sides[d][0], src);
+			p[12] = 0x88;
+			p[13] = 0xb5;
+			if (rte_ring_enqueue(rings[d], m) != 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
 static int setup(const char *name, struct rte_mempool *mp, uint16_t *port)
 {
 	struct rte_eth_conf conf;
@@ -77,7 +143,8 @@ int main(int argc, char **argv)
 	uint16_t ports[2];
 	uint64_t sent = 0, hz, start, stop;
 	double seconds;
-	int n, packed = 0;
+	int n, packed = 0, mix = 0;
+	const char *names[2] = {"net_null0", "net_null1"};
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: %s SECONDS EAL-ARGS...\n", argv[0]);
@@ -85,8 +152,9 @@ int main(int argc, char **argv)
 	}
 	seconds = atof(argv[1]);
 	argv[1] = argv[0];
-	if (argc > 2 && strcmp(argv[2], "--packed-pool") == 0) {
-		packed = 1;
+	if (argc > 2 && (strcmp(argv[2], "--packed-pool") == 0 || strcmp(argv[2], "--mix") == 0)) {
+		packed = strcmp(argv[2], "--packed-pool") == 0;
+		mix = !packed;
 		argv[2] = argv[0];
 		argv++;
 		argc--;
@@ -98,8 +166,12 @@ int main(int argc, char **argv)
 	}
 	mp0 = pool("c_p0", packed);
 	mp1 = pool("c_p1", packed);
-	if (mp0 == NULL || mp1 == NULL || setup("net_null0", mp0, &ports[0]) != 0 ||
-	    setup("net_null1", mp1, &ports[1]) != 0) {
+	if (mix) {
+		names[0] = "net_ring_mix0";
+		names[1] = "net_ring_mix1";
+	}
+	if (mp0 == NULL || mp1 == NULL || (mix && mix_setup(mp0) != 0) ||
+	    setup(names[0], mp0, &ports[0]) != 0 || setup(names[1], mp1, &ports[1]) != 0) {
 		fprintf(stderr, "port set-up failed\n");
 		return 1;
 	}
@@ -120,7 +192,7 @@ int main(int argc, char **argv)
 			break;
 	}
 	seconds = (double)(rte_rdtsc() - start) / (double)hz;
-	printf("c_loop frames=%lu seconds=%.3f mpps=%.2f\n", (unsigned long)sent, seconds,
+	printf("c_loop%s frames=%lu seconds=%.3f mpps=%.2f\n", mix ? "_mix" : "", (unsigned long)sent, seconds,
 	       (double)sent / seconds / 1e6);
 	rte_eth_dev_stop(ports[0]);
 	rte_eth_dev_stop(ports[1]);

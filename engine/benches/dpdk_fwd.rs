@@ -16,13 +16,18 @@
 //! counters published every millisecond. The ports' mbuf pools are quench's own
 //! (`quench_dpdk_pool_create`: packed across 4 KiB pages without hugepages).
 //!
-//! Usage: `cargo bench -p engine --features dpdk --bench dpdk_fwd -- SECONDS EAL-ARGS...`
+//! `--mix` measures a realistic mix instead of one repeated header (see [`mix`]): two ports made
+//! with `rte_eth_from_rings` whose rings are crossed, holding frames between 1,024 stations on
+//! each side, 64, 576 or 1500 octets long. The C loop builds the same ports and the same
+//! frames with its own `--mix`.
+//!
+//! Usage: `cargo bench -p engine --features dpdk --bench dpdk_fwd -- SECONDS [--mix] EAL-ARGS...`
 //! (EAL args must create net_null0 and net_null1; `-l CPU` also pins this thread to CPU, as
 //! rte_eal_init pins the C loop's main thread.)
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use engine::port::dpdk::{DpdkConfig, DpdkPort};
+use engine::port::dpdk::{self, DpdkConfig, DpdkPort};
 use engine::port::{Frame, Port};
 use engine::switch::fdb::DEFAULT_AGEING;
 use engine::switch::forward::{OwnedPort, Worker};
@@ -50,21 +55,135 @@ fn prime(port: &mut DpdkPort, dst: [u8; 6], src: [u8; 6]) {
     }
 }
 
+/// The realistic mix: stations, frames per direction and their lengths. The C loop
+/// (engine/benches/dpdk_fwd.c, `--mix`) uses the same constants and the same generator.
+mod mix {
+    use std::ffi::{c_char, c_int, c_uint, c_void, CString};
+
+    use engine::port::dpdk::DpdkPort;
+    use engine::port::{Frame, Port};
+
+    /// Stations on each side: sources on one port are destinations on the other.
+    pub const STATIONS: u32 = 1024;
+    /// Frames circulating in each direction (each ring holds one direction's frames).
+    pub const FRAMES: u32 = 2048;
+    /// Frame lengths (octets in the mbuf), drawn uniformly.
+    pub const LENS: [usize; 3] = [64, 576, 1500];
+    const RING_SLOTS: c_uint = 4096;
+    /// RING_F_SP_ENQ | RING_F_SC_DEQ (rte_ring_core.h): one thread enqueues and dequeues.
+    const RING_FLAGS: c_uint = 0x0001 | 0x0002;
+    const SOCKET_ID_ANY: c_int = -1;
+
+    extern "C" {
+        fn rte_ring_create(
+            name: *const c_char,
+            count: c_uint,
+            socket_id: c_int,
+            flags: c_uint,
+        ) -> *mut c_void;
+        fn rte_eth_from_rings(
+            name: *const c_char,
+            rx_queues: *const *mut c_void,
+            nb_rx_queues: c_uint,
+            tx_queues: *const *mut c_void,
+            nb_tx_queues: c_uint,
+            numa_node: c_uint,
+        ) -> c_int;
+    }
+
+    /// xorshift32 (Marsaglia 2003), seeded 1: the frame sequence both loops build.
+    pub fn next(x: &mut u32) -> u32 {
+        *x ^= *x << 13;
+        *x ^= *x >> 17;
+        *x ^= *x << 5;
+        *x
+    }
+
+    /// Station `k` on side `side` (0x0a: behind port 0, 0x0b: behind port 1).
+    pub fn mac(side: u8, k: u32) -> [u8; 6] {
+        [0x02, 0, 0, side, (k >> 8) as u8, k as u8]
+    }
+
+    /// Creates ethdevs `net_ring_mix0` and `net_ring_mix1` (rte_eth_from_rings prefixes the name
+    /// with `net_ring_`) over two rings, crossed: mix0 receives from ring X and
+    /// transmits into ring Y, mix1 receives from Y and transmits into X. A frame mix0 forwards
+    /// to mix1 is therefore received on mix0 again with the same headers, so its source stays
+    /// behind the same port and the forwarding table never sees a station move; the frames
+    /// circulate with no allocation and no free, as they would between two NICs.
+    pub fn create_ports() -> anyhow::Result<()> {
+        let ring = |name: &str| {
+            let n = CString::new(name).unwrap_or_default();
+            // Safety: the EAL is initialised; the name is a NUL-terminated string.
+            let r = unsafe { rte_ring_create(n.as_ptr(), RING_SLOTS, SOCKET_ID_ANY, RING_FLAGS) };
+            if r.is_null() {
+                anyhow::bail!("rte_ring_create({name}) failed");
+            }
+            Ok(r)
+        };
+        let (x, y) = (ring("mix_x")?, ring("mix_y")?);
+        for (name, rx, tx) in [("mix0", x, y), ("mix1", y, x)] {
+            let n = CString::new(name).unwrap_or_default();
+            // Safety: the rings were created above and outlive the process's ports; the arrays
+            // hold one ring each, as the counts say.
+            let id = unsafe { rte_eth_from_rings(n.as_ptr(), &rx, 1, &tx, 1, 0) };
+            if id < 0 {
+                anyhow::bail!("rte_eth_from_rings({name}) failed");
+            }
+        }
+        Ok(())
+    }
+
+    /// Fills both rings: `FRAMES` frames from side-0 stations (each in turn) to random side-1
+    /// stations into X (through mix1's transmit), as many the other way into Y, each of a random
+    /// length from `LENS`.
+    pub fn seed(p0: &mut DpdkPort, p1: &mut DpdkPort) -> anyhow::Result<()> {
+        let mut x = 1u32;
+        for (from, to, via) in [(0x0a, 0x0b, &mut *p1), (0x0b, 0x0a, &mut *p0)] {
+            let mut frames = Vec::new();
+            for i in 0..FRAMES {
+                // Every station sends (so every destination is learned after one round, as on
+                // a network where every host talks); destinations and lengths are random.
+                let src = mac(from, i % STATIONS);
+                let dst = mac(to, next(&mut x) % STATIONS);
+                let len = LENS[(next(&mut x) % 3) as usize];
+                let mut f = via
+                    .alloc(len)
+                    .ok_or_else(|| anyhow::anyhow!("mbuf pool empty while seeding"))?;
+                let d = f.data_mut();
+                d[..6].copy_from_slice(&dst);
+                d[6..12].copy_from_slice(&src);
+                d[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
+                frames.push(f);
+            }
+            via.tx_burst(0, &mut frames)?;
+            anyhow::ensure!(frames.is_empty(), "a ring refused seeded frames");
+        }
+        Ok(())
+    }
+}
+
 fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args()
+    let mut args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| a != "--bench")
         .collect();
-    let (seconds, eal) = args
-        .split_first()
-        .ok_or_else(|| anyhow::anyhow!("usage: dpdk_fwd SECONDS EAL-ARGS..."))?;
-    let seconds: f64 = seconds.parse()?;
+    let usage = || anyhow::anyhow!("usage: dpdk_fwd SECONDS [--mix] EAL-ARGS...");
+    let seconds: f64 = args.first().ok_or_else(usage)?.parse()?;
+    let with_mix = args.get(1).is_some_and(|a| a == "--mix");
+    let eal = args.split_off(if with_mix { 2 } else { 1 });
     let cfg = DpdkConfig {
-        eal: eal.to_vec(),
+        eal: eal.clone(),
         ..DpdkConfig::default()
     };
-    let mut p0 = DpdkPort::open("net_null0", &cfg)?;
-    let mut p1 = DpdkPort::open("net_null1", &cfg)?;
+    let names = if with_mix {
+        dpdk::eal_init(&eal)?;
+        mix::create_ports()?;
+        ["net_ring_mix0", "net_ring_mix1"]
+    } else {
+        ["net_null0", "net_null1"]
+    };
+    let mut p0 = DpdkPort::open(names[0], &cfg)?;
+    let mut p1 = DpdkPort::open(names[1], &cfg)?;
     if let Some(cpu) = eal
         .iter()
         .position(|a| a == "-l")
@@ -79,8 +198,12 @@ fn main() -> anyhow::Result<()> {
             libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
         }
     }
-    prime(&mut p0, B, A);
-    prime(&mut p1, A, B);
+    if with_mix {
+        mix::seed(&mut p0, &mut p1)?;
+    } else {
+        prime(&mut p0, B, A);
+        prime(&mut p1, A, B);
+    }
 
     let counters: Vec<Arc<PortCounters>> = (0..2).map(|_| Arc::default()).collect();
     let owned = [p0, p1]
@@ -106,7 +229,8 @@ fn main() -> anyhow::Result<()> {
     let rx_drops = sum(|c| c.rx_drops.load(Ordering::Relaxed));
     let flooded = sum(|c| c.flooded.load(Ordering::Relaxed));
     println!(
-        "quench frames={sent} seconds={secs:.3} mpps={:.2} rx_drops={rx_drops} flooded={flooded}",
+        "quench{} frames={sent} seconds={secs:.3} mpps={:.2} rx_drops={rx_drops} flooded={flooded}",
+        if with_mix { "_mix" } else { "" },
         sent as f64 / secs / 1e6
     );
     Ok(())
