@@ -16,12 +16,28 @@
 # share one core, and quench fell to 0.36 Mpps against testpmd's 0.63. The rate is the receiver
 # veth's rx_packets delta over the middle of each run. Ends with a table (Mpps, ratios of quench
 # to the bridge and to each testpmd) and a last line of JSON.
+#
+# Latency: then each forwarder (quench switch, the bridge, testpmd net_af_xdp) carries one paced
+# flow of 1500-octet frames at 10 %, 50 % and 90 % of the testbed's 1 Gbit/s bottleneck
+# (configs/send.toml's line rate; no forwarder shapes, so all see the same offered load):
+# `quench send --sink` sends from the sender's namespace and receives in the receiver's from one
+# poll loop on the last core (the receiver of `quench recv`; one clock stamps and reads the test
+# header), the forwarder runs on core 0. The one-way latency histogram's p50 / p99 / p99.9
+# (HdrHistogram, 3 digits) go side by side in one table; sender, veths and receiver are common
+# to the three, so the differences are what the forwarders add.
+#
+#   --latency-only   skip the rate and shaping runs
+#   --keep DIR       copy the raw outputs (sink reports, send and forwarder logs) into DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=4
+rates=1
+keep=
 while [ $# -gt 0 ]; do
   case "$1" in
     --secs) secs=$2; shift 2 ;;
+    --latency-only) rates=0; shift ;;
+    --keep) keep=$2; shift 2 ;;
     *) echo "bench-forward.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -38,6 +54,7 @@ P=qb
 R0=02:71:6e:02:00:00
 out=$(mktemp -d)
 cleanup() {
+  if [ -n "$keep" ]; then mkdir -p "$keep" && cp -r "$out"/. "$keep"/; fi
   for pid in $(jobs -p); do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   scripts/testbed.sh down --prefix $P >/dev/null
@@ -91,40 +108,54 @@ TOML
 }
 
 declare -A res
+# Starts forwarder $1 (quench, bridge, af_packet, af_xdp) on core 0 in the switch namespace, for
+# at most $2 seconds (testpmd); stop_forwarder $1 stops it. $fwd_pid: the process to stop.
+start_forwarder() {
+  fwd_pid=
+  case "$1" in
+    quench)
+      switch_cfg ""
+      ip netns exec $P-sw $Q switch --config "$out/sw.toml" --workers 1 >"$out/sw.out" 2>"$out/sw.err" &
+      fwd_pid=$!
+      sleep 1.5 ;;
+    bridge)
+      ip -n $P-sw link add br0 type bridge
+      ip -n $P-sw link set $P-sw-s0 master br0
+      ip -n $P-sw link set $P-sw-r0 master br0
+      ip -n $P-sw link set br0 up ;;
+    af_packet | af_xdp)
+      # dpdk-testpmd, io forwarding between two ports of one PMD, one forwarding core: core 0,
+      # as quench's worker (the source spins on the last core; testpmd's forwarding lcore there
+      # measured the two fighting over one CPU: 0.064 Mpps). Its main lcore, which only waits,
+      # shares the source's core. net_af_xdp takes the same kernel transmit path as quench (an
+      # AF_XDP socket in copy mode); net_af_packet a TPACKET ring. testpmd exits when its stdin
+      # closes ("Press enter to exit"): kept open with sleep, which ends on its own.
+      sleep "$2" | ip netns exec $P-sw timeout -s INT $(($2 + 1)) dpdk-testpmd \
+        --no-huge -m 1024 --no-pci -l 0,$last --main-lcore $last \
+        --vdev=net_${1}0,iface=$P-sw-s0 --vdev=net_${1}1,iface=$P-sw-r0 --file-prefix=qb \
+        -- --forward-mode=io --nb-cores=1 --auto-start >"$out/pmd.out" 2>&1 &
+      fwd_pid=$!
+      sleep 3 ;;
+  esac
+}
+stop_forwarder() {
+  case "$1" in
+    quench) kill -TERM "$fwd_pid"; wait "$fwd_pid" || true ;;
+    bridge) ip -n $P-sw link del br0 ;;
+    *) kill -INT "$fwd_pid" 2>/dev/null || true; wait "$fwd_pid" 2>/dev/null || true
+       cp "$out/pmd.out" "$out/pmd-$1-$(date +%s).out" ;;
+  esac
+}
+
 # Frame lengths without FCS: 60 (64 B on the wire) and 1500.
-for len in 60 1500; do
+[ "$rates" = 1 ] && for len in 60 1500; do
   # What the source offers: the ingress veth's receive count with no forwarder (the stack drops
   # the frames); a forwarder near this figure is limited by the source, not by itself.
   res[source_$len]=$(measure "$len" $P-sw $P-sw-s0)
-  # quench switch, one worker on core 0.
-  switch_cfg ""
-  ip netns exec $P-sw $Q switch --config "$out/sw.toml" --workers 1 >"$out/sw.out" 2>"$out/sw.err" &
-  sp=$!
-  sleep 1.5
-  res[quench_$len]=$(measure "$len")
-  kill -TERM $sp; wait $sp || true
-  # Linux bridge in the switch namespace.
-  ip -n $P-sw link add br0 type bridge
-  ip -n $P-sw link set $P-sw-s0 master br0
-  ip -n $P-sw link set $P-sw-r0 master br0
-  ip -n $P-sw link set br0 up
-  res[bridge_$len]=$(measure "$len")
-  ip -n $P-sw link del br0
-  # dpdk-testpmd, io forwarding between two ports of one PMD, one forwarding core: core 0, as
-  # quench's worker (the blast source spins on the last core; testpmd's forwarding lcore there
-  # measured the two fighting over one CPU: 0.064 Mpps). Its main lcore, which only waits,
-  # shares the source's core. net_af_xdp takes the same kernel transmit path as quench (an
-  # AF_XDP socket in copy mode); net_af_packet a TPACKET ring.
-  # testpmd exits when its stdin closes ("Press enter to exit"): keep it open with sleep.
-  for pmd in af_packet af_xdp; do
-    sleep $((secs + 5)) | ip netns exec $P-sw timeout -s INT $((secs + 6)) dpdk-testpmd \
-      --no-huge -m 1024 --no-pci -l 0,$last --main-lcore $last \
-      --vdev=net_${pmd}0,iface=$P-sw-s0 --vdev=net_${pmd}1,iface=$P-sw-r0 --file-prefix=qb \
-      -- --forward-mode=io --nb-cores=1 --auto-start >"$out/pmd.out" 2>&1 &
-    tp=$!
-    sleep 3
-    res[${pmd}_$len]=$(measure "$len")
-    kill -INT $tp 2>/dev/null || true; wait $tp 2>/dev/null || true
+  for fwd in quench bridge af_packet af_xdp; do
+    start_forwarder $fwd $((secs + 5))
+    res[${fwd}_$len]=$(measure "$len")
+    stop_forwarder $fwd
   done
 done
 
@@ -144,8 +175,54 @@ shape() { # RATE BPS
   # rx_bytes counts frames without FCS, the octets quench paces.
   python3 -c "print(f'{$bps * 8 / $2:.5f}')"
 }
-shape_1g=$(shape 1gbit 1e9)
-shape_100m=$(shape 100mbit 1e8)
+if [ "$rates" = 1 ]; then
+  shape_1g=$(shape 1gbit 1e9)
+  shape_100m=$(shape 100mbit 1e8)
+fi
+
+# Latency: one paced flow through each forwarder at each load; the sink's summary.json.
+lsecs=4
+loads=(10 50 90)
+lat_args=()
+for fwd in quench bridge af_xdp; do
+  start_forwarder $fwd $(( ${#loads[@]} * (lsecs + 3) + 5 ))
+  for load in "${loads[@]}"; do
+    d="$out/lat-$fwd-$load"
+    taskset -c $last $Q send --iface $P-s0/eth0 --config configs/send.toml --cc none \
+      --rate "$((load * 10))mbit" --duration-s $lsecs --sink $P-r0/eth0 --sink-no-cnp \
+      --sink-out "$d" >"$d.log" 2>&1 || { cat "$d.log" >&2; exit 1; }
+    lat_args+=("$fwd" "$load" "$d/summary.json")
+  done
+  stop_forwarder $fwd
+done
+python3 - "${lat_args[@]}" <<'PY'
+import json, sys
+a = sys.argv[1:]
+runs = {}
+for fwd, load, path in zip(a[0::3], a[1::3], a[2::3]):
+    s = json.load(open(path))
+    lat = s["latency"]
+    runs.setdefault(load, {})[fwd] = {
+        "p50_us": lat["p50_ns"] / 1e3, "p99_us": lat["p99_ns"] / 1e3,
+        "p999_us": lat["p999_ns"] / 1e3, "frames": lat["count"],
+        "lost": sum(f["lost"] for f in s["flows"]), "mbps": s["aggregate_bps"] / 1e6}
+fwds = ["quench", "bridge", "af_xdp"]
+names = {"quench": "quench", "bridge": "bridge", "af_xdp": "testpmd af_xdp"}
+print()
+print("| load (of 1 Gbit/s) | " + " | ".join(
+    f"{names[f]} p50 / p99 / p99.9 us" for f in fwds) + " | quench p99 / bridge p99 |")
+print("|---|" + "---|" * (len(fwds) + 1))
+for load, r in runs.items():
+    cells = []
+    for f in fwds:
+        x = r[f]
+        cells.append(f"{x['p50_us']:.1f} / {x['p99_us']:.1f} / {x['p999_us']:.1f}"
+                     + (f" ({x['lost']} lost)" if x["lost"] else ""))
+    ratio = r["quench"]["p99_us"] / r["bridge"]["p99_us"] if r["bridge"]["p99_us"] else float("nan")
+    print(f"| {load} % | " + " | ".join(cells) + f" | {ratio:.2f} |")
+print(json.dumps({"latency": runs}))
+PY
+[ "$rates" = 1 ] || exit 0
 
 python3 - "${res[source_60]}" "${res[quench_60]}" "${res[bridge_60]}" "${res[af_packet_60]}" \
   "${res[af_xdp_60]}" "${res[source_1500]}" "${res[quench_1500]}" "${res[bridge_1500]}" \
