@@ -52,7 +52,8 @@ pub struct CcSections {
     pub qcn_rp: Option<toml::Table>,
     /// np::NpParams
     pub np: Option<toml::Table>,
-    /// cp::red::RedParams (DCQCN switches)
+    /// cp::red::RedParams (DCQCN switches), plus `[[red.by_rate]]`: per link speed values
+    /// (see [`RedByRate`]).
     pub red: Option<toml::Table>,
     /// cp::qcn::QcnCpParams (QCN switches)
     pub qcn_cp: Option<toml::Table>,
@@ -116,6 +117,95 @@ fn take_enabled(
     Ok((on, Some(t)))
 }
 
+/// RED as configured, one profile per link speed.
+///
+/// The HPCC ns-3 simulator configures each switch port's Kmin, Kmax and Pmax by the port's link
+/// speed (`KMIN_MAP` / `KMAX_MAP` / `PMAX_MAP` in its config.txt; run.py gives one entry for the
+/// NIC speed and one for 4x it) and refuses a port whose speed has no entry ("must set kmin for
+/// each link speed"). The scenario format says the same with
+///
+/// ```toml
+/// [red]                  # values every entry starts from (and the only ones without entries)
+/// pmax = 0.2
+/// [[red.by_rate]]
+/// rate = "100gbit"
+/// kmin_bytes = 400000
+/// kmax_bytes = 1600000
+/// ```
+///
+/// Without `by_rate` one profile serves every port; with it, a switch port whose speed has no
+/// entry is an error that names the speed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RedByRate {
+    base: cp::red::RedProfile,
+    by_rate: Vec<(Rate, cp::red::RedProfile)>,
+}
+
+impl RedByRate {
+    /// Reads `[red]` (RedParams keys and `by_rate`); `origin` names the files in errors.
+    pub fn new(t: &Option<toml::Table>, origin: &str) -> anyhow::Result<RedByRate> {
+        let mut base_t = t.clone().unwrap_or_default();
+        let entries = match base_t.remove("by_rate") {
+            None => Vec::new(),
+            Some(toml::Value::Array(a)) => a,
+            Some(v) => bail!("{origin}: [red] `by_rate` = {v}: expected [[red.by_rate]] tables"),
+        };
+        let base_p: cp::red::RedParams = read(&Some(base_t.clone()), "red", origin)?;
+        let base = cp::red::RedProfile::new(&base_p).with_context(|| format!("{origin}: [red]"))?;
+        let mut by_rate: Vec<(Rate, cp::red::RedProfile)> = Vec::with_capacity(entries.len());
+        for (i, e) in entries.into_iter().enumerate() {
+            let what = format!("[[red.by_rate]] entry {}", i + 1);
+            let toml::Value::Table(mut e) = e else {
+                bail!("{origin}: {what}: expected a table");
+            };
+            let rate = match e.remove("rate") {
+                Some(toml::Value::String(s)) => Rate::parse(&s).map_err(|_| {
+                    anyhow::anyhow!(
+                        "{origin}: {what}: `rate` = \"{s}\" is not a rate such as \"100gbit\""
+                    )
+                })?,
+                Some(toml::Value::Integer(bps)) if bps > 0 => Rate::from_bps(bps as u64),
+                Some(v) => {
+                    bail!("{origin}: {what}: `rate` = {v}: expected a rate such as \"100gbit\"")
+                }
+                None => bail!("{origin}: {what}: `rate` is missing"),
+            };
+            if by_rate.iter().any(|(r, _)| *r == rate) {
+                bail!("{origin}: {what}: a second entry for {rate}");
+            }
+            let mut t = base_t.clone();
+            t.extend(e);
+            let p: cp::red::RedParams = read(&Some(t), "red.by_rate", origin)
+                .with_context(|| format!("{origin}: {what}"))?;
+            let prof = cp::red::RedProfile::new(&p)
+                .with_context(|| format!("{origin}: {what} ({rate})"))?;
+            by_rate.push((rate, prof));
+        }
+        Ok(RedByRate { base, by_rate })
+    }
+
+    /// One profile for every link speed.
+    pub fn single(p: cp::red::RedProfile) -> RedByRate {
+        RedByRate {
+            base: p,
+            by_rate: Vec::new(),
+        }
+    }
+
+    /// The profile for a port of speed `rate`.
+    pub fn at(&self, rate: Rate) -> anyhow::Result<&cp::red::RedProfile> {
+        if self.by_rate.is_empty() {
+            return Ok(&self.base);
+        }
+        match self.by_rate.iter().find(|(r, _)| *r == rate) {
+            Some((_, p)) => Ok(p),
+            None => {
+                bail!("[red] has no `by_rate` entry for {rate} (a switch port runs at that speed)")
+            }
+        }
+    }
+}
+
 /// PFC as configured: the crate's parameters and whether headroom was given.
 #[derive(Clone, Debug)]
 pub struct PfcSetup {
@@ -130,7 +220,7 @@ pub struct CcSetup {
     pub dcqcn: rp::DcqcnParams,
     pub qcn_rp: rp::QcnParams,
     pub np: Option<np::NpProfile>,
-    pub red: Option<cp::red::RedProfile>,
+    pub red: Option<RedByRate>,
     pub qcn_cp: Option<cp::qcn::QcnCpProfile>,
     pub pfc: Option<PfcSetup>,
     pub tcd: Option<cp::tcd::TcdParams>,
@@ -185,10 +275,7 @@ impl CcSetup {
                     npp.tcd = true;
                 }
                 c.np = Some(npp.profile().with_context(|| format!("{origin}: [np]"))?);
-                let red: cp::red::RedParams = read(&s.red, "red", origin)?;
-                c.red = Some(
-                    cp::red::RedProfile::new(&red).with_context(|| format!("{origin}: [red]"))?,
-                );
+                c.red = Some(RedByRate::new(&s.red, origin)?);
             }
             CcKind::Qcn => {
                 c.qcn_rp = read(&s.qcn_rp, "qcn_rp", origin)?;
@@ -398,9 +485,87 @@ impl CcSetup {
         Ok(CpProfiles {
             prio_mask: u8::MAX,
             qcn: self.qcn_cp.clone(),
-            red: self.red.clone(),
+            red: match &self.red {
+                Some(r) => Some(r.at(rate)?.clone()),
+                None => None,
+            },
             tcd,
             ..CpProfiles::none()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sections(red: &str) -> CcSections {
+        toml::from_str(red).unwrap()
+    }
+
+    #[test]
+    fn red_by_rate_gives_each_link_speed_its_thresholds() {
+        let s = sections(
+            "[red]\npmax = 0.2\n[[red.by_rate]]\nrate = \"100gbit\"\nkmin_bytes = 400000\n\
+             kmax_bytes = 1600000\n[[red.by_rate]]\nrate = 400000000000\nkmin_bytes = 1600000\n\
+             kmax_bytes = 6400000\npmax = 0.5\n",
+        );
+        let c = CcSetup::new(CcKind::Dcqcn, &s, "t").unwrap();
+        let red = c.red.as_ref().unwrap();
+        let p100 = red.at(Rate::from_gbps(100)).unwrap();
+        let p400 = red.at(Rate::from_gbps(400)).unwrap();
+        // Halfway between Kmin and Kmax: Pmax / 2; the 100G entry inherits [red]'s pmax.
+        assert!((p100.probability(1_000_000) - 0.1).abs() < 1e-12);
+        assert!((p400.probability(4_000_000) - 0.25).abs() < 1e-12);
+        assert_eq!(p100.probability(400_000), 0.0);
+        assert_eq!(p400.probability(1_600_001 + 4_800_000), 1.0);
+        // The switch port's congestion points take the profile of the port's speed.
+        let cp = c.cp_profiles(Rate::from_gbps(400)).unwrap();
+        assert_eq!(cp.red.as_ref(), Some(p400));
+        // A speed without an entry is refused, as ns-3 asserts "must set kmin for each link
+        // speed"; the message names the speed.
+        let e = c.cp_profiles(Rate::from_gbps(25)).err().unwrap();
+        assert!(format!("{e:#}").contains("25gbit"), "{e:#}");
+    }
+
+    #[test]
+    fn red_without_by_rate_serves_every_speed() {
+        let s = sections("[red]\nkmin_bytes = 1000\nkmax_bytes = 3000\npmax = 1.0\n");
+        let c = CcSetup::new(CcKind::Dcqcn, &s, "t").unwrap();
+        let red = c.red.as_ref().unwrap();
+        assert_eq!(
+            red.at(Rate::from_gbps(10)).unwrap(),
+            red.at(Rate::from_gbps(400)).unwrap()
+        );
+        assert!((red.at(Rate::from_gbps(10)).unwrap().probability(2000) - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn red_by_rate_errors_name_the_entry_and_key() {
+        for (text, want) in [
+            (
+                "[red]\n[[red.by_rate]]\nkmin_bytes = 1\n",
+                "`rate` is missing",
+            ),
+            ("[red]\n[[red.by_rate]]\nrate = \"fast\"\n", "\"fast\""),
+            (
+                "[red]\n[[red.by_rate]]\nrate = \"10gbit\"\nkmn_bytes = 1\n",
+                "kmn_bytes",
+            ),
+            (
+                "[red]\n[[red.by_rate]]\nrate = \"10gbit\"\n[[red.by_rate]]\nrate = \"10gbit\"\n",
+                "second entry for 10gbit",
+            ),
+            (
+                "[red]\n[[red.by_rate]]\nrate = \"10gbit\"\nkmin_bytes = 9\nkmax_bytes = 3\n",
+                "kmin_bytes",
+            ),
+        ] {
+            let e = CcSetup::new(CcKind::Dcqcn, &sections(text), "f.toml")
+                .err()
+                .unwrap_or_else(|| panic!("accepted {text}"));
+            let m = format!("{e:#}");
+            assert!(m.contains("f.toml") && m.contains(want), "{text}: {m}");
+        }
     }
 }

@@ -75,7 +75,7 @@ fn cc() -> CcSetup {
         })
         .unwrap(),
     );
-    c.red = Some(
+    c.red = Some(super::cc::RedByRate::single(
         cp::red::RedProfile::new(&cp::red::RedParams {
             kmin_bytes: 5_000,
             kmax_bytes: 40_000,
@@ -83,7 +83,7 @@ fn cc() -> CcSetup {
             ..Default::default()
         })
         .unwrap(),
-    );
+    ));
     c.pfc = Some(PfcSetup {
         params: pfc_params(),
         headroom_given: true,

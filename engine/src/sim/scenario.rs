@@ -12,6 +12,12 @@
 //! [host]                       # NIC: mtu, header_bytes, ctrl_bytes, ack_every, nack_interval_us, rto_us
 //! [switch]                     # buffer_bytes, queue_limit_bytes
 //!
+//! [red]                        # DCQCN marking: kmin_bytes, kmax_bytes, pmax, mark_at ...
+//! [[red.by_rate]]              # ... or per link speed, as ns-3's KMIN/KMAX/PMAX_MAP
+//! rate = "100gbit"
+//! kmin_bytes = 400000
+//! kmax_bytes = 1600000
+//!
 //! [[link_change]]              # one direction of a link changes rate
 //! at_ms = 10.0
 //! from = 3
