@@ -4,17 +4,24 @@
 //! quench sim --topology TOPO --flows FLOWS --cc {qcn,dcqcn,none} [--preset NAME]
 //!            [--config FILE.toml] [--seed N] --out DIR
 //! quench sim --scenario FILE.toml --out DIR
+//! quench sim --ns3-config config.txt [--ns3-dir DIR] --out DIR
+//! quench sim --topology TOPO --flows FLOWS --preset hpcc-dcqcn --bw 100 --out DIR
 //! ```
 //! TOPO and FLOWS are in the HPCC ns-3 formats; the TOML file (see `engine::sim::scenario`) holds
-//! everything else. Command-line values win over the file's.
+//! everything else. `--ns3-config` runs an HPCC ns-3 `config.txt` (see `engine::sim::ns3`) and
+//! writes its FCT, PFC and queue-length files where ns-3 would; the presets `hpcc-dcqcn` and
+//! `hpcc-dcqcn-paper` are what run.py writes for `--cc dcqcn` / `--cc dcqcn_paper` at `--bw`.
+//! A scenario or `--config` file overrides a preset's or config.txt's values; command-line values
+//! win over every file's.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::ValueEnum;
 
 use crate::sim::cc::{CcSections, CcSetup};
+use crate::sim::ns3::{self, Ns3Config};
 use crate::sim::report;
 use crate::sim::scenario::{load_preset, Scenario};
 use crate::sim::{CcKind, RunConfig, Topology, World};
@@ -71,6 +78,17 @@ pub struct Args {
     /// Stop after this much virtual time (ms) even if flows are unfinished.
     #[arg(long)]
     pub stop_ms: Option<f64>,
+    /// An HPCC ns-3 config.txt (as run.py writes it) to run unchanged.
+    #[arg(long, conflicts_with = "scenario")]
+    pub ns3_config: Option<PathBuf>,
+    /// Where config.txt's relative paths start (ns-3's working directory, `simulation/`).
+    /// Default: the current directory, else the directory above the config's (run.py's
+    /// `mix/config_*.txt` naming `mix/...` files).
+    #[arg(long, requires = "ns3_config")]
+    pub ns3_dir: Option<PathBuf>,
+    /// NIC speed in Gb/s for the run.py presets (hpcc-dcqcn, hpcc-dcqcn-paper), as run.py --bw.
+    #[arg(long)]
+    pub bw: Option<u64>,
     /// Output directory.
     #[arg(long)]
     pub out: PathBuf,
@@ -85,6 +103,47 @@ pub struct Prepared {
     pub flows: Vec<crate::sim::FlowSpec>,
     pub cc: CcSetup,
     pub cfg: RunConfig,
+    /// ns-3 output files to write after the run (from `--ns3-config`).
+    pub ns3_outputs: Ns3Outputs,
+}
+
+/// Where a config.txt wants its outputs, resolved.
+#[derive(Default)]
+pub struct Ns3Outputs {
+    pub fct: Option<PathBuf>,
+    pub pfc: Option<PathBuf>,
+    pub qlen: Option<PathBuf>,
+}
+
+/// The directory config.txt's relative paths start from: `--ns3-dir`, else the current
+/// directory if `probe` is found there, else the directory above the config's.
+fn ns3_base(args: &Args, config: &Path, probe: Option<&str>) -> PathBuf {
+    if let Some(d) = &args.ns3_dir {
+        return d.clone();
+    }
+    let cwd = PathBuf::from(".");
+    let Some(probe) = probe else {
+        return cwd;
+    };
+    if ns3::resolve(&cwd, probe).exists() {
+        return cwd;
+    }
+    match config.parent().and_then(Path::parent) {
+        Some(up) if ns3::resolve(up, probe).exists() => up.to_path_buf(),
+        _ => cwd,
+    }
+}
+
+fn read_topology(p: &Path) -> anyhow::Result<Topology> {
+    let text =
+        std::fs::read_to_string(p).with_context(|| format!("reading topology {}", p.display()))?;
+    Topology::parse(&text).with_context(|| format!("topology {}", p.display()))
+}
+
+fn read_flows(p: &Path) -> anyhow::Result<Vec<crate::sim::FlowSpec>> {
+    let text =
+        std::fs::read_to_string(p).with_context(|| format!("reading flows {}", p.display()))?;
+    crate::sim::traffic::parse_flows(&text).with_context(|| format!("flows {}", p.display()))
 }
 
 pub fn prepare(args: &Args) -> anyhow::Result<Prepared> {
@@ -93,7 +152,39 @@ pub fn prepare(args: &Args) -> anyhow::Result<Prepared> {
         Some(p) => Some(Scenario::load(p)?),
         None => None,
     };
+    let preset = args
+        .preset
+        .as_ref()
+        .or(scen.as_ref().and_then(|s| s.file.preset.as_ref()));
+    // An ns-3 setting: config.txt, or a run.py preset at --bw.
+    let run_py = preset.and_then(|p| ns3::run_py_preset(p).map(|cc| (p, cc)));
+    let ns3cfg = match (&args.ns3_config, run_py) {
+        (Some(_), Some((p, _))) => {
+            bail!("--ns3-config and --preset {p}: config.txt already holds run.py's setting")
+        }
+        (Some(p), None) => {
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("reading ns-3 config {}", p.display()))?;
+            Some(Ns3Config::parse(&text, &p.display().to_string())?)
+        }
+        (None, Some((p, cc))) => {
+            let bw = args.bw.with_context(|| {
+                format!("--preset {p} reproduces run.py --cc {cc} --bw N: give --bw (Gb/s)")
+            })?;
+            let text = ns3::run_py_config(cc, bw)?;
+            Some(Ns3Config::parse(&text, &format!("preset {p} --bw {bw}"))?)
+        }
+        (None, None) => {
+            if args.bw.is_some() {
+                bail!("--bw goes with --preset hpcc-dcqcn or hpcc-dcqcn-paper");
+            }
+            None
+        }
+    };
     let mut cfg = RunConfig::default();
+    if let Some(n) = &ns3cfg {
+        n.apply(&mut cfg);
+    }
     if let Some(s) = &scen {
         s.apply(&mut cfg)?;
     }
@@ -106,30 +197,37 @@ pub fn prepare(args: &Args) -> anyhow::Result<Prepared> {
         }
         cfg.stop = Some(units::Instant::from_nanos((v * 1e6).round() as u64));
     }
-    let topo = match &args.topology {
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("reading topology {}", p.display()))?;
-            Topology::parse(&text).with_context(|| format!("topology {}", p.display()))?
-        }
-        None => match &scen {
+    // config.txt's own files, relative to ns-3's working directory.
+    let mut ns3_outputs = Ns3Outputs::default();
+    let mut ns3_topo = None;
+    let mut ns3_flows = None;
+    if let (Some(n), Some(path)) = (&ns3cfg, &args.ns3_config) {
+        let base = ns3_base(args, path, n.topology_file.as_deref());
+        let at = |f: &Option<String>| f.as_deref().map(|f| ns3::resolve(&base, f));
+        ns3_topo = at(&n.topology_file);
+        ns3_flows = at(&n.flow_file);
+        ns3_outputs = Ns3Outputs {
+            fct: at(&n.fct_file),
+            pfc: at(&n.pfc_file),
+            qlen: n.qlen.as_ref().map(|(f, _)| ns3::resolve(&base, f)),
+        };
+    }
+    let mut topo = match (&args.topology, &ns3_topo) {
+        (Some(p), _) | (None, Some(p)) => read_topology(p)?,
+        (None, None) => match &scen {
             Some(s) => s
                 .topology()?
                 .with_context(|| format!("{}: no `topology` and no --topology", s.name))?,
-            None => bail!("give --topology (and --flows) or --scenario"),
+            None => bail!("give --topology (and --flows), --scenario or --ns3-config"),
         },
     };
+    if let Some(n) = &ns3cfg {
+        n.apply_topology(&mut topo);
+    }
     let mut flows = Vec::new();
-    match &args.flows {
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("reading flows {}", p.display()))?;
-            flows.extend(
-                crate::sim::traffic::parse_flows(&text)
-                    .with_context(|| format!("flows {}", p.display()))?,
-            );
-        }
-        None => {
+    match (&args.flows, &ns3_flows) {
+        (Some(p), _) | (None, Some(p)) => flows.extend(read_flows(p)?),
+        (None, None) => {
             if let Some(s) = &scen {
                 flows.extend(s.flows()?);
             }
@@ -141,17 +239,23 @@ pub fn prepare(args: &Args) -> anyhow::Result<Prepared> {
     let cc = match (args.cc, scen.as_ref().and_then(|s| s.file.cc.as_deref())) {
         (Some(c), _) => c,
         (None, Some(name)) => CcArg::parse(name)?,
+        (None, None) if ns3cfg.is_some() => CcArg::Dcqcn,
         (None, None) => bail!("give --cc or `cc` in the scenario"),
     };
-    let preset = args
-        .preset
-        .as_ref()
-        .or(scen.as_ref().and_then(|s| s.file.preset.as_ref()));
-    let mut sections = match preset {
-        Some(name) => load_preset(name)?,
-        None => CcSections::default(),
+    if let Some(n) = &ns3cfg {
+        if cc.kind() != n.kind() {
+            bail!(
+                "{}: sets DCQCN (CC_MODE 1); --cc/`cc` asks for {}",
+                n.origin,
+                cc.kind().name()
+            );
+        }
+    }
+    let (mut sections, mut origin) = match (&ns3cfg, preset) {
+        (Some(n), _) => (n.sections.clone(), n.origin.clone()),
+        (None, Some(name)) => (load_preset(name)?, format!("preset {name}")),
+        (None, None) => (CcSections::default(), String::new()),
     };
-    let mut origin = preset.map(|p| format!("preset {p}")).unwrap_or_default();
     if let Some(s) = &scen {
         sections.overlay(&s.file.cc_sections());
         origin = if origin.is_empty() {
@@ -166,7 +270,26 @@ pub fn prepare(args: &Args) -> anyhow::Result<Prepared> {
         flows,
         cc,
         cfg,
+        ns3_outputs,
     })
+}
+
+/// Writes the ns-3 output files config.txt named.
+fn write_ns3_outputs(world: &World, out: &Ns3Outputs) -> anyhow::Result<()> {
+    let put = |p: &Option<PathBuf>, body: Option<String>| -> anyhow::Result<()> {
+        if let (Some(p), Some(body)) = (p, body) {
+            if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("creating {}", dir.display()))?;
+            }
+            std::fs::write(p, body).with_context(|| format!("writing {}", p.display()))?;
+        }
+        Ok(())
+    };
+    put(&out.fct, Some(report::fct_txt(world)))?;
+    put(&out.pfc, world.pfc_text())?;
+    put(&out.qlen, world.qlen_text().map(str::to_string))?;
+    Ok(())
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -200,6 +323,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         b.finish_and_clear();
     }
     let summary = report::write_all(&world, cc_name, &args.out)?;
+    write_ns3_outputs(&world, &p.ns3_outputs)?;
     if !args.quiet {
         outln!(
             "{} of {} flows done at {:.6} ms virtual, {} events; outputs in {}",

@@ -80,6 +80,13 @@ pub struct RunConfig {
     pub host: HostConfig,
     pub switch: SwitchConfig,
     pub link_changes: Vec<LinkChange>,
+    /// With `stop` set: end as soon as every flow completed instead of running on to `stop`
+    /// (ns-3's `SIMULATOR_STOP_TIME` is an upper bound; nothing happens after the last flow).
+    pub stop_when_done: bool,
+    /// ns-3's queue-length monitor (`QLEN_MON_FILE`), if wanted.
+    pub qlen_window: Option<super::monitor::QlenWindow>,
+    /// Keep ns-3's PFC log (`PFC_OUTPUT_FILE`): one record per PFC frame received.
+    pub pfc_log: bool,
 }
 
 impl Default for RunConfig {
@@ -92,6 +99,9 @@ impl Default for RunConfig {
             host: HostConfig::default(),
             switch: SwitchConfig::default(),
             link_changes: Vec::new(),
+            stop_when_done: false,
+            qlen_window: None,
+            pfc_log: false,
         }
     }
 }

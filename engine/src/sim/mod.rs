@@ -16,6 +16,8 @@
 pub mod cc;
 pub mod config;
 pub mod event;
+pub mod monitor;
+pub mod ns3;
 pub mod packet;
 pub mod report;
 pub mod rng;

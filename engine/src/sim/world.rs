@@ -18,6 +18,7 @@ use crate::switch::queue::{Class, QueueLimits};
 use super::cc::{self, CcSetup, Feedback, FlowRp, HostRp};
 use super::config::RunConfig;
 use super::event::EventQueue;
+use super::monitor::{PfcRecord, QlenMonitor};
 use super::packet::{Kind, Pkt};
 use super::rng::{self, SimRng, Stream};
 use super::topology::{ecmp_pick, Routes, Topology};
@@ -66,6 +67,8 @@ enum Ev {
         rate: Rate,
     },
     Sample,
+    /// ns-3's queue-length monitor prints its histograms.
+    QlenDump,
 }
 
 struct Node {
@@ -210,6 +213,10 @@ pub struct World {
     remaining: usize,
     pub flow_samples: Vec<FlowSample>,
     pub queue_samples: Vec<QueueSample>,
+    /// ns-3's queue-length monitor (`RunConfig::qlen_window`).
+    qlen: Option<QlenMonitor>,
+    /// PFC frames received (`RunConfig::pfc_log`).
+    pfc_log: Option<Vec<PfcRecord>>,
 }
 
 /// Errors building a world from inputs that do not fit together.
@@ -385,8 +392,23 @@ impl World {
             remaining: flows.len(),
             flow_samples: Vec::new(),
             queue_samples: Vec::new(),
+            qlen: None,
+            pfc_log: cfg.pfc_log.then(Vec::new),
             cfg,
         };
+        if let Some(win) = w.cfg.qlen_window {
+            let names: Vec<Option<(u32, u32)>> = (0..w.ports.len() as u32)
+                .map(|p| {
+                    let (node, local, _) = w.port_name(p);
+                    // ns-3 interface indices start at 1 (0 is the loopback device).
+                    w.port_is_switch(p).then_some((node, local + 1))
+                })
+                .collect();
+            w.qlen = Some(QlenMonitor::new(win, &names));
+            if let Some(at) = win.next_dump(Instant::ZERO) {
+                w.events.push(at, Ev::QlenDump);
+            }
+        }
         let mut next_sport = vec![10_000u32; n];
         for (i, f) in flows.iter().enumerate() {
             let (src_h, dst_h) = (
@@ -480,12 +502,13 @@ impl World {
 
     /// The ns-3 scratch program's standalone FCT: `base_rtt + total_bytes * 8 / b`, with
     /// base_rtt = 2 x (sum of one-way delays) + one MTU-payload serialisation per hop, total_bytes
-    /// = size plus one header per packet, and b the sender's NIC rate.
+    /// = size plus one header per packet, and b the slowest link of the path (`pairBw`).
     fn ideal_fct(&self, f: &FlowSpec, src_h: u32, dst_h: u32, hash: u64) -> Option<Duration> {
         let mut node = f.src;
         let mut delay = Duration::ZERO;
         let mut txd = Duration::ZERO;
         let mut hops = 0;
+        let mut b = Rate::from_bps(u64::MAX);
         while node != f.dst {
             let n = &self.nodes[node as usize];
             let port = if n.host != NONE {
@@ -503,13 +526,13 @@ impl World {
             let p = &self.ports[port as usize];
             delay = delay + p.delay;
             txd = txd + p.rate.tx_time(self.cfg.host.mtu as u64);
+            b = b.min(p.rate);
             node = self.ports[p.peer as usize].node;
             hops += 1;
             if hops > self.nodes.len() {
                 return None;
             }
         }
-        let b = self.ports[self.hosts[src_h as usize].port as usize].rate;
         let pkts = f.bytes.max(1).div_ceil(self.cfg.host.mtu as u64);
         let total = f.bytes + pkts * self.cfg.host.header_bytes as u64;
         Some(delay.saturating_mul(2) + txd + b.tx_time(total))
@@ -534,7 +557,7 @@ impl World {
             }
             self.now = t;
             self.handle(ev);
-            if self.remaining == 0 && self.cfg.stop.is_none() {
+            if self.remaining == 0 && (self.cfg.stop.is_none() || self.cfg.stop_when_done) {
                 break;
             }
             tick = tick.wrapping_add(1);
@@ -545,6 +568,19 @@ impl World {
         // Close the queue integrals at the end time.
         for p in 0..self.ports.len() {
             self.account_queue(p as u32);
+        }
+        // ns-3 runs on to its stop time; nothing changes after the last flow, so the queue
+        // monitor's remaining dumps see the queues as they are now.
+        if let (Some(m), Some(stop)) = (&mut self.qlen, self.cfg.stop) {
+            let mut from = self.now + Duration::from_nanos(1);
+            while let Some(at) = m.window().next_dump(from) {
+                if at > stop {
+                    break;
+                }
+                let ports = &self.ports;
+                m.dump(at, |p| ports[p as usize].qtotal);
+                from = at + Duration::from_nanos(1);
+            }
         }
         progress(self.progress());
     }
@@ -611,6 +647,15 @@ impl World {
             Ev::Rto { flow } => self.rto(flow),
             Ev::LinkRate { port, rate } => self.ports[port as usize].rate = rate,
             Ev::Sample => self.sample(),
+            Ev::QlenDump => {
+                if let Some(m) = &mut self.qlen {
+                    let ports = &self.ports;
+                    m.dump(self.now, |p| ports[p as usize].qtotal);
+                    if let Some(at) = m.window().next_dump(self.now + Duration::from_nanos(1)) {
+                        self.events.push(at, Ev::QlenDump);
+                    }
+                }
+            }
         }
     }
 
@@ -873,6 +918,9 @@ impl World {
         let from = self.cfg.stats_from;
         let now = self.now;
         let p = &mut self.ports[port as usize];
+        if let Some(m) = &mut self.qlen {
+            m.advance(port, p.qtotal, now);
+        }
         let start = p.q_last.max(from);
         if now > start {
             p.stats.q_integral += p.qtotal as u128 * (now - start).as_nanos() as u128;
@@ -890,6 +938,13 @@ impl World {
             }
         }
         if pkt.kind == Kind::Pause {
+            if let Some(log) = &mut self.pfc_log {
+                log.push(PfcRecord {
+                    t: self.now,
+                    port,
+                    pause: pkt.aux > 0,
+                });
+            }
             let p = &self.ports[port as usize];
             let (node, local) = (p.node as usize, p.local as usize);
             let paused = self.nodes[node]
@@ -1159,6 +1214,32 @@ impl World {
             s.cnms = c.cnms;
         }
         s
+    }
+
+    /// ns-3's `QLEN_MON_FILE` text, if the run kept the monitor.
+    pub fn qlen_text(&self) -> Option<&str> {
+        self.qlen.as_ref().map(QlenMonitor::text)
+    }
+
+    /// ns-3's `PFC_OUTPUT_FILE` text, if the run kept the log:
+    /// `time node node_type ifindex type` (type 1 pause, 0 resume; node type 0 host, 1 switch).
+    pub fn pfc_text(&self) -> Option<String> {
+        use std::fmt::Write as _;
+        let log = self.pfc_log.as_ref()?;
+        let mut s = String::new();
+        for r in log {
+            let (node, local, _) = self.port_name(r.port);
+            let _ = writeln!(
+                s,
+                "{} {} {} {} {}",
+                r.t.as_nanos(),
+                node,
+                u8::from(self.port_is_switch(r.port)),
+                local + 1,
+                u8::from(r.pause)
+            );
+        }
+        Some(s)
     }
 
     pub fn port_count(&self) -> u32 {

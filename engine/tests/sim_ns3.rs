@@ -1,0 +1,171 @@
+//! `quench sim --ns3-config`: an HPCC ns-3 config.txt as run.py writes it runs unchanged, its
+//! outputs land where ns-3 puts them, and the `hpcc-dcqcn` preset at the same `--bw` is the
+//! same run.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn quench() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_quench"))
+}
+
+/// A fresh directory laid out as ns-3's `simulation/`: `mix/` with a 2:1 incast at 100 Gb/s.
+fn ns3_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("quench-sim-ns3-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(d.join("mix")).unwrap();
+    std::fs::write(
+        d.join("mix/topo_incast.txt"),
+        "4 1 3\n3\n0 3 100Gbps 0.001ms 0\n1 3 100Gbps 0.001ms 0\n2 3 100Gbps 0.001ms 0\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("mix/flow_incast.txt"),
+        "2\n0 2 3 100 300000 2\n1 2 3 100 300000 2\n",
+    )
+    .unwrap();
+    d
+}
+
+/// run.py's template for `--cc dcqcn --bw 100 --topo topo_incast --trace flow_incast`.
+fn run_py_config(cc_mode: u32) -> String {
+    format!(
+        "ENABLE_QCN 1\nUSE_DYNAMIC_PFC_THRESHOLD 1\n\nPACKET_PAYLOAD_SIZE 1000\n\n\
+         TOPOLOGY_FILE mix/topo_incast.txt\nFLOW_FILE mix/flow_incast.txt\nTRACE_FILE mix/trace.txt\n\
+         TRACE_OUTPUT_FILE mix/mix_topo_incast_flow_incast_dcqcn.tr\n\
+         FCT_OUTPUT_FILE mix/fct_topo_incast_flow_incast_dcqcn.txt\n\
+         PFC_OUTPUT_FILE mix/pfc_topo_incast_flow_incast_dcqcn.txt\n\n\
+         SIMULATOR_STOP_TIME 4.00\n\nCC_MODE {cc_mode}\nALPHA_RESUME_INTERVAL 1\n\
+         RATE_DECREASE_INTERVAL 4\nCLAMP_TARGET_RATE 0\nRP_TIMER 300\nEWMA_GAIN 0.00390625\n\
+         FAST_RECOVERY_TIMES 1\nRATE_AI 20Mb/s\nRATE_HAI 200Mb/s\nMIN_RATE 1000Mb/s\n\
+         DCTCP_RATE_AI 1000Mb/s\n\nERROR_RATE_PER_LINK 0.0000\nL2_CHUNK_SIZE 4000\n\
+         L2_ACK_INTERVAL 1\nL2_BACK_TO_ZERO 0\n\nHAS_WIN 0\nGLOBAL_T 1\nVAR_WIN 0\nFAST_REACT 0\n\
+         U_TARGET 0.95\nMI_THRESH 0\nINT_MULTI 1\nMULTI_RATE 0\nSAMPLE_FEEDBACK 0\n\
+         PINT_LOG_BASE 1.01\nPINT_PROB 1.0\n\nRATE_BOUND 1\n\nACK_HIGH_PRIO 1\n\n\
+         LINK_DOWN 0 0 0\n\nENABLE_TRACE 0\n\n\
+         KMAX_MAP 2 100000000000 1600 400000000000 6400\n\
+         KMIN_MAP 2 100000000000 400 400000000000 1600\n\
+         PMAX_MAP 2 100000000000 0.20 400000000000 0.20\nBUFFER_SIZE 32\n\
+         QLEN_MON_FILE mix/qlen_topo_incast_flow_incast_dcqcn.txt\n\
+         QLEN_MON_START 2000000000\nQLEN_MON_END 2000100000\n"
+    )
+}
+
+fn fcts(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines().map(str::to_string).collect()
+}
+
+#[test]
+fn run_py_config_runs_unchanged_and_matches_the_preset() {
+    let d = ns3_dir("ok");
+    std::fs::write(
+        d.join("mix/config_topo_incast_flow_incast_dcqcn.txt"),
+        run_py_config(1),
+    )
+    .unwrap();
+    // From ns-3's working directory, as `waf --run 'scratch/third mix/config...'`.
+    let st = quench()
+        .current_dir(&d)
+        .args([
+            "sim",
+            "-q",
+            "--ns3-config",
+            "mix/config_topo_incast_flow_incast_dcqcn.txt",
+            "--out",
+            "q",
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let ns3 = fcts(&d.join("mix/fct_topo_incast_flow_incast_dcqcn.txt"));
+    assert_eq!(ns3.len(), 2, "{ns3:?}");
+    // ns-3 columns: sip dip sport dport size start_ns fct_ns standalone_fct_ns.
+    let cols: Vec<&str> = ns3[0].split(' ').collect();
+    assert_eq!(cols.len(), 8);
+    assert_eq!(
+        &cols[1..6],
+        ["0b000201", "10000", "100", "300000", "2000000000"]
+    );
+    // The PFC log exists (empty or not); the queue monitor dumped at 2.0 s, the start.
+    assert!(d.join("mix/pfc_topo_incast_flow_incast_dcqcn.txt").exists());
+    let qlen =
+        std::fs::read_to_string(d.join("mix/qlen_topo_incast_flow_incast_dcqcn.txt")).unwrap();
+    assert!(qlen.starts_with("time: 2000000000\n3 1 "), "{qlen}");
+    assert_eq!(qlen.lines().count(), 4, "{qlen}");
+
+    // The same run from elsewhere: the paths resolve from the directory above mix/.
+    let st = quench()
+        .args(["sim", "-q", "--ns3-config"])
+        .arg(d.join("mix/config_topo_incast_flow_incast_dcqcn.txt"))
+        .arg("--out")
+        .arg(d.join("q2"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    assert_eq!(
+        fcts(&d.join("mix/fct_topo_incast_flow_incast_dcqcn.txt")),
+        ns3
+    );
+
+    // `--preset hpcc-dcqcn --bw 100` with only the topology and flows: the same FCTs.
+    let st = quench()
+        .current_dir(&d)
+        .args([
+            "sim",
+            "-q",
+            "--topology",
+            "mix/topo_incast.txt",
+            "--flows",
+            "mix/flow_incast.txt",
+            "--preset",
+            "hpcc-dcqcn",
+            "--bw",
+            "100",
+            "--out",
+            "p",
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    assert_eq!(fcts(&d.join("p/fct.txt")), ns3);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn unsupported_cc_mode_and_unknown_keys_fail_naming_them() {
+    let d = ns3_dir("bad");
+    for (text, want) in [
+        (run_py_config(3), "CC_MODE 3 (HPCC)"),
+        (run_py_config(1) + "MY_KNOB 7\n", "MY_KNOB"),
+    ] {
+        std::fs::write(d.join("mix/config.txt"), text).unwrap();
+        let out = quench()
+            .current_dir(&d)
+            .args(["sim", "-q", "--ns3-config", "mix/config.txt", "--out", "q"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{err}");
+    }
+    let out = quench()
+        .current_dir(&d)
+        .args([
+            "sim",
+            "-q",
+            "--topology",
+            "mix/topo_incast.txt",
+            "--flows",
+            "mix/flow_incast.txt",
+            "--preset",
+            "hpcc-dcqcn",
+            "--out",
+            "q",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--bw"));
+    let _ = std::fs::remove_dir_all(&d);
+}
