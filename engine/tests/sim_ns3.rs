@@ -9,6 +9,16 @@ fn quench() -> Command {
     Command::new(env!("CARGO_BIN_EXE_quench"))
 }
 
+/// `quench sim -q ARGS` in directory `d`.
+fn sim_in(d: &Path, args: &[&str]) -> std::process::Output {
+    quench()
+        .current_dir(d)
+        .args(["sim", "-q"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
 /// A fresh directory laid out as ns-3's `simulation/`: `mix/` with a 2:1 incast at 100 Gb/s.
 fn ns3_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("quench-sim-ns3-{name}-{}", std::process::id()));
@@ -65,19 +75,17 @@ fn run_py_config_runs_unchanged_and_matches_the_preset() {
     )
     .unwrap();
     // From ns-3's working directory, as `waf --run 'scratch/third mix/config...'`.
-    let st = quench()
-        .current_dir(&d)
-        .args([
-            "sim",
-            "-q",
+    assert!(sim_in(
+        &d,
+        &[
             "--ns3-config",
             "mix/config_topo_incast_flow_incast_dcqcn.txt",
             "--out",
             "q",
-        ])
-        .status()
-        .unwrap();
-    assert!(st.success());
+        ]
+    )
+    .status
+    .success());
     let ns3 = fcts(&d.join("mix/fct_topo_incast_flow_incast_dcqcn.txt"));
     assert_eq!(ns3.len(), 2, "{ns3:?}");
     // ns-3 columns: sip dip sport dport size start_ns fct_ns standalone_fct_ns.
@@ -109,11 +117,9 @@ fn run_py_config_runs_unchanged_and_matches_the_preset() {
     );
 
     // `--preset hpcc-dcqcn --bw 100` with only the topology and flows: the same FCTs.
-    let st = quench()
-        .current_dir(&d)
-        .args([
-            "sim",
-            "-q",
+    assert!(sim_in(
+        &d,
+        &[
             "--topology",
             "mix/topo_incast.txt",
             "--flows",
@@ -124,10 +130,10 @@ fn run_py_config_runs_unchanged_and_matches_the_preset() {
             "100",
             "--out",
             "p",
-        ])
-        .status()
-        .unwrap();
-    assert!(st.success());
+        ]
+    )
+    .status
+    .success());
     assert_eq!(fcts(&d.join("p/fct.txt")), ns3);
     let _ = std::fs::remove_dir_all(&d);
 }
@@ -140,20 +146,14 @@ fn unsupported_cc_mode_and_unknown_keys_fail_naming_them() {
         (run_py_config(1) + "MY_KNOB 7\n", "MY_KNOB"),
     ] {
         std::fs::write(d.join("mix/config.txt"), text).unwrap();
-        let out = quench()
-            .current_dir(&d)
-            .args(["sim", "-q", "--ns3-config", "mix/config.txt", "--out", "q"])
-            .output()
-            .unwrap();
+        let out = sim_in(&d, &["--ns3-config", "mix/config.txt", "--out", "q"]);
         assert!(!out.status.success());
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(want), "{err}");
     }
-    let out = quench()
-        .current_dir(&d)
-        .args([
-            "sim",
-            "-q",
+    let out = sim_in(
+        &d,
+        &[
             "--topology",
             "mix/topo_incast.txt",
             "--flows",
@@ -162,10 +162,77 @@ fn unsupported_cc_mode_and_unknown_keys_fail_naming_them() {
             "hpcc-dcqcn",
             "--out",
             "q",
-        ])
-        .output()
-        .unwrap();
+        ],
+    );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--bw"));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn sweep_runs_a_grid_with_one_directory_each_and_one_table() {
+    let d = ns3_dir("sweep");
+    std::fs::write(d.join("mix/config.txt"), run_py_config(1)).unwrap();
+    assert!(sim_in(
+        &d,
+        &[
+            "--ns3-config",
+            "mix/config.txt",
+            "--sweep",
+            "host.mtu=1000,2000",
+            "--seeds",
+            "2",
+            "--jobs",
+            "2",
+            "--out",
+            "grid",
+        ]
+    )
+    .status
+    .success());
+    let table = std::fs::read_to_string(d.join("grid/sweep.tsv")).unwrap();
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .skip(1)
+        .map(|l| l.split('\t').collect())
+        .collect();
+    let names: Vec<&str> = rows.iter().map(|r| r[0]).collect();
+    assert_eq!(
+        names,
+        [
+            "host.mtu=1000,seed=1",
+            "host.mtu=1000,seed=2",
+            "host.mtu=2000,seed=1",
+            "host.mtu=2000,seed=2"
+        ]
+    );
+    for r in &rows {
+        assert_eq!((r[1], r[2]), ("2", "2"), "{r:?}");
+        // Each run has its own outputs, config.txt's files included.
+        let dir = d.join("grid").join(r[0]);
+        assert!(dir.join("summary.json").exists() && dir.join("fct.txt").exists());
+        assert!(dir.join("fct_topo_incast_flow_incast_dcqcn.txt").exists());
+    }
+    // Twice the payload per packet: about half the events.
+    let events = |i: usize| rows[i][11].parse::<f64>().unwrap();
+    assert!(events(2) < 0.7 * events(0), "{table}");
+    // A point of the grid is the plain run with the same values.
+    assert!(sim_in(
+        &d,
+        &[
+            "--ns3-config",
+            "mix/config.txt",
+            "--seed",
+            "1",
+            "--out",
+            "plain",
+        ]
+    )
+    .status
+    .success());
+    assert_eq!(
+        std::fs::read_to_string(d.join("plain/fct.txt")).unwrap(),
+        std::fs::read_to_string(d.join("grid/host.mtu=1000,seed=1/fct.txt")).unwrap()
+    );
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -44,6 +44,7 @@ pub mod report;
 pub mod send;
 pub mod sim;
 pub mod stats;
+pub mod sweep;
 pub mod switch;
 
 /// Reads table `table` of a TOML file such as a preset (configs/nvidia.toml holds `[dcqcn_rp]`

@@ -23,6 +23,8 @@ use clap::ValueEnum;
 use crate::sim::cc::{CcSections, CcSetup};
 use crate::sim::ns3::{self, Ns3Config};
 use crate::sim::report;
+
+use super::sweep;
 use crate::sim::scenario::{load_preset, Scenario};
 use crate::sim::{CcKind, RunConfig, Topology, World};
 
@@ -89,6 +91,16 @@ pub struct Args {
     /// NIC speed in Gb/s for the run.py presets (hpcc-dcqcn, hpcc-dcqcn-paper), as run.py --bw.
     #[arg(long)]
     pub bw: Option<u64>,
+    /// Sweep a scenario key over values, `KEY=V1,V2,...` (repeat for a grid); see
+    /// `engine::cli::sweep`.
+    #[arg(long, value_name = "KEY=V1,V2,...")]
+    pub sweep: Vec<String>,
+    /// Run each point with N seeds, from --seed (or 1) upward.
+    #[arg(long)]
+    pub seeds: Option<u64>,
+    /// Runs at once in a sweep (default: one per core).
+    #[arg(long)]
+    pub jobs: Option<usize>,
     /// Output directory.
     #[arg(long)]
     pub out: PathBuf,
@@ -147,11 +159,42 @@ fn read_flows(p: &Path) -> anyhow::Result<Vec<crate::sim::FlowSpec>> {
 }
 
 pub fn prepare(args: &Args) -> anyhow::Result<Prepared> {
+    prepare_with(args, &[], None)
+}
+
+/// The scenario file with `overrides` (dotted keys) set in it; `seed` wins over every other.
+fn scenario_with(
+    args: &Args,
+    overrides: &[(String, toml::Value)],
+) -> anyhow::Result<Option<Scenario>> {
     let file = args.scenario.as_ref().or(args.config.as_ref());
-    let scen = match file {
-        Some(p) => Some(Scenario::load(p)?),
-        None => None,
+    if overrides.is_empty() {
+        return file.map(|p| Scenario::load(p)).transpose();
+    }
+    let (mut table, path) = match file {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("reading scenario {}", p.display()))?;
+            let t: toml::Table =
+                toml::from_str(&text).with_context(|| format!("in {}", p.display()))?;
+            (t, p.clone())
+        }
+        None => (toml::Table::new(), PathBuf::from("sweep.toml")),
     };
+    for (k, v) in overrides {
+        sweep::set_dotted(&mut table, k, v.clone())?;
+    }
+    let text = toml::to_string(&table).context("writing the swept scenario")?;
+    Scenario::parse(&text, &path).map(Some)
+}
+
+/// [`prepare`] with sweep overrides and a seed.
+pub fn prepare_with(
+    args: &Args,
+    overrides: &[(String, toml::Value)],
+    seed: Option<u64>,
+) -> anyhow::Result<Prepared> {
+    let scen = scenario_with(args, overrides)?;
     let preset = args
         .preset
         .as_ref()
@@ -188,7 +231,7 @@ pub fn prepare(args: &Args) -> anyhow::Result<Prepared> {
     if let Some(s) = &scen {
         s.apply(&mut cfg)?;
     }
-    if let Some(seed) = args.seed {
+    if let Some(seed) = seed.or(args.seed) {
         cfg.seed = seed;
     }
     if let Some(v) = args.stop_ms {
@@ -293,10 +336,33 @@ fn write_ns3_outputs(world: &World, out: &Ns3Outputs) -> anyhow::Result<()> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let p = prepare(&args)?;
+    if !args.sweep.is_empty() || args.seeds.is_some() {
+        return sweep::run(&args);
+    }
+    run_one(&args, &[], None, &args.out, false).map(|_| ())
+}
+
+/// One run into `out`; in a sweep (`sweeping`), quietly and with config.txt's output files in
+/// `out` as well.
+pub fn run_one(
+    args: &Args,
+    overrides: &[(String, toml::Value)],
+    seed: Option<u64>,
+    out: &Path,
+    sweeping: bool,
+) -> anyhow::Result<report::Summary> {
+    let mut p = prepare_with(args, overrides, seed)?;
+    if sweeping {
+        let o = &p.ns3_outputs;
+        p.ns3_outputs = Ns3Outputs {
+            fct: sweep::redirect(&o.fct, out),
+            pfc: sweep::redirect(&o.pfc, out),
+            qlen: sweep::redirect(&o.qlen, out),
+        };
+    }
     let cc_name = p.cc.kind.name();
     let mut world = World::new(&p.topo, &p.flows, p.cc, p.cfg)?;
-    let show = !args.quiet && std::io::stderr().is_terminal();
+    let show = !args.quiet && !sweeping && std::io::stderr().is_terminal();
     let bar = if show {
         let b = indicatif::ProgressBar::new(world.flows.len() as u64);
         b.set_style(
@@ -322,16 +388,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let summary = report::write_all(&world, cc_name, &args.out)?;
+    let summary = report::write_all(&world, cc_name, out)?;
     write_ns3_outputs(&world, &p.ns3_outputs)?;
-    if !args.quiet {
+    if !args.quiet && !sweeping {
         outln!(
             "{} of {} flows done at {:.6} ms virtual, {} events; outputs in {}",
             summary.totals.flows_done,
             summary.totals.flows,
             summary.end_ns as f64 * 1e-6,
             summary.events,
-            args.out.display()
+            out.display()
         )?;
         if let Some(f) = &summary.fct {
             outln!(
@@ -342,5 +408,5 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             )?;
         }
     }
-    Ok(())
+    Ok(summary)
 }
