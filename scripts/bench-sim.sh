@@ -1,25 +1,23 @@
 #!/usr/bin/env bash
-# Wall time and FCTs of `quench sim` beside the HPCC ns-3 simulator on the same scenarios:
-#   A: 2 x 20 MB 2:1 incast at 100 Gb/s;  B: 2 x 200 MB 2:1 incast at 100 Gb/s.
-# DCQCN with the hpcc-ns3 preset, RED 400/1600 KB Pmax 0.2 (ns-3 config.txt at 100G), PFC on.
+# Wall time, peak memory and FCTs of `quench sim` beside the HPCC ns-3 simulator on the same files:
+#   A: 2 x 20 MB 2:1 incast at 100 Gb/s;  B: 2 x 200 MB 2:1 incast at 100 Gb/s;
+#   C: HPCC's fat tree (mix/fat.txt: 320 hosts, 56 switches, 100G and 400G links) with WebSearch
+#      flows from HPCC's traffic_gen.py at 30 % load (C_SECONDS of arrivals, default 0.005 s,
+#      Python's random seeded with 1), FCT slowdown per flow-size bucket as HPCC's
+#      analysis/fct_analysis.py bins it (20 buckets of 5 % of the flows by size; p50/p95/p99).
+# Both simulators read one config.txt, the one run.py writes for `--cc dcqcn --bw 100` (DCQCN,
+# RED per link speed, ACK per packet, PFC, 32 MB buffer): quench through `--ns3-config`.
 # ns-3 runs only when NS3_HPCC_DIR points at a checkout of alibaba-edu/High-Precision-Congestion-
 # Control (its code is never part of this repository); the script builds it there on first use
-# (Python 2.7 + waf, reference/dcqcn.md). Without it, only quench's figures are printed.
+# (Python 2.7 + waf, reference/dcqcn.md). Without it, only quench's A and B are run; C needs the
+# checkout's fat.txt and traffic_gen.py. SKIP_NS3=1 runs quench alone on all three.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p engine --bin quench >/dev/null 2>&1 || cargo build --release -p engine --bin quench
-Q=$PWD/target/release/quench
+Q=${QUENCH:-$PWD/target/release/quench}
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-printf '4 1 3\n3\n0 3 100Gbps 0.001ms 0\n1 3 100Gbps 0.001ms 0\n2 3 100Gbps 0.001ms 0\n' > "$W/topo.txt"
-cat > "$W/sim.toml" <<'T'
-[host]
-ack_every = 1
-[red]
-kmin_bytes = 400000
-kmax_bytes = 1600000
-pmax = 0.2
-[pfc]
-T
+mkdir -p "$W/mix"
+printf '4 1 3\n3\n0 3 100Gbps 0.001ms 0\n1 3 100Gbps 0.001ms 0\n2 3 100Gbps 0.001ms 0\n' > "$W/mix/topo_incast.txt"
 now() { date +%s.%N; }
 # waf needs Python 2.7: on PATH, or a pyenv build (whose shim refuses without PYENV_VERSION).
 py2() {
@@ -39,19 +37,19 @@ ns3_build() {
        --disable-examples --build-profile=optimized >/dev/null && "$py" ./waf build >/dev/null)
   fi
 }
-ns3_run() { # ns3_run FLOWS OUTDIR
-  local d=$NS3_HPCC_DIR/simulation out=$2
-  mkdir -p "$out"
-  cat > "$out/config.txt" <<C
+# config TOPO FLOWS OUT: run.py's config.txt for --cc dcqcn --bw 100 (its template, with the
+# values run.py derives for 100 Gb/s), inputs and outputs under $W.
+config() {
+  cat <<C
 ENABLE_QCN 1
 USE_DYNAMIC_PFC_THRESHOLD 1
 PACKET_PAYLOAD_SIZE 1000
-TOPOLOGY_FILE $W/topo.txt
-FLOW_FILE $1
-TRACE_FILE $out/trace.txt
-TRACE_OUTPUT_FILE $out/mix.tr
-FCT_OUTPUT_FILE $out/fct.txt
-PFC_OUTPUT_FILE $out/pfc.txt
+TOPOLOGY_FILE mix/$1.txt
+FLOW_FILE mix/$2.txt
+TRACE_FILE mix/trace.txt
+TRACE_OUTPUT_FILE $3/mix.tr
+FCT_OUTPUT_FILE $3/fct.txt
+PFC_OUTPUT_FILE $3/pfc.txt
 SIMULATOR_STOP_TIME 4.00
 CC_MODE 1
 ALPHA_RESUME_INTERVAL 1
@@ -77,24 +75,38 @@ MI_THRESH 0
 INT_MULTI 1
 MULTI_RATE 0
 SAMPLE_FEEDBACK 0
-PINT_LOG_BASE 1.05
+PINT_LOG_BASE 1.01
 PINT_PROB 1.0
 RATE_BOUND 1
 ACK_HIGH_PRIO 1
 LINK_DOWN 0 0 0
 ENABLE_TRACE 0
-KMAX_MAP 1 100000000000 1600
-KMIN_MAP 1 100000000000 400
-PMAX_MAP 1 100000000000 0.2
+KMAX_MAP 2 100000000000 1600 400000000000 6400
+KMIN_MAP 2 100000000000 400 400000000000 1600
+PMAX_MAP 2 100000000000 0.20 400000000000 0.20
 BUFFER_SIZE 32
-QLEN_MON_FILE $out/qlen.txt
-QLEN_MON_START 0
-QLEN_MON_END 0
+QLEN_MON_FILE $3/qlen.txt
+QLEN_MON_START 2000000000
+QLEN_MON_END 3000000000
 C
-  echo 0 > "$out/trace.txt"
-  # The simulator binary itself, not `waf --run` (which first re-checks the whole build): the
-  # wall time is ns-3's simulation alone, as quench's is.
-  (cd "$d" && LD_LIBRARY_PATH=$d/build ./build/scratch/third "$out/config.txt" >"$out/log.txt" 2>&1)
+}
+echo 0 > "$W/mix/trace.txt"
+# timed OUT CMD...: runs CMD from $W, records wall seconds and peak RSS (MB) in OUT/{wall,rss}.
+timed() {
+  local out=$1; shift
+  mkdir -p "$out"
+  local t0 t1; t0=$(now)
+  (cd "$W" && /usr/bin/time -f '%M' -o "$out/rss.kb" "$@" >"$out/log.txt" 2>&1)
+  t1=$(now)
+  echo "$t1 - $t0" | bc -l > "$out/wall"
+  echo $(( $(tail -1 "$out/rss.kb") / 1024 )) > "$out/rss"
+}
+quench_run() { timed "$2" "$Q" sim -q --ns3-config "$1" --out "$2/quench-out"; }
+# The simulator binary itself, not `waf --run` (which first re-checks the whole build): the
+# wall time is ns-3's simulation alone, as quench's is.
+ns3_run() {
+  local d=$NS3_HPCC_DIR/simulation
+  timed "$2" env LD_LIBRARY_PATH="$d/build" "$d/build/scratch/third" "$1"
 }
 fcts() { awk '{print $7}' "$1" | sort -n | awk '{printf "%s%.1f", (NR>1?" ":""), $1/1000}'; }
 # fct_diff QUENCH_FCT NS3_FCT: the FCTs of each file sorted, then (quench - ns-3) / ns-3 in
@@ -105,18 +117,70 @@ fct_diff() {
   paste -d' ' <(awk '{print $7}' "$1" | sort -n) <(awk '{print $7}' "$2" | sort -n) |
     awk '{printf "%s%+.1f%%", (NR > 1 ? " " : ""), 100 * ($1 - $2) / $2}'
 }
-printf '%-22s %12s %12s %8s   %s\n' scenario "quench s" "ns-3 s" speedup "FCT us (quench | ns-3 | quench vs ns-3)"
+RUN_NS3=0
+if [ -n "${NS3_HPCC_DIR:-}" ] && [ -z "${SKIP_NS3:-}" ]; then ns3_build; RUN_NS3=1; fi
+printf '%-22s %9s %9s %8s %7s %7s   %s\n' scenario "quench s" "ns-3 s" speedup "q MB" "ns3 MB" "FCT us (quench | ns-3 | quench vs ns-3)"
+row() { # row NAME DIR
+  local qs ns="-" sp="-" qm nm="-" nf="-" df="-"
+  qs=$(cat "$2/q/wall"); qm=$(cat "$2/q/rss")
+  if [ "$RUN_NS3" = 1 ]; then
+    ns=$(printf '%.2f' "$(cat "$2/n/wall")"); nm=$(cat "$2/n/rss")
+    sp=$(printf '%.1fx' "$(echo "$(cat "$2/n/wall") / $qs" | bc -l)")
+  fi
+  if [ "${3:-}" = fcts ]; then
+    if [ "$RUN_NS3" = 1 ]; then nf=$(fcts "$2/n/fct.txt"); df=$(fct_diff "$2/q/fct.txt" "$2/n/fct.txt"); fi
+    printf '%-22s %9.3f %9s %8s %7s %7s   %s | %s | %s\n' "$1" "$qs" "$ns" "$sp" "$qm" "$nm" "$(fcts "$2/q/fct.txt")" "$nf" "$df"
+  else
+    printf '%-22s %9.3f %9s %8s %7s %7s   %s flows\n' "$1" "$qs" "$ns" "$sp" "$qm" "$nm" "$(wc -l < "$2/q/fct.txt")"
+  fi
+}
 for sc in "A 20000000" "B 200000000"; do
   set -- $sc
-  printf '2\n0 2 3 100 %s 2\n1 2 3 100 %s 2\n' "$2" "$2" > "$W/flows$1.txt"
-  t0=$(now); $Q sim -q --topology "$W/topo.txt" --flows "$W/flows$1.txt" --cc dcqcn \
-     --preset hpcc-ns3 --config "$W/sim.toml" --out "$W/q$1"; t1=$(now)
-  qs=$(echo "$t1 - $t0" | bc -l)
-  ns="-"; sp="-"; nf="-"; df="-"
-  if [ -n "${NS3_HPCC_DIR:-}" ]; then
-    t0=$(now); ns3_run "$W/flows$1.txt" "$W/n$1"; t1=$(now)
-    ns=$(echo "$t1 - $t0" | bc -l); sp=$(echo "$ns / $qs" | bc -l); nf=$(fcts "$W/n$1/fct.txt")
-    ns=$(printf '%.2f' "$ns"); sp=$(printf '%.1fx' "$sp"); df=$(fct_diff "$W/q$1/fct.txt" "$W/n$1/fct.txt")
-  fi
-  printf '%-22s %12.3f %12s %8s   %s | %s | %s\n' "$1: 2 x $(( $2 / 1000000 )) MB incast" "$qs" "$ns" "$sp" "$(fcts "$W/q$1/fct.txt")" "$nf" "$df"
+  printf '2\n0 2 3 100 %s 2\n1 2 3 100 %s 2\n' "$2" "$2" > "$W/mix/flow$1.txt"
+  for who in q n; do config topo_incast "flow$1" "$W/$1/$who" > "$W/$1-$who.txt"; done
+  quench_run "$W/$1-q.txt" "$W/$1/q"
+  [ "$RUN_NS3" = 1 ] && ns3_run "$W/$1-n.txt" "$W/$1/n"
+  row "$1: 2 x $(( $2 / 1000000 )) MB incast" "$W/$1" fcts
 done
+[ -n "${NS3_HPCC_DIR:-}" ] || exit 0
+# C: the fat tree.
+cp "$NS3_HPCC_DIR/simulation/mix/fat.txt" "$W/mix/fat.txt"
+(cd "$NS3_HPCC_DIR/traffic_gen" && "$(py2)" -c "
+import random, sys
+random.seed(1)
+sys.argv = ['traffic_gen.py', '-c', 'WebSearch_distribution.txt', '-n', '320', '-l', '0.3',
+            '-b', '100G', '-t', '${C_SECONDS:-0.005}', '-o', '$W/mix/flow_fat.txt']
+execfile('traffic_gen.py')")
+for who in q n; do config fat flow_fat "$W/C/$who" > "$W/C-$who.txt"; done
+quench_run "$W/C-q.txt" "$W/C/q"
+[ "$RUN_NS3" = 1 ] && ns3_run "$W/C-n.txt" "$W/C/n"
+row "C: fat tree, $(head -1 "$W/mix/flow_fat.txt" | tr -d ' ') flows" "$W/C"
+# Slowdown per size bucket, as HPCC's analysis/fct_analysis.py: flows sorted by size, 20 buckets
+# of 5 % of them, slowdown = max(1, fct / standalone fct), p50/p95/p99 at index int(n x p).
+python3 - "$W/C/q/fct.txt" "$([ "$RUN_NS3" = 1 ] && echo "$W/C/n/fct.txt")" <<'PY'
+import sys
+def buckets(path):
+    rows = []
+    for line in open(path):
+        c = line.split()
+        if len(c) >= 8 and c[3] == "100" and int(c[5]) + int(c[6]) < 3000000000:
+            rows.append((int(c[4]), max(1.0, int(c[6]) / int(c[7]))))
+    rows.sort(key=lambda r: r[0])
+    n, out = len(rows), []
+    for i in range(0, 100, 5):
+        part = rows[i * n // 100:(i + 5) * n // 100]
+        s = sorted(r[1] for r in part)
+        pct = lambda p: s[int(len(s) * p)]
+        out.append((part[-1][0], pct(0.5), pct(0.95), pct(0.99)))
+    return out
+q = buckets(sys.argv[1])
+n = buckets(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2] else None
+print("   bucket max size | quench p50 p95 p99 | ns-3 p50 p95 p99 | p50 diff p99 diff")
+for i, b in enumerate(q):
+    line = "   %3d%% %10d | %6.2f %6.2f %6.2f" % (5 * (i + 1), b[0], b[1], b[2], b[3])
+    if n:
+        m = n[i]
+        line += " | %6.2f %6.2f %6.2f | %+6.1f%% %+6.1f%%" % (
+            m[1], m[2], m[3], 100 * (b[1] - m[1]) / m[1], 100 * (b[3] - m[3]) / m[3])
+    print(line)
+PY

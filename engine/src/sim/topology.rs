@@ -5,9 +5,12 @@
 //! `src dst rate delay err`." Rates are ns-3 `DataRate` strings (`100Gbps`), delays ns-3 `Time`
 //! strings (`0.001ms`, `1us`), `err` a per-packet loss probability.
 //!
-//! Routing follows the ns-3 scratch program: a breadth-first search by hop count from every host
-//! that never passes through another host; every neighbour one hop closer is an equal-cost next
-//! hop, and a flow picks one by hashing its id with the switch id.
+//! Routing follows the ns-3 scratch program (`CalculateRoute`): a breadth-first search by hop
+//! count from every host that never passes through another host; every neighbour one hop closer
+//! is an equal-cost next hop, listed in the order the search reached them (neighbours taken in
+//! increasing node id, as ns-3's node map orders them). A switch picks one as HPCC's
+//! `SwitchNode::GetOutDev` does: Murmur3 (x86, 32 bit) of the packet's source and destination
+//! addresses and ports, seeded with the switch's node id, modulo the number of next hops.
 
 use std::fmt::Write as _;
 
@@ -243,14 +246,30 @@ impl Routes {
         let mut table = vec![vec![(0u32, 0u16); hosts.len()]; n];
         let mut hops = Vec::new();
         let mut dist = vec![u32::MAX; n];
+        // Position of each node in the search's visiting order (ns-3 lists next hops so).
+        let mut rank = vec![u32::MAX; n];
         let mut queue = std::collections::VecDeque::new();
+        let by_id: Vec<Vec<u32>> = ports
+            .iter()
+            .map(|p| {
+                let mut v = p.clone();
+                v.sort_unstable();
+                v.dedup();
+                v
+            })
+            .collect();
+        let mut closer: Vec<(u32, u16)> = Vec::new();
         for (hi, &h) in hosts.iter().enumerate() {
             dist.iter_mut().for_each(|d| *d = u32::MAX);
+            rank.iter_mut().for_each(|r| *r = u32::MAX);
             dist[h as usize] = 0;
             queue.clear();
             queue.push_back(h);
+            let mut visited = 0u32;
             while let Some(u) = queue.pop_front() {
-                for &v in &ports[u as usize] {
+                rank[u as usize] = visited;
+                visited += 1;
+                for &v in &by_id[u as usize] {
                     if dist[v as usize] == u32::MAX {
                         dist[v as usize] = dist[u as usize] + 1;
                         if topo.is_switch[v as usize] {
@@ -264,14 +283,17 @@ impl Routes {
                     continue;
                 }
                 let start = hops.len() as u32;
+                closer.clear();
                 for (pi, &peer) in ports[node].iter().enumerate() {
-                    let closer = dist[peer as usize] != u32::MAX
+                    let nearer = dist[peer as usize] != u32::MAX
                         && dist[peer as usize] + 1 == dist[node]
                         && (peer == h || topo.is_switch[peer as usize]);
-                    if closer {
-                        hops.push(pi as u16);
+                    if nearer {
+                        closer.push((rank[peer as usize], pi as u16));
                     }
                 }
+                closer.sort_unstable();
+                hops.extend(closer.iter().map(|&(_, pi)| pi));
                 table[node][hi] = (start, (hops.len() as u32 - start) as u16);
             }
         }
@@ -285,14 +307,49 @@ impl Routes {
     }
 }
 
-/// The ECMP choice: a fixed mix of the flow's hash and the switch id, so a flow keeps its path
-/// and different switches spread flows independently.
-pub fn ecmp_pick(flow_hash: u64, node: u32, n: usize) -> usize {
+/// What HPCC's switch hashes to choose a next hop: the 12 octets `sip`, `dip`,
+/// `sport | dport << 16`, each a 32-bit word as the switch's buffer holds them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EcmpKey([u32; 3]);
+
+impl EcmpKey {
+    pub fn new(sip: u32, dip: u32, sport: u16, dport: u16) -> EcmpKey {
+        EcmpKey([sip, dip, u32::from(sport) | u32::from(dport) << 16])
+    }
+
+    /// The key of the packets coming back (ACKs, NACKs, CNPs): addresses and ports swapped,
+    /// as ns-3's receiver builds its ACK header.
+    pub fn reverse(self) -> EcmpKey {
+        let [sip, dip, ports] = self.0;
+        EcmpKey([dip, sip, ports.rotate_left(16)])
+    }
+}
+
+/// Murmur3 x86 32-bit over whole 32-bit words (Appleby's MurmurHash3_x86_32; HPCC's
+/// `SwitchNode::EcmpHash` is this function on the 12-octet key).
+fn murmur3_32(words: &[u32], seed: u32) -> u32 {
+    const C1: u32 = 0xcc9e_2d51;
+    const C2: u32 = 0x1b87_3593;
+    let mut h = seed;
+    for &w in words {
+        let k = w.wrapping_mul(C1).rotate_left(15).wrapping_mul(C2);
+        h ^= k;
+        h = h.rotate_left(13).wrapping_mul(5).wrapping_add(0xe654_6b64);
+    }
+    h ^= (words.len() * 4) as u32;
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^ (h >> 16)
+}
+
+/// The ECMP choice at switch `node` among `n` next hops (in [`Routes::next_hops`] order).
+pub fn ecmp_pick(key: &EcmpKey, node: u32, n: usize) -> usize {
     if n <= 1 {
         return 0;
     }
-    (crate::sim::rng::mix64(flow_hash ^ (node as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
-        % n as u64) as usize
+    (murmur3_32(&key.0, node) % n as u32) as usize
 }
 
 #[cfg(test)]
@@ -362,8 +419,41 @@ mod tests {
         assert_eq!(r.next_hops(4, 1), &[1]);
         // Spine 6 towards host 3: leaf 5 only (its port 1).
         assert_eq!(r.next_hops(6, 3), &[1]);
-        let picks: std::collections::BTreeSet<usize> =
-            (0..64).map(|f| ecmp_pick(f, 4, 2)).collect();
+        let picks: std::collections::BTreeSet<usize> = (0..64)
+            .map(|p| ecmp_pick(&EcmpKey::new(1, 2, 10_000 + p, 100), 4, 2))
+            .collect();
         assert_eq!(picks.len(), 2, "flow hashes spread over both paths");
+    }
+
+    #[test]
+    fn murmur3_matches_the_reference_vectors() {
+        // MurmurHash3_x86_32 published test values (SMHasher): "" seed 0 -> 0, "" seed 1 ->
+        // 0x514E28B7, and the 4-octet key 0x00000000 seed 0 -> 0x2362F9DE.
+        assert_eq!(murmur3_32(&[], 0), 0);
+        assert_eq!(murmur3_32(&[], 1), 0x514E_28B7);
+        assert_eq!(murmur3_32(&[0], 0), 0x2362_F9DE);
+        // The reverse key swaps addresses and ports.
+        let k = EcmpKey::new(0x0b00_0001, 0x0b00_0201, 10_000, 100);
+        assert_eq!(
+            k.reverse(),
+            EcmpKey::new(0x0b00_0201, 0x0b00_0001, 100, 10_000)
+        );
+    }
+
+    #[test]
+    fn next_hops_in_search_order_not_port_order() {
+        // Leaf 2 reaches host 0's leaf 1 through spines 4 and 3; its links list spine 4 first.
+        // ns-3 lists next hops as its search from host 0 reached them: spine 3, then 4.
+        let text = "6 4 6\n1 2 3 4\n0 1 10Gbps 1us 0\n5 2 10Gbps 1us 0\n2 4 10Gbps 1us 0\n\
+                    2 3 10Gbps 1us 0\n1 3 10Gbps 1us 0\n1 4 10Gbps 1us 0\n";
+        let t = Topology::parse(text).unwrap();
+        let mut ports = vec![Vec::new(); 6];
+        for l in &t.links {
+            ports[l.a as usize].push(l.b);
+            ports[l.b as usize].push(l.a);
+        }
+        let r = Routes::compute(&t, &ports, &t.hosts());
+        // Node 2's ports: 0 -> host 5, 1 -> spine 4, 2 -> spine 3.
+        assert_eq!(r.next_hops(2, 0), &[2, 1]);
     }
 }

@@ -21,7 +21,7 @@ use super::event::EventQueue;
 use super::monitor::{PfcRecord, QlenMonitor};
 use super::packet::{Kind, Pkt};
 use super::rng::{self, SimRng, Stream};
-use super::topology::{ecmp_pick, Routes, Topology};
+use super::topology::{ecmp_pick, EcmpKey, Routes, Topology};
 use super::traffic::FlowSpec;
 
 const NONE: u32 = u32::MAX;
@@ -135,7 +135,8 @@ pub struct Flow {
     pub sport: u16,
     pub src_h: u32,
     pub dst_h: u32,
-    hash: u64,
+    /// What switches hash to route the flow's data (its reverse routes the flow's ACKs).
+    ecmp: EcmpKey,
     snd_nxt: u64,
     snd_una: u64,
     next_avail: Instant,
@@ -409,7 +410,8 @@ impl World {
                 w.events.push(at, Ev::QlenDump);
             }
         }
-        let mut next_sport = vec![10_000u32; n];
+        let mut next_sport: std::collections::HashMap<(u32, u32), u16> =
+            std::collections::HashMap::new();
         for (i, f) in flows.iter().enumerate() {
             let (src_h, dst_h) = (
                 host_of.get(f.src as usize).copied().unwrap_or(NONE),
@@ -433,14 +435,13 @@ impl World {
                     node: f.src,
                 });
             }
-            let sport = next_sport[f.src as usize] as u16;
-            next_sport[f.src as usize] += 1;
-            let hash = rng::mix64(
-                ((node_ip(f.src) as u64) << 32 | node_ip(f.dst) as u64)
-                    ^ ((sport as u64) << 16 | f.dport as u64).rotate_left(17),
-            );
+            // ns-3 third.cc: "each host pair use port number from 10000".
+            let next = next_sport.entry((f.src, f.dst)).or_insert(10_000u16);
+            let sport = *next;
+            *next = next.wrapping_add(1);
+            let ecmp = EcmpKey::new(node_ip(f.src), node_ip(f.dst), sport, f.dport);
             let ideal_fct = w
-                .ideal_fct(f, src_h, dst_h, hash)
+                .ideal_fct(f, src_h, dst_h, &ecmp)
                 .ok_or(WorldError::Unreachable {
                     flow: i,
                     src: f.src,
@@ -451,7 +452,7 @@ impl World {
                 sport,
                 src_h,
                 dst_h,
-                hash,
+                ecmp,
                 snd_nxt: 0,
                 snd_una: 0,
                 next_avail: Instant::ZERO,
@@ -503,7 +504,7 @@ impl World {
     /// The ns-3 scratch program's standalone FCT: `base_rtt + total_bytes * 8 / b`, with
     /// base_rtt = 2 x (sum of one-way delays) + one MTU-payload serialisation per hop, total_bytes
     /// = size plus one header per packet, and b the slowest link of the path (`pairBw`).
-    fn ideal_fct(&self, f: &FlowSpec, src_h: u32, dst_h: u32, hash: u64) -> Option<Duration> {
+    fn ideal_fct(&self, f: &FlowSpec, src_h: u32, dst_h: u32, ecmp: &EcmpKey) -> Option<Duration> {
         let mut node = f.src;
         let mut delay = Duration::ZERO;
         let mut txd = Duration::ZERO;
@@ -521,7 +522,7 @@ impl World {
                 if nh.is_empty() {
                     return None;
                 }
-                n.first_port + nh[ecmp_pick(hash, node, nh.len())] as u32
+                n.first_port + nh[ecmp_pick(ecmp, node, nh.len())] as u32
             };
             let p = &self.ports[port as usize];
             delay = delay + p.delay;
@@ -977,8 +978,15 @@ impl World {
             self.ports[(first + in_port) as usize].stats.drops += 1;
             return;
         }
-        let hash = self.flows[pkt.flow as usize].hash;
-        let local = hops[ecmp_pick(hash, node, hops.len())] as u32;
+        let f = &self.flows[pkt.flow as usize];
+        // Data goes to the flow's receiver; everything else (ACK, NACK, CNP, CNM) back to its
+        // sender, with the addresses and ports swapped.
+        let key = if pkt.dst == f.dst_h {
+            f.ecmp
+        } else {
+            f.ecmp.reverse()
+        };
+        let local = hops[ecmp_pick(&key, node, hops.len())] as u32;
         let out = first + local;
         let class = match pkt.kind {
             Kind::Data => Class::Data(pkt.prio.min(PRIORITIES as u8 - 1)),
