@@ -1,14 +1,19 @@
-//! The event queue: a binary min-heap keyed by `(time, sequence number)`.
+//! The event queue: a radix heap keyed by `(time, sequence number)`.
 //!
 //! Invariants:
 //! - Events pop in time order; events scheduled for the same nanosecond pop in the order they were
-//!   pushed (the sequence number breaks ties), so a run never depends on heap internals and the
-//!   same inputs give the same event order.
-//! - Events are small `Copy` values (a closed enum, no `Box<dyn>`); the heap's storage grows to
-//!   the peak number of pending events and is reused, so the steady state allocates nothing.
-
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+//!   pushed (the sequence number breaks ties), so a run never depends on the queue's internals
+//!   and the same inputs give the same event order.
+//! - Keys are unique (the sequence number) and never below the last popped key: the simulator
+//!   only schedules at or after the present, and a later push has a larger sequence number. That
+//!   monotonicity is what a radix heap needs (Ahuja, Mehlhorn, Orlin and Tarjan, "Faster
+//!   algorithms for the shortest path problem", 1990): bucket `b` holds the keys whose highest
+//!   bit differing from the last popped key is bit `b - 1` (bucket 0: the key equal to it), so a
+//!   push is a leading-zero count and an append, and a pop empties the lowest non-empty bucket
+//!   into lower ones only when bucket 0 is empty. Each key moves down at most 128 times; in
+//!   practice a few.
+//! - Events are small `Copy` values (a closed enum, no `Box<dyn>`); bucket storage grows to the
+//!   peak number of pending events and is reused, so the steady state allocates nothing.
 
 use units::Instant;
 
@@ -18,27 +23,17 @@ struct Entry<E> {
     event: E,
 }
 
-impl<E> PartialEq for Entry<E> {
-    fn eq(&self, other: &Self) -> bool {
-        self.key == other.key
-    }
-}
-impl<E> Eq for Entry<E> {}
-impl<E> PartialOrd for Entry<E> {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl<E> Ord for Entry<E> {
-    // Reversed: BinaryHeap is a max-heap, we want the earliest key on top.
-    fn cmp(&self, other: &Self) -> Ordering {
-        other.key.cmp(&self.key)
-    }
-}
+/// Buckets: one for "equal to the last popped key", one per bit of the key.
+const BUCKETS: usize = 129;
 
 /// Pending events in deterministic order.
 pub struct EventQueue<E> {
-    heap: BinaryHeap<Entry<E>>,
+    buckets: Vec<Vec<Entry<E>>>,
+    /// Bit `b` set: bucket `b + 1` is non-empty (bucket 0 is looked at directly).
+    occupied: u128,
+    /// The last popped key (0 before the first pop).
+    last: u128,
+    len: usize,
     seq: u64,
     popped: u64,
 }
@@ -49,42 +44,76 @@ impl<E> Default for EventQueue<E> {
     }
 }
 
+fn bucket(key: u128, last: u128) -> usize {
+    BUCKETS - 1 - (key ^ last).leading_zeros() as usize
+}
+
 impl<E> EventQueue<E> {
     pub fn new() -> Self {
         EventQueue {
-            heap: BinaryHeap::with_capacity(1024),
+            buckets: (0..BUCKETS).map(|_| Vec::new()).collect(),
+            occupied: 0,
+            last: 0,
+            len: 0,
             seq: 0,
             popped: 0,
         }
     }
 
-    /// Schedules `event` at `at`.
+    /// Schedules `event` at `at`, which must not be before the last popped event's time.
     pub fn push(&mut self, at: Instant, event: E) {
         let key = ((at.as_nanos() as u128) << 64) | self.seq as u128;
+        debug_assert!(key >= self.last, "event scheduled in the past");
         self.seq += 1;
-        self.heap.push(Entry { key, event });
+        self.len += 1;
+        self.put(Entry { key, event }, self.last);
+    }
+
+    fn put(&mut self, e: Entry<E>, last: u128) {
+        let b = bucket(e.key, last);
+        if b > 0 {
+            self.occupied |= 1 << (b - 1);
+        }
+        self.buckets[b].push(e);
     }
 
     /// The earliest pending event and its time.
     pub fn pop(&mut self) -> Option<(Instant, E)> {
-        let e = self.heap.pop()?;
+        if self.buckets[0].is_empty() {
+            if self.occupied == 0 {
+                return None;
+            }
+            let i = self.occupied.trailing_zeros() as usize + 1;
+            self.occupied &= !(1 << (i - 1));
+            let mut moving = std::mem::take(&mut self.buckets[i]);
+            let min = moving.iter().map(|e| e.key).min()?;
+            self.last = min;
+            for e in moving.drain(..) {
+                self.put(e, min);
+            }
+            // Keep the emptied vector's capacity for the next time this bucket fills.
+            self.buckets[i] = moving;
+        }
+        let e = self.buckets[0].pop()?;
+        self.len -= 1;
         self.popped += 1;
         Some((Instant::from_nanos((e.key >> 64) as u64), e.event))
     }
 
     /// Time of the earliest pending event.
     pub fn peek_time(&self) -> Option<Instant> {
-        self.heap
-            .peek()
-            .map(|e| Instant::from_nanos((e.key >> 64) as u64))
+        // The lowest non-empty bucket holds the minimum (bucket 0 holds at most one key).
+        let b = self.buckets.iter().find(|b| !b.is_empty())?;
+        let min = b.iter().map(|e| e.key).min()?;
+        Some(Instant::from_nanos((min >> 64) as u64))
     }
 
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.len == 0
     }
 
     /// Events popped so far (the simulator's work counter).
@@ -107,6 +136,7 @@ mod tests {
         let order: Vec<char> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
         assert_eq!(order, vec!['a', 'b', 'c', 'd']);
         assert_eq!(q.popped(), 4);
+        assert!(q.is_empty());
     }
 
     proptest::proptest! {
@@ -122,6 +152,35 @@ mod tests {
             let got: Vec<(u64, usize)> =
                 std::iter::from_fn(|| q.pop().map(|(t, e)| (t.as_nanos(), e))).collect();
             proptest::prop_assert_eq!(got, expected);
+        }
+
+        /// Model-based: pushes interleaved with pops, each push at or after the last popped
+        /// time (as the simulator schedules), against a sorted list.
+        #[test]
+        fn interleaved_pushes_and_pops_match_a_sorted_model(
+            ops in proptest::collection::vec((0u64..3, 0u64..1_000_000_000_000), 0..400)
+        ) {
+            let mut q = EventQueue::new();
+            let mut model: Vec<(u64, u64, usize)> = Vec::new(); // (time, seq, id)
+            let (mut now, mut seq) = (0u64, 0u64);
+            for (i, (op, dt)) in ops.into_iter().enumerate() {
+                if op == 0 {
+                    let got = q.pop().map(|(t, e)| (t.as_nanos(), e));
+                    model.sort();
+                    let want = if model.is_empty() { None } else { Some(model.remove(0)) };
+                    proptest::prop_assert_eq!(got, want.map(|(t, _, id)| (t, id)));
+                    if let Some((t, _, _)) = want {
+                        now = t;
+                    }
+                } else {
+                    // Small and huge steps, to cross high bits of the time.
+                    let at = now + if op == 1 { dt % 1000 } else { dt };
+                    q.push(Instant::from_nanos(at), i);
+                    model.push((at, seq, i));
+                    seq += 1;
+                }
+                proptest::prop_assert_eq!(q.len(), model.len());
+            }
         }
     }
 }

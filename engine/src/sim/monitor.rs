@@ -48,9 +48,15 @@ impl QlenWindow {
     }
 
     /// Sample instants in `[from, to)`.
+    #[cfg(test)]
     fn samples_in(&self, from: Instant, to: Instant) -> u64 {
+        self.samples_before(from, to, self.last_sample())
+    }
+
+    /// [`Self::samples_in`] with the last sample instant already known.
+    fn samples_before(&self, from: Instant, to: Instant, last: Instant) -> u64 {
         let lo = from.max(self.start);
-        let hi = to.min(self.last_sample() + Duration::from_nanos(1));
+        let hi = to.min(last + Duration::from_nanos(1));
         if hi <= lo {
             return 0;
         }
@@ -91,6 +97,8 @@ struct PortHist {
 #[derive(Clone, Debug)]
 pub struct QlenMonitor {
     window: QlenWindow,
+    /// `window.last_sample()`, computed once.
+    last_sample: Instant,
     /// Indexed by the world's global port id; `None` for host ports.
     ports: Vec<Option<PortHist>>,
     out: String,
@@ -101,6 +109,7 @@ impl QlenMonitor {
     pub fn new(window: QlenWindow, ports: &[Option<(u32, u32)>]) -> QlenMonitor {
         QlenMonitor {
             window,
+            last_sample: window.last_sample(),
             ports: ports
                 .iter()
                 .map(|p| {
@@ -118,14 +127,14 @@ impl QlenMonitor {
 
     /// Port `port` held `bytes` from where it was last counted until `now` (exclusive).
     pub fn advance(&mut self, port: u32, bytes: u64, now: Instant) {
-        let w = self.window;
+        let (w, last) = (self.window, self.last_sample);
         let Some(Some(h)) = self.ports.get_mut(port as usize) else {
             return;
         };
-        if now <= h.counted_to {
+        if now <= h.counted_to || h.counted_to > last {
             return;
         }
-        let n = w.samples_in(h.counted_to, now);
+        let n = w.samples_before(h.counted_to, now, last);
         h.counted_to = now;
         if n > 0 {
             let kb = (bytes / 1000) as usize;
