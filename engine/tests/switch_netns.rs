@@ -7,7 +7,8 @@ use std::process::{Child, Command};
 
 use engine::port::packet::PacketPort;
 use engine::port::{heap::HeapFrame, Frame, Port};
-use engine::switch::stats::{query, Snapshot};
+use engine::switch::control::query;
+use engine::switch::stats::Snapshot;
 use engine::time::Clock;
 use units::Duration;
 

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use crate::switch::config::DEFAULT_CONTROL_SOCKET;
-use crate::switch::stats::{query, Snapshot};
+use crate::switch::control::query;
+use crate::switch::stats::Snapshot;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

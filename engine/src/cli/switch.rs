@@ -18,9 +18,10 @@ use crate::port::packet::PacketPort;
 use crate::port::xdp::{self, XdpOptions, XdpPool};
 use crate::port::{device_queues, if_index, Capabilities, PortError, PortKind};
 use crate::switch::config::{PortProfile, SwitchConfig, SwitchProfile};
+use crate::switch::control::ControlSocket;
 use crate::switch::fdb::{Fdb, PortIdx, DEFAULT_CAPACITY};
 use crate::switch::forward::{OwnedPort, Rings, Worker};
-use crate::switch::stats::{self, PortCounters, PortInfo, Registry};
+use crate::switch::stats::{PortCounters, PortInfo, Registry};
 use crate::time::Clock;
 use crate::wire::MacAddr;
 use crate::worker;
@@ -146,6 +147,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if_index(&p.iface)
             .with_context(|| format!("port {:?} in {}", p.name, args.config.display()))?;
     }
+    // Bound before any port opens, so a bad `control_socket` path stops the start cleanly.
+    let ctl_socket = ControlSocket::bind(&profile.control_socket).with_context(|| {
+        format!(
+            "control_socket {} (from {} or --control)",
+            profile.control_socket.display(),
+            args.config.display()
+        )
+    })?;
     let stop = worker::stop_on_signals().context("installing signal handlers")?;
     let clock = Clock::new();
     let workers = profile.workers;
@@ -309,10 +318,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let ctl_path = profile.control_socket.clone();
     let ctl = {
-        let (r, s, p) = (registry.clone(), stop.clone(), ctl_path.clone());
+        let (r, s) = (registry.clone(), stop.clone());
         std::thread::Builder::new()
             .name("quench-ctl".into())
-            .spawn(move || stats::serve(&p, r, s))?
+            .spawn(move || ctl_socket.serve(r, s))?
     };
     eprintln!(
         "quench switch: {} workers, clock {:?}, control socket {}",

@@ -1,6 +1,7 @@
 //! The software switch: MAC learning and forwarding between ports, with per-port egress
 //! queues ([`queue`]) that the congestion points plug into.
 pub mod config;
+pub mod control;
 pub mod core;
 pub mod cp;
 pub mod egress;
