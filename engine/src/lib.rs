@@ -2,6 +2,9 @@
 //! clocks, configuration, CLI, reports). The algorithms live in the sans-IO crates `cp`, `rp`
 //! and `np`; the engine feeds them `(now, event)` and turns their decisions into frames.
 pub mod cli;
+pub mod config_file;
+#[cfg(test)]
+mod config_tests;
 pub mod pcap;
 pub mod port;
 pub mod recv;

@@ -51,7 +51,8 @@ fn main() -> std::process::ExitCode {
         // The reader of standard output has gone (`quench frames --decode f.pcap | head`).
         Err(e) if cli::closed_pipe(&e) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("Error: {e:?}");
+            // `{:#}`: the context chain on one line (`--config f.toml: f.toml:3: key ...`).
+            eprintln!("Error: {e:#}");
             std::process::ExitCode::FAILURE
         }
     }

@@ -78,13 +78,23 @@ pub struct ReplayConfig {
 impl ReplayConfig {
     /// Parses `text`; `origin` (the file name) prefixes every error.
     pub fn parse(text: &str, origin: &str) -> anyhow::Result<Self> {
-        toml::from_str(text).with_context(|| format!("{origin}: bad replay config"))
+        crate::config_file::from_str(text, origin).map_err(anyhow::Error::msg)
     }
 
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         Self::parse(&text, &path.display().to_string())
+    }
+
+    /// Validates every table (absent ones as their defaults) as `quench replay` would for
+    /// each algorithm; errors name `origin`, the config file.
+    pub fn check(&self, origin: &str) -> anyhow::Result<()> {
+        use clap::ValueEnum as _;
+        for algo in Algo::value_variants() {
+            build(*algo, self, 0).with_context(|| origin.to_string())?;
+        }
+        Ok(())
     }
 
     fn line_rate(&self) -> anyhow::Result<Rate> {

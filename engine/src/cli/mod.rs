@@ -55,7 +55,8 @@ pub(crate) fn preset_table<T: serde::de::DeserializeOwned>(
 ) -> anyhow::Result<Option<T>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let v: toml::Table = toml::from_str(&text).with_context(|| format!("{}", path.display()))?;
+    let file = path.display().to_string();
+    let v: toml::Table = crate::config_file::from_str(&text, &file).map_err(anyhow::Error::msg)?;
     v.get(table)
         .map(|t| t.clone().try_into())
         .transpose()

@@ -27,6 +27,8 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let cfg = ReplayConfig::load(&args.config)?;
+    // Every table, before any event: a config error names the config file, not the events.
+    cfg.check(&args.config.display().to_string())?;
     let text = std::fs::read_to_string(&args.events)
         .with_context(|| format!("reading {}", args.events.display()))?;
     let events = replay::parse_events(&text, args.algo)

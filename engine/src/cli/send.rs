@@ -152,10 +152,10 @@ pub struct Args {
     pub duration_s: f64,
 }
 
-fn load(path: &Path) -> anyhow::Result<SendConfig> {
+pub(crate) fn load(path: &Path) -> anyhow::Result<SendConfig> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    toml::from_str(&text).with_context(|| format!("{}", path.display()))
+    crate::config_file::from_str(&text, &path.display().to_string()).map_err(anyhow::Error::msg)
 }
 
 fn control(

@@ -94,8 +94,11 @@ fn read<T: serde::de::DeserializeOwned + Default>(
 ) -> anyhow::Result<T> {
     match t {
         None => Ok(T::default()),
-        Some(t) => T::deserialize(toml::Value::Table(t.clone()))
-            .with_context(|| format!("{origin}: section [{section}]")),
+        // toml's message ends with a line "in `KEY`": kept, on the same line.
+        Some(t) => T::deserialize(toml::Value::Table(t.clone())).map_err(|e| {
+            let msg = e.to_string().trim().replace('\n', " ");
+            anyhow::anyhow!("{origin}: section [{section}]: {msg}")
+        }),
     }
 }
 

@@ -201,7 +201,7 @@ pub fn load_preset(name: &str) -> anyhow::Result<CcSections> {
     let path = preset_path(name);
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("preset `{name}`: reading {}", path.display()))?;
-    toml::from_str(&text).with_context(|| format!("preset {}", path.display()))
+    crate::config_file::from_str(&text, &path.display().to_string()).map_err(anyhow::Error::msg)
 }
 
 /// A scenario file together with the directory its relative paths start from.
@@ -220,8 +220,8 @@ impl Scenario {
 
     /// Parses scenario text; `path` names it in errors and anchors relative paths.
     pub fn parse(text: &str, path: &Path) -> anyhow::Result<Scenario> {
-        let file: ScenarioFile =
-            toml::from_str(text).with_context(|| format!("in {}", path.display()))?;
+        let file: ScenarioFile = crate::config_file::from_str(text, &path.display().to_string())
+            .map_err(anyhow::Error::msg)?;
         Ok(Scenario {
             file,
             dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),

@@ -114,6 +114,13 @@ pub struct SwitchProfile {
     pub dpdk: crate::port::dpdk::DpdkConfig,
 }
 
+/// Largest `ageing_secs`: 802.1Q's upper bound for the ageing time.
+pub const MAX_AGEING_SECS: f64 = 1_000_000.0;
+/// Queue limits: at least one frame of the largest size a port carries, at most 1 GiB (the
+/// frames are held in memory).
+pub const MIN_QUEUE_BYTES: u64 = 2048;
+pub const MAX_QUEUE_BYTES: u64 = 1 << 30;
+
 /// Default control socket.
 pub const DEFAULT_CONTROL_SOCKET: &str = "/run/quench/switch.sock";
 
@@ -126,8 +133,9 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    /// Syntax errors and unknown keys: the toml message names the key, line and column.
-    #[error("{file}: {message}")]
+    /// Syntax errors, wrong types and unknown keys: `message` names the file, line and key
+    /// ([`crate::config_file`]).
+    #[error("{message}")]
     Parse { file: String, message: String },
     #[error("{file}: key `{key}`: {why}")]
     Invalid {
@@ -150,10 +158,11 @@ impl SwitchConfig {
 
     /// Parses and validates `text`, attributing errors to `file`.
     pub fn parse(text: &str, file: &str) -> Result<SwitchProfile, ConfigError> {
-        let cfg: SwitchConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            file: file.to_string(),
-            message: e.to_string().trim_end().replace('\n', " "),
-        })?;
+        let cfg: SwitchConfig =
+            crate::config_file::from_str(text, file).map_err(|message| ConfigError::Parse {
+                file: file.to_string(),
+                message,
+            })?;
         cfg.validate(file)
     }
 
@@ -174,8 +183,17 @@ impl SwitchConfig {
         }
         let ageing = match self.ageing_secs {
             None => DEFAULT_AGEING,
-            Some(s) if s.is_finite() && s > 0.0 => Duration::from_nanos((s * 1e9) as u64),
-            Some(_) => return Err(invalid("ageing_secs".into(), "must be > 0".into())),
+            // 802.1Q-2018 12.7.1.2 (dot1qFdbAgingTime): 10..=1,000,000 s; shorter ages
+            // are accepted down to 1 ms for tests.
+            Some(s) if (1e-3..=MAX_AGEING_SECS).contains(&s) => {
+                Duration::from_nanos((s * 1e9) as u64)
+            }
+            Some(s) => {
+                return Err(invalid(
+                    "ageing_secs".into(),
+                    format!("{s}: must be in 0.001..={MAX_AGEING_SECS}"),
+                ))
+            }
         };
         let defaults = QueueLimits::default();
         let base = QueueLimits {
@@ -186,8 +204,14 @@ impl SwitchConfig {
             ("queue_bytes", base.data_bytes),
             ("control_queue_bytes", base.control_bytes),
         ] {
-            if v < 2048 {
-                return Err(invalid(k.into(), "must hold a full frame (>= 2048)".into()));
+            if !(MIN_QUEUE_BYTES..=MAX_QUEUE_BYTES).contains(&v) {
+                return Err(invalid(
+                    k.into(),
+                    format!(
+                        "{v}: must be in {MIN_QUEUE_BYTES}..={MAX_QUEUE_BYTES} (a full frame \
+                         up to 1 GiB)"
+                    ),
+                ));
             }
         }
         let mut ports = Vec::new();
@@ -231,8 +255,11 @@ impl SwitchConfig {
                 },
             };
             let data_bytes = p.queue_bytes.unwrap_or(base.data_bytes);
-            if data_bytes < 2048 {
-                return Err(invalid(key("queue_bytes"), "must be >= 2048".into()));
+            if !(MIN_QUEUE_BYTES..=MAX_QUEUE_BYTES).contains(&data_bytes) {
+                return Err(invalid(
+                    key("queue_bytes"),
+                    format!("{data_bytes}: must be in {MIN_QUEUE_BYTES}..={MAX_QUEUE_BYTES}"),
+                ));
             }
             ports.push(PortProfile {
                 name: p.name.clone(),
