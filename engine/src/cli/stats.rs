@@ -49,9 +49,10 @@ pub fn table(now: &Snapshot, prev: Option<&Snapshot>) -> String {
         .filter(|&d| d > 0.0);
     let _ = writeln!(
         s,
-        "######## quench switch: {:.1} s up, {} MAC entries ########",
+        "######## quench switch: {:.1} s up, {} MAC entries, {} frames not learned (table full) ########",
         now.uptime_ns as f64 * 1e-9,
-        now.fdb_entries
+        now.fdb_entries,
+        now.fdb_refused
     );
     let _ = writeln!(
         s,

@@ -6,7 +6,7 @@
 //! workers leave their loops, free queued frames, close their sockets (which detaches the
 //! AF_XDP program), and the final counters are printed.
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 
 use anyhow::{bail, Context};
@@ -21,7 +21,7 @@ use crate::switch::config::{PortProfile, SwitchConfig, SwitchProfile};
 use crate::switch::control::ControlSocket;
 use crate::switch::fdb::{Fdb, PortIdx, DEFAULT_CAPACITY};
 use crate::switch::forward::{OwnedPort, Rings, Worker};
-use crate::switch::stats::{PortCounters, PortInfo, Registry};
+use crate::switch::stats::{FdbCounters, PortCounters, PortInfo, Registry};
 use crate::time::Clock;
 use crate::wire::MacAddr;
 use crate::worker;
@@ -170,7 +170,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .iter()
         .map(|_| Arc::new(PortCounters::default()))
         .collect();
-    let fdb_entries: Vec<Arc<AtomicU64>> = (0..workers).map(|_| Arc::default()).collect();
+    let fdb_counters: Vec<Arc<FdbCounters>> = (0..workers).map(|_| Arc::default()).collect();
     let rings = Rings::new(workers);
     let (ready_tx, ready_rx) = mpsc::channel::<Result<Vec<(usize, Capabilities)>, String>>();
     let mut handles = Vec::new();
@@ -182,7 +182,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let stop = stop.clone();
         let ready = ready_tx.clone();
         let captures = captures.clone();
-        let entries = fdb_entries[w].clone();
+        let fdb_w = fdb_counters[w].clone();
         let force = args.force_xdp;
         let h = worker::spawn_pinned(w, format!("quench-w{w}"), move || {
             let mut pool = None;
@@ -238,7 +238,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             for &(mac, port) in &profile.static_macs {
                 fdb.add_static(mac, port as PortIdx);
             }
-            let mut wk = Worker::new(w, ports, owner, rings, fdb, entries);
+            let mut wk = Worker::new(w, ports, owner, rings, fdb, fdb_w);
             if let Some(pfc) = &profile.pfc {
                 // Quanta are bit times of the receiving port: its egress rate if it has one
                 // (a veth standing in for a slower link), else the [pfc] link_rate.
@@ -300,7 +300,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let registry = Arc::new(Registry {
         info: info.into_iter().flatten().collect(),
         counters: counters.clone(),
-        fdb_entries: fdb_entries.clone(),
+        fdb: fdb_counters.clone(),
         clock,
     });
     for p in &registry.info {

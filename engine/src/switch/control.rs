@@ -328,7 +328,7 @@ mod tests {
 
     use super::*;
     use crate::switch::queue::CLASSES;
-    use crate::switch::stats::{bump, PortCounters, PortInfo};
+    use crate::switch::stats::{bump, FdbCounters, PortCounters, PortInfo};
     use crate::time::Clock;
 
     fn registry() -> Arc<Registry> {
@@ -345,7 +345,10 @@ mod tests {
                 rate_bps: None,
             }],
             counters: vec![counters],
-            fdb_entries: vec![Arc::new(AtomicU64::new(3))],
+            fdb: vec![Arc::new(FdbCounters {
+                entries: AtomicU64::new(3),
+                refused: AtomicU64::new(4),
+            })],
             clock: Clock::monotonic(),
         })
     }
@@ -411,6 +414,7 @@ mod tests {
         let snap = query(&srv.path).unwrap();
         assert_eq!(snap.ports[0].rx_pkts, 7);
         assert_eq!(snap.fdb_entries, 3);
+        assert_eq!(snap.fdb_refused, 4);
         assert_eq!(snap.ports[0].queues.len(), CLASSES);
         let path = srv.path.clone();
         srv.stop().unwrap();

@@ -492,4 +492,88 @@ mod tests {
             high.len()
         );
     }
+
+    /// Model-based: random learns (from a small and a large address pool, so both repeats and
+    /// floods happen), lookups, sweeps and static entries, checked after every step against a
+    /// plain map with the documented semantics: bounded size, statics kept and never moved,
+    /// every refused learn counted, and every lookup as the model says (the memos included).
+    #[test]
+    fn random_operations_match_the_model() {
+        use proptest::prelude::*;
+        use std::collections::HashMap;
+
+        #[derive(Clone, Debug)]
+        enum Op {
+            Learn(u64, PortIdx),
+            Lookup(u64),
+            Age,
+            Static(u64, PortIdx),
+            Wait(u64),
+        }
+        let addr = prop_oneof![
+            (0u64..6).prop_map(|i| 0x0200_0000_0000 | i),
+            (0u64..5000).prop_map(|i| 0x02ee_0000_0000 | i),
+            Just(0x0100_5e00_0001u64),
+        ];
+        let op = prop_oneof![
+            6 => (addr.clone(), 0u16..6).prop_map(|(a, p)| Op::Learn(a, p)),
+            4 => addr.clone().prop_map(Op::Lookup),
+            1 => Just(Op::Age),
+            1 => (addr, 0u16..6).prop_map(|(a, p)| Op::Static(a, p)),
+            2 => (0u64..40_000_000).prop_map(Op::Wait),
+        ];
+        let ageing = Duration::from_millis(50);
+        let cap = 16;
+        proptest!(ProptestConfig::with_cases(200), |(ops in proptest::collection::vec(op, 1..400))| {
+            let mut f = Fdb::new(ageing, cap);
+            // address -> (port, last_seen, static)
+            let mut model: HashMap<u64, (PortIdx, Instant, bool)> = HashMap::new();
+            let mut full = 0u64;
+            let mut now = Instant::from_nanos(1);
+            for op in ops {
+                match op {
+                    Op::Wait(ns) => now += Duration::from_nanos(ns),
+                    Op::Static(a, p) => {
+                        f.add_static(mac(a), p);
+                        model.insert(a, (p, Instant::ZERO, true));
+                    }
+                    Op::Age => {
+                        f.age(now);
+                        model.retain(|_, e| e.2 || now - e.1 < ageing);
+                    }
+                    Op::Learn(a, p) => {
+                        f.learn(now, mac(a), p);
+                        if a & GROUP_BIT == 0 {
+                            let len = model.len();
+                            match model.get_mut(&a) {
+                                Some(e) if e.2 => {}
+                                // The refresh memo may leave last_seen up to REFRESH behind.
+                                Some(e) => {
+                                    if e.0 != p || now - e.1 >= REFRESH {
+                                        e.1 = now;
+                                    }
+                                    e.0 = p;
+                                }
+                                None if len >= cap => full += 1,
+                                None => {
+                                    model.insert(a, (p, now, false));
+                                }
+                            }
+                        }
+                    }
+                    Op::Lookup(a) => {
+                        let want = match model.get(&a) {
+                            _ if a & GROUP_BIT != 0 => Lookup::Flood,
+                            Some(e) if e.2 || now - e.1 < ageing => Lookup::Port(e.0),
+                            _ => Lookup::Flood,
+                        };
+                        prop_assert_eq!(f.lookup(now, mac(a)), want, "{:x}", a);
+                    }
+                }
+                prop_assert_eq!(f.len(), model.len());
+                prop_assert!(f.len() <= cap + model.values().filter(|e| e.2).count());
+                prop_assert_eq!(f.stats().full, full);
+            }
+        });
+    }
 }

@@ -69,7 +69,7 @@ pub struct Worker<P: Port> {
     last_publish: Instant,
     last_kernel_drops: Instant,
     last_age: Instant,
-    fdb_entries: Arc<std::sync::atomic::AtomicU64>,
+    fdb_counters: Arc<super::stats::FdbCounters>,
     /// Frames lost crossing to another worker (its ring full).
     pub cross_drops: u64,
     /// Per port: the source address of the PAUSE frames it sends.
@@ -91,7 +91,7 @@ impl<P: Port> Worker<P> {
         owner: Vec<usize>,
         rings: Rings,
         fdb: Fdb,
-        fdb_entries: Arc<std::sync::atomic::AtomicU64>,
+        fdb_counters: Arc<super::stats::FdbCounters>,
     ) -> Self {
         let n = ports.len();
         let mut core = SwitchCore::new(n);
@@ -118,7 +118,7 @@ impl<P: Port> Worker<P> {
             last_publish: Instant::ZERO,
             last_kernel_drops: Instant::ZERO,
             last_age: Instant::ZERO,
-            fdb_entries,
+            fdb_counters,
             cross_drops: 0,
             macs: (0..n)
                 .map(|i| MacAddr(0x02, 0x71, 0x6e, 0xfe, 0, i as u8))
@@ -360,8 +360,9 @@ impl<P: Port> Worker<P> {
                     op.counters.publish_pfc(&self.core.pfc_counters(e));
                 }
             }
-            self.fdb_entries
-                .store(self.fdb.len() as u64, Ordering::Relaxed);
+            let fc = &self.fdb_counters;
+            fc.entries.store(self.fdb.len() as u64, Ordering::Relaxed);
+            fc.refused.store(self.fdb.stats().full, Ordering::Relaxed);
         }
         if now - self.last_age >= AGE_EVERY {
             self.last_age = now;
@@ -982,5 +983,101 @@ mod tests {
         sw.poll(t(11));
         assert!(!sw.core.queue(2).unwrap().is_paused(3));
         assert_eq!(sw.core.pfc_counters(2).received, 3);
+    }
+
+    /// A host on port 2 sends frames from 1,000 distinct forged source MACs: the table stays at
+    /// its capacity, the static entry and the entries learned before the flood stay, known
+    /// flows stay unicast, and every frame whose source could not be learned is counted.
+    #[test]
+    fn a_source_mac_flood_fills_the_table_only_to_its_bound() {
+        let (mut sw, peers) = switch(3, None);
+        sw.fdb = Fdb::new(Duration::from_secs(10), 64);
+        sw.fdb.add_static(C, 2);
+        peers[0].send(&frame(B, A, None, 1));
+        peers[1].send(&frame(A, B, None, 2));
+        sw.poll(t(1));
+        for p in &peers {
+            p.drain();
+        }
+        let forged = 1_000u32;
+        let mut now = t(2);
+        for k in 0..forged {
+            let [_, _, hi, lo] = k.to_be_bytes();
+            peers[2].send(&frame(A, MacAddr(2, 0xee, 0, 0, hi, lo), None, 3));
+            if k % 16 == 15 {
+                // Known flows between the forged bursts: each must reach only its port.
+                peers[0].send(&frame(B, A, None, 4));
+                peers[1].send(&frame(A, B, None, 5));
+                peers[0].send(&frame(C, A, None, 6));
+                now += Duration::from_micros(10);
+                sw.poll(now);
+                let to_b = peers[1].drain();
+                assert_eq!(to_b.iter().map(|f| f[59]).collect::<Vec<_>>(), vec![4]);
+                let to_c = peers[2].drain();
+                assert_eq!(to_c.iter().map(|f| f[59]).collect::<Vec<_>>(), vec![6]);
+                // Port 0 (A) gets the forged frames and B's, never a flood of its own.
+                assert!(peers[0].drain().iter().all(|f| f[59] == 3 || f[59] == 5));
+            }
+        }
+        sw.poll(now + Duration::from_micros(10));
+        // C (static), A and B, and forged sources up to the capacity.
+        assert_eq!(sw.fdb.len(), 64);
+        let s = sw.fdb.stats();
+        assert_eq!(s.learned, 2 + 61);
+        assert_eq!(s.full, u64::from(forged) - 61);
+        assert_eq!(sw.fdb.lookup(now, C), Lookup::Port(2));
+        assert_eq!(sw.fdb.lookup(now, A), Lookup::Port(0));
+        assert_eq!(sw.fdb.lookup(now, B), Lookup::Port(1));
+        // Published for the control plane (`quench stats`: fdb_refused).
+        sw.poll(now + PUBLISH_EVERY + PUBLISH_EVERY);
+        assert_eq!(sw.fdb_counters.refused.load(Ordering::Relaxed), s.full);
+        assert_eq!(sw.fdb_counters.entries.load(Ordering::Relaxed), 64);
+    }
+
+    /// A host on port 2 sends 4,000 PFC frames pausing priority 3 for the longest time: only
+    /// (port 2, priority 3) stops, its waiting frames are bounded by the ingress's XOFF and
+    /// headroom (the overflow dropped and counted), other priorities to port 2 and every
+    /// other port keep flowing, and every PFC frame is counted.
+    #[test]
+    fn a_pause_storm_stops_only_its_port_and_priority_and_is_counted() {
+        let (mut sw, peers) = pfc_switch(3, units::Rate::from_gbps(1));
+        sw.fdb.add_static(A, 0);
+        sw.fdb.add_static(B, 1);
+        sw.fdb.add_static(C, 2);
+        let mut pause = vec![0u8; 60];
+        let pdu = crate::wire::pfc::PfcRepr::pause(1 << 3, cp::pfc::QUANTA_MAX);
+        crate::wire::pfc::emit_frame(C, &pdu, &mut pause).unwrap();
+        let storm = 4_000u32;
+        let mut now = t(1);
+        let (mut to_b, mut to_c5, mut to_a) = (0, 0, 0);
+        for k in 0..storm {
+            peers[2].send(&pause);
+            if k % 8 == 7 {
+                peers[0].send(&frame(C, A, Some(3), 1)); // stuck behind the storm
+                peers[0].send(&frame(C, A, Some(5), 2)); // another priority
+                peers[1].send(&frame(A, B, Some(3), 3)); // another port, same priority
+                peers[2].send(&frame(B, C, Some(3), 4)); // from the storming host itself
+                now += Duration::from_micros(20);
+                sw.poll(now);
+                to_c5 += peers[2].drain().iter().filter(|f| f[59] == 2).count();
+                to_a += peers[0].drain().iter().filter(|f| f[59] == 3).count();
+                to_b += peers[1].drain().iter().filter(|f| f[59] == 4).count();
+                assert!(sw.core.held(0, 3) <= 600 + 1200, "{}", sw.core.held(0, 3));
+            }
+        }
+        let rounds = (storm / 8) as usize;
+        assert_eq!((to_c5, to_a, to_b), (rounds, rounds, rounds));
+        let q = sw.core.queue(2).unwrap();
+        assert!(q.is_paused(3));
+        assert!((0..8).filter(|&p| p != 3).all(|p| !q.is_paused(p)));
+        assert!((0..2).all(|p| (0..8).all(|pr| !sw.core.queue(p).unwrap().is_paused(pr))));
+        // Nothing of priority 3 left for port 2; what did not fit was dropped and counted.
+        assert_eq!(q.stats()[3].deq_pkts, 0);
+        let c = sw.core.pfc_counters(2);
+        assert_eq!(c.received, u64::from(storm));
+        let held = q.stats()[3].depth_pkts;
+        let dropped = sw.core.pfc_counters(0).headroom_drops + q.stats()[3].drop_pkts;
+        assert_eq!(held + dropped, rounds as u64);
+        assert!(dropped > 0);
     }
 }

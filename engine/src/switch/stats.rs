@@ -115,11 +115,21 @@ pub struct PortInfo {
     pub rate_bps: Option<u64>,
 }
 
+/// A worker's MAC table as published (written by that worker only).
+#[derive(Default)]
+pub struct FdbCounters {
+    /// Entries, static ones included.
+    pub entries: AtomicU64,
+    /// Frames whose source address was not learned because the table was full.
+    pub refused: AtomicU64,
+}
+
 /// Everything the control plane reports.
 pub struct Registry {
     pub info: Vec<PortInfo>,
     pub counters: Vec<Arc<PortCounters>>,
-    pub fdb_entries: Vec<Arc<AtomicU64>>,
+    /// Each worker's MAC table counters.
+    pub fdb: Vec<Arc<FdbCounters>>,
     pub clock: Clock,
 }
 
@@ -171,7 +181,11 @@ pub struct PortSnapshot {
 pub struct Snapshot {
     /// Engine time of the snapshot (ns since start): rates are deltas over this.
     pub uptime_ns: u64,
+    /// The largest worker table (each worker learns every address).
     pub fdb_entries: u64,
+    /// Frames whose source address a full table could not learn, all workers.
+    #[serde(default)]
+    pub fdb_refused: u64,
     pub ports: Vec<PortSnapshot>,
 }
 
@@ -233,7 +247,8 @@ impl Registry {
             .collect();
         Snapshot {
             uptime_ns: self.clock.now().as_nanos(),
-            fdb_entries: self.fdb_entries.iter().map(|a| ld(a)).max().unwrap_or(0),
+            fdb_entries: self.fdb.iter().map(|f| ld(&f.entries)).max().unwrap_or(0),
+            fdb_refused: self.fdb.iter().map(|f| ld(&f.refused)).sum(),
             ports,
         }
     }
