@@ -739,3 +739,79 @@ fn frames_a_device_refuses_are_reported_unsent_or_lost() {
         );
     }
 }
+
+/// Faults on a running switch (AF_XDP ports): SIGKILL and a restart without `--force-xdp`, a
+/// port's link down and up, the peer namespace of a port deleted, SIGINT. The restart replaces
+/// whatever the killed switch left attached, the other ports keep serving through the faults,
+/// the flapped port resumes, and SIGINT ends it with status 0, nothing attached, no socket file.
+#[test]
+fn survives_kill_restart_link_flaps_peer_loss_and_signals() {
+    if !netns_or_skip("survives_kill_restart_link_flaps_peer_loss_and_signals") {
+        return;
+    }
+    let _l = lock();
+    let tb = Testbed::up(format!("q{}f", std::process::id() % 1000), 2, 1);
+    let ip = |args: &[&str]| {
+        let st = Command::new("ip").args(args).status().unwrap();
+        assert!(st.success(), "ip {args:?}: {st:?}");
+    };
+    // 20 test frames from namespace `from`; how many reached `to`.
+    let pass = |from: &str, to: &str, dst: [u8; 6], seq: u32| -> usize {
+        let c = collect(&tb.ns(to), 20, 2000);
+        let frames = (0..20)
+            .map(|i| test_frame(dst, A, None, seq + i, 100))
+            .collect();
+        send(&tb.ns(from), frames);
+        c.join().unwrap().len()
+    };
+    // 1. SIGKILL: no clean-up runs. The next start, without --force-xdp, must take the ports.
+    let mut sw = Switch::start(&tb, "af_xdp", "");
+    let mut killed = sw.child.take().unwrap();
+    // Safety: signalling our own child by its pid.
+    unsafe { libc::kill(killed.id() as i32, libc::SIGKILL) };
+    killed.wait().unwrap();
+    eprintln!(
+        "after SIGKILL: {} XDP programs attached in {}",
+        xdp_progs(&tb.ns("sw")),
+        tb.ns("sw")
+    );
+    drop(sw);
+    let mut sw = Switch::start(&tb, "af_xdp", "");
+    assert_eq!(
+        pass("s0", "s1", B, 0),
+        20,
+        "restarted switch does not forward"
+    );
+    // 2. r0's link down: s0 -> s1 still served (the flood to r0 fails there); up: r0 again.
+    let r0 = format!("{}-sw-r0", tb.prefix);
+    ip(&["-n", &tb.ns("sw"), "link", "set", &r0, "down"]);
+    assert_eq!(
+        pass("s0", "s1", B, 100),
+        20,
+        "s1 not served while r0 is down"
+    );
+    ip(&["-n", &tb.ns("sw"), "link", "set", &r0, "up"]);
+    let clock = Clock::monotonic();
+    let t0 = clock.now();
+    let mut got = 0;
+    while got < 20 && clock.now() - t0 < Duration::from_secs(10) {
+        got = pass("s0", "r0", C, 200);
+    }
+    assert_eq!(got, 20, "r0 not served after its link came back");
+    // 3. r0's namespace deleted (its veth pair goes with it): s0 -> s1 still served.
+    ip(&["netns", "del", &tb.ns("r0")]);
+    assert_eq!(
+        pass("s0", "s1", B, 300),
+        20,
+        "s1 not served after r0 vanished"
+    );
+    assert_eq!(sw.stats().ports.len(), 3, "control plane gone");
+    // 4. SIGINT: status 0, programs detached, control socket removed.
+    let mut c = sw.child.take().unwrap();
+    // Safety: signalling our own child by its pid.
+    unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+    let st = c.wait().unwrap();
+    assert!(st.success(), "switch exit status after SIGINT {st:?}");
+    assert_eq!(xdp_progs(&tb.ns("sw")), 0, "XDP program left attached");
+    assert!(!sw.sock.exists(), "control socket left behind");
+}
