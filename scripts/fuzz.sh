@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# Runs every cargo-fuzz target in fuzz/ for RUNS executions (default 1,000,000), two targets at a
-# time (the machine has 2 cores), and prints each target's execution count.
-# Needs the nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`).
+# Runs every cargo-fuzz target in fuzz/ for RUNS executions (default 10,000,000), two targets at
+# a time (the machine has 2 cores), and prints each target's execution count, rate and corpus.
+# Needs the nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`); without them it says
+# so and exits 0 with SKIP (scripts/test.sh runs it briefly and shows the SKIP line).
 # Usage: scripts/fuzz.sh [RUNS] [TARGET...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-runs=${1:-1000000}
+runs=${1:-10000000}
 shift || true
+if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+  echo "SKIP fuzz: no nightly toolchain (rustup toolchain install nightly)"
+  exit 0
+fi
+if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+  echo "SKIP fuzz: cargo-fuzz is not installed (cargo install cargo-fuzz)"
+  exit 0
+fi
 if [ "$#" -gt 0 ]; then targets=("$@"); else mapfile -t targets < <(cargo +nightly fuzz list); fi
 
 # Pure safe Rust: no sanitizer needed to catch panics; debug assertions stay on (overflow checks).
@@ -18,9 +27,11 @@ run_one() {
   mkdir -p "fuzz/corpus/$t"
   if cargo +nightly fuzz run -s none "$t" "fuzz/corpus/$t" -- -runs="$runs" -max_len=512 \
       >"$logdir/$t.log" 2>&1; then
-    local n
+    local n secs
     n=$(grep -oE 'Done [0-9]+ runs' "$logdir/$t.log" | grep -oE '[0-9]+' | tail -1)
-    echo "$t: ${n:-?} executions, no crash"
+    secs=$(grep -oE 'Done [0-9]+ runs in [0-9]+ second' "$logdir/$t.log" | grep -oE '[0-9]+ second' \
+      | grep -oE '[0-9]+' | tail -1)
+    echo "$t: ${n:-?} executions in ${secs:-?} s, corpus $(ls "fuzz/corpus/$t" | wc -l) inputs, no crash"
   else
     echo "$t: FAILED (see below)"
     tail -30 "$logdir/$t.log"

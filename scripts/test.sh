@@ -41,6 +41,13 @@ else
 fi
 # --- end DPDK ports ----------------------------------------------------------------------------
 
+# --- fuzzing (issue 18) ------------------------------------------------------------------------
+# Every cargo-fuzz target for a short bounded run (20,000 executions each); scripts/fuzz.sh
+# prints "SKIP fuzz: ..." when nightly or cargo-fuzz is missing. The long runs (10M each) are
+# `scripts/fuzz.sh` by hand.
+step "fuzz (20,000 executions per target)" scripts/fuzz.sh 20000
+# --- end fuzzing -------------------------------------------------------------------------------
+
 # --- summary (keep last) -----------------------------------------------------------------------
 echo "== cargo test summary =="
 grep -E '^test result:|^SKIP|^test\.sh: step' "$log" || true
