@@ -147,14 +147,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if_index(&p.iface)
             .with_context(|| format!("port {:?} in {}", p.name, args.config.display()))?;
     }
-    // Bound before any port opens, so a bad `control_socket` path stops the start cleanly.
-    let ctl_socket = ControlSocket::bind(&profile.control_socket).with_context(|| {
-        format!(
-            "control_socket {} (from {} or --control)",
-            profile.control_socket.display(),
-            args.config.display()
-        )
-    })?;
     let stop = worker::stop_on_signals().context("installing signal handlers")?;
     let clock = Clock::new();
     let workers = profile.workers;
@@ -290,13 +282,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Err(_) => failure = Some("a worker exited during start-up".into()),
         }
     }
-    if let Some(e) = failure {
-        stop.store(true, Ordering::Relaxed);
-        for h in handles {
-            let _ = h.join();
+    // Bound once the ports are open (their errors, e.g. missing privileges, come first) and
+    // before anything is served, so a bad `control_socket` path stops the start cleanly.
+    let bound = match failure {
+        Some(e) => Err(e),
+        None => ControlSocket::bind(&profile.control_socket)
+            .map_err(|e| format!("control_socket {}: {e}", profile.control_socket.display())),
+    };
+    let ctl_socket = match bound {
+        Ok(s) => s,
+        Err(e) => {
+            stop.store(true, Ordering::Relaxed);
+            for h in handles {
+                let _ = h.join();
+            }
+            bail!("{e} (config {})", args.config.display());
         }
-        bail!("{e} (config {})", args.config.display());
-    }
+    };
     let registry = Arc::new(Registry {
         info: info.into_iter().flatten().collect(),
         counters: counters.clone(),
