@@ -1,5 +1,6 @@
-//! A reader that closes the pipe early (`quench frames --decode f.pcap | head`) ends the command
-//! quietly with status 0: no panic, no error message.
+//! How commands end without being asked to fail: a reader that closes the pipe early
+//! (`quench frames --decode f.pcap | head`) ends the command quietly with status 0, no panic and
+//! no error message; SIGINT / SIGTERM end `quench stats --watch` with status 0.
 use std::process::{Command, Stdio};
 
 #[test]
@@ -27,4 +28,60 @@ fn decode_into_a_closed_pipe_exits_quietly() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{:?}: {err}", out.status);
     assert!(err.is_empty(), "{err}");
+}
+
+#[test]
+fn stats_watch_ends_on_sigint_and_sigterm_with_status_0() {
+    use engine::switch::control::ControlSocket;
+    use engine::switch::stats::Registry;
+    use std::io::Read;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let path = std::env::temp_dir().join(format!("quench-watch-{}.sock", std::process::id()));
+    let sock = ControlSocket::bind(&path).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let registry = Arc::new(Registry {
+        info: vec![],
+        counters: vec![],
+        fdb: vec![Arc::default()],
+        clock: engine::time::Clock::monotonic(),
+    });
+    let server = {
+        let stop = stop.clone();
+        std::thread::spawn(move || sock.serve(registry, stop))
+    };
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_quench"))
+            .args([
+                "stats",
+                "--watch",
+                "--json",
+                "--interval-ms",
+                "50",
+                "--socket",
+            ])
+            .arg(&path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The first snapshot is out: the handlers are installed.
+        let mut out = child.stdout.take().unwrap();
+        let mut first = [0u8; 1];
+        out.read_exact(&mut first).unwrap();
+        // Safety: signalling our own child by its pid.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let status = child.wait().unwrap();
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert!(status.success(), "signal {sig}: {status:?} {err}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    server.join().unwrap().unwrap();
 }

@@ -121,6 +121,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             )
         })
     };
+    // SIGINT / SIGTERM end a watch with status 0 (every table printed is complete).
+    let stop = crate::worker::stop_on_signals().context("installing signal handlers")?;
+    let stopped = || stop.load(std::sync::atomic::Ordering::Relaxed);
     let mut prev: Option<Snapshot> = None;
     let mut n = 0u64;
     loop {
@@ -135,7 +138,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             return Ok(());
         }
         prev = Some(snap);
-        std::thread::sleep(std::time::Duration::from_millis(args.interval_ms));
+        // In slices, so a signal is acted on within 20 ms (sleep resumes after a handler).
+        let mut left = args.interval_ms;
+        while left > 0 && !stopped() {
+            let step = left.min(20);
+            std::thread::sleep(std::time::Duration::from_millis(step));
+            left -= step;
+        }
+        if stopped() {
+            return Ok(());
+        }
     }
 }
 
