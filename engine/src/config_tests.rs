@@ -3,7 +3,7 @@
 //!
 //! Kinds and the loader each command runs at start: switch (`configs/switch*.toml`,
 //! [`SwitchConfig::load`]), send (`configs/send.toml`: the file and its reaction-point tables),
-//! presets (`configs/{dcqcn-paper,hpcc-ns3,ieee-8021qau,nvidia}.toml` as `quench sim` reads them,
+//! presets (every other `configs/*.toml`, as `quench sim` reads them,
 //! for QCN and DCQCN) and `quench replay` files (`configs/replay/*.toml`, every algorithm's
 //! table). Scenario files reuse the preset sections and the send/replay tables' crates.
 use std::path::{Path, PathBuf};
@@ -71,6 +71,21 @@ fn kinds() -> Vec<Kind> {
         })
         .collect();
     switch.sort();
+    // Every other configs/*.toml is a preset, so a new one is walked without being named here.
+    let mut presets: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .to_string();
+            n.ends_with(".toml") && !n.starts_with("switch") && n != "send.toml"
+        })
+        .collect();
+    presets.sort();
     let mut replay: Vec<PathBuf> = std::fs::read_dir(dir.join("replay"))
         .unwrap()
         .flatten()
@@ -91,10 +106,7 @@ fn kinds() -> Vec<Kind> {
         },
         Kind {
             name: "preset",
-            files: ["dcqcn-paper", "hpcc-ns3", "ieee-8021qau", "nvidia"]
-                .iter()
-                .map(|n| dir.join(format!("{n}.toml")))
-                .collect(),
+            files: presets,
             load: load_preset,
         },
         Kind {
