@@ -15,7 +15,7 @@ use engine::send::worker::{Addressing, Control, SendWorker};
 use engine::switch::core::{Event, SwitchCore};
 use engine::switch::cp::{CongestionConfig, CpHook};
 use engine::switch::egress::Classified;
-use engine::switch::queue::{Class, Pacer, QueueLimits};
+use engine::switch::queue::{Class, QueueLimits, Shaper};
 use engine::wire::ipv4::Ecn;
 use engine::wire::MacAddr;
 use units::{Duration, FlowId, Instant, Rate};
@@ -96,7 +96,7 @@ fn run(flows_a: &[u32], flows_b: &[u32], ms: u64, cc: Cc) -> Run {
     // The switch core with the bottleneck port (0); frames arrive on port 1.
     let mut q = SwitchCore::new(2);
     q.attach(0, QueueLimits::default(), hook, Rate::from_gbps(1));
-    let mut pacer = Pacer::new(Rate::from_gbps(1), Duration::from_micros(12));
+    let mut pacer = Shaper::new(Rate::from_gbps(1), Duration::from_micros(12));
     let mut rx = RecvWorker::new(
         RecvConfig::default(),
         (cc == Cc::Dcqcn).then(|| np::NpParams::default().profile().unwrap()),

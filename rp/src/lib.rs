@@ -7,7 +7,8 @@
 //!   limiters driven by CNMs (`on_cnm`), transmitted frames (`on_tx`) and timers (`on_timeout`).
 //! - [`dcqcn`]: the DCQCN reaction point for one flow (QP), in the NVIDIA / ns-3 HPCC "mlx" event
 //!   flow or the paper's variant with a byte counter beside the timer.
-//! - [`pacer`]: turns a flow's current rate into the release time of its next frame.
+//! - [`pacer`]: the one pacer: turns a flow's (or a link's) current rate into the release time of
+//!   its next frame, with a bound on the credit it may bank.
 //!
 //! Every state machine follows the same shape (STYLE.md rule 2):
 //! 1. build a validated profile once: `XxxParams { .. }.profile(line_rate)?`;
@@ -40,8 +41,8 @@
 //!
 //! // Pacing: release times for back-to-back 1500-octet frames at the flow's rate.
 //! let mut pacer = Pacer::new();
-//! let first = pacer.next_release(Instant::ZERO, 1500, Rate::from_gbps(10));
-//! let second = pacer.next_release(Instant::ZERO, 1500, Rate::from_gbps(10));
+//! let first = pacer.next_release(Instant::ZERO, 1500, Rate::from_gbps(10), Duration::ZERO);
+//! let second = pacer.next_release(Instant::ZERO, 1500, Rate::from_gbps(10), Duration::ZERO);
 //! assert_eq!(second - first, Duration::from_nanos(1200));
 //! ```
 #![forbid(unsafe_code)]

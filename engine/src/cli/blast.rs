@@ -12,7 +12,7 @@ use units::{Duration, Instant, Rate};
 use crate::port::live::LiveTx;
 use crate::port::xdp::{XdpMode, XdpOptions, XdpPool, XdpPort};
 use crate::port::{parse_mac, Frame, Port, BURST};
-use crate::switch::queue::Pacer;
+use crate::switch::queue::Shaper;
 use crate::time::Clock;
 use crate::worker;
 
@@ -205,7 +205,7 @@ fn blast_af_xdp(
         queues: Some(vec![0]),
     };
     let mut port = XdpPort::open(&pool, iface, &opts)?;
-    let mut pacer = rate.map(|r| Pacer::new(r, Pacer::default_burst(r, 1514)));
+    let mut pacer = rate.map(|r| Shaper::new(r, Shaper::default_burst(r, 1514)));
     let t0 = clock.now();
     let (mut sent, mut seq) = (0u64, 0u32);
     let mut burst = Vec::with_capacity(BURST);

@@ -13,14 +13,19 @@
 //!   to send at once, unpaced, and counted (`bypass_frames`) -- a NIC that runs out of rate
 //!   limiters sends at line rate (seed 001, "(iv) Sources start at the line rate").
 //! - Feedback naming a flow the table does not hold is counted (`unknown_feedback`) and ignored.
-//! - Pacing: a flow with frames queued sits on the [`Wheel`] at its next release time, which is
-//!   the previous release plus the last frame's serialisation time at the flow's current rate; a
-//!   flow that went idle restarts at `now` (no credit is kept while idle).
+//! - Pacing: the one pacer ([`rp::Pacer`]) per flow; a flow with frames queued sits on the
+//!   [`Wheel`] at its pacer's release time. A flow that went idle restarts at `now` (no credit is
+//!   kept while idle); a backlogged flow whose worker was late catches up at most
+//!   [`CATCH_UP`].
 use std::collections::{HashMap, VecDeque};
 
 use units::{Duration, FlowId, Instant, Rate};
 
 use super::wheel::{Wheel, WheelError};
+
+/// How far a backlogged flow's schedule may lag `now` (its worker was late) and still be caught
+/// up: the pacer's credit bound, as `quench send`'s default `max_catch_up`.
+pub const CATCH_UP: Duration = Duration::from_micros(50);
 
 /// How a frame is assigned to a flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -87,8 +92,8 @@ struct Slot<F> {
     id: FlowId,
     queue: VecDeque<(u32, F)>,
     queued_bytes: u64,
-    /// Release time of the frame at the head of the queue (valid while scheduled).
-    release: Instant,
+    /// The flow's schedule: the release time of the frame at the head of the queue.
+    pacer: rp::Pacer,
     scheduled: bool,
     last_active: Instant,
 }
@@ -161,7 +166,7 @@ impl<F> Appliance<F> {
                 id,
                 queue: VecDeque::new(),
                 queued_bytes: 0,
-                release: now,
+                pacer: rp::Pacer::starting_at(now),
                 scheduled: false,
                 last_active: now,
             });
@@ -191,7 +196,7 @@ impl<F> Appliance<F> {
         let s = &mut self.slots[victim];
         s.key = key;
         s.id = id;
-        s.release = now;
+        s.pacer = rp::Pacer::starting_at(now);
         s.last_active = now;
         self.by_key.insert(key, victim);
         self.by_id.insert(id, victim);
@@ -215,9 +220,9 @@ impl<F> Appliance<F> {
         self.counters.queued_frames += 1;
         if !s.scheduled {
             // Idle flows keep no credit: the earliest release is now.
-            s.release = s.release.max(now);
+            s.pacer.forget_credit(now, Duration::ZERO);
             s.scheduled = true;
-            self.wheel.insert(s.release, i);
+            self.wheel.insert(s.pacer.earliest(now), i);
         }
         Admitted::Queued(s.id)
     }
@@ -238,12 +243,15 @@ impl<F> Appliance<F> {
         };
         s.queued_bytes -= u64::from(len);
         s.last_active = now;
-        s.release =
-            s.release.max(now - Duration::from_micros(50)) + rate_of(s.id).tx_time(u64::from(len));
+        let rate = rate_of(s.id);
+        s.pacer.next_release(now, u64::from(len), rate, CATCH_UP);
         if s.queue.is_empty() {
             s.scheduled = false;
+        } else if rate == Rate::ZERO {
+            // A zero rate releases nothing more.
+            self.wheel.insert(Instant::MAX, i);
         } else {
-            self.wheel.insert(s.release, i);
+            self.wheel.insert(s.pacer.release_time(), i);
         }
         self.counters.sent_frames += 1;
         Some((s.id, len, frame))

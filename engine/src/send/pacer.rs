@@ -1,5 +1,8 @@
 //! Generator mode of `quench send`, sans-IO: which flow sends its next frame when.
 //!
+//! Each flow's schedule is the one pacer ([`rp::Pacer`], exact in fixed point), whose credit
+//! bound is the catch-up bound below, shifted by PFC pauses and re-timed on rate changes.
+//!
 //! Each active flow has a release time for its next frame on the [`Wheel`]; a busy-polling
 //! worker calls [`Generator::poll`] with the burst's `now` and the flows' current RP rates, gets
 //! the frame to build ([`TxDesc`]), and reports it to its reaction point. The next release time
@@ -80,11 +83,13 @@ struct Pending {
     /// When the wheel hands the flow back.
     at: Instant,
     rate: Rate,
-    /// The next frame's place in the flow's schedule. Equal to `at`, except while the flow
-    /// catches up at a bounded speed: then it lies before `at`, and the time between is owed.
-    due: Instant,
-    /// The earliest the next frame may leave at the peak rate (with a catch-up speed).
-    peak: Instant,
+    /// The flow's schedule (the one pacer): its release time is the next frame's place in it.
+    /// Equal to `at`, except while the flow catches up at a bounded speed: then it lies before
+    /// `at`, and the time between is owed.
+    due: rp::Pacer,
+    /// The schedule at the peak rate (with a catch-up speed): the earliest the next frame may
+    /// leave.
+    peak: rp::Pacer,
     /// The generator's pause clock for the flow's priority when `due` was last set: pause
     /// time accrued since then has not moved the schedule yet.
     pause_mark: Duration,
@@ -247,8 +252,8 @@ impl Generator {
                 let paused = clock - p.pause_mark;
                 if paused > Duration::ZERO {
                     p.pause_mark = clock;
-                    p.due += paused;
-                    p.peak += paused;
+                    p.due.shift(paused);
+                    p.peak.shift(paused);
                     p.at = release + paused;
                     self.wheel.insert(p.at, (index, generation));
                     continue;
@@ -282,29 +287,38 @@ impl Generator {
             }
         }
         let rate = rate_of(f.spec.flow).min(f.spec.max_rate);
-        let due = f.pending.map_or(release, |p| p.due.min(release));
-        let floor = now - self.cfg.max_catch_up;
-        let tx = rate.tx_time(u64::from(len));
-        let ideal = due + tx;
-        if ideal < floor {
-            f.lag_dropped = f.lag_dropped + (floor - ideal);
-        }
-        let next = ideal.max(floor);
+        // The frame's place in the schedule: where the flow's pacer says (what a stall owed
+        // included), or the wheel's time for the first frame and after a retime moved it later.
+        let mut due = match f.pending {
+            Some(p) if p.due.release_time() <= release => p.due,
+            _ => rp::Pacer::starting_at(release),
+        };
+        // The next frame's place: this one's plus its serialisation time at the flow's rate,
+        // exact; lagging `now` by at most the catch-up bound (the excess is given up).
+        due.next_release(now, u64::from(len), rate, Duration::MAX);
+        f.lag_dropped = f.lag_dropped + due.forget_credit(now, self.cfg.max_catch_up);
+        // A zero rate never releases again (as before any rate change; see `retime`).
+        let next = if rate == Rate::ZERO {
+            Instant::MAX
+        } else {
+            due.release_time()
+        };
         let (at, peak) = match self.cfg.catch_up_speed {
             // A second schedule at `speed` times the rate, allowed to lag `now` by PEAK_BURST:
             // on schedule it never binds (it runs ahead of the flow's own); after a stall it
             // spaces the frames owed at the peak rate instead of sending them back to back.
             Some(speed) if speed > 0.0 => {
-                let gap = Duration::from_nanos((tx.as_nanos() as f64 / speed) as u64);
-                let peak = f.pending.map_or(now, |p| p.peak).max(now - PEAK_BURST) + gap;
-                (next.max(peak), peak)
+                let mut peak = f.pending.map_or(rp::Pacer::starting_at(now), |p| p.peak);
+                let peak_rate = Rate::from_bps((rate.as_bps() as f64 * speed) as u64);
+                peak.next_release(now, u64::from(len), peak_rate, PEAK_BURST);
+                (next.max(peak.release_time()), peak)
             }
-            _ => (next, next),
+            _ => (next, due),
         };
         f.pending = Some(Pending {
             at,
             rate,
-            due: next,
+            due,
             peak,
             pause_mark,
         });
@@ -331,22 +345,11 @@ impl Generator {
             return;
         }
         // Times ahead of `now` stretch by old / new; so do octets owed behind it (a flow
-        // catching up owes the same octets at the new rate).
-        let scale = |d: Duration| {
-            let ns =
-                u128::from(d.as_nanos()) * u128::from(p.rate.as_bps()) / u128::from(rate.as_bps());
-            Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
-        };
-        let due = if p.due >= now {
-            now + scale(p.due - now)
-        } else {
-            let owed = scale(now - p.due);
-            if owed > self.cfg.max_catch_up {
-                // A cut can stretch what is owed past the bound: the excess is given up.
-                f.lag_dropped = f.lag_dropped + (owed - self.cfg.max_catch_up);
-            }
-            now - owed.min(self.cfg.max_catch_up)
-        };
+        // catching up owes the same octets at the new rate); a cut can stretch what is owed
+        // past the catch-up bound: the excess is given up.
+        let mut due = p.due;
+        due.retime(now, p.rate, rate);
+        f.lag_dropped = f.lag_dropped + due.forget_credit(now, self.cfg.max_catch_up);
         if p.at <= now {
             // Already due (typically a flow catching up after its worker stalled, reading the
             // feedback that came meanwhile): the wheel hands it back at the next poll, which
@@ -356,7 +359,7 @@ impl Generator {
             f.pending = Some(Pending { rate, due, ..p });
             return;
         }
-        let at = now + scale(p.at - now);
+        let at = rp::Pacer::starting_at(p.at).retime(now, p.rate, rate);
         f.generation = f.generation.wrapping_add(1);
         f.pending = Some(Pending { at, rate, due, ..p });
         self.wheel.insert(at, (index, f.generation));

@@ -835,7 +835,7 @@ impl World {
             f.last_tx = now;
             // STYLE.md rule 10: the pacer returns the release time, the simulator enforces it.
             let rate = host.rp.rate(&f.rp, fi, line);
-            f.pacer.next_release(now, size as u64, rate);
+            f.pacer.next_release(now, size as u64, rate, Duration::ZERO);
             f.next_avail = f.pacer.earliest(now);
             let more = f.snd_nxt < f.spec.bytes;
             host.rp.on_tx(&mut f.rp, fi, now, size as u64, more);

@@ -6,7 +6,7 @@ use cp::qcn::QcnFeedback;
 use units::{Ecn, Instant};
 
 use super::core::{CnmSource, CoreFrame, PortCp, NOT_ACCOUNTED};
-use super::queue::{Class, EgressQueue, Pacer, QueueLimits, QueuedFrame};
+use super::queue::{Class, EgressQueue, QueueLimits, QueuedFrame, Shaper};
 use super::stats::{bump, PortCounters};
 use crate::port::{Frame, Port, BURST, MAX_FRAME};
 use crate::wire::cnm::{self, CnmRepr};
@@ -130,7 +130,7 @@ pub struct OwnedPort<P: Port> {
     /// switch core (then `None`).
     pub limits: QueueLimits,
     pub cp: Option<CpHook>,
-    pub pacer: Option<Pacer>,
+    pub pacer: Option<Shaper>,
     pub counters: Arc<PortCounters>,
     /// Frames for the device: cut through or dequeued, and those it has not accepted yet (ring
     /// full), which go first next time.
@@ -153,7 +153,7 @@ impl<P: Port> OwnedPort<P> {
             rx_queues,
             limits,
             cp: None,
-            pacer: rate.map(|r| Pacer::new(r, Pacer::default_burst(r, MAX_FRAME as u64))),
+            pacer: rate.map(|r| Shaper::new(r, Shaper::default_burst(r, MAX_FRAME as u64))),
             counters,
             pending: TxBurst {
                 frames: Vec::with_capacity(BURST),

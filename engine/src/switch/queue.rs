@@ -6,7 +6,7 @@
 //! No I/O, no clock reads, no threads: time comes in as `now`, and the frame is any handle that
 //! reports its length ([`QueuedFrame`]). The real switch instantiates it with port frames and
 //! busy-polls the pacer's release time; the virtual-time simulator instantiates it with its own
-//! packet type and jumps its clock to [`Pacer::release_time`].
+//! packet type and jumps its clock to [`Shaper::release_time`].
 //!
 //! # Classes and scheduling
 //! - [`Class::Control`]: frames the switch originates or must never hold back (PFC PAUSE, QCN
@@ -362,41 +362,37 @@ impl<F: QueuedFrame, H: CongestionHook<F>> EgressQueue<F, H> {
     }
 }
 
-/// Paces a port's egress to a configured rate: returns the time the next frame may leave; the
-/// engine enforces it (STYLE.md rule 10) by busy-polling its clock, the simulator by jumping
-/// its virtual clock.
+/// Paces a port's egress to a configured rate with the one pacer ([`rp::Pacer`]): says when the
+/// next frame may leave; the engine enforces it (STYLE.md rule 10) by busy-polling its clock,
+/// the simulator by jumping its virtual clock.
 ///
 /// Each frame of `len` octets advances the release time by exactly `len * 8 / rate` seconds
-/// (kept to the bit, with the division remainder carried, so no rounding accumulates). Two
-/// bounds on credit:
-/// - an idle port (queue empty: [`Pacer::on_idle`]) keeps at most `burst` of unused credit, so
+/// (no rounding accumulates). The pacer's credit bound is used twice:
+/// - an idle port (queue empty: [`Shaper::on_idle`]) keeps at most `burst` of unused credit, so
 ///   a long-idle port does not release a long burst;
 /// - a backlogged port whose worker was late (descheduled, a slow transmit) may catch up at
 ///   most `max_lag`; beyond that the credit is lost. This keeps the long-run rate exact on a
 ///   busy machine without letting an arbitrarily old debt turn into a line-rate burst.
 #[derive(Clone, Debug)]
-pub struct Pacer {
+pub struct Shaper {
     rate: Rate,
     burst: Duration,
     max_lag: Duration,
-    next: Instant,
-    /// Remainder of `bits * 1e9 / rate` not yet turned into whole nanoseconds.
-    rem: u128,
+    pacer: rp::Pacer,
 }
 
-/// Default catch-up bound for a backlogged port (see [`Pacer`]).
+/// Default catch-up bound for a backlogged port (see [`Shaper`]).
 pub const DEFAULT_MAX_LAG: Duration = Duration::from_millis(100);
 
-impl Pacer {
-    /// A pacer at `rate` (must be non-zero) keeping at most `burst` of idle credit and
+impl Shaper {
+    /// A shaper at `rate` (must be non-zero) keeping at most `burst` of idle credit and
     /// catching up at most [`DEFAULT_MAX_LAG`].
-    pub fn new(rate: Rate, burst: Duration) -> Pacer {
-        Pacer {
+    pub fn new(rate: Rate, burst: Duration) -> Shaper {
+        Shaper {
             rate,
             burst,
             max_lag: DEFAULT_MAX_LAG.max(burst),
-            next: Instant::ZERO,
-            rem: 0,
+            pacer: rp::Pacer::new(),
         }
     }
 
@@ -415,36 +411,28 @@ impl Pacer {
     }
 
     /// When the next frame may leave.
+    #[inline]
     pub fn release_time(&self) -> Instant {
-        self.next
+        self.pacer.release_time()
     }
 
     /// True when a frame may leave at `now`.
+    #[inline]
     pub fn ready(&self, now: Instant) -> bool {
-        now >= self.next
+        self.pacer.ready(now)
     }
 
     /// The queue is empty at `now`: drop idle credit beyond `burst`.
+    #[inline]
     pub fn on_idle(&mut self, now: Instant) {
-        let floor = now - self.burst;
-        if self.next < floor {
-            self.next = floor;
-            self.rem = 0;
-        }
+        self.pacer.forget_credit(now, self.burst);
     }
 
     /// Accounts a frame of `len` octets sent at `now`.
+    #[inline]
     pub fn on_send(&mut self, now: Instant, len: u32) {
-        let floor = now - self.max_lag;
-        if self.next < floor {
-            self.next = floor;
-            self.rem = 0;
-        }
-        let rate = self.rate.as_bps().max(1) as u128;
-        let num = len as u128 * 8 * 1_000_000_000 + self.rem;
-        let ns = num / rate;
-        self.rem = num % rate;
-        self.next += Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX));
+        self.pacer
+            .next_release(now, u64::from(len), self.rate, self.max_lag);
     }
 }
 
@@ -593,59 +581,6 @@ mod tests {
             ]
         );
         assert_eq!(q.stats()[3].hook_drop_pkts, 1);
-    }
-
-    #[test]
-    fn pacer_releases_at_exactly_the_rate() {
-        // 1500 octets at 1 Gb/s = 12 us per frame: 1000 back-to-back frames take 12 ms.
-        let mut p = Pacer::new(Rate::from_gbps(1), Duration::from_micros(20));
-        let mut now = t(1_000_000);
-        p.on_idle(now);
-        let mut sent = 0u64;
-        while sent < 1000 {
-            if p.ready(now) {
-                p.on_send(now, 1500);
-                sent += 1;
-            } else {
-                now = p.release_time();
-            }
-        }
-        // The first frame went at 1 ms minus the 20 us idle credit; the 1000th at +999 x 12 us.
-        assert_eq!(now, t(1_000_000 - 20_000 + 999 * 12_000));
-        assert_eq!(p.release_time(), t(1_000_000 - 20_000 + 1000 * 12_000));
-    }
-
-    #[test]
-    fn late_backlogged_pacer_catches_up_within_max_lag() {
-        let mut p = Pacer::new(Rate::from_gbps(1), Duration::from_micros(20));
-        p.on_idle(t(0));
-        p.on_send(t(0), 1500); // next = 12 us
-                               // The worker was away for 10 ms with a backlog: it may send the 10 ms it owes at once.
-        let now = t(10_012_000);
-        let mut burst = 0;
-        while p.ready(now) {
-            p.on_send(now, 1500);
-            burst += 1;
-        }
-        assert_eq!(burst, 834); // (10_012 us - 12 us) / 12 us, rounded up
-                                // Away for longer than max_lag: the debt beyond 100 ms is forgiven.
-        let now = t(200_000_000);
-        let mut burst = 0;
-        while p.ready(now) {
-            p.on_send(now, 1500);
-            burst += 1;
-        }
-        assert_eq!(burst, 8334); // 100 ms / 12 us, rounded up
-    }
-
-    #[test]
-    fn pacer_carries_remainders_at_odd_rates() {
-        // 3 bit/s: one octet is 8/3 s; three octets are exactly 8 s.
-        let mut p = Pacer::new(Rate::from_bps(3), Duration::ZERO);
-        p.on_send(t(0), 1);
-        p.on_send(t(0), 1);
-        p.on_send(t(0), 1);
-        assert_eq!(p.release_time(), t(8_000_000_000));
     }
 
     proptest::proptest! {
