@@ -5,6 +5,7 @@ pub mod cli;
 pub mod config_file;
 #[cfg(test)]
 mod config_tests;
+pub mod host;
 pub mod pcap;
 pub mod port;
 pub mod recv;

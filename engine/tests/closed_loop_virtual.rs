@@ -5,13 +5,14 @@
 //! (feedback reaches its sender 10 us after it is made).
 use std::net::Ipv4Addr;
 
+use engine::host::rp::HostRp;
 use engine::port::heap::HeapFrame;
 use engine::port::Frame;
 use engine::recv::worker::RecvWorker;
 use engine::recv::RecvConfig;
 use engine::send::flowgen::FlowStart;
 use engine::send::pacer::{Generator, PacingConfig};
-use engine::send::worker::{Addressing, Control, SendWorker};
+use engine::send::worker::{Addressing, SendWorker};
 use engine::switch::core::{Event, SwitchCore};
 use engine::switch::cp::{CongestionConfig, CpHook};
 use engine::switch::egress::Classified;
@@ -44,14 +45,11 @@ fn sender(mac: u8, flows: &[u32], cc: Cc) -> SendWorker {
         Cc::Qcn => {
             let p: rp::QcnParams =
                 toml::from_str("rpg_byte_reset = 15000\nrpg_time_reset = 1500").unwrap();
-            Control::qcn(p.profile(Rate::from_gbps(1)).unwrap())
+            HostRp::qcn(p.profile(Rate::from_gbps(1)).unwrap())
         }
         Cc::Dcqcn => {
             let p = rp::DcqcnParams::default();
-            Control::dcqcn(
-                p.profile(Rate::from_gbps(1)).unwrap(),
-                flows.iter().map(|&f| FlowId(f)),
-            )
+            HostRp::Dcqcn(p.profile(Rate::from_gbps(1)).unwrap())
         }
     };
     SendWorker::new(

@@ -16,14 +16,15 @@ use anyhow::Context as _;
 use rand_xoshiro::rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Deserialize;
-use units::{Duration, FlowId, Rate};
+use units::{Duration, Rate};
 
+use crate::host::rp::HostRp;
 use crate::port::{Port, MAX_FRAME};
 use crate::recv::sink::{Sink, SinkOptions};
 use crate::send::flowgen::{schedule, FlowGroup};
 use crate::send::pacer::{share_within, Generator, LoopStalls, PacingConfig};
 use crate::send::run::{LoopLimits, SendPort};
-use crate::send::worker::{Addressing, Control, SendWorker};
+use crate::send::worker::{Addressing, SendWorker};
 use crate::time::Clock;
 use crate::wire::ipv4::Ecn;
 use crate::wire::MacAddr;
@@ -158,29 +159,22 @@ pub(crate) fn load(path: &Path) -> anyhow::Result<SendConfig> {
     crate::config_file::from_str(&text, &path.display().to_string()).map_err(anyhow::Error::msg)
 }
 
-fn control(
-    cfg: &SendConfig,
-    cc: Cc,
-    line: Rate,
-    ids: &[FlowId],
-    file: &str,
-) -> anyhow::Result<Control> {
+fn control(cfg: &SendConfig, cc: Cc, line: Rate, file: &str) -> anyhow::Result<HostRp> {
     Ok(match cc {
-        Cc::None => Control::None,
-        Cc::Qcn => Control::qcn(
+        Cc::None => HostRp::None,
+        Cc::Qcn => HostRp::qcn(
             cfg.qcn_rp
                 .clone()
                 .unwrap_or_default()
                 .profile(line)
                 .map_err(|e| anyhow::anyhow!("{file}: [qcn_rp] {e}"))?,
         ),
-        Cc::Dcqcn => Control::dcqcn(
+        Cc::Dcqcn => HostRp::Dcqcn(
             cfg.dcqcn_rp
                 .clone()
                 .unwrap_or_default()
                 .profile(line)
                 .map_err(|e| anyhow::anyhow!("{file}: [dcqcn_rp] {e}"))?,
-            ids.iter().copied(),
         ),
     })
 }
@@ -347,7 +341,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 args.flow_stride
             );
         }
-        let ids: Vec<FlowId> = flows.iter().map(|f| f.flow).collect();
         let port = args.port.open(label)?;
         let mac = port
             .caps()
@@ -356,7 +349,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let gen = Generator::new(pc.pacing, flows, t0)?;
         let w = SendWorker::new(
             gen,
-            control(cfg, cc, line, &ids, file)?,
+            control(cfg, cc, line, file)?,
             Addressing {
                 src_mac: mac,
                 src_ip: args.src_ip.get(k).copied().unwrap_or(cfg.src_ip),

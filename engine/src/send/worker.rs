@@ -6,76 +6,16 @@
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
-use rp::{DcqcnProfile, DcqcnState, QcnProfile, QcnRp};
 use units::{FlowId, Instant, Rate};
 
 use super::pacer::{Generator, TxDesc};
+use crate::host::rp::{Feedback, FlowRp, HostRp, Refused};
 use crate::wire::ethernet::{ethertype, L2Repr, VlanTci};
 use crate::wire::frame::{decode, emit_test_frame, Body, IpBody, Ipv4UdpHeaders, UdpBody};
 use crate::wire::ipv4::Ecn;
 use crate::wire::roce::opcode;
 use crate::wire::testhdr::{TestHdrRepr, UDP_PORT};
 use crate::wire::MacAddr;
-
-/// Which reaction point limits the flows.
-#[derive(Debug)]
-pub enum Control {
-    /// No congestion control: every flow at its configured rate.
-    None,
-    /// IEEE 802.1Qau QCN: one pool of rate limiters for all flows.
-    Qcn(QcnRp),
-    /// DCQCN: one reaction point per flow (QP), driven by CNPs.
-    Dcqcn {
-        profile: DcqcnProfile,
-        flows: HashMap<FlowId, DcqcnState>,
-    },
-}
-
-impl Control {
-    pub fn qcn(profile: QcnProfile) -> Self {
-        Control::Qcn(QcnRp::new(profile))
-    }
-
-    /// DCQCN with a reaction point for each of `flows`.
-    pub fn dcqcn(profile: DcqcnProfile, flows: impl IntoIterator<Item = FlowId>) -> Self {
-        let flows = flows
-            .into_iter()
-            .map(|f| (f, DcqcnState::new(&profile)))
-            .collect();
-        Control::Dcqcn { profile, flows }
-    }
-
-    fn rate(&self, flow: FlowId, max: Rate) -> Rate {
-        match self {
-            Control::None => max,
-            Control::Qcn(rp) => rp.rate(flow).min(max),
-            Control::Dcqcn { flows, .. } => flows.get(&flow).map_or(max, |s| s.rate().min(max)),
-        }
-    }
-
-    fn on_tx(&mut self, now: Instant, flow: FlowId, bytes: u64) {
-        match self {
-            Control::None => {}
-            Control::Qcn(rp) => {
-                rp.on_tx(now, flow, bytes, false);
-            }
-            Control::Dcqcn { profile, flows } => {
-                if let Some(s) = flows.get_mut(&flow) {
-                    s.on_tx(profile, now, bytes);
-                }
-            }
-        }
-    }
-
-    /// When a reaction point's timer is next due.
-    pub fn next_deadline(&self) -> Option<Instant> {
-        match self {
-            Control::None => None,
-            Control::Qcn(rp) => rp.next_deadline(),
-            Control::Dcqcn { flows, .. } => flows.values().filter_map(|s| s.next_deadline()).min(),
-        }
-    }
-}
 
 /// Addresses of the generated frames.
 #[derive(Clone, Copy, Debug)]
@@ -110,7 +50,9 @@ pub struct SendCounters {
 /// Generator, reaction point and frame building for one sender port.
 pub struct SendWorker {
     pub gen: Generator,
-    pub control: Control,
+    /// The NIC's reaction points and each flow's (indexed as [`Generator::flows`]).
+    pub control: HostRp,
+    flow_rps: Vec<FlowRp>,
     addr: Addressing,
     by_flow: HashMap<FlowId, usize>,
     counters: SendCounters,
@@ -120,7 +62,8 @@ pub struct SendWorker {
 }
 
 impl SendWorker {
-    pub fn new(gen: Generator, control: Control, addr: Addressing) -> Self {
+    pub fn new(gen: Generator, control: HostRp, addr: Addressing) -> Self {
+        let flow_rps = gen.flows().iter().map(|_| control.new_flow()).collect();
         let by_flow = gen
             .flows()
             .iter()
@@ -130,6 +73,7 @@ impl SendWorker {
         SendWorker {
             gen,
             control,
+            flow_rps,
             addr,
             by_flow,
             counters: SendCounters::default(),
@@ -150,7 +94,7 @@ impl SendWorker {
     /// The flow's current rate (RP rate capped by its configured rate).
     pub fn rate(&self, flow: FlowId) -> Rate {
         match self.by_flow.get(&flow) {
-            Some(&i) => self.control.rate(flow, self.gen.flows()[i].spec.max_rate),
+            Some(&i) => self.rp_rate(i, self.gen.flows()[i].spec.max_rate),
             None => Rate::ZERO,
         }
     }
@@ -178,12 +122,15 @@ impl SendWorker {
         stamp: Instant,
         buf: &mut [u8],
     ) -> Option<(TxDesc, usize)> {
-        let control = &self.control;
+        let (control, flow_rps, by_flow) = (&self.control, &self.flow_rps, &self.by_flow);
         let paused = &self.paused;
         // The generator caps the RP rate at the flow's configured rate.
         let d = self.gen.poll_unpaused(
             now,
-            |f| control.rate(f, Rate::from_bps(u64::MAX)),
+            |f| match by_flow.get(&f) {
+                Some(&i) => control.rate(&flow_rps[i], f, Rate::from_bps(u64::MAX)),
+                None => Rate::ZERO,
+            },
             |prio| paused.paused_until(prio),
         )?;
         let spec = &self.gen.flows()[d.index].spec;
@@ -213,9 +160,10 @@ impl SendWorker {
             buf,
         )
         .ok()?;
-        self.control.on_tx(now, d.flow, n as u64);
+        self.control
+            .on_tx(&mut self.flow_rps[d.index], d.flow, now, n as u64, true);
         // QCN's byte counter may just have raised the rate the next release was timed with.
-        let rate = self.control.rate(d.flow, Rate::from_bps(u64::MAX));
+        let rate = self.rp_rate(d.index, Rate::from_bps(u64::MAX));
         self.gen.retime(now, d.index, rate);
         self.counters.frames += 1;
         self.counters.bytes += n as u64;
@@ -235,20 +183,7 @@ impl SendWorker {
                     self.counters.unknown_feedback += 1;
                     return;
                 };
-                let flow = FlowId(u32::from(rpid));
-                if !self.by_flow.contains_key(&flow) {
-                    self.counters.unknown_feedback += 1;
-                    return;
-                }
-                if let Control::Qcn(rp) = &mut self.control {
-                    match rp.on_cnm(now, flow, cnm.qntz_fb) {
-                        Ok(rp::CnmOutcome::PoolFull) | Err(_) => {
-                            self.counters.refused_feedback += 1
-                        }
-                        Ok(_) => {}
-                    }
-                }
-                self.retime(now, flow);
+                self.feedback(now, FlowId(u32::from(rpid)), Feedback::Cnm(cnm.qntz_fb));
             }
             Body::Ipv4 {
                 body:
@@ -259,17 +194,7 @@ impl SendWorker {
                 ..
             } if bth.opcode == opcode::CNP => {
                 self.counters.cnps += 1;
-                let flow = FlowId(bth.dest_qp);
-                if !self.by_flow.contains_key(&flow) {
-                    self.counters.unknown_feedback += 1;
-                    return;
-                }
-                if let Control::Dcqcn { profile, flows } = &mut self.control {
-                    if let Some(s) = flows.get_mut(&flow) {
-                        s.on_cnp(profile, now);
-                    }
-                }
-                self.retime(now, flow);
+                self.feedback(now, FlowId(bth.dest_qp), Feedback::Cnp);
             }
             Body::Pfc(pfc) => {
                 self.counters.pfc_rx += 1;
@@ -289,39 +214,60 @@ impl SendWorker {
         self.paused.paused_mask(now)
     }
 
-    /// Runs the reaction point's timers due at `now`.
+    /// Runs the reaction points' timers due at `now`.
     pub fn on_timeout(&mut self, now: Instant) {
         let mut ran = false;
-        match &mut self.control {
-            Control::None => {}
-            Control::Qcn(rp) => {
-                if rp.next_deadline().is_some_and(|t| t <= now) {
-                    rp.on_timeout(now);
-                    ran = true;
-                }
-            }
-            Control::Dcqcn { profile, flows } => {
-                for s in flows.values_mut() {
-                    if s.next_deadline().is_some_and(|t| t <= now) {
-                        s.on_timeout(profile, now);
-                        ran = true;
-                    }
-                }
+        if self.control.host_deadline().is_some_and(|t| t <= now) {
+            self.control.on_host_timeout(now);
+            ran = true;
+        }
+        for s in &mut self.flow_rps {
+            if HostRp::flow_deadline(s).is_some_and(|t| t <= now) {
+                self.control.on_flow_timeout(s, now);
+                ran = true;
             }
         }
         if ran {
-            let control = &self.control;
-            self.gen
-                .retime_all(now, |f| control.rate(f, Rate::from_bps(u64::MAX)));
+            let (control, flow_rps, by_flow) = (&self.control, &self.flow_rps, &self.by_flow);
+            self.gen.retime_all(now, |f| match by_flow.get(&f) {
+                Some(&i) => control.rate(&flow_rps[i], f, Rate::from_bps(u64::MAX)),
+                None => Rate::ZERO,
+            });
         }
     }
 
-    /// Feedback changed `flow`'s rate: re-time its pending release.
-    fn retime(&mut self, now: Instant, flow: FlowId) {
-        if let Some(&i) = self.by_flow.get(&flow) {
-            let rate = self.control.rate(flow, Rate::from_bps(u64::MAX));
-            self.gen.retime(now, i, rate);
+    /// When a reaction point's timer is next due.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let flows = self.flow_rps.iter().filter_map(HostRp::flow_deadline).min();
+        match (self.control.host_deadline(), flows) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
+    }
+
+    /// The RP rate of the flow at `index`, at most `cap`.
+    fn rp_rate(&self, index: usize, cap: Rate) -> Rate {
+        let flow = self.gen.flows()[index].spec.flow;
+        self.control.rate(&self.flow_rps[index], flow, cap)
+    }
+
+    /// Feedback naming `flow`: acted on if this sender has the flow (else counted), and the
+    /// flow's pending release re-timed at its new rate.
+    fn feedback(&mut self, now: Instant, flow: FlowId, fb: Feedback) {
+        let Some(&i) = self.by_flow.get(&flow) else {
+            self.counters.unknown_feedback += 1;
+            return;
+        };
+        match self
+            .control
+            .on_feedback(&mut self.flow_rps[i], flow, now, fb)
+        {
+            Err(Refused::Rejected) => self.counters.refused_feedback += 1,
+            // Feedback of the kind this sender's congestion control does not use.
+            Err(Refused::NotOurs) | Ok(()) => {}
+        }
+        let rate = self.rp_rate(i, Rate::from_bps(u64::MAX));
+        self.gen.retime(now, i, rate);
     }
 }
 
@@ -345,7 +291,7 @@ mod tests {
         let gen = Generator::new(PacingConfig::default(), flows, Instant::ZERO).unwrap();
         SendWorker::new(
             gen,
-            Control::None,
+            HostRp::None,
             Addressing {
                 src_mac: MacAddr::new(2, 0, 0, 0, 1, 1),
                 src_ip: Ipv4Addr::new(10, 0, 0, 1),

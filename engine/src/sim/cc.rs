@@ -1,7 +1,7 @@
 //! The seam between the simulator and the algorithm crates.
 //!
-//! The simulator never implements an algorithm: a sender's reaction point and pacer
-//! (`rp::DcqcnState`, `rp::QcnRp`, `rp::Pacer`), a receiver's notification point (`np::Np`) and a
+//! The simulator never implements an algorithm: a sender's reaction points and a receiver's
+//! notification point are the host glue's ([`crate::host::rp`]), its pacer is `rp::Pacer`, and a
 //! switch port's congestion points (`cp::red`, `cp::qcn`, `cp::tcd`, `cp::pfc`) are the crates'
 //! state machines. This module turns the scenario's parameter sections into their validated
 //! profiles; the switch-side ones go to the switch core ([`crate::switch::core`]), the same
@@ -10,10 +10,11 @@
 
 use anyhow::{bail, Context};
 use serde::Deserialize;
-use units::{Ecn, FlowId, Instant, Rate};
+use units::{Ecn, Rate};
 
 use cp::qcn::QcnFeedback;
 
+use crate::host::rp::HostRp;
 use crate::switch::core::{CnmSource, CoreFrame, CpProfiles};
 use crate::switch::queue::QueuedFrame;
 
@@ -296,139 +297,28 @@ impl CcSetup {
     }
 }
 
-/// A host's reaction-point state shared by its flows.
-pub enum HostRp {
-    None,
-    /// The DCQCN profile for this NIC's rate; per-flow state lives in [`FlowRp`].
-    Dcqcn(rp::DcqcnProfile),
-    /// QCN keeps a pool of rate limiters per NIC.
-    Qcn(Box<rp::QcnRp>),
-}
-
-/// A flow's own reaction-point state.
-#[derive(Clone, Debug)]
-pub enum FlowRp {
-    None,
-    Dcqcn(rp::DcqcnState),
-}
-
-/// What a sender learns from the network.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Feedback {
-    /// DCQCN CNP (or an ACK with the CNP flag).
-    Cnp,
-    /// TCD undetermined-encountered notification.
-    Ue,
-    /// QCN CNM with QntzFb.
-    Cnm(u8),
-}
-
-impl HostRp {
-    pub fn new(setup: &CcSetup, line: Rate) -> anyhow::Result<HostRp> {
-        Ok(match setup.kind {
-            CcKind::None => HostRp::None,
-            CcKind::Dcqcn => HostRp::Dcqcn(
-                setup
-                    .dcqcn
-                    .profile(line)
-                    .with_context(|| format!("[dcqcn_rp] for a {line} NIC"))?,
-            ),
-            CcKind::Qcn => HostRp::Qcn(Box::new(rp::QcnRp::new(
-                setup
-                    .qcn_rp
-                    .profile(line)
-                    .with_context(|| format!("[qcn_rp] for a {line} NIC"))?,
-            ))),
-        })
-    }
-
-    pub fn new_flow(&self) -> FlowRp {
-        match self {
-            HostRp::Dcqcn(p) => FlowRp::Dcqcn(rp::DcqcnState::new(p)),
-            _ => FlowRp::None,
-        }
-    }
-
-    /// The rate flow `id` may send at now.
-    pub fn rate(&self, flow: &FlowRp, id: u32, line: Rate) -> Rate {
-        match (self, flow) {
-            (HostRp::Dcqcn(_), FlowRp::Dcqcn(s)) => s.rate(),
-            (HostRp::Qcn(q), _) => q.rate(FlowId(id)),
-            _ => line,
-        }
-    }
-
-    /// Flow `id` sent `bytes`; `more` tells whether it has more to send right now.
-    pub fn on_tx(&mut self, flow: &mut FlowRp, id: u32, now: Instant, bytes: u64, more: bool) {
-        match (self, flow) {
-            (HostRp::Dcqcn(p), FlowRp::Dcqcn(s)) => s.on_tx(p, now, bytes),
-            (HostRp::Qcn(q), _) => {
-                q.on_tx(now, FlowId(id), bytes, !more);
-            }
-            _ => {}
-        }
-    }
-
-    /// Feedback for flow `id`; returns false if the reaction point rejected it (counted by the
-    /// caller).
-    pub fn on_feedback(&mut self, flow: &mut FlowRp, id: u32, now: Instant, fb: Feedback) -> bool {
-        match (self, flow, fb) {
-            (HostRp::Dcqcn(p), FlowRp::Dcqcn(s), Feedback::Cnp) => {
-                s.on_cnp(p, now);
-                true
-            }
-            (HostRp::Dcqcn(p), FlowRp::Dcqcn(s), Feedback::Ue) => {
-                s.on_ue(p, now);
-                true
-            }
-            (HostRp::Qcn(q), _, Feedback::Cnm(fb)) => q.on_cnm(now, FlowId(id), fb).is_ok(),
-            _ => false,
-        }
-    }
-
-    /// Per-flow timers (DCQCN).
-    pub fn flow_deadline(flow: &FlowRp) -> Option<Instant> {
-        match flow {
-            FlowRp::Dcqcn(s) => s.next_deadline(),
-            FlowRp::None => None,
-        }
-    }
-
-    pub fn on_flow_timeout(&mut self, flow: &mut FlowRp, now: Instant) {
-        if let (HostRp::Dcqcn(p), FlowRp::Dcqcn(s)) = (self, flow) {
-            s.on_timeout(p, now);
-        }
-    }
-
-    /// Per-host timers (QCN's limiter pool).
-    pub fn host_deadline(&self) -> Option<Instant> {
-        match self {
-            HostRp::Qcn(q) => q.next_deadline(),
-            _ => None,
-        }
-    }
-
-    pub fn on_host_timeout(&mut self, now: Instant) {
-        if let HostRp::Qcn(q) = self {
-            q.on_timeout(now);
-        }
-    }
+/// The reaction points of a host whose NIC runs at `line`, as `setup` configures them.
+pub fn host_rp(setup: &CcSetup, line: Rate) -> anyhow::Result<HostRp> {
+    Ok(match setup.kind {
+        CcKind::None => HostRp::None,
+        CcKind::Dcqcn => HostRp::Dcqcn(
+            setup
+                .dcqcn
+                .profile(line)
+                .with_context(|| format!("[dcqcn_rp] for a {line} NIC"))?,
+        ),
+        CcKind::Qcn => HostRp::qcn(
+            setup
+                .qcn_rp
+                .profile(line)
+                .with_context(|| format!("[qcn_rp] for a {line} NIC"))?,
+        ),
+    })
 }
 
 /// The receiver side: the NP of one host (DCQCN) or nothing.
 pub fn receiver(setup: &CcSetup) -> Option<np::Np> {
     setup.np.map(np::Np::new)
-}
-
-/// What the NP asks for after a data packet.
-pub fn np_decide(np: &mut Option<np::Np>, now: Instant, flow: u32, ecn: Ecn) -> Option<Feedback> {
-    let np = np.as_mut()?;
-    let tcd = np.profile().tcd;
-    match np.on_arrival(now, FlowId(flow), np::Mark::from_ecn(ecn.bits(), tcd)) {
-        np::Decision::SendCnp => Some(Feedback::Cnp),
-        np::Decision::SendUe => Some(Feedback::Ue),
-        _ => None,
-    }
 }
 
 impl QueuedFrame for Pkt {

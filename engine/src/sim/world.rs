@@ -10,12 +10,12 @@
 //! - Nothing here reads a clock or a global random source: the run is a function of the inputs
 //!   and the seed.
 
-use units::{Duration, Ecn, Instant, Rate, PRIORITIES};
+use units::{Duration, Ecn, FlowId, Instant, Rate, PRIORITIES};
 
 use crate::switch::core::{CpProfiles, Event, Handled, PortCp, SwitchCore};
 use crate::switch::queue::{Class, QueueLimits};
 
-use super::cc::{self, CcSetup, Feedback, FlowRp, HostRp};
+use super::cc::{self, CcSetup};
 use super::config::RunConfig;
 use super::event::EventQueue;
 use super::monitor::{PfcRecord, QlenMonitor};
@@ -23,6 +23,7 @@ use super::packet::{Kind, Pkt};
 use super::rng::{self, SimRng, Stream};
 use super::topology::{ecmp_pick, EcmpKey, Routes, Topology};
 use super::traffic::FlowSpec;
+use crate::host::rp::{np_decide, Feedback, FlowRp, HostRp};
 
 const NONE: u32 = u32::MAX;
 
@@ -337,7 +338,7 @@ impl World {
             hosts.push(Host {
                 node: h,
                 port,
-                rp: HostRp::new(&cc, ports[port as usize].rate).map_err(WorldError::Cc)?,
+                rp: cc::host_rp(&cc, ports[port as usize].rate).map_err(WorldError::Cc)?,
                 np: cc::receiver(&cc),
                 timer_at: Instant::MAX,
                 flows: Vec::new(),
@@ -834,11 +835,11 @@ impl World {
             f.snd_nxt += payload as u64;
             f.last_tx = now;
             // STYLE.md rule 10: the pacer returns the release time, the simulator enforces it.
-            let rate = host.rp.rate(&f.rp, fi, line);
+            let rate = host.rp.rate(&f.rp, FlowId(fi), line);
             f.pacer.next_release(now, size as u64, rate, Duration::ZERO);
             f.next_avail = f.pacer.earliest(now);
             let more = f.snd_nxt < f.spec.bytes;
-            host.rp.on_tx(&mut f.rp, fi, now, size as u64, more);
+            host.rp.on_tx(&mut f.rp, FlowId(fi), now, size as u64, more);
             self.arm_sender(fi);
             self.arm_host(h);
             return Some(pkt);
@@ -1064,9 +1065,11 @@ impl World {
             return;
         }
         f.notifications_received += 1;
-        self.hosts[h as usize]
+        // Feedback the host's congestion control does not use (a CNM at a DCQCN host) or that
+        // its reaction point refuses changes nothing; the simulator counts it as received.
+        let _ = self.hosts[h as usize]
             .rp
-            .on_feedback(&mut f.rp, fi, now, fb);
+            .on_feedback(&mut f.rp, FlowId(fi), now, fb);
         self.arm_sender(fi);
         self.arm_host(h);
     }
@@ -1082,7 +1085,7 @@ impl World {
             Ecn::Ect0 => f.ue_received += 1,
             _ => {}
         }
-        let decision = cc::np_decide(&mut self.hosts[h as usize].np, now, fi, pkt.ecn);
+        let decision = np_decide(&mut self.hosts[h as usize].np, now, FlowId(fi), pkt.ecn);
         let notify = decision == Some(Feedback::Cnp);
         if decision.is_some() {
             f.notifications_sent += 1;
@@ -1182,7 +1185,9 @@ impl World {
                     Rate::ZERO
                 } else {
                     let line = self.ports[self.hosts[f.src_h as usize].port as usize].rate;
-                    self.hosts[f.src_h as usize].rp.rate(&f.rp, i as u32, line)
+                    self.hosts[f.src_h as usize]
+                        .rp
+                        .rate(&f.rp, FlowId(i as u32), line)
                 },
                 goodput,
             });

@@ -1,0 +1,156 @@
+//! The reaction points of one host (NIC) and its flows, and the notification point of its
+//! receive side: the one glue between a host driver and the `rp` / `np` crates.
+//!
+//! Call order (STYLE.md rule 2): build [`HostRp::new`] once per NIC and [`HostRp::new_flow`]
+//! per flow; per transmitted frame [`HostRp::on_tx`]; per feedback [`HostRp::on_feedback`];
+//! when [`HostRp::flow_deadline`] / [`HostRp::host_deadline`] has passed,
+//! [`HostRp::on_flow_timeout`] / [`HostRp::on_host_timeout`] (a spurious call does nothing);
+//! read [`HostRp::rate`] whenever a flow's pacer needs it. Closed enums, static dispatch: no
+//! `dyn` on the per-frame path.
+use units::{Ecn, FlowId, Instant, Rate};
+
+/// A host's reaction-point state shared by its flows.
+#[derive(Debug)]
+pub enum HostRp {
+    /// No congestion control: every flow at its own cap.
+    None,
+    /// DCQCN: the profile for this NIC's rate; per-flow state lives in [`FlowRp`].
+    Dcqcn(::rp::DcqcnProfile),
+    /// IEEE 802.1Qau QCN: one pool of rate limiters per NIC.
+    Qcn(Box<::rp::QcnRp>),
+}
+
+/// A flow's own reaction-point state.
+#[derive(Clone, Debug)]
+pub enum FlowRp {
+    None,
+    Dcqcn(::rp::DcqcnState),
+}
+
+/// What a sender learns from the network, already parsed to its meaning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Feedback {
+    /// DCQCN CNP (or an ACK with the CNP flag).
+    Cnp,
+    /// TCD undetermined-encountered notification.
+    Ue,
+    /// QCN CNM with QntzFb.
+    Cnm(u8),
+}
+
+/// Why feedback did not act.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// The kind of feedback this host's congestion control does not use (a CNM at a DCQCN
+    /// host, a CNP at a QCN one, any at a host without congestion control).
+    NotOurs,
+    /// The reaction point refused it: a QntzFb out of range, or QCN's limiter pool is full.
+    Rejected,
+}
+
+impl HostRp {
+    /// QCN with the limiters of `profile`.
+    pub fn qcn(profile: ::rp::QcnProfile) -> HostRp {
+        HostRp::Qcn(Box::new(::rp::QcnRp::new(profile)))
+    }
+
+    pub fn new_flow(&self) -> FlowRp {
+        match self {
+            HostRp::Dcqcn(p) => FlowRp::Dcqcn(::rp::DcqcnState::new(p)),
+            _ => FlowRp::None,
+        }
+    }
+
+    /// The rate flow `id` may send at now, at most `cap` (its own limit, or the line rate).
+    #[inline]
+    pub fn rate(&self, flow: &FlowRp, id: FlowId, cap: Rate) -> Rate {
+        match (self, flow) {
+            (HostRp::Dcqcn(_), FlowRp::Dcqcn(s)) => s.rate().min(cap),
+            (HostRp::Qcn(q), _) => q.rate(id).min(cap),
+            _ => cap,
+        }
+    }
+
+    /// Flow `id` sent `bytes`; `more` tells whether it has more to send right now (QCN frees
+    /// the limiter of a flow that went idle at full rate).
+    #[inline]
+    pub fn on_tx(&mut self, flow: &mut FlowRp, id: FlowId, now: Instant, bytes: u64, more: bool) {
+        match (self, flow) {
+            (HostRp::Dcqcn(p), FlowRp::Dcqcn(s)) => s.on_tx(p, now, bytes),
+            (HostRp::Qcn(q), _) => {
+                q.on_tx(now, id, bytes, !more);
+            }
+            _ => {}
+        }
+    }
+
+    /// Feedback for flow `id`.
+    pub fn on_feedback(
+        &mut self,
+        flow: &mut FlowRp,
+        id: FlowId,
+        now: Instant,
+        fb: Feedback,
+    ) -> Result<(), Refused> {
+        match (self, flow, fb) {
+            (HostRp::Dcqcn(p), FlowRp::Dcqcn(s), Feedback::Cnp) => {
+                s.on_cnp(p, now);
+                Ok(())
+            }
+            (HostRp::Dcqcn(p), FlowRp::Dcqcn(s), Feedback::Ue) => {
+                s.on_ue(p, now);
+                Ok(())
+            }
+            (HostRp::Qcn(q), _, Feedback::Cnm(fb)) => match q.on_cnm(now, id, fb) {
+                Ok(::rp::CnmOutcome::PoolFull) | Err(_) => Err(Refused::Rejected),
+                Ok(_) => Ok(()),
+            },
+            _ => Err(Refused::NotOurs),
+        }
+    }
+
+    /// Per-flow timers (DCQCN).
+    pub fn flow_deadline(flow: &FlowRp) -> Option<Instant> {
+        match flow {
+            FlowRp::Dcqcn(s) => s.next_deadline(),
+            FlowRp::None => None,
+        }
+    }
+
+    pub fn on_flow_timeout(&mut self, flow: &mut FlowRp, now: Instant) {
+        if let (HostRp::Dcqcn(p), FlowRp::Dcqcn(s)) = (self, flow) {
+            s.on_timeout(p, now);
+        }
+    }
+
+    /// Per-host timers (QCN's limiter pool).
+    pub fn host_deadline(&self) -> Option<Instant> {
+        match self {
+            HostRp::Qcn(q) => q.next_deadline(),
+            _ => None,
+        }
+    }
+
+    pub fn on_host_timeout(&mut self, now: Instant) {
+        if let HostRp::Qcn(q) = self {
+            q.on_timeout(now);
+        }
+    }
+}
+
+/// What the notification point of a receiving host asks for after a data frame of `flow`
+/// with ECN codepoint `ecn` (`None` without a notification point, or nothing to send).
+pub fn np_decide(
+    np: &mut Option<::np::Np>,
+    now: Instant,
+    flow: FlowId,
+    ecn: Ecn,
+) -> Option<Feedback> {
+    let np = np.as_mut()?;
+    let tcd = np.profile().tcd;
+    match np.on_arrival(now, flow, ::np::Mark::from_ecn(ecn.bits(), tcd)) {
+        ::np::Decision::SendCnp => Some(Feedback::Cnp),
+        ::np::Decision::SendUe => Some(Feedback::Ue),
+        _ => None,
+    }
+}
