@@ -154,3 +154,81 @@ pub fn np_decide(
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use units::Duration;
+
+    #[test]
+    fn qcn_feedback_cuts_the_named_flow_and_refuses_what_is_not_its_own() {
+        let line = Rate::from_gbps(10);
+        let mut h = HostRp::qcn(::rp::QcnParams::default().profile(line).unwrap());
+        let mut f = h.new_flow();
+        let (a, b) = (FlowId(1), FlowId(2));
+        // QntzFb 63 cuts 10 Gb/s by 63/128 (the rp crate's own figure); the other flow keeps
+        // the line rate; a flow's own cap bounds both.
+        h.on_feedback(&mut f, a, Instant::ZERO, Feedback::Cnm(63))
+            .unwrap();
+        assert_eq!(h.rate(&f, a, line).as_bps(), 5_078_125_000);
+        assert_eq!(h.rate(&f, b, line), line);
+        assert_eq!(h.rate(&f, b, Rate::from_gbps(1)), Rate::from_gbps(1));
+        assert!(h.host_deadline().is_some());
+        assert_eq!(HostRp::flow_deadline(&f), None);
+        // A QntzFb that does not fit 6 bits is refused; a CNP is not QCN's.
+        assert_eq!(
+            h.on_feedback(&mut f, a, Instant::ZERO, Feedback::Cnm(64)),
+            Err(Refused::Rejected)
+        );
+        assert_eq!(
+            h.on_feedback(&mut f, a, Instant::ZERO, Feedback::Cnp),
+            Err(Refused::NotOurs)
+        );
+    }
+
+    #[test]
+    fn dcqcn_state_is_per_flow_and_runs_on_its_timers() {
+        let line = Rate::from_gbps(100);
+        let mut h = HostRp::Dcqcn(::rp::DcqcnParams::default().profile(line).unwrap());
+        let (mut f, g) = (h.new_flow(), h.new_flow());
+        h.on_feedback(&mut f, FlowId(1), Instant::ZERO, Feedback::Cnp)
+            .unwrap();
+        // NVIDIA defaults: a CNP only marks; the decrease check 4 us later cuts.
+        let until = Instant::ZERO + Duration::from_micros(5);
+        while let Some(t) = HostRp::flow_deadline(&f).filter(|&t| t <= until) {
+            h.on_flow_timeout(&mut f, t);
+        }
+        assert!(h.rate(&f, FlowId(1), line) < line);
+        assert_eq!(h.rate(&g, FlowId(2), line), line);
+        assert_eq!(h.host_deadline(), None);
+        assert_eq!(
+            h.on_feedback(&mut f, FlowId(1), until, Feedback::Cnm(10)),
+            Err(Refused::NotOurs)
+        );
+        // Without congestion control nothing limits a flow but its cap.
+        let mut none = HostRp::None;
+        let mut n = none.new_flow();
+        assert_eq!(none.rate(&n, FlowId(1), line), line);
+        assert_eq!(
+            none.on_feedback(&mut n, FlowId(1), until, Feedback::Cnp),
+            Err(Refused::NotOurs)
+        );
+    }
+
+    #[test]
+    fn the_np_answers_ce_with_a_cnp_and_nothing_without_an_np() {
+        let mut np = Some(::np::Np::new(::np::NpParams::default().profile().unwrap()));
+        assert_eq!(
+            np_decide(&mut np, Instant::ZERO, FlowId(7), Ecn::Ce),
+            Some(Feedback::Cnp)
+        );
+        assert_eq!(
+            np_decide(&mut np, Instant::ZERO, FlowId(8), Ecn::Ect0),
+            None
+        );
+        assert_eq!(
+            np_decide(&mut None, Instant::ZERO, FlowId(7), Ecn::Ce),
+            None
+        );
+    }
+}
