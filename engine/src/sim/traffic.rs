@@ -41,7 +41,10 @@ fn field<T: std::str::FromStr>(line: usize, name: &str, s: &str) -> Result<T, Tr
     })
 }
 
-/// Seconds (decimal) to an instant, rounded to the nanosecond.
+/// Seconds (decimal) to an instant, as ns-3 turns the flow file's double into a `Time`
+/// (`Seconds(start_time)`: the double times 10^9, truncated to the nanosecond), so a flow starts
+/// at the same nanosecond in both simulators: `2.004081999` (the double just below it) starts at
+/// 2004081998 ns.
 fn seconds(line: usize, s: &str) -> Result<Instant, TrafficError> {
     let v: f64 = field(line, "start_seconds", s)?;
     if !(0.0..=1e9).contains(&v) {
@@ -50,7 +53,29 @@ fn seconds(line: usize, s: &str) -> Result<Instant, TrafficError> {
             what: format!("start_seconds {v} out of range"),
         });
     }
-    Ok(Instant::from_nanos((v * 1e9).round() as u64))
+    Ok(Instant::from_nanos(floor_nanos(v)))
+}
+
+/// `floor(v x 10^9)` of the double `v` (0 <= v <= 1e9) computed exactly: v = m x 2^e with a
+/// 53-bit m, so m x 10^9 fits 128 bits and the shift truncates. (A float multiply would round
+/// 2004081998.99999993... up to 2004081999 first.)
+fn floor_nanos(v: f64) -> u64 {
+    let bits = v.to_bits();
+    let exp = ((bits >> 52) & 0x7ff) as i32;
+    let frac = bits & ((1u64 << 52) - 1);
+    let (m, e) = if exp == 0 {
+        (frac, -1074)
+    } else {
+        (frac | 1u64 << 52, exp - 1075)
+    };
+    let p = u128::from(m) * 1_000_000_000;
+    if e >= 0 {
+        (p << e) as u64
+    } else if e <= -128 {
+        0
+    } else {
+        (p >> -e) as u64
+    }
 }
 
 /// Parses an ns-3 flow file.
@@ -176,6 +201,15 @@ mod tests {
         assert_eq!(f[0].bytes, 200_000_000);
         assert_eq!(f[0].start, Instant::from_nanos(2_000_000_000));
         assert_eq!(f[1].start, Instant::from_nanos(2_000_001_500));
+        // ns-3's truncation of the double's product (traffic_gen.py's 2004081999 ns, printed
+        // as 2.004081999, starts at 2004081998 ns there).
+        let g = parse_flows("1\n0 1 3 100 10 2.004081999\n").unwrap();
+        assert_eq!(g[0].start, Instant::from_nanos(2_004_081_998));
+        // 2.000027646 is 2000027645.99999994 ns as a double: a float product would round it up.
+        assert_eq!(floor_nanos(2.000027646), 2_000_027_645);
+        assert_eq!(floor_nanos(2.0), 2_000_000_000);
+        assert_eq!(floor_nanos(0.0), 0);
+        assert_eq!(floor_nanos(1e9), 1_000_000_000_000_000_000);
         assert_eq!(parse_flows(&write_flows(&f)).unwrap(), f);
         assert!(matches!(
             parse_flows("3\n2 1 3 100 2000 2\n"),

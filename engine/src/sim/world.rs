@@ -242,6 +242,16 @@ pub enum WorldError {
     Cc(anyhow::Error),
 }
 
+/// Serialisation time rounded down, as ns-3's integer `bytes * 8000000000 / bw` in the
+/// standalone FCT (the links themselves take [`Rate::tx_time`], rounded up).
+fn floor_tx_time(rate: Rate, bytes: u64) -> Duration {
+    if rate == Rate::ZERO {
+        return Duration::MAX;
+    }
+    let ns = u128::from(bytes) * 8_000_000_000 / u128::from(rate.as_bps());
+    Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+}
+
 /// ns-3's `node_id_to_ip`: 11.x.y.1 with x.y the node id.
 pub fn node_ip(id: u32) -> u32 {
     0x0b00_0001 + (id / 256) * 0x0001_0000 + (id % 256) * 0x0000_0100
@@ -527,7 +537,7 @@ impl World {
             };
             let p = &self.ports[port as usize];
             delay = delay + p.delay;
-            txd = txd + p.rate.tx_time(self.cfg.host.mtu as u64);
+            txd = txd + floor_tx_time(p.rate, self.cfg.host.mtu as u64);
             b = b.min(p.rate);
             node = self.ports[p.peer as usize].node;
             hops += 1;
@@ -537,7 +547,7 @@ impl World {
         }
         let pkts = f.bytes.max(1).div_ceil(self.cfg.host.mtu as u64);
         let total = f.bytes + pkts * self.cfg.host.header_bytes as u64;
-        Some(delay.saturating_mul(2) + txd + b.tx_time(total))
+        Some(delay.saturating_mul(2) + txd + floor_tx_time(b, total))
     }
 
     pub fn now(&self) -> Instant {
