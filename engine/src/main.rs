@@ -31,6 +31,8 @@ enum Command {
     Replay(cli::replay::Args),
     /// Simulates a topology and flows in virtual time with the same cp/rp/np code.
     Sim(cli::sim::Args),
+    /// Lists the presets and configurations built into this binary, a line each.
+    Presets,
 }
 
 fn main() -> std::process::ExitCode {
@@ -45,6 +47,10 @@ fn main() -> std::process::ExitCode {
         Command::Send(a) => cli::send::run(a),
         Command::Replay(a) => cli::replay::run(a),
         Command::Sim(a) => cli::sim::run(a),
+        Command::Presets => {
+            print!("{}", engine::bundled::listing());
+            Ok(())
+        }
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

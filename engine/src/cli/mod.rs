@@ -6,7 +6,6 @@
 //! SIGPIPE), the command unwinds through `?` (so reports are flushed and ports closed), and
 //! `main` exits quietly with status 0 ([`closed_pipe`]).
 #![deny(clippy::print_stdout)]
-use anyhow::Context as _;
 
 use crate::port::netns::NsPort;
 
@@ -46,22 +45,6 @@ pub mod sim;
 pub mod stats;
 pub mod sweep;
 pub mod switch;
-
-/// Reads table `table` of a TOML file such as a preset (configs/nvidia.toml holds `[dcqcn_rp]`
-/// and `[np]`); the file's other tables are ignored. `None` when the table is absent.
-pub(crate) fn preset_table<T: serde::de::DeserializeOwned>(
-    path: &std::path::Path,
-    table: &str,
-) -> anyhow::Result<Option<T>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let file = path.display().to_string();
-    let v: toml::Table = crate::config_file::from_str(&text, &file).map_err(anyhow::Error::msg)?;
-    v.get(table)
-        .map(|t| t.clone().try_into())
-        .transpose()
-        .with_context(|| format!("{}: table [{table}]", path.display()))
-}
 
 /// How `quench send` and `quench recv` open their one port: the switch's drivers.
 #[derive(clap::Args, Debug, Clone)]

@@ -2,8 +2,8 @@
 //!
 //! Busy-polls an AF_PACKET port for `--duration-s` seconds, counts quench test frames per flow
 //! (goodput, loss, reordering, one-way latency against the senders' `CLOCK_MONOTONIC` stamps),
-//! answers CE marks with RoCEv2 CNPs as the np crate decides (`--np FILE`, the `[np]` table of a
-//! preset such as configs/nvidia.toml; `--no-cnp` to stay silent), and at the end prints the
+//! answers CE marks with RoCEv2 CNPs as the np crate decides (`--preset NAME|FILE`, the `[np]`
+//! table of a preset such as `nvidia`; `--no-cnp` to stay silent), and at the end prints the
 //! summary table and one JSON line, and writes the report directory (`--out DIR`: summary.json,
 //! latency.hgrm, intervals.hlog, rate.svg, latency.svg).
 use std::path::PathBuf;
@@ -30,9 +30,10 @@ pub struct Args {
     /// Interval of the interval log and the rate plot, milliseconds.
     #[arg(long, default_value_t = DEFAULT_INTERVAL_MS)]
     pub interval_ms: u64,
-    /// TOML file whose `[np]` table configures the notification point (np::NpParams).
-    #[arg(long)]
-    pub np: Option<PathBuf>,
+    /// Preset whose `[np]` table configures the notification point (np::NpParams): a bundled
+    /// name (`nvidia`, `quench presets` lists them) or a TOML file.
+    #[arg(long, value_name = "NAME|FILE", alias = "np")]
+    pub preset: Option<String>,
     /// Send no CNPs.
     #[arg(long)]
     pub no_cnp: bool,
@@ -46,10 +47,16 @@ pub struct Args {
     pub pfc_pause: Option<String>,
 }
 
-/// The notification point `--np FILE` configures (its `[np]` table), or the default one.
-pub(crate) fn np_profile(path: Option<&std::path::Path>) -> anyhow::Result<np::NpProfile> {
-    let p = match path {
-        Some(path) => super::preset_table(path, "np")?.unwrap_or_default(),
+/// The notification point `--preset NAME|FILE` configures (its `[np]` table), or the default
+/// one.
+pub(crate) fn np_profile(preset: Option<&str>) -> anyhow::Result<np::NpProfile> {
+    use anyhow::Context as _;
+    let p = match preset {
+        Some(arg) => {
+            let src = crate::bundled::open(arg, crate::bundled::Kind::Preset, None)
+                .with_context(|| format!("--preset {arg}"))?;
+            crate::bundled::table(&src, "np")?.unwrap_or_default()
+        }
         None => np::NpParams::default(),
     };
     p.profile().map_err(|e| anyhow::anyhow!("[np] {e}"))
@@ -86,7 +93,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let np = if args.no_cnp {
         None
     } else {
-        Some(np_profile(args.np.as_deref())?)
+        Some(np_profile(args.preset.as_deref())?)
     };
     let mut sink = Sink::new(
         args.port.open(&args.iface)?,

@@ -13,10 +13,10 @@ pub struct Args {
     /// The algorithm to drive.
     #[arg(long, value_enum)]
     pub algo: Algo,
-    /// TOML with the algorithm's parameters (`[qcn_cp]`, `[red]`, `[pfc]`, `[tcd]`, `[qcn_rp]`,
-    /// `[dcqcn_rp]`, `[np]`; the presets in configs/ load as they are).
-    #[arg(long)]
-    pub config: PathBuf,
+    /// The algorithm's parameters (`[qcn_cp]`, `[red]`, `[pfc]`, `[tcd]`, `[qcn_rp]`,
+    /// `[dcqcn_rp]`, `[np]`): a TOML file or a bundled preset name (`quench presets`).
+    #[arg(long, value_name = "NAME|FILE")]
+    pub config: String,
     /// CSV events with the header `time_ns,event,value`.
     #[arg(long)]
     pub events: PathBuf,
@@ -26,9 +26,11 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let cfg = ReplayConfig::load(&args.config)?;
+    let src = crate::bundled::open(&args.config, crate::bundled::Kind::Preset, None)
+        .with_context(|| format!("--config {}", args.config))?;
+    let cfg = ReplayConfig::parse(&src.text, &src.origin)?;
     // Every table, before any event: a config error names the config file, not the events.
-    cfg.check(&args.config.display().to_string())?;
+    cfg.check(&src.origin)?;
     let text = std::fs::read_to_string(&args.events)
         .with_context(|| format!("reading {}", args.events.display()))?;
     let events = replay::parse_events(&text, args.algo)

@@ -2,7 +2,7 @@
 //! QCN or DCQCN reaction points fed by the CNMs / CNPs that come back on the same port.
 //!
 //! The flows come from `--config` (configs/send.toml: `[[flows]]`, addresses, `cc`, and the
-//! `[qcn_rp]` / `[dcqcn_rp]` parameter tables, or those of a preset via `--rp FILE`); each
+//! `[qcn_rp]` / `[dcqcn_rp]` parameter tables, or those of `--preset NAME|FILE`); each
 //! `--iface [NETNS/]IFACE` gets its own copy of them, its own flow-id range and reaction points.
 //! One busy-polling loop reads the TSC clock once per iteration and serves every port: pops the
 //! flows due on its timing wheel, builds their frames (transmit timestamp in `CLOCK_MONOTONIC`,
@@ -10,7 +10,7 @@
 //! notification point of `quench recv`) to the same loop. At the end it prints, per port, the
 //! flows' rates, the pacing audit and the loop's scheduling stalls, and one JSON line.
 use std::net::Ipv4Addr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context as _;
 use rand_xoshiro::rand_core::SeedableRng;
@@ -103,14 +103,15 @@ pub struct Args {
     pub port: super::PortArgs,
     /// The flows, addresses and RP tables: once, or once per `--iface` in the same order (hosts
     /// with different destinations or traffic in one process).
-    #[arg(long, default_value = "configs/send.toml")]
-    pub config: Vec<PathBuf>,
+    #[arg(long, value_name = "NAME|FILE", default_value = "send")]
+    pub config: Vec<String>,
     /// Override the config's `cc`.
     #[arg(long, value_enum)]
     pub cc: Option<Cc>,
-    /// Take `[qcn_rp]` / `[dcqcn_rp]` from this preset instead (e.g. configs/nvidia.toml).
-    #[arg(long)]
-    pub rp: Option<PathBuf>,
+    /// Take `[qcn_rp]` / `[dcqcn_rp]` from this preset instead: a bundled name (`nvidia`,
+    /// `quench presets` lists them) or a TOML file.
+    #[arg(long, value_name = "NAME|FILE", alias = "rp")]
+    pub preset: Option<String>,
     /// Override the config's `src_ip`: once per `--iface`, in the same order (each port is a
     /// host of its own, so one address for several ports is refused).
     #[arg(long)]
@@ -153,10 +154,8 @@ pub struct Args {
     pub duration_s: f64,
 }
 
-pub(crate) fn load(path: &Path) -> anyhow::Result<SendConfig> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    crate::config_file::from_str(&text, &path.display().to_string()).map_err(anyhow::Error::msg)
+pub(crate) fn load(src: &crate::bundled::Source) -> anyhow::Result<SendConfig> {
+    crate::config_file::from_str(&src.text, &src.origin).map_err(anyhow::Error::msg)
 }
 
 fn control(cfg: &SendConfig, cc: Cc, line: Rate, file: &str) -> anyhow::Result<HostRp> {
@@ -222,20 +221,23 @@ struct PortConfig {
     pacing: PacingConfig,
 }
 
-fn port_config(args: &Args, path: &Path, rate: Option<&String>) -> anyhow::Result<PortConfig> {
-    let mut cfg = load(path)?;
-    let file = path.display().to_string();
+fn port_config(args: &Args, arg: &str, rate: Option<&String>) -> anyhow::Result<PortConfig> {
+    use crate::bundled::{open, table, Kind};
+    let src = open(arg, Kind::Send, None).with_context(|| format!("--config {arg}"))?;
+    let mut cfg = load(&src)?;
+    let file = src.origin.clone();
     let cc = args.cc.unwrap_or(cfg.cc);
     if let Some(r) = rate {
         for g in &mut cfg.flows {
             g.rate = r.clone();
         }
     }
-    if let Some(p) = &args.rp {
-        if let Some(q) = super::preset_table(p, "qcn_rp")? {
+    if let Some(p) = &args.preset {
+        let preset = open(p, Kind::Preset, None).with_context(|| format!("--preset {p}"))?;
+        if let Some(q) = table(&preset, "qcn_rp")? {
             cfg.qcn_rp = Some(q);
         }
-        if let Some(d) = super::preset_table(p, "dcqcn_rp")? {
+        if let Some(d) = table(&preset, "dcqcn_rp")? {
             cfg.dcqcn_rp = Some(d);
         }
     }
@@ -265,7 +267,7 @@ fn port_config(args: &Args, path: &Path, rate: Option<&String>) -> anyhow::Resul
     Ok(PortConfig {
         cfg,
         file,
-        dir: path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+        dir: src.dir,
         cc,
         line,
         ecn,

@@ -1,7 +1,7 @@
 //! `quench sim`: run a topology and flows in virtual time.
 //!
 //! ```text
-//! quench sim --topology TOPO --flows FLOWS --cc {qcn,dcqcn,none} [--preset NAME]
+//! quench sim --topology TOPO --flows FLOWS --cc {qcn,dcqcn,none} [--preset NAME|FILE]
 //!            [--config FILE.toml] [--seed N] --out DIR
 //! quench sim --scenario FILE.toml --out DIR
 //! quench sim --ns3-config config.txt [--ns3-dir DIR] --out DIR
@@ -65,15 +65,17 @@ pub struct Args {
     /// Congestion control.
     #[arg(long, value_enum)]
     pub cc: Option<CcArg>,
-    /// Parameter preset (configs/NAME.toml).
-    #[arg(long)]
+    /// Parameter preset: a bundled name (`dcqcn-paper`, `quench presets` lists them) or a TOML
+    /// file; `hpcc-dcqcn` and `hpcc-dcqcn-paper` are run.py's settings at `--bw`.
+    #[arg(long, value_name = "NAME|FILE")]
     pub preset: Option<String>,
     /// TOML overrides (same keys as a scenario file).
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// A complete TOML scenario (topology, flows and settings).
-    #[arg(long, conflicts_with = "config")]
-    pub scenario: Option<PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<String>,
+    /// A complete TOML scenario (topology, flows and settings): a bundled name (`incast`,
+    /// `quench presets` lists them) or a file.
+    #[arg(long, value_name = "NAME|FILE", conflicts_with = "config")]
+    pub scenario: Option<String>,
     /// Seed of every random choice in the run.
     #[arg(long)]
     pub seed: Option<u64>,
@@ -169,23 +171,26 @@ fn scenario_with(
 ) -> anyhow::Result<Option<Scenario>> {
     let file = args.scenario.as_ref().or(args.config.as_ref());
     if overrides.is_empty() {
-        return file.map(|p| Scenario::load(p)).transpose();
+        return file.map(|p| Scenario::open(p)).transpose();
     }
-    let (mut table, path) = match file {
+    let (mut table, src) = match file {
         Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("reading scenario {}", p.display()))?;
+            let src = crate::bundled::open(p, crate::bundled::Kind::Scenario, None)
+                .with_context(|| format!("scenario `{p}`"))?;
             let t: toml::Table =
-                toml::from_str(&text).with_context(|| format!("in {}", p.display()))?;
-            (t, p.clone())
+                toml::from_str(&src.text).with_context(|| format!("in {}", src.origin))?;
+            (t, Some(src))
         }
-        None => (toml::Table::new(), PathBuf::from("sweep.toml")),
+        None => (toml::Table::new(), None),
     };
     for (k, v) in overrides {
         sweep::set_dotted(&mut table, k, v.clone())?;
     }
     let text = toml::to_string(&table).context("writing the swept scenario")?;
-    Scenario::parse(&text, &path).map(Some)
+    match src {
+        Some(src) => Scenario::from_text(&text, src.dir, src.origin).map(Some),
+        None => Scenario::parse(&text, Path::new("sweep.toml")).map(Some),
+    }
 }
 
 /// [`prepare`] with sweep overrides and a seed.
@@ -296,7 +301,15 @@ pub fn prepare_with(
     }
     let (mut sections, mut origin) = match (&ns3cfg, preset) {
         (Some(n), _) => (n.sections.clone(), n.origin.clone()),
-        (None, Some(name)) => (load_preset(name)?, format!("preset {name}")),
+        // A preset named in the scenario file is relative to that file; `--preset` to the
+        // working directory.
+        (None, Some(name)) => {
+            let base = match (&args.preset, &scen) {
+                (None, Some(s)) => Some(s.dir.as_path()),
+                _ => None,
+            };
+            (load_preset(name, base)?, format!("preset {name}"))
+        }
         (None, None) => (CcSections::default(), String::new()),
     };
     if let Some(s) = &scen {

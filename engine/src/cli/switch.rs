@@ -28,9 +28,10 @@ use crate::worker;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The switch configuration (TOML).
-    #[arg(long)]
-    pub config: PathBuf,
+    /// The switch configuration: a bundled name (`switch-qcn`, `quench presets` lists them) or a
+    /// TOML file.
+    #[arg(long, value_name = "NAME|FILE")]
+    pub config: String,
     /// Forwarding workers (pinned cores); overrides the file's `workers`.
     #[arg(long)]
     pub workers: Option<usize>,
@@ -119,7 +120,9 @@ fn open_port(
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let mut profile = SwitchConfig::load(&args.config)?;
+    let src = crate::bundled::open(&args.config, crate::bundled::Kind::Switch, None)
+        .with_context(|| format!("--config {}", args.config))?;
+    let mut profile = SwitchConfig::parse(&src.text, &src.origin)?;
     if let Some(w) = args.workers {
         if w == 0 {
             bail!("--workers must be at least 1");
@@ -144,8 +147,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // Fail early, in the main thread, with the interface named.
     // DPDK ports are ethdev names (`net_af_packet0`), not kernel interfaces.
     for p in profile.ports.iter().filter(|p| p.kind != PortKind::Dpdk) {
-        if_index(&p.iface)
-            .with_context(|| format!("port {:?} in {}", p.name, args.config.display()))?;
+        if_index(&p.iface).with_context(|| format!("port {:?} in {}", p.name, src.origin))?;
     }
     let stop = worker::stop_on_signals().context("installing signal handlers")?;
     let clock = Clock::new();
@@ -296,7 +298,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             for h in handles {
                 let _ = h.join();
             }
-            bail!("{e} (config {})", args.config.display());
+            bail!("{e} (config {})", src.origin);
         }
     };
     let registry = Arc::new(Registry {

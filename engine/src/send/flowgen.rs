@@ -13,7 +13,7 @@
 //! Randomness comes from one seeded generator, so a config and a seed give the same schedule.
 //! `configs/cdf/websearch.txt` holds the web-search flow-size distribution of Alizadeh et al.,
 //! "Data Center TCP" (SIGCOMM 2010, Fig. 4), written from its published points.
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rand_core::RngCore;
 use serde::Deserialize;
@@ -149,8 +149,9 @@ pub struct FlowGroup {
     /// Fixed flow size in octets of payload; with `size_cdf` absent and this absent, flows are
     /// long (unbounded).
     pub size: Option<u64>,
-    /// ns-3 HPCC CDF file for flow sizes, relative to the config file.
-    pub size_cdf: Option<PathBuf>,
+    /// Flow sizes drawn from a CDF in the ns-3 HPCC format: a bundled name (`websearch`) or a
+    /// file, relative to the config file's directory.
+    pub size_cdf: Option<String>,
     /// Offered load of a Poisson stream as a fraction of `link_rate` (needs a size).
     pub load: Option<f64>,
     /// Link rate the load refers to (defaults to `rate`).
@@ -175,12 +176,8 @@ pub enum FlowConfigError {
         path: String,
         source: CdfError,
     },
-    #[error("flows[{group}].size_cdf: {path}: {why}")]
-    CdfFile {
-        group: usize,
-        path: String,
-        why: String,
-    },
+    #[error("flows[{group}].size_cdf: {why}")]
+    CdfFile { group: usize, why: String },
 }
 
 /// A scheduled flow.
@@ -232,18 +229,19 @@ pub fn schedule(
             (Some(0), None) => return Err(bad("size", "must be above zero")),
             (Some(s), None) => Sizes::Fixed(*s),
             (None, Some(p)) => {
-                let path = base.join(p);
-                let text =
-                    std::fs::read_to_string(&path).map_err(|e| FlowConfigError::CdfFile {
+                let src = crate::bundled::open(p, crate::bundled::Kind::Cdf, Some(base)).map_err(
+                    |e| FlowConfigError::CdfFile {
                         group: g,
-                        path: path.display().to_string(),
                         why: e.to_string(),
-                    })?;
-                Sizes::Drawn(Cdf::parse(&text).map_err(|source| FlowConfigError::Cdf {
-                    group: g,
-                    path: path.display().to_string(),
-                    source,
-                })?)
+                    },
+                )?;
+                Sizes::Drawn(
+                    Cdf::parse(&src.text).map_err(|source| FlowConfigError::Cdf {
+                        group: g,
+                        path: src.origin,
+                        source,
+                    })?,
+                )
             }
             (None, None) => Sizes::Long,
         };
@@ -316,7 +314,11 @@ mod tests {
     use rand_xoshiro::rand_core::SeedableRng;
     use rand_xoshiro::Xoshiro256PlusPlus;
 
-    const WEBSEARCH: &str = include_str!("../../../configs/cdf/websearch.txt");
+    fn websearch() -> &'static str {
+        crate::bundled::get("websearch", crate::bundled::Kind::Cdf)
+            .expect("bundled")
+            .text
+    }
 
     fn group(toml_text: &str) -> FlowGroup {
         toml::from_str(toml_text).unwrap()
@@ -324,7 +326,7 @@ mod tests {
 
     #[test]
     fn websearch_cdf_parses_and_interpolates() {
-        let c = Cdf::parse(WEBSEARCH).unwrap();
+        let c = Cdf::parse(websearch()).unwrap();
         assert_eq!(c.quantile(0.0), 0.0);
         assert_eq!(c.quantile(0.15), 10_000.0);
         // Halfway between (10000, 15 %) and (20000, 20 %).
@@ -391,16 +393,17 @@ mod tests {
 
     #[test]
     fn poisson_stream_has_the_offered_load() {
-        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+        // The bundled distribution, whatever the base directory.
+        let dir = Path::new("/nonexistent");
         let g = group(
             r#"count = 4000
                destination = "02:00:00:00:03:01"
                rate = "10gbit"
-               size_cdf = "configs/cdf/websearch.txt"
+               size_cdf = "websearch"
                load = 0.5"#,
         );
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
-        let s = schedule(std::slice::from_ref(&g), &dir, 0, &mut rng).unwrap();
+        let s = schedule(std::slice::from_ref(&g), dir, 0, &mut rng).unwrap();
         assert_eq!(s.len(), 4000);
         assert!(s.windows(2).all(|w| w[0].start <= w[1].start));
         let bytes: u64 = s.iter().map(|f| f.bytes.unwrap()).sum();
@@ -410,7 +413,7 @@ mod tests {
         assert!((0.425..0.575).contains(&load), "{load}");
         // Same seed, same schedule.
         let mut rng2 = Xoshiro256PlusPlus::seed_from_u64(7);
-        assert_eq!(schedule(&[g], &dir, 0, &mut rng2).unwrap(), s);
+        assert_eq!(schedule(&[g], dir, 0, &mut rng2).unwrap(), s);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use super::tests::flow;
 use super::{RunConfig, World};
 
 fn setup(kind: CcKind, preset: &str, extra: &str) -> CcSetup {
-    let mut s = load_preset(preset).unwrap();
+    let mut s = load_preset(preset, None).unwrap();
     let over: CcSections = toml::from_str(extra).unwrap();
     s.overlay(&over);
     CcSetup::new(kind, &s, "test").unwrap()

@@ -172,36 +172,12 @@ impl ScenarioFile {
     }
 }
 
-/// Where presets live: `$QUENCH_CONFIGS`, else `configs/` in the working directory, else the
-/// source tree's `configs/`.
-pub fn preset_path(name: &str) -> PathBuf {
-    let file = format!("{name}.toml");
-    if let Some(d) = std::env::var_os("QUENCH_CONFIGS") {
-        return Path::new(&d).join(file);
-    }
-    let local = Path::new("configs").join(&file);
-    if local.exists() {
-        return local;
-    }
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("configs")
-        .join(file)
-}
-
-/// Reads preset `name` (configs/NAME.toml): congestion-control sections only.
-pub fn load_preset(name: &str) -> anyhow::Result<CcSections> {
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
-        bail!("preset `{name}`: expected a name such as dcqcn-paper (configs/NAME.toml)");
-    }
-    let path = preset_path(name);
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("preset `{name}`: reading {}", path.display()))?;
-    crate::config_file::from_str(&text, &path.display().to_string()).map_err(anyhow::Error::msg)
+/// Reads preset `arg`, a bundled name (`dcqcn-paper`, see [`crate::bundled`]) or a TOML file
+/// (relative to `base`, else the working directory): congestion-control sections only.
+pub fn load_preset(arg: &str, base: Option<&Path>) -> anyhow::Result<CcSections> {
+    let src = crate::bundled::open(arg, crate::bundled::Kind::Preset, base)
+        .with_context(|| format!("preset `{arg}`"))?;
+    crate::config_file::from_str(&src.text, &src.origin).map_err(anyhow::Error::msg)
 }
 
 /// A scenario file together with the directory its relative paths start from.
@@ -212,21 +188,25 @@ pub struct Scenario {
 }
 
 impl Scenario {
-    pub fn load(path: &Path) -> anyhow::Result<Scenario> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading scenario {}", path.display()))?;
-        Scenario::parse(&text, path)
+    /// Reads `arg`, a bundled scenario name (`incast`, see [`crate::bundled`]) or a file; the
+    /// relative paths of a bundled one start from the working directory.
+    pub fn open(arg: &str) -> anyhow::Result<Scenario> {
+        let src = crate::bundled::open(arg, crate::bundled::Kind::Scenario, None)
+            .with_context(|| format!("scenario `{arg}`"))?;
+        Scenario::from_text(&src.text, src.dir, src.origin)
     }
 
     /// Parses scenario text; `path` names it in errors and anchors relative paths.
     pub fn parse(text: &str, path: &Path) -> anyhow::Result<Scenario> {
-        let file: ScenarioFile = crate::config_file::from_str(text, &path.display().to_string())
-            .map_err(anyhow::Error::msg)?;
-        Ok(Scenario {
-            file,
-            dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),
-            name: path.display().to_string(),
-        })
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Scenario::from_text(text, dir, path.display().to_string())
+    }
+
+    /// Parses scenario text read from `name`, relative paths starting from `dir`.
+    pub fn from_text(text: &str, dir: PathBuf, name: String) -> anyhow::Result<Scenario> {
+        let file: ScenarioFile =
+            crate::config_file::from_str(text, &name).map_err(anyhow::Error::msg)?;
+        Ok(Scenario { file, dir, name })
     }
 
     fn resolve(&self, p: &str) -> PathBuf {
@@ -299,11 +279,10 @@ impl Scenario {
     pub fn poisson_flows(&self, topo: &Topology, seed: u64) -> anyhow::Result<Vec<FlowSpec>> {
         let mut out = Vec::new();
         for (i, p) in self.file.poisson.iter().enumerate() {
-            let path = self.resolve(&p.cdf);
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("{}: poisson[{i}].cdf {}", self.name, path.display()))?;
-            let cdf = Cdf::parse(&text)
-                .with_context(|| format!("{}: poisson[{i}].cdf {}", self.name, path.display()))?;
+            let src = crate::bundled::open(&p.cdf, crate::bundled::Kind::Cdf, Some(&self.dir))
+                .with_context(|| format!("{}: poisson[{i}].cdf", self.name))?;
+            let cdf = Cdf::parse(&src.text)
+                .with_context(|| format!("{}: poisson[{i}].cdf {}", self.name, src.origin))?;
             if !(p.load > 0.0 && p.load <= 1.0 && p.duration_ms > 0.0) {
                 bail!(
                     "{}: poisson[{i}]: `load` must be in (0, 1] and `duration_ms` > 0",
