@@ -24,10 +24,7 @@ mkdir -p "$out"
 echo "== demo.sh: every frame kind quench emits -> $out/frames.pcap, decoded by quench and tshark"
 "$quench" frames --pcap "$out/frames.pcap"
 "$quench" frames --decode "$out/frames.pcap" --link-rate 1gbit
-lua=../shared/tools/wireshark/qau.lua
-tshark_args=()
-if [ -f "$lua" ]; then tshark_args=(-X "lua_script:$lua"); fi
-tshark "${tshark_args[@]}" -r "$out/frames.pcap" 2>/dev/null || true
+tshark -X lua_script:tools/wireshark/quench.lua -r "$out/frames.pcap" 2>/dev/null || true
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "demo.sh: the closed loop needs root (network namespaces, veth pairs); run it as root" >&2

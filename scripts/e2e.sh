@@ -17,7 +17,7 @@
 #                                    (scripts/tcd-victim.sh): the victim flow through the paused
 #                                    port is marked UE and never CE; the hot flows CE, never UE
 #   capture                          the switch's capture of a QCN and a DCQCN run: CNMs decode
-#                                    in tshark with ../shared/tools/wireshark/qau.lua, none
+#                                    in tshark with tools/wireshark/quench.lua, none
 #                                    malformed; CNPs decode as RoCEv2 opcode 0x81 and scapy
 #                                    verifies their ICRCs
 # Each loop scenario also checks every sender's 100 ms windows: octets sent against the integral
@@ -92,8 +92,8 @@ PY
 }
 
 capture() {
-  local dir=$out/capture lua=${QUENCH_SHARED:-../shared}/tools/wireshark/qau.lua
-  echo "== e2e: capture of the switch's port s0 (3 s per cc): tshark + qau.lua, scapy ICRC"
+  local dir=$out/capture lua=tools/wireshark/quench.lua
+  echo "== e2e: capture of the switch's port s0 (3 s per cc): tshark + tools/wireshark/quench.lua, scapy ICRC"
   CAPTURE=1 scripts/closed-loop.sh 3 "$dir" > /dev/null 2>&1
   local cnms malformed cnps
   cnms=$(tshark -X lua_script:$lua -r "$dir/s0-qcn.pcap" -Y cnm -T fields -e cnm.qntzfb 2>/dev/null | grep -c . || true)
@@ -116,7 +116,7 @@ for f in PcapReader(sys.argv[1]):
 print(ok, bad)
 PY
 )
-  echo "CNMs decoded by tshark+qau.lua: $cnms (malformed frames: $malformed); CNPs decoded as opcode 0x81: $cnps; ICRCs verified/bad (first 200): $icrc"
+  echo "CNMs decoded by tshark+quench.lua: $cnms (malformed frames: $malformed); CNPs decoded as opcode 0x81: $cnps; ICRCs verified/bad (first 200): $icrc"
   python3 - "$cnms" "$malformed" "$cnps" $icrc >> "$results" <<'PY'
 import json, sys
 cnms, malformed, cnps, ok, bad = map(int, sys.argv[1:6])

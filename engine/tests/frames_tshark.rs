@@ -1,26 +1,22 @@
-//! `quench frames --pcap` checked by independent decoders: tshark (with the shared 802.1Qau
-//! dissector `../shared/tools/wireshark/qau.lua`) for field values and malformed frames, and
-//! scapy (`scapy.contrib.roce`) for the RoCEv2 ICRCs.
+//! `quench frames --pcap` checked by independent decoders: tshark (with the project's 802.1Qau
+//! dissector `tools/wireshark/quench.lua`) for field values and malformed frames, and scapy
+//! (`scapy.contrib.roce`) for the RoCEv2 ICRCs.
 //!
 //! tshark and python3-scapy come from `scripts/setup.sh`; where they are missing the checks
 //! that need them print why and are skipped.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod common;
 
 const QUENCH: &str = env!("CARGO_BIN_EXE_quench");
 
-/// The shared Lua dissector, at `../shared` beside the repository (the CI layout), or under
-/// `$QUENCH_SHARED` (a git worktree elsewhere).
-fn qau_lua() -> Option<PathBuf> {
-    let shared = std::env::var_os("QUENCH_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| common::repo().join("../shared"));
-    let p = shared.join("tools/wireshark/qau.lua");
-    p.exists().then_some(p)
+/// The project's Lua dissector for CN-TAG and CNM.
+fn dissector() -> PathBuf {
+    common::repo().join("tools/wireshark/quench.lua")
+}
 }
 
 fn have(cmd: &str, arg: &str) -> bool {
@@ -105,6 +101,10 @@ const FIELDS: &[&str] = &[
     "cnm.encap_prio",
     "cnm.encap_da",
     "cnm.encap_len",
+    "cnm.cpid.mac",
+    "cnm.cpid.queue",
+    "cnm.encap_pcp",
+    "cnm.reservedv",
     "macc.opcode",
     "macc.cbfc.enbv",
     "macc.cbfc.pause_time.c0",
@@ -123,35 +123,10 @@ fn tshark_decodes_the_values_emitted() {
         println!("SKIP tshark_decodes_the_values_emitted: tshark not installed (scripts/setup.sh)");
         return;
     }
-    let Some(lua) = qau_lua() else {
-        println!(
-            "SKIP tshark_decodes_the_values_emitted: ../shared/tools/wireshark/qau.lua not \
-             beside the repository"
-        );
-        return;
-    };
     let path = write_pcap("tshark");
-    let mut cmd = Command::new("tshark");
-    cmd.arg("-X")
-        .arg(format!("lua_script:{}", lua.display()))
-        .arg("-r")
-        .arg(&path)
-        .args(["-T", "fields", "-E", "separator=|", "-E", "occurrence=f"]);
-    for f in FIELDS {
-        cmd.args(["-e", f]);
-    }
-    let out = cmd.output().expect("run tshark");
+    let text = tshark_fields(&path);
     let _ = std::fs::remove_file(&path);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let rows: Vec<HashMap<&str, &str>> = text
-        .lines()
-        .map(|l| FIELDS.iter().copied().zip(l.split('|')).collect())
-        .collect();
+    let rows = rows(&text);
     assert_eq!(rows.len(), 9, "{text}");
     for (i, r) in rows.iter().enumerate() {
         assert_eq!(r["frame.number"], (i + 1).to_string());
@@ -174,9 +149,13 @@ fn tshark_decodes_the_values_emitted() {
     expect(1, "cntag.rpid", "0x0007");
     expect(1, "ip.dsfield.ecn", "2");
     expect(1, "udp.dstport", "50101");
-    // 2: CNM, read with the shared dissector.
+    // 2: CNM, read with tools/wireshark/quench.lua.
     expect(2, "cntag.rpid", "0x0007");
     expect(2, "cnm.version", "0");
+    expect(2, "cnm.reservedv", "0x0000");
+    expect(2, "cnm.cpid.mac", "02:00:00:00:00:cc");
+    expect(2, "cnm.cpid.queue", "3");
+    expect(2, "cnm.encap_pcp", "3");
     expect(2, "cnm.qntzfb", "42");
     expect(2, "cnm.cpid", "0200000000cc0003");
     expect(2, "cnm.qoffset", "-100");
@@ -203,6 +182,64 @@ fn tshark_decodes_the_values_emitted() {
     expect(9, "infiniband.bth.destqp", "0x000022");
     expect(9, "infiniband.bth.p_key", "65535");
     expect(9, "ip.dsfield.dscp", "48");
+}
+
+/// tshark's `-T fields` output for [`FIELDS`] of every frame in `pcap`, decoded with the
+/// project's dissector.
+fn tshark_fields(pcap: &Path) -> String {
+    let mut cmd = Command::new("tshark");
+    cmd.arg("-X")
+        .arg(format!("lua_script:{}", dissector().display()))
+        .arg("-r")
+        .arg(pcap)
+        .args(["-T", "fields", "-E", "separator=|", "-E", "occurrence=f"]);
+    for f in FIELDS {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().expect("run tshark");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn rows(text: &str) -> Vec<HashMap<&str, &str>> {
+    text.lines()
+        .map(|l| FIELDS.iter().copied().zip(l.split('|')).collect())
+        .collect()
+}
+
+#[test]
+fn the_dissector_flags_a_malformed_cnm() {
+    if !have("tshark", "--version") {
+        println!("SKIP the_dissector_flags_a_malformed_cnm: tshark not installed (scripts/setup.sh)");
+        return;
+    }
+    let path = write_pcap("tshark-bad");
+    let mut bytes = std::fs::read(&path).expect("read pcap");
+    // Frame 2 is the CNM: the PDU follows the first EtherType 0x22E7 after frame 1's record
+    // (pcap header 24, record header 16, frame 1, record header 16).
+    let frame1_len = u32::from_le_bytes(bytes[24 + 8..24 + 12].try_into().unwrap()) as usize;
+    let start = 24 + 16 + frame1_len + 16;
+    let pdu = start
+        + bytes[start..]
+            .windows(2)
+            .position(|w| w == [0x22, 0xE7])
+            .expect("a CNM EtherType in frame 2")
+        + 2;
+    // Encapsulated MSDU length 65: over the 64 octets a CNM carries.
+    bytes[pdu + 22..pdu + 24].copy_from_slice(&65u16.to_be_bytes());
+    std::fs::write(&path, &bytes).expect("write pcap");
+    let text = tshark_fields(&path);
+    let _ = std::fs::remove_file(&path);
+    let rows = rows(&text);
+    assert_eq!(rows[1]["_ws.malformed"], "_ws.malformed", "{text}");
+    assert!(rows[1]["_ws.expert"].contains("MSDU length 65"), "{text}");
+    // The header fields before the bad length still decode.
+    assert_eq!(rows[1]["cnm.qntzfb"], "42", "{text}");
+    assert_eq!(rows[0]["_ws.malformed"], "", "{text}");
 }
 
 /// Recomputes every RoCEv2 frame's ICRC scapy's way and compares it with the one on the wire;
