@@ -10,7 +10,7 @@
 # the forwarder runs pinned to core 0. The table's first column is what the source offers with
 # no forwarder (the ingress veth's receive count, the stack dropping the frames): 2.3-2.9 Mpps,
 # well above every forwarder here, so the figures measure the forwarders. (The AF_XDP source,
-# `--engine af-xdp`, offered 1.1-1.2 Mpps: an skb per frame plus the ingress veth's receive work on
+# `--engine af_xdp`, offered 1.1-1.2 Mpps: an skb per frame plus the ingress veth's receive work on
 # its own core; every forwarder then ran at the source's rate.) Moving the ingress veth's receive
 # work onto core 0 with threaded NAPI was tried: the NAPI thread and a busy-polling forwarder then
 # share one core, and quench fell to 0.36 Mpps against testpmd's 0.63. The rate is the receiver
@@ -82,7 +82,7 @@ print((b - a) / (t1 - t0))"
 # the receiver's eth0) received over the middle (secs - 2) s.
 measure() {
   local len=$1 a b
-  ip netns exec $P-s0 $Q blast --iface eth0 --dst $R0 --len "$len" --duration "$secs" \
+  ip netns exec $P-s0 $Q blast --iface eth0 --dst $R0 --len "$len" --duration "${secs}s" \
     --core $last >"$out/blast.json" 2>"$out/blast.err" &
   local bp=$! pps
   sleep 1
@@ -165,7 +165,7 @@ shape() { # RATE BPS
   ip netns exec $P-sw $Q switch --config "$out/sw.toml" --workers 1 >"$out/sw.out" 2>"$out/sw.err" &
   local sp=$!
   sleep 1.5
-  ip netns exec $P-s0 $Q blast --iface eth0 --dst $R0 --len 1500 --duration "$secs" --core $last \
+  ip netns exec $P-s0 $Q blast --iface eth0 --dst $R0 --len 1500 --duration "${secs}s" --core $last \
     >/dev/null 2>&1 &
   local bp=$! bps
   sleep 1.5
@@ -189,7 +189,7 @@ for fwd in quench bridge af_xdp; do
   for load in "${loads[@]}"; do
     d="$out/lat-$fwd-$load"
     taskset -c $last $Q send --iface $P-s0/eth0 --config configs/send.toml --cc none \
-      --rate "$((load * 10))mbit" --duration-s $lsecs --sink $P-r0/eth0 --sink-no-cnp \
+      --rate "$((load * 10))mbit" --duration "${lsecs}s" --sink $P-r0/eth0 --sink-no-cnp \
       --sink-out "$d" >"$d.log" 2>&1 || { cat "$d.log" >&2; exit 1; }
     lat_args+=("$fwd" "$load" "$d/summary.json")
   done

@@ -90,25 +90,25 @@ for cc in ${CCS:-qcn dcqcn}; do
   if [ -n "${CAPTURE:-}" ]; then capture=(--capture "s0=$out/s0-$cc.pcap"); fi
   sock=/run/quench/$prefix-$cc.sock
   ip netns exec "$prefix-sw" taskset -c "$sw_cpus" "$quench" switch --config "$cfg" \
-    "${capture[@]}" --duration $((secs + 4)) > "$out/switch-$cc.log" 2>&1 &
+    "${capture[@]}" --duration $((secs + 4))s > "$out/switch-$cc.log" 2>&1 &
   swpid=$!
   pids+=($swpid)
   sleep 1
   # The bottleneck queue over time, for the summary's mean / p99 depth.
   : > "$out/queue-$cc.jsonl"
-  "$quench" stats --json --watch --interval-ms 50 --socket "$sock" >> "$out/queue-$cc.jsonl" 2>/dev/null &
+  "$quench" stats --json --watch --interval 50ms --control-socket "$sock" >> "$out/queue-$cc.jsonl" 2>/dev/null &
   pids+=($!)
   if [ -n "${SENDER_PROCS:-}" ]; then
     # One process per host (SENDER_PROCS=1): the receiver shares the switch's CPU, the senders
     # the others, and they take turns on them, milliseconds at a time.
-    ip netns exec "$prefix-r0" taskset -c "$sw_cpus" "$quench" recv --iface eth0 --duration-s $((secs + 2)) \
+    ip netns exec "$prefix-r0" taskset -c "$sw_cpus" "$quench" recv --iface eth0 --duration $((secs + 2))s \
       --out "$out/$cc" > "$out/recv-$cc.log" 2>&1 &
     rpid=$!
     pids+=($rpid)
     sleep 0.5
     for ((i = 0; i < senders; i++)); do
       ip netns exec "$prefix-s$i" taskset -c "$tx_cpus" "$quench" send --iface eth0 --config configs/send.toml --cc "$cc" \
-        --src-ip "10.71.0.$((1 + i))" --flow-base $((1 + 100 * i)) --duration-s "$secs" \
+        --src-ip "10.71.0.$((1 + i))" --flow-base $((1 + 100 * i)) --duration "${secs}s" \
         > "$out/send-$cc-$i.log" 2>&1 &
       pids+=($!)
     done
@@ -123,7 +123,7 @@ for cc in ${CCS:-qcn dcqcn}; do
       ports+=(--iface "$prefix-s$i/eth0" --src-ip "10.71.0.$((1 + i))")
     done
     ${SEND_WRAP:-} taskset -c "$tx_cpus" "$quench" send "${ports[@]}" --sink "$prefix-r0/eth0" --sink-out "$out/$cc" \
-      --config configs/send.toml --cc "$cc" --flow-base 1 --flow-stride 100 --duration-s "$secs" \
+      --config configs/send.toml --cc "$cc" --flow-base 1 --flow-stride 100 --duration "${secs}s" \
       > "$out/send-$cc-all.log" 2>&1 &
     spid=$!
     pids+=($spid)

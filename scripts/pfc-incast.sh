@@ -67,7 +67,7 @@ cfg=$out/switch.toml
 capture=()
 if [ -n "${PFC_CAPTURE:-}" ]; then capture=(--capture "$PFC_CAPTURE=$out/$PFC_CAPTURE.pcap"); fi
 ip netns exec "$prefix-sw" taskset -c "$sw_cpus" "$quench" switch --config "$cfg" \
-  "${capture[@]}" --duration $((secs + 5)) > "$out/switch.log" 2>&1 &
+  "${capture[@]}" --duration $((secs + 5))s > "$out/switch.log" 2>&1 &
 swpid=$!
 pids+=($swpid)
 sleep 1
@@ -77,14 +77,14 @@ if [ -n "${SENDER_PROCS:-}" ]; then
   # switch's CPU: a second busy-polling process there has been kept off it for 140 ms while the
   # switch ran, overflowing its receive ring (counted under kernel_drops).
   ip netns exec "$prefix-r0" taskset -c "$sw_cpus" "$quench" recv --iface eth0 --no-cnp \
-    --duration-s $((secs + 3)) --out "$out/recv" > "$out/recv.log" 2>&1 &
+    --duration $((secs + 3))s --out "$out/recv" > "$out/recv.log" 2>&1 &
   rpid=$!
   pids+=($rpid)
   sleep 0.5
   for ((i = 0; i < n; i++)); do
     ip netns exec "$prefix-s$i" taskset -c "$tx_cpus" "$quench" send --iface eth0 \
       --config configs/send.toml --cc none --rate "$rate" --src-ip "10.71.0.$((1 + i))" \
-      --flow-base $((1 + 100 * i)) --duration-s "$secs" > "$out/send-$i.log" 2>&1 &
+      --flow-base $((1 + 100 * i)) --duration "${secs}s" > "$out/send-$i.log" 2>&1 &
     pids+=($!)
   done
 else
@@ -97,19 +97,19 @@ else
     ports+=(--iface "$prefix-s$i/eth0" --src-ip "10.71.0.$((1 + i))")
   done
   taskset -c "$tx_cpus" "$quench" send "${ports[@]}" --config configs/send.toml --cc none \
-    --rate "$rate" --flow-base 1 --flow-stride 100 --duration-s "$secs" \
-    --sink "$prefix-r0/eth0" --sink-no-cnp --sink-out "$out/recv" --sink-linger-ms 500 \
+    --rate "$rate" --flow-base 1 --flow-stride 100 --duration "${secs}s" \
+    --sink "$prefix-r0/eth0" --sink-no-cnp --sink-out "$out/recv" --sink-linger 500ms \
     > "$out/send-all.log" 2>&1 &
   rpid=$!
   pids+=($rpid)
 fi
-"$quench" stats --json --socket "/run/quench/$prefix.sock" > /dev/null 2>&1 || true
+"$quench" stats --json --control-socket "/run/quench/$prefix.sock" > /dev/null 2>&1 || true
 # Per-CPU backlog drops (softnet_stat's 2nd column): a veth hands each frame to the receiving
 # side's per-CPU backlog, which drops past net.core.netdev_max_backlog when softirqs fall behind.
 backlog_drops() { while read -r _ d _; do echo $((16#$d)); done < /proc/net/softnet_stat; }
 backlog_drops > "$out/softnet.before"
 sleep $((secs + 1))
-"$quench" stats --json --socket "/run/quench/$prefix.sock" > "$out/stats.json" 2>/dev/null || true
+"$quench" stats --json --control-socket "/run/quench/$prefix.sock" > "$out/stats.json" 2>/dev/null || true
 wait "$rpid" || true
 if [ -z "${SENDER_PROCS:-}" ]; then
   # The receiver's part of the report, as `quench recv` prints it.

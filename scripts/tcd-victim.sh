@@ -72,7 +72,7 @@ sed -i '1i ecn = "ect1"' "$out/send-victim.toml"
 sed -i 's/^max_catch_up_us = .*/max_catch_up_us = 50/' "$out/send-hot.toml" "$out/send-victim.toml"
 
 ip netns exec "$prefix-sw" taskset -c "$sw_cpus" "$quench" switch --config "$out/switch.toml" \
-  --duration $((secs + 5)) > "$out/switch.log" 2>&1 &
+  --duration $((secs + 5))s > "$out/switch.log" 2>&1 &
 pids+=($!)
 sleep 1
 echo "== tcd-victim: hot s0, s1 -> r0 (congested); victim s2 -> r1 (paused 200 us of every 400 us); ${secs}s"
@@ -86,7 +86,7 @@ taskset -c "$tx_cpus" "$quench" send \
   --iface "$prefix-s2/eth0" --config "$out/send-victim.toml" --rate 400mbit --src-ip 10.71.0.3 \
   --cc none --flow-base 1 --flow-stride 100 \
   --sink "$prefix-r0/eth0" --sink "$prefix-r1/eth0" --sink-no-cnp \
-  --sink-pfc-pause "$prefix-r1/eth0=400:200" --duration-s "$secs" > "$out/send.log" 2>&1 &
+  --sink-pfc-pause "$prefix-r1/eth0=400:200" --duration "${secs}s" > "$out/send.log" 2>&1 &
 send=$!
 pids+=($send)
 wait "$send" || { tail -n 20 "$out/send.log" >&2; exit 1; }

@@ -54,7 +54,7 @@ mod de {
     //! Deserialize helpers for values `units` keeps free of serde.
     use serde::{Deserialize, Deserializer};
 
-    /// A rate written as users write it: `"10gbit"`, `"40Gbps"`, `"100mbit"`.
+    /// A rate with its unit, as [`units::Rate::parse`] reads it: `"10gbit"`, `"100mbit"`.
     pub fn rate<'de, D: Deserializer<'de>>(d: D) -> Result<units::Rate, D::Error> {
         let s = String::deserialize(d)?;
         units::Rate::parse(&s).map_err(serde::de::Error::custom)

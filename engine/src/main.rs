@@ -1,9 +1,31 @@
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 use engine::cli;
 
-/// quench: data-centre congestion control (QCN, DCQCN, PFC, TCD) on real Ethernet frames.
+/// The top-level help's description (the crate's own description is about its modules).
+const ABOUT: &str = "quench: data-centre congestion control (QCN, DCQCN, PFC, TCD) on real \
+                     Ethernet frames and in virtual time";
+
+const LONG_ABOUT: &str = "\
+quench runs the IEEE 802.1Qau QCN, DCQCN, PFC and TCD algorithms on real frames: a software \
+switch with congestion points between NICs (AF_XDP, AF_PACKET or DPDK), a traffic sender \
+whose reaction points obey the CNMs and CNPs that come back, a receiver that measures \
+goodput, loss and latency, and a simulator that runs the same algorithms in virtual time \
+on ns-3 HPCC topologies.";
+
+const EXAMPLES: &str = "\
+Examples:
+  quench presets                                     the bundled presets and configurations
+  quench sim --scenario incast --out /tmp/incast     a DCQCN incast in virtual time
+  quench switch --config switch-qcn                  a switch with a QCN congestion point
+  quench send --iface eth0 --cc dcqcn --preset nvidia --duration 10s
+  quench recv --iface eth0 --duration 10s --out /tmp/r && quench report /tmp/r
+  quench completions bash > /etc/bash_completion.d/quench
+
+Durations and rates carry their unit: 10s, 500ms, 50us; 300mbit, 1gbit, 125MBps.";
+
 #[derive(Parser)]
-#[command(name = "quench", version, about)]
+#[command(name = "quench", version, about = ABOUT, long_about = LONG_ABOUT,
+          after_help = EXAMPLES)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -15,24 +37,50 @@ enum Command {
     /// Writes one frame of each kind quench emits to a pcap file, or decodes a pcap file.
     Frames(cli::frames::Args),
     /// Software switch between AF_XDP / AF_PACKET ports (MAC learning, priority queues, shaping).
+    #[command(after_help = "Examples:\n  quench switch --config switch-qcn\n  \
+        quench switch --config ./my-switch.toml --duration 60s --capture s0=/tmp/s0.pcap\n  \
+        quench stats --watch")]
     Switch(cli::switch::Args),
     /// Live per-port and per-queue counters of a running `quench switch`.
+    #[command(after_help = "Examples:\n  quench stats\n  \
+        quench stats --watch --interval 500ms --control-socket /run/quench/switch.sock")]
     Stats(cli::stats::Args),
     /// Receives test flows: goodput, loss, reordering, latency; sends CNPs; writes reports.
+    #[command(
+        after_help = "Examples:\n  quench recv --iface eth0 --duration 10s --out /tmp/r\n  \
+        quench recv --iface eth0 --preset nvidia --duration 30s"
+    )]
     Recv(cli::recv::Args),
     /// Sends paced test flows rate-limited by QCN or DCQCN reaction points.
+    #[command(
+        after_help = "Examples:\n  quench send --iface eth0 --duration 10s\n  \
+        quench send --iface eth0 --cc dcqcn --preset nvidia --rate 500mbit --duration 10s\n  \
+        quench send --iface eth0 --config ./my-flows.toml --sink eth1 --sink-out /tmp/r"
+    )]
     Send(cli::send::Args),
     /// Fast AF_XDP traffic source for the forwarding benchmark.
     Blast(cli::blast::Args),
     /// Re-reads a run's interval log, JSON summary or report directory; prints or plots it.
+    #[command(
+        after_help = "Examples:\n  quench report /tmp/r\n  quench report /tmp/r/intervals.hlog --hgrm"
+    )]
     Report(cli::report::Args),
     /// Drives one algorithm (QCN/DCQCN CP or RP, PFC, TCD) from an event file; prints its state
     /// after every event as CSV.
     Replay(cli::replay::Args),
     /// Simulates a topology and flows in virtual time with the same cp/rp/np code.
+    #[command(
+        after_help = "Examples:\n  quench sim --scenario incast --out /tmp/incast\n  \
+        quench sim --topology topo.txt --flows flows.txt --cc dcqcn --preset hpcc-ns3 --out /tmp/s"
+    )]
     Sim(cli::sim::Args),
     /// Lists the presets and configurations built into this binary, a line each.
     Presets,
+    /// Prints a shell completion script: `quench completions bash > /etc/bash_completion.d/quench`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -47,6 +95,10 @@ fn main() -> std::process::ExitCode {
         Command::Send(a) => cli::send::run(a),
         Command::Replay(a) => cli::replay::run(a),
         Command::Sim(a) => cli::sim::run(a),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "quench", &mut std::io::stdout());
+            Ok(())
+        }
         Command::Presets => {
             print!("{}", engine::bundled::listing());
             Ok(())

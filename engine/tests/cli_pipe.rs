@@ -57,9 +57,9 @@ fn stats_watch_ends_on_sigint_and_sigterm_with_status_0() {
                 "stats",
                 "--watch",
                 "--json",
-                "--interval-ms",
-                "50",
-                "--socket",
+                "--interval",
+                "50ms",
+                "--control-socket",
             ])
             .arg(&path)
             .stdout(Stdio::piped())

@@ -399,7 +399,7 @@ fn send_over_dpdk_through_the_switch_end_to_end() {
             q,
             "switch",
             "--duration",
-            "8",
+            "8s",
             "--config",
         ])
         .arg(&cfg)
@@ -417,7 +417,7 @@ fn send_over_dpdk_through_the_switch_end_to_end() {
             "eth0",
             "--no-cnp",
         ])
-        .args(["--duration-s", "4"])
+        .args(["--duration", "4s"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -433,7 +433,7 @@ fn send_over_dpdk_through_the_switch_end_to_end() {
             "--config",
             repo().join("configs/send.toml").to_str().unwrap(),
         ])
-        .args(["--cc", "none", "--rate", "50mbit", "--duration-s", "2"])
+        .args(["--cc", "none", "--rate", "50mbit", "--duration", "2s"])
         .output()
         .unwrap();
     let send_out = String::from_utf8_lossy(&send.stdout).to_string();

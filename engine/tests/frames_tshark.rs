@@ -17,7 +17,6 @@ const QUENCH: &str = env!("CARGO_BIN_EXE_quench");
 fn dissector() -> PathBuf {
     common::repo().join("tools/wireshark/quench.lua")
 }
-}
 
 fn have(cmd: &str, arg: &str) -> bool {
     Command::new(cmd)
@@ -214,7 +213,9 @@ fn rows(text: &str) -> Vec<HashMap<&str, &str>> {
 #[test]
 fn the_dissector_flags_a_malformed_cnm() {
     if !have("tshark", "--version") {
-        println!("SKIP the_dissector_flags_a_malformed_cnm: tshark not installed (scripts/setup.sh)");
+        println!(
+            "SKIP the_dissector_flags_a_malformed_cnm: tshark not installed (scripts/setup.sh)"
+        );
         return;
     }
     let path = write_pcap("tshark-bad");

@@ -26,12 +26,7 @@ fn src_ip_count_must_match_the_ports() {
 
 #[test]
 fn a_missing_namespace_is_named() {
-    let (ok, err) = send(&[
-        "--iface",
-        "quench-no-such-ns-4711/eth0",
-        "--duration-s",
-        "0",
-    ]);
+    let (ok, err) = send(&["--iface", "quench-no-such-ns-4711/eth0", "--duration", "0s"]);
     assert!(!ok);
     assert!(err.contains("--iface quench-no-such-ns-4711/eth0"), "{err}");
     assert!(

@@ -397,7 +397,7 @@ fn switch_error(tb: &Testbed, prefix_cmd: &[&str], iface: &str, driver: &str) ->
         .args(["netns", "exec", &tb.ns("sw")])
         .args(prefix_cmd)
         .arg(env!("CARGO_BIN_EXE_quench"))
-        .args(["switch", "--duration", "1", "--config"])
+        .args(["switch", "--duration", "1s", "--config"])
         .arg(&cfg_path)
         .env("RUST_BACKTRACE", "0")
         .output()
@@ -532,8 +532,8 @@ fn one_sender_process_drives_two_namespaces() {
             "--iface",
             "eth0",
             "--no-cnp",
-            "--duration-s",
-            "4",
+            "--duration",
+            "4s",
             "--out",
         ])
         .arg(&dir)
@@ -546,7 +546,7 @@ fn one_sender_process_drives_two_namespaces() {
         .args(["send", "--iface", &format!("{}/eth0", tb.ns("s0"))])
         .args(["--iface", &format!("{}/eth0", tb.ns("s1"))])
         .args(["--src-ip", "10.71.0.1", "--src-ip", "10.71.0.2"])
-        .args(["--cc", "none", "--rate", "50mbit", "--duration-s", "2"])
+        .args(["--cc", "none", "--rate", "50mbit", "--duration", "2s"])
         .args(["--flow-base", "1", "--flow-stride", "100"])
         .output()
         .unwrap();
@@ -624,7 +624,7 @@ fn blast_live_frames_reach_the_peer_and_a_peer_without_xdp_or_gro_is_named() {
     let (sw, port) = (tb.ns("sw"), format!("{}-sw-s0", tb.prefix));
     // 1. The peer has GRO on (testbed.sh): every frame the report counts arrived there.
     let before = counter(&sw, &port, "rx_packets");
-    let (ok, out, err) = blast(&tb.ns("s0"), "1");
+    let (ok, out, err) = blast(&tb.ns("s0"), "1s");
     assert!(ok, "blast failed: {err}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["engine"], "live", "{out}");
@@ -638,7 +638,7 @@ fn blast_live_frames_reach_the_peer_and_a_peer_without_xdp_or_gro_is_named() {
         .status()
         .unwrap();
     assert!(st.success());
-    let (ok, _, err) = blast(&tb.ns("s0"), "1");
+    let (ok, _, err) = blast(&tb.ns("s0"), "1s");
     assert!(!ok, "blast into a peer that drops everything succeeded");
     assert!(err.contains("GRO") && err.contains("eth0"), "{err}");
 }
@@ -656,7 +656,7 @@ fn frames_the_kernel_drops_before_the_ring_are_counted() {
         // The live source offers more than one worker forwards, so the receive ring overflows
         // (how much depends on the machine: the test checks the accounting, not the amount).
         let before = counter(&sw_ns, &port, "rx_packets");
-        let (ok, _, err) = blast(&tb.ns("s0"), "1");
+        let (ok, _, err) = blast(&tb.ns("s0"), "1s");
         assert!(ok, "blast failed: {err}");
         let arrived = counter(&sw_ns, &port, "rx_packets") - before;
         // Kernel drops are published every few ms; wait until the sum stops moving.
@@ -707,7 +707,7 @@ fn frames_a_device_refuses_are_reported_unsent_or_lost() {
             .current_dir(repo())
             .args(["send", "--iface", &format!("{}/eth0", tb.ns("s0"))])
             .args(["--driver", driver, "--cc", "none", "--rate", "20mbit"])
-            .args(["--duration-s", "0.5"])
+            .args(["--duration", "0.5s"])
             .output()
             .unwrap();
         let out = String::from_utf8_lossy(&send.stdout).to_string();

@@ -191,41 +191,151 @@ impl fmt::Display for Rate {
     }
 }
 
-/// Error from [`Rate::parse`]: the text is not a rate such as `1gbit`, `100mbit`, `40Gbps`.
+/// Error from [`Rate::parse`] and [`Duration::parse`]: names the text and the spelling expected.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ParseRateError;
+pub enum ParseUnitError {
+    /// Not a rate: no number, or no unit, or an unknown unit.
+    Rate(String),
+    /// `100mbps` and the like: tc reads `bps` as bytes per second, most other tools (ns-3,
+    /// iperf, NIC data sheets) as bits; refused rather than guessed.
+    AmbiguousRate(String),
+    /// Not a duration: no number, or no unit, or an unknown unit.
+    Duration(String),
+}
 
-impl fmt::Display for ParseRateError {
+impl fmt::Display for ParseUnitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(
-            "not a rate: expected a number and a unit such as 1gbit, 100mbit, 40Gbps, 5Mbps",
-        )
+        match self {
+            ParseUnitError::Rate(s) => write!(
+                f,
+                "`{s}` is not a rate: write a number and a unit, bits per second as 1gbit, \
+                 100mbit, 64kbit, 10Gb/s, or bytes per second as 125MBps, 1GB/s"
+            ),
+            ParseUnitError::AmbiguousRate(s) => {
+                let (num, unit) = split_number(s.trim()).unwrap_or(("N", "bps"));
+                let prefix = unit.get(..unit.len().saturating_sub(3)).unwrap_or("");
+                write!(
+                    f,
+                    "`{s}` is ambiguous: tc reads `{unit}` as bytes per second, most tools as \
+                     bits; write {num}{}bit for bits or {num}{}Bps for bytes",
+                    prefix.to_ascii_lowercase(),
+                    prefix.to_ascii_uppercase()
+                )
+            }
+            ParseUnitError::Duration(s) => write!(
+                f,
+                "`{s}` is not a duration: write a number and a unit, e.g. 10s, 1.5s, 100ms, \
+                 50us, 250ns, 2min"
+            ),
+        }
     }
 }
 
+impl std::error::Error for ParseUnitError {}
+
+/// `"2.5 gbit"` -> `("2.5", "gbit")`; `None` without a number or without a unit.
+fn split_number(s: &str) -> Option<(&str, &str)> {
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (num, unit) = s.split_at(split);
+    (!num.is_empty()).then_some((num, unit.trim()))
+}
+
+/// Multiplier of an SI prefix, case-insensitive: `""`, `k`, `m`, `g`, `t`.
+fn si_prefix(p: &str) -> Option<f64> {
+    Some(match p.to_ascii_lowercase().as_str() {
+        "" => 1.0,
+        "k" => 1e3,
+        "m" => 1e6,
+        "g" => 1e9,
+        "t" => 1e12,
+        _ => return None,
+    })
+}
+
 impl Rate {
-    /// Parses tc-style (`1gbit`, `100mbit`, `64kbit`, `1000bit`) and `Gbps`/`Mbps`/`Kbps`/`bps`
-    /// spellings, case-insensitively; decimals allowed (`2.5gbit`). Bits, never bytes.
-    pub fn parse(s: &str) -> Result<Rate, ParseRateError> {
-        let s = s.trim();
-        let split = s
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or(ParseRateError)?;
-        let (num, unit) = s.split_at(split);
-        let value: f64 = num.parse().map_err(|_| ParseRateError)?;
-        let mult = match unit.trim().to_ascii_lowercase().as_str() {
-            "bit" | "bps" | "b/s" => 1.0,
-            "kbit" | "kbps" | "kb/s" => 1e3,
-            "mbit" | "mbps" | "mb/s" => 1e6,
-            "gbit" | "gbps" | "gb/s" => 1e9,
-            "tbit" | "tbps" | "tb/s" => 1e12,
-            _ => return Err(ParseRateError),
+    /// Parses a rate with an explicit unit, with tc's meaning of bits and bytes:
+    /// - bits per second: `bit`, `kbit`, `mbit`, `gbit`, `tbit` (any case), `b/s`, `kb/s`,
+    ///   `Mb/s`, `Gb/s`;
+    /// - bytes per second (x 8): `Bps`, `KBps`, `MBps`, `GBps`, `B/s`, `MB/s` (capital B);
+    /// - `bps`, `mbps`, `Gbps` (small b before `ps`) are refused with a hint: tc reads them as
+    ///   bytes, most tools as bits.
+    ///
+    /// Decimals allowed (`2.5gbit`). The ns-3 topology format has its own spelling:
+    /// [`Rate::parse_ns3`].
+    pub fn parse(s: &str) -> Result<Rate, ParseUnitError> {
+        let bad = || ParseUnitError::Rate(s.to_string());
+        let (num, unit) = split_number(s.trim()).ok_or_else(bad)?;
+        let value: f64 = num.parse().map_err(|_| bad())?;
+        let lower = unit.to_ascii_lowercase();
+        let mult = if let Some(p) = lower.strip_suffix("bit") {
+            si_prefix(p).ok_or_else(bad)?
+        } else if let Some(p) = unit.strip_suffix("b/s") {
+            si_prefix(p).ok_or_else(bad)?
+        } else if let Some(p) = unit.strip_suffix("B/s").or(unit.strip_suffix("Bps")) {
+            si_prefix(p).ok_or_else(bad)? * 8.0
+        } else if let Some(p) = unit.strip_suffix("bps") {
+            si_prefix(p).ok_or_else(bad)?;
+            return Err(ParseUnitError::AmbiguousRate(s.to_string()));
+        } else {
+            return Err(bad());
         };
-        let bps = value * mult;
-        if !bps.is_finite() || bps < 0.0 || bps > u64::MAX as f64 {
-            return Err(ParseRateError);
+        Self::checked(value * mult).ok_or_else(bad)
+    }
+
+    /// Parses a rate as ns-3's `DataRate` does (the HPCC topology files): `bps` and `b/s` are
+    /// bits, `Bps` and `B/s` bytes, with prefixes `k`/`K`, `M`, `G` (powers of 1000) and `Ki`,
+    /// `Mi`, `Gi` (powers of 1024): `100Gbps`, `40Gb/s`, `1GBps`.
+    pub fn parse_ns3(s: &str) -> Result<Rate, ParseUnitError> {
+        let bad = || ParseUnitError::Rate(s.to_string());
+        let (num, unit) = split_number(s.trim()).ok_or_else(bad)?;
+        let value: f64 = num.parse().map_err(|_| bad())?;
+        let (prefix, bytes) = if let Some(p) = unit.strip_suffix("bps").or(unit.strip_suffix("b/s"))
+        {
+            (p, false)
+        } else if let Some(p) = unit.strip_suffix("Bps").or(unit.strip_suffix("B/s")) {
+            (p, true)
+        } else {
+            return Err(bad());
+        };
+        let mult = match prefix {
+            "" => 1.0,
+            "k" | "K" => 1e3,
+            "M" => 1e6,
+            "G" => 1e9,
+            "Ki" => 1024.0,
+            "Mi" => 1024.0 * 1024.0,
+            "Gi" => 1024.0 * 1024.0 * 1024.0,
+            _ => return Err(bad()),
+        };
+        let bits = value * mult * if bytes { 8.0 } else { 1.0 };
+        Self::checked(bits).ok_or_else(bad)
+    }
+
+    fn checked(bps: f64) -> Option<Rate> {
+        (bps.is_finite() && bps >= 0.0 && bps <= u64::MAX as f64).then(|| Rate::from_bps_f64(bps))
+    }
+}
+
+impl Duration {
+    /// Parses a duration with an explicit unit: `ns`, `us`, `ms`, `s`, `min`; decimals allowed
+    /// (`1.5s`). A bare number is refused: its unit would be a guess.
+    pub fn parse(s: &str) -> Result<Duration, ParseUnitError> {
+        let bad = || ParseUnitError::Duration(s.to_string());
+        let (num, unit) = split_number(s.trim()).ok_or_else(bad)?;
+        let value: f64 = num.parse().map_err(|_| bad())?;
+        let ns_per = match unit {
+            "ns" => 1.0,
+            "us" | "\u{b5}s" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "min" => 60e9,
+            _ => return Err(bad()),
+        };
+        let ns = value * ns_per;
+        if !(ns.is_finite() && ns >= 0.0 && ns <= u64::MAX as f64) {
+            return Err(bad());
         }
-        Ok(Rate::from_bps_f64(bps))
+        Ok(Duration((ns + 0.5) as u64))
     }
 }
 
@@ -274,12 +384,61 @@ mod tests {
     fn parse_rates() {
         assert_eq!(Rate::parse("1gbit"), Ok(Rate::from_gbps(1)));
         assert_eq!(Rate::parse("100mbit"), Ok(Rate::from_mbps(100)));
-        assert_eq!(Rate::parse("40Gbps"), Ok(Rate::from_gbps(40)));
+        assert_eq!(Rate::parse("100Mbit"), Ok(Rate::from_mbps(100)));
         assert_eq!(Rate::parse("2.5gbit"), Ok(Rate::from_bps(2_500_000_000)));
-        assert_eq!(Rate::parse("5 Mbps"), Ok(Rate::from_mbps(5)));
+        assert_eq!(Rate::parse("40Gb/s"), Ok(Rate::from_gbps(40)));
+        assert_eq!(Rate::parse("5 mbit"), Ok(Rate::from_mbps(5)));
+        // Capital B: bytes.
+        assert_eq!(Rate::parse("125MBps"), Ok(Rate::from_gbps(1)));
+        assert_eq!(Rate::parse("1GB/s"), Ok(Rate::from_gbps(8)));
         assert!(Rate::parse("fast").is_err());
         assert!(Rate::parse("10").is_err());
         assert!(Rate::parse("10MB").is_err());
+        assert!(Rate::parse("10xbit").is_err());
+    }
+
+    #[test]
+    fn bps_is_refused_with_both_readings() {
+        for s in ["100mbps", "40Gbps", "5 Mbps", "10bps"] {
+            assert_eq!(
+                Rate::parse(s),
+                Err(ParseUnitError::AmbiguousRate(s.to_string()))
+            );
+        }
+        let e = Rate::parse("100mbps").unwrap_err().to_string();
+        assert!(
+            e.contains("write 100mbit for bits or 100MBps for bytes"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn parse_ns3_rates() {
+        assert_eq!(Rate::parse_ns3("100Gbps"), Ok(Rate::from_gbps(100)));
+        assert_eq!(Rate::parse_ns3("40Gb/s"), Ok(Rate::from_gbps(40)));
+        assert_eq!(Rate::parse_ns3("1GBps"), Ok(Rate::from_gbps(8)));
+        assert_eq!(Rate::parse_ns3("10kbps"), Ok(Rate::from_kbps(10)));
+        assert_eq!(Rate::parse_ns3("1Kibps"), Ok(Rate::from_bps(1024)));
+        assert!(Rate::parse_ns3("1gbit").is_err());
+        assert!(Rate::parse_ns3("1gbps").is_err());
+    }
+
+    #[test]
+    fn parse_durations() {
+        assert_eq!(Duration::parse("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(Duration::parse("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(Duration::parse("100ms"), Ok(Duration::from_millis(100)));
+        assert_eq!(Duration::parse("50 us"), Ok(Duration::from_micros(50)));
+        assert_eq!(Duration::parse("250ns"), Ok(Duration::from_nanos(250)));
+        assert_eq!(Duration::parse("2min"), Ok(Duration::from_secs(120)));
+        assert_eq!(Duration::parse("0s"), Ok(Duration::ZERO));
+        for bad in ["10", "s", "10 seconds", "-1s", "1e3s", ""] {
+            assert_eq!(
+                Duration::parse(bad),
+                Err(ParseUnitError::Duration(bad.to_string())),
+                "{bad}"
+            );
+        }
     }
 
     #[test]
@@ -308,6 +467,12 @@ mod tests {
         #[test]
         fn parse_never_panics(s in ".{0,24}") {
             let _ = Rate::parse(&s);
+            let _ = Rate::parse_ns3(&s);
+            let _ = Duration::parse(&s);
+            // The hint of an ambiguous rate is built from the text: it must not panic either.
+            if let Err(e) = Rate::parse(&s) {
+                let _ = e.to_string();
+            }
         }
     }
 }

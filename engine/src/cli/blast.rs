@@ -3,7 +3,7 @@
 //! `--rate`), on one pinned core, for a fixed time, then prints what it sent.
 //!
 //! Two engines: `live` (default) has the kernel replay the frame into the device with XDP live
-//! frames ([`crate::port::live`]), no skb and no system call per frame; `af-xdp` writes each
+//! frames ([`crate::port::live`]), no skb and no system call per frame; `af_xdp` writes each
 //! frame, with a sequence number after the EtherType, into an AF_XDP socket (copy mode on a
 //! veth: an skb per frame, about half the rate on the 2-core testbed).
 use anyhow::Context;
@@ -30,22 +30,42 @@ pub struct Args {
     /// Frame length in octets without FCS (60..=1514; "64 B" on the wire is 60 here).
     #[arg(long, default_value_t = 60)]
     pub len: usize,
-    /// Seconds to send.
-    #[arg(long, default_value_t = 5.0)]
-    pub duration: f64,
+    /// How long to send, e.g. `5s`.
+    #[arg(long, default_value = "5s", value_parser = super::duration_or_secs_arg)]
+    pub duration: Duration,
     /// Optional pacing rate, e.g. `1gbit`.
-    #[arg(long)]
-    pub rate: Option<String>,
+    #[arg(long, value_parser = super::rate_arg)]
+    pub rate: Option<Rate>,
     /// Core index to pin to (default: the last core).
     #[arg(long)]
     pub core: Option<usize>,
-    /// AF_XDP mode for `--engine af-xdp`: auto, native, generic.
-    #[arg(long, default_value = "auto")]
-    pub mode: String,
-    /// How frames are made: `live` (XDP live frames, the fast one; needs an XDP program or GRO
-    /// on a veth's peer) or `af-xdp` (an AF_XDP socket; frames carry a sequence number).
-    #[arg(long, default_value = "live")]
-    pub engine: String,
+    /// AF_XDP mode for `--engine af_xdp`.
+    #[arg(long, value_enum, default_value_t = Mode::Auto)]
+    pub mode: Mode,
+    /// How frames are made.
+    #[arg(long, value_enum, default_value_t = Engine::Live)]
+    pub engine: Engine,
+}
+
+/// `--mode`: the AF_XDP attach mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// Native with zero-copy, else native copy, else generic.
+    Auto,
+    /// Native (driver) mode only.
+    Native,
+    /// Generic (SKB) mode only.
+    Generic,
+}
+
+/// `--engine`: how blast makes its frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Engine {
+    /// XDP live frames, the fast one; needs an XDP program or GRO on a veth's peer.
+    Live,
+    /// An AF_XDP socket; frames carry a sequence number.
+    #[value(name = "af_xdp", alias = "af-xdp")]
+    AfXdp,
 }
 
 /// What a run sent, for the JSON line.
@@ -67,28 +87,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if !(60..=1514).contains(&args.len) {
         anyhow::bail!("--len {} must be 60..=1514", args.len);
     }
-    let rate = args
-        .rate
-        .as_deref()
-        .map(Rate::parse)
-        .transpose()
-        .map_err(|e| anyhow::anyhow!("--rate: {e}"))?;
-    let live = match args.engine.as_str() {
-        "live" => true,
-        "af-xdp" => false,
-        e => anyhow::bail!("--engine {e:?}: expected live or af-xdp"),
-    };
+    let rate = args.rate;
+    let live = args.engine == Engine::Live;
     if live && rate.is_some() {
         anyhow::bail!(
             "--rate paces frame by frame, which the live engine cannot (a kernel test run sends \
-             a whole batch): use --engine af-xdp with --rate"
+             a whole batch): use --engine af_xdp with --rate"
         );
     }
-    let mode = match args.mode.as_str() {
-        "auto" => XdpMode::Auto,
-        "native" => XdpMode::Native,
-        "generic" => XdpMode::Generic,
-        m => anyhow::bail!("--mode {m:?}: expected auto, native or generic"),
+    let mode = match args.mode {
+        Mode::Auto => XdpMode::Auto,
+        Mode::Native => XdpMode::Native,
+        Mode::Generic => XdpMode::Generic,
     };
     let mut template = Vec::with_capacity(args.len);
     template.extend_from_slice(&dst.octets());
@@ -98,7 +108,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let stop = worker::stop_on_signals()?;
     let core = args.core.unwrap_or(worker::cores().len().saturating_sub(1));
     let iface = args.iface.clone();
-    let duration = Duration::from_nanos((args.duration * 1e9) as u64);
+    let duration = args.duration;
     let stop_thread = stop.clone();
     let h = worker::spawn_pinned(core, "quench-blast".into(), move || {
         let stop = stop_thread;
@@ -135,7 +145,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     outln!(
         "{{\"iface\":\"{}\",\"engine\":\"{}\",\"mode\":\"{}\",\"len\":{},\"sent\":{},\"dropped\":{},\"secs\":{:.3},\"mpps\":{:.3}}}",
         args.iface,
-        args.engine,
+        clap::ValueEnum::to_possible_value(&args.engine)
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default(),
         sent.mode,
         args.len,
         sent.frames,
@@ -172,7 +184,7 @@ fn blast_live(iface: &str, template: Vec<u8>, clock: &Clock, end: Instant) -> an
     if clock.now() < end && tx_counter(iface, "tx_packets") == p0 {
         anyhow::bail!(
             "{iface}: none of {LIVE_PROBE} redirected frames was transmitted; a veth's peer needs \
-             an XDP program or GRO (`ethtool -K PEER gro on`), or use --engine af-xdp"
+             an XDP program or GRO (`ethtool -K PEER gro on`), or use --engine af_xdp"
         );
     }
     while clock.now() < end {

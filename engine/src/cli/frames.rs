@@ -45,7 +45,7 @@ pub struct Args {
 }
 
 fn parse_rate(s: &str) -> Result<Rate, String> {
-    Rate::parse(s).map_err(|e| format!("{e}: {s:?} (try 10gbit, 25Gbps, 100gbit)"))
+    Rate::parse(s).map_err(|e| e.to_string())
 }
 
 /// Host A: sends data, receives CNMs and CNPs.

@@ -1,6 +1,6 @@
 //! `quench recv`: the receiver and DCQCN notification point on one interface.
 //!
-//! Busy-polls an AF_PACKET port for `--duration-s` seconds, counts quench test frames per flow
+//! Busy-polls a port for `--duration`, counts quench test frames per flow
 //! (goodput, loss, reordering, one-way latency against the senders' `CLOCK_MONOTONIC` stamps),
 //! answers CE marks with RoCEv2 CNPs as the np crate decides (`--preset NAME|FILE`, the `[np]`
 //! table of a preset such as `nvidia`; `--no-cnp` to stay silent), and at the end prints the
@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use units::Duration;
 
-use crate::recv::sink::{Sink, SinkOptions, DEFAULT_INTERVAL_MS, DEFAULT_MAX_FLOWS};
+use crate::recv::sink::{Sink, SinkOptions, DEFAULT_MAX_FLOWS};
 use crate::report;
 use crate::time::shared_now;
 
@@ -21,15 +21,19 @@ pub struct Args {
     pub iface: String,
     #[command(flatten)]
     pub port: super::PortArgs,
-    /// How long to run, seconds.
-    #[arg(long, default_value_t = 10.0)]
-    pub duration_s: f64,
+    /// How long to run, e.g. `10s`, `500ms`.
+    #[arg(long, default_value = "10s", value_parser = super::duration_or_secs_arg,
+          alias = "duration-s")]
+    pub duration: Duration,
     /// Report directory to write.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Interval of the interval log and the rate plot, milliseconds.
-    #[arg(long, default_value_t = DEFAULT_INTERVAL_MS)]
-    pub interval_ms: u64,
+    /// Interval of the interval log and the rate plot, e.g. `100ms`.
+    #[arg(long, default_value = "100ms", value_parser = super::duration_arg)]
+    pub interval: Duration,
+    /// Deprecated: `--interval`, in milliseconds.
+    #[arg(long, hide = true, conflicts_with = "interval")]
+    pub interval_ms: Option<f64>,
     /// Preset whose `[np]` table configures the notification point (np::NpParams): a bundled
     /// name (`nvidia`, `quench presets` lists them) or a TOML file.
     #[arg(long, value_name = "NAME|FILE", alias = "np")]
@@ -99,13 +103,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.port.open(&args.iface)?,
         SinkOptions {
             np,
-            interval: Duration::from_millis(args.interval_ms.max(1)),
+            interval: super::legacy_ms("interval-ms", "interval", args.interval_ms)
+                .unwrap_or(args.interval)
+                .max(Duration::from_millis(1)),
             max_flows: args.max_flows,
             pfc_pause: args.pfc_pause.clone(),
         },
     )?;
     let stop = crate::worker::stop_on_signals()?;
-    let end = shared_now() + Duration::from_nanos((args.duration_s.max(0.0) * 1e9) as u64);
+    let end = shared_now() + args.duration;
     let mut idle = crate::worker::Idle::default();
     loop {
         let (n, now) = sink.step()?;

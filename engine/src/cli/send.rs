@@ -123,8 +123,8 @@ pub struct Args {
     #[arg(long, default_value_t = 100)]
     pub flow_stride: u32,
     /// Override the rate of every flow group, e.g. `300mbit`: once, or once per `--iface`.
-    #[arg(long)]
-    pub rate: Vec<String>,
+    #[arg(long, value_parser = super::rate_arg)]
+    pub rate: Vec<Rate>,
     /// Also receive on this port, `[NETNS/]IFACE`, in the same poll loop: the receiver and
     /// notification point of `quench recv` with its defaults (CNPs for CE marks, per-flow
     /// goodput, loss, one-way latency). For a machine with fewer cores than hosts: a separate
@@ -144,14 +144,18 @@ pub struct Args {
     /// `quench recv --pfc-pause`: `--sink-pfc-pause r1/eth0=400:200`. Repeatable.
     #[arg(long, value_name = "LABEL=PERIOD_US:PAUSE_US")]
     pub sink_pfc_pause: Vec<String>,
-    /// With --sink: keep receiving this long after the last frame is sent, milliseconds, so
-    /// that frames still queued in the switch arrive instead of counting as lost (a sink's
-    /// goodput runs from its first frame to its last, so the wait does not dilute it).
-    #[arg(long, default_value_t = 100, requires = "sink")]
-    pub sink_linger_ms: u64,
-    /// How long to run, seconds (SIGINT / SIGTERM end it early, with the report).
-    #[arg(long, default_value_t = 10.0)]
-    pub duration_s: f64,
+    /// With --sink: keep receiving this long after the last frame is sent, so that frames
+    /// still queued in the switch arrive instead of counting as lost (a sink's goodput runs
+    /// from its first frame to its last, so the wait does not dilute it).
+    #[arg(long, default_value = "100ms", value_parser = super::duration_arg, requires = "sink")]
+    pub sink_linger: Duration,
+    /// Deprecated: `--sink-linger`, in milliseconds.
+    #[arg(long, hide = true, conflicts_with = "sink_linger")]
+    pub sink_linger_ms: Option<f64>,
+    /// How long to run, e.g. `10s` (SIGINT / SIGTERM end it early, with the report).
+    #[arg(long, default_value = "10s", value_parser = super::duration_or_secs_arg,
+          alias = "duration-s")]
+    pub duration: Duration,
 }
 
 pub(crate) fn load(src: &crate::bundled::Source) -> anyhow::Result<SendConfig> {
@@ -221,7 +225,7 @@ struct PortConfig {
     pacing: PacingConfig,
 }
 
-fn port_config(args: &Args, arg: &str, rate: Option<&String>) -> anyhow::Result<PortConfig> {
+fn port_config(args: &Args, arg: &str, rate: Option<&Rate>) -> anyhow::Result<PortConfig> {
     use crate::bundled::{open, table, Kind};
     let src = open(arg, Kind::Send, None).with_context(|| format!("--config {arg}"))?;
     let mut cfg = load(&src)?;
@@ -229,7 +233,7 @@ fn port_config(args: &Args, arg: &str, rate: Option<&String>) -> anyhow::Result<
     let cc = args.cc.unwrap_or(cfg.cc);
     if let Some(r) = rate {
         for g in &mut cfg.flows {
-            g.rate = r.clone();
+            g.rate = r.to_string();
         }
     }
     if let Some(p) = &args.preset {
@@ -384,9 +388,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         sinks.push(Sink::new(args.port.open(label)?, opts)?);
     }
     let limits = LoopLimits {
-        end: t0 + Duration::from_nanos((args.duration_s.max(0.0) * 1e9) as u64),
+        end: t0 + args.duration,
         stop: &stop,
-        linger: Duration::from_millis(args.sink_linger_ms),
+        linger: super::legacy_ms("sink-linger-ms", "sink-linger", args.sink_linger_ms)
+            .unwrap_or(args.sink_linger),
     };
     // Gaps longer than the catch-up bound (or 1 ms) are reported as stalls.
     let mut stalls = LoopStalls::new(loop_catch_up);

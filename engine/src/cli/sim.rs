@@ -79,8 +79,11 @@ pub struct Args {
     /// Seed of every random choice in the run.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Stop after this much virtual time (ms) even if flows are unfinished.
-    #[arg(long)]
+    /// Stop after this much virtual time even if flows are unfinished, e.g. `50ms`.
+    #[arg(long, value_parser = super::duration_arg)]
+    pub stop: Option<units::Duration>,
+    /// Deprecated: `--stop`, in milliseconds.
+    #[arg(long, hide = true, conflicts_with = "stop")]
     pub stop_ms: Option<f64>,
     /// An HPCC ns-3 config.txt (as run.py writes it) to run unchanged.
     #[arg(long, conflicts_with = "scenario")]
@@ -239,11 +242,14 @@ pub fn prepare_with(
     if let Some(seed) = seed.or(args.seed) {
         cfg.seed = seed;
     }
-    if let Some(v) = args.stop_ms {
-        if v.is_nan() || v <= 0.0 {
-            bail!("--stop-ms must be > 0");
+    let stop = args
+        .stop
+        .or_else(|| super::legacy_ms("stop-ms", "stop", args.stop_ms));
+    if let Some(d) = stop {
+        if d == units::Duration::ZERO {
+            bail!("--stop must be above zero");
         }
-        cfg.stop = Some(units::Instant::from_nanos((v * 1e6).round() as u64));
+        cfg.stop = Some(units::Instant::ZERO + d);
     }
     // config.txt's own files, relative to ns-3's working directory.
     let mut ns3_outputs = Ns3Outputs::default();

@@ -1,4 +1,4 @@
-//! `quench stats [--json] [--watch]`: live per-port and per-queue counters of a running
+//! `quench stats [--json] [--watch] [--control-socket PATH]`: live per-port and per-queue counters of a running
 //! `quench switch`, read from its control socket, in the spirit of testpmd's `show port stats`.
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -11,19 +11,23 @@ use crate::switch::stats::Snapshot;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The switch's control socket.
-    #[arg(long, default_value = DEFAULT_CONTROL_SOCKET)]
-    pub socket: PathBuf,
+    /// The switch's control socket (`quench switch --control-socket`, `control_socket`).
+    #[arg(long, default_value = DEFAULT_CONTROL_SOCKET, alias = "socket")]
+    pub control_socket: PathBuf,
     /// Print the raw JSON snapshot.
     #[arg(long)]
     pub json: bool,
-    /// Refresh every `--interval-ms`, with rates over the last interval.
+    /// Refresh every `--interval`, with rates over the last interval.
     #[arg(long)]
     pub watch: bool,
-    /// With --watch: milliseconds between snapshots (one long-lived reader instead of a process
-    /// per sample, which on a small machine takes CPU from the poll loops being measured).
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
-    pub interval_ms: u64,
+    /// With --watch: time between snapshots, e.g. `1s`, `50ms` (one long-lived reader instead
+    /// of a process per sample, which on a small machine takes CPU from the poll loops being
+    /// measured).
+    #[arg(long, default_value = "1s", value_parser = super::duration_arg)]
+    pub interval: units::Duration,
+    /// Deprecated: `--interval`, in milliseconds.
+    #[arg(long, hide = true, conflicts_with = "interval")]
+    pub interval_ms: Option<f64>,
     /// With --watch: stop after this many refreshes.
     #[arg(long)]
     pub count: Option<u64>,
@@ -114,16 +118,19 @@ pub fn table(now: &Snapshot, prev: Option<&Snapshot>) -> String {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let get = || {
-        query(&args.socket).with_context(|| {
+        query(&args.control_socket).with_context(|| {
             format!(
                 "no quench switch answering on {} (is it running, in this network namespace?)",
-                args.socket.display()
+                args.control_socket.display()
             )
         })
     };
     // SIGINT / SIGTERM end a watch with status 0 (every table printed is complete).
     let stop = crate::worker::stop_on_signals().context("installing signal handlers")?;
     let stopped = || stop.load(std::sync::atomic::Ordering::Relaxed);
+    let every = super::legacy_ms("interval-ms", "interval", args.interval_ms)
+        .unwrap_or(args.interval)
+        .max(units::Duration::from_millis(1));
     let mut prev: Option<Snapshot> = None;
     let mut n = 0u64;
     loop {
@@ -139,10 +146,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         prev = Some(snap);
         // In slices, so a signal is acted on within 20 ms (sleep resumes after a handler).
-        let mut left = args.interval_ms;
+        let mut left = every.as_nanos();
         while left > 0 && !stopped() {
-            let step = left.min(20);
-            std::thread::sleep(std::time::Duration::from_millis(step));
+            let step = left.min(20_000_000);
+            std::thread::sleep(std::time::Duration::from_nanos(step));
             left -= step;
         }
         if stopped() {

@@ -38,15 +38,16 @@ pub struct Args {
     /// Write a port's rx and tx to pcap: `--capture PORT=FILE` (repeatable).
     #[arg(long, value_name = "PORT=FILE")]
     pub capture: Vec<String>,
-    /// Control socket path; overrides the file's `control_socket`.
-    #[arg(long)]
-    pub control: Option<PathBuf>,
+    /// Control socket path (`quench stats --control-socket`); overrides the file's
+    /// `control_socket`.
+    #[arg(long, alias = "control")]
+    pub control_socket: Option<PathBuf>,
     /// Replace XDP programs already attached to the ports (not only stale quench ones).
     #[arg(long)]
     pub force_xdp: bool,
-    /// Stop by itself after this many seconds.
-    #[arg(long)]
-    pub duration: Option<f64>,
+    /// Stop by itself after this long, e.g. `30s`.
+    #[arg(long, value_parser = super::duration_or_secs_arg)]
+    pub duration: Option<Duration>,
 }
 
 /// The switch's port type: any port, optionally captured.
@@ -129,7 +130,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         profile.workers = w;
     }
-    if let Some(c) = &args.control {
+    if let Some(c) = &args.control_socket {
         profile.control_socket = c.clone();
     }
     let mut captures: Vec<Option<PathBuf>> = vec![None; profile.ports.len()];
@@ -333,9 +334,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         clock.source(),
         ctl_path.display()
     );
-    let deadline = args
-        .duration
-        .map(|s| clock.now() + Duration::from_nanos((s * 1e9) as u64));
+    let deadline = args.duration.map(|d| clock.now() + d);
     while !stop.load(Ordering::Relaxed) {
         if deadline.is_some_and(|d| clock.now() >= d) {
             stop.store(true, Ordering::Relaxed);

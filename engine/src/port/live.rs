@@ -126,7 +126,7 @@ impl LiveTx {
             let what = match -rc {
                 libc::EINVAL => format!(
                     "the kernel refused XDP live-frames test runs ({e}); they need Linux 5.18 or \
-                     later (use `--engine af-xdp`)"
+                     later (use `--engine af_xdp`)"
                 ),
                 _ => format!("live-frames test run failed: {e}"),
             };

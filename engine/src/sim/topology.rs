@@ -157,7 +157,7 @@ impl Topology {
                     });
                 }
             }
-            let rate = Rate::parse(t[2]).map_err(|_| TopologyError::Syntax {
+            let rate = Rate::parse_ns3(t[2]).map_err(|_| TopologyError::Syntax {
                 line: l,
                 what: format!("rate `{}` is not a rate such as 100Gbps", t[2]),
             })?;
