@@ -16,6 +16,8 @@ PACKAGES=(
   # Wire-format integration tests: tshark decodes `quench frames` output, scapy checks ICRCs.
   tshark
   python3-scapy
+  # scripts/hdrh-venv.sh: a venv with PyPI's hdrhistogram, the independent .hlog reader.
+  python3-venv
   # Network namespaces, veth pairs and link settings for the datapath tests and the demo.
   iproute2
   ethtool

@@ -37,7 +37,25 @@ pub struct RecvCounters {
 
 /// One flow's closed interval on its way to the log: flow, start and duration (s), latency and
 /// frame-length histograms.
-type Unlogged = (u32, f64, f64, Histogram<u64>, Histogram<u64>);
+/// A closed interval not yet in the log: one flow's latency and lengths, or (`flow` `None`) the
+/// latency of every flow together.
+struct Unlogged {
+    flow: Option<u32>,
+    start_s: f64,
+    dur_s: f64,
+    latency: Histogram<u64>,
+    len: Option<Histogram<u64>>,
+}
+
+impl Unlogged {
+    fn write(self, log: &mut IntervalLog) {
+        // Into a Vec: cannot fail.
+        let _ = match (self.flow, &self.len) {
+            (Some(flow), Some(len)) => log.add(flow, self.start_s, self.dur_s, &self.latency, len),
+            _ => log.add_all_flows(self.start_s, self.dur_s, &self.latency),
+        };
+    }
+}
 
 /// See the module docs. Call [`RecvWorker::on_frame`] per received frame with the receive time
 /// in the senders' clock domain, [`RecvWorker::on_tick`] once per burst, [`RecvWorker::finish`]
@@ -46,7 +64,7 @@ pub struct RecvWorker {
     rx: Receiver,
     all: Histogram<u64>,
     log: IntervalLog,
-    /// Closed intervals not yet in the log: (flow, start s, duration s, latency, length).
+    /// Closed intervals not yet in the log, each flow's and then the all-flows one.
     /// Serialising one (two deflated histograms) takes ~0.2 ms; doing a whole interval's flows
     /// at once held the receive loop for 0.75 ms every interval with two flows, so one is
     /// written per tick instead.
@@ -178,8 +196,8 @@ impl RecvWorker {
     /// log.
     pub fn on_tick(&mut self, now: Instant) {
         let Some(start) = self.start else { return };
-        if let Some((flow, t0, dur, lat, len)) = self.unlogged.pop_front() {
-            let _ = self.log.add(flow, t0, dur, &lat, &len);
+        if let Some(u) = self.unlogged.pop_front() {
+            u.write(&mut self.log);
         }
         if now.saturating_since(self.interval_start) < self.interval {
             return;
@@ -187,9 +205,32 @@ impl RecvWorker {
         let t0 = self.interval_start.saturating_since(start).as_secs_f64();
         let dur = now.saturating_since(self.interval_start).as_secs_f64();
         let unlogged = &mut self.unlogged;
+        let mut all: Option<Histogram<u64>> = None;
         self.rx.take_interval(|flow, lat, len| {
-            unlogged.push_back((flow.0, t0, dur, lat.clone(), len.clone()));
+            match &mut all {
+                // Same bounds and precision: adding cannot fail.
+                Some(a) => {
+                    let _ = a.add(lat);
+                }
+                None => all = Some(lat.clone()),
+            }
+            unlogged.push_back(Unlogged {
+                flow: Some(flow.0),
+                start_s: t0,
+                dur_s: dur,
+                latency: lat.clone(),
+                len: Some(len.clone()),
+            });
         });
+        if let Some(latency) = all {
+            unlogged.push_back(Unlogged {
+                flow: None,
+                start_s: t0,
+                dur_s: dur,
+                latency,
+                len: None,
+            });
+        }
         self.interval_start = now;
     }
 
@@ -201,8 +242,8 @@ impl RecvWorker {
             self.on_tick(now.max(self.last));
             self.interval = iv;
         }
-        for (flow, t0, dur, lat, len) in std::mem::take(&mut self.unlogged) {
-            let _ = self.log.add(flow, t0, dur, &lat, &len);
+        for u in std::mem::take(&mut self.unlogged) {
+            u.write(&mut self.log);
         }
         let dur = match self.start {
             Some(s) => self.last.saturating_since(s).as_secs_f64(),
@@ -322,6 +363,33 @@ mod tests {
         assert!(all.equivalent(all.value_at_quantile(0.5), 3_000));
         let ivs = read_interval_log(std::path::Path::new("t"), log.as_bytes()).unwrap();
         assert_eq!(ivs.iter().map(|i| i.len.len()).sum::<u64>(), 100);
+        // The untagged all-flows histograms, merged, are the run's latency histogram.
+        let mut merged = crate::report::latency_histogram();
+        let mut untagged = 0;
+        let mut de = hdrhistogram::serialization::Deserializer::new();
+        for e in hdrhistogram::serialization::interval_log::IntervalLogIterator::new(log.as_bytes())
+        {
+            let hdrhistogram::serialization::interval_log::LogEntry::Interval(iv) = e.unwrap()
+            else {
+                continue;
+            };
+            if iv.tag().is_some() {
+                continue;
+            }
+            untagged += 1;
+            use base64::Engine as _;
+            let raw = base64::engine::general_purpose::STANDARD
+                .decode(iv.encoded_histogram())
+                .unwrap();
+            let h: Histogram<u64> = de.deserialize(&mut std::io::Cursor::new(raw)).unwrap();
+            merged.add(&h).unwrap();
+        }
+        assert_eq!(
+            untagged,
+            ivs.len(),
+            "one all-flows histogram per interval of one flow"
+        );
+        assert_eq!(merged, all);
     }
 
     #[test]

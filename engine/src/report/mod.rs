@@ -7,7 +7,12 @@
 //! - `lat.<flow>`: one-way latency in nanoseconds;
 //! - `len.<flow>`: frame lengths in octets, so that count x mean is the octets received in the
 //!   interval exactly (lengths below 2048 are exact at 3 significant digits). This is what lets
-//!   `quench report run.hlog` redraw the rate plot from the log alone.
+//!   `quench report run.hlog` redraw the rate plot from the log alone;
+//!
+//! and after them one untagged histogram per interval: the latency of every flow together, so
+//! that HdrHistogram tools that ignore tags (`HistogramLogProcessor`, PyPI's `hdrhistogram`) read
+//! the run's latency as a plain interval log. Merged over all intervals it is the histogram of
+//! `latency.hgrm`.
 //!
 //! Layering: this module formats and reads histograms, logs and summaries; it imports nothing
 //! from the modules that fill them (`recv`, `sim`), which import it.
@@ -143,7 +148,8 @@ impl IntervalLog {
         let _ = IntervalLogWriterBuilder::new()
             .add_comment(comment)
             .add_comment(
-                "quench interval log: lat.<flow> = one-way latency (ns), len.<flow> = frame octets",
+                "quench interval log: lat.<flow> = one-way latency (ns), len.<flow> = frame \
+                 octets, untagged = latency of all flows (ns)",
             )
             .with_start_time(std::time::UNIX_EPOCH + base)
             .with_base_time(std::time::UNIX_EPOCH + base)
@@ -172,6 +178,26 @@ impl IntervalLog {
                 .map_err(|e| e.to_string())?;
         }
         Ok(())
+    }
+
+    /// Appends the untagged latency histogram of every flow together for the interval
+    /// `[start, start + dur)`.
+    pub fn add_all_flows(
+        &mut self,
+        start_s: f64,
+        dur_s: f64,
+        latency: &Histogram<u64>,
+    ) -> Result<(), String> {
+        let mut w = IntervalLogWriterBuilder::new()
+            .begin_log_with(&mut self.text, &mut self.serializer)
+            .map_err(|e| e.to_string())?;
+        w.write_histogram(
+            latency,
+            StdDuration::from_secs_f64(start_s.max(0.0)),
+            StdDuration::from_secs_f64(dur_s.max(0.0)),
+            None,
+        )
+        .map_err(|e| e.to_string())
     }
 
     pub fn as_bytes(&self) -> &[u8] {

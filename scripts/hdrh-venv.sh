@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Usage: scripts/hdrh-venv.sh DIR
+# Creates (once) a Python virtual environment in DIR holding PyPI's `hdrhistogram` package, the
+# HdrHistogram reader independent of quench that scripts/hlog-check.py uses, and prints the path
+# of its python. Needs python3-venv and network access to PyPI the first time (scripts/setup.sh
+# installs python3-venv on Debian).
+set -euo pipefail
+dir=${1:?usage: scripts/hdrh-venv.sh DIR}
+# Debian's python, which python3-venv belongs to (a pyenv python3 may sit first on PATH).
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+if [ ! -x "$dir/bin/python" ]; then
+  "$py" -m venv "$dir" >&2
+fi
+if ! "$dir/bin/python" -c 'import hdrh' 2>/dev/null; then
+  "$dir/bin/python" -m pip install --quiet --disable-pip-version-check 'hdrhistogram>=0.10' >&2
+fi
+echo "$dir/bin/python"
