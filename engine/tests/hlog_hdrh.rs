@@ -7,21 +7,10 @@
 //!
 //! Needs root (network namespaces) and, the first time, python3-venv and access to PyPI; where
 //! those are missing the test says why and is skipped.
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// Serialises the netns tests (flock on a shared file, released when dropped).
-struct Lock(#[allow(dead_code)] std::fs::File);
-fn lock() -> Lock {
-    let f = std::fs::File::create("/tmp/quench-netns-tests.lock").unwrap();
-    // Safety: flock on a file we own.
-    unsafe { libc::flock(std::os::unix::io::AsRawFd::as_raw_fd(&f), libc::LOCK_EX) };
-    Lock(f)
-}
+mod common;
 
 fn ip(args: &[&str]) -> bool {
     Command::new("ip")
@@ -62,14 +51,13 @@ impl Drop for Pair {
 
 #[test]
 fn pypi_hdrhistogram_reads_the_interval_log_and_finds_the_hgrm_percentiles() {
-    if unsafe { libc::geteuid() } != 0 {
-        println!("SKIP: needs root (network namespaces)");
+    if !common::netns_or_skip("pypi_hdrhistogram_reads_the_interval_log") {
         return;
     }
     let dir = std::env::temp_dir().join(format!("quench-hdrh-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let venv = Command::new(repo().join("scripts/hdrh-venv.sh"))
+    let venv = Command::new(common::repo().join("scripts/hdrh-venv.sh"))
         .arg(Path::new(env!("CARGO_TARGET_TMPDIR")).join("hdrh-venv"))
         .output()
         .unwrap();
@@ -83,7 +71,7 @@ fn pypi_hdrhistogram_reads_the_interval_log_and_finds_the_hgrm_percentiles() {
     let python = String::from_utf8_lossy(&venv.stdout).trim().to_string();
     let report = dir.join("report");
     {
-        let _l = lock();
+        let _l = common::lock();
         let pair = Pair::up();
         let out = Command::new(env!("CARGO_BIN_EXE_quench"))
             .current_dir("/")
@@ -101,7 +89,7 @@ fn pypi_hdrhistogram_reads_the_interval_log_and_finds_the_hgrm_percentiles() {
         );
     }
     let check = Command::new(&python)
-        .arg(repo().join("scripts/hlog-check.py"))
+        .arg(common::repo().join("scripts/hlog-check.py"))
         .arg(&report)
         .output()
         .unwrap();
@@ -118,6 +106,22 @@ fn pypi_hdrhistogram_reads_the_interval_log_and_finds_the_hgrm_percentiles() {
     assert!(
         r["percentile_rows_checked"].as_u64().unwrap() > 10,
         "{text}"
+    );
+    // `quench report` reads the .hgrm back: the same count and median.
+    let rep = Command::new(env!("CARGO_BIN_EXE_quench"))
+        .arg("report")
+        .arg(report.join("latency.hgrm"))
+        .output()
+        .unwrap();
+    let line = String::from_utf8_lossy(&rep.stdout).to_string();
+    assert!(
+        line.starts_with(&format!("{} values; p50 ", r["count"])),
+        "{line}"
+    );
+    let p50_us = r["p50_ns"].as_f64().unwrap() / 1e3;
+    assert!(
+        line.contains(&format!("p50 {p50_us:.1} us")),
+        "{line} vs {text}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

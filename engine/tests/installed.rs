@@ -75,6 +75,11 @@ fn bundled_scenario_runs_from_the_root_directory() {
     let fcts = std::fs::read_to_string(out.join("fct.txt")).unwrap();
     assert_eq!(fcts.lines().count(), 3, "{fcts}");
     assert!(summary.is_object());
+    // `quench report` reads the simulator's summary.json.
+    let r = quench(&["report", out.join("summary.json").to_str().unwrap()]);
+    assert!(r.ok, "{}", r.stderr);
+    assert!(r.stdout.starts_with("3 of 3 flows done"), "{}", r.stdout);
+    assert!(r.stdout.contains("FCT mean"), "{}", r.stdout);
     std::fs::remove_dir_all(&out).unwrap();
 }
 

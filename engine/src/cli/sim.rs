@@ -410,22 +410,8 @@ pub fn run_one(
     let summary = report::write_all(&world, cc_name, out)?;
     write_ns3_outputs(&world, &p.ns3_outputs)?;
     if !args.quiet && !sweeping {
-        outln!(
-            "{} of {} flows done at {:.6} ms virtual, {} events; outputs in {}",
-            summary.totals.flows_done,
-            summary.totals.flows,
-            summary.end_ns as f64 * 1e-6,
-            summary.events,
-            out.display()
-        )?;
-        if let Some(f) = &summary.fct {
-            outln!(
-                "FCT mean {:.1} us, p99 {:.1} us, mean slowdown {:.2}",
-                f.mean_ns * 1e-3,
-                f.p99_ns as f64 * 1e-3,
-                f.mean_slowdown
-            )?;
-        }
+        out!("{}", summary.table())?;
+        outln!("outputs in {}", out.display())?;
     }
     Ok(summary)
 }

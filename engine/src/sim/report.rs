@@ -6,14 +6,14 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use units::Instant;
 
 use super::world::{node_ip, World};
 use crate::report::plot::{line_plot, Series};
 
 /// Per-flow results.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct FlowSummary {
     pub id: u32,
     pub src: u32,
@@ -40,7 +40,7 @@ pub struct FlowSummary {
 }
 
 /// Per switch-port results (ports that carried traffic).
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct PortSummary {
     pub node: u32,
     pub port: u32,
@@ -62,7 +62,7 @@ pub struct PortSummary {
     pub queue_cv: f64,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Totals {
     pub flows: usize,
     pub flows_done: usize,
@@ -74,7 +74,7 @@ pub struct Totals {
     pub retransmits: u64,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct FctStats {
     pub mean_ns: f64,
     pub p50_ns: u64,
@@ -85,7 +85,7 @@ pub struct FctStats {
 }
 
 /// `summary.json`.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Summary {
     pub cc: String,
     pub seed: u64,
@@ -109,6 +109,75 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
 }
 
 impl Summary {
+    /// The human summary `quench sim` prints and `quench report summary.json` reprints: the
+    /// run, the FCTs, and one line per switch port that carried traffic.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let t = &self.totals;
+        let _ = writeln!(
+            s,
+            "{} of {} flows done at {:.6} ms virtual, {} events (cc {}, seed {})",
+            t.flows_done,
+            t.flows,
+            self.end_ns as f64 * 1e-6,
+            self.events,
+            self.cc,
+            self.seed
+        );
+        if let Some(f) = &self.fct {
+            let _ = writeln!(
+                s,
+                "FCT mean {:.1} us, p50 {:.1} us, p99 {:.1} us, max {:.1} us; slowdown mean \
+                 {:.2}, p99 {:.2}",
+                f.mean_ns * 1e-3,
+                f.p50_ns as f64 * 1e-3,
+                f.p99_ns as f64 * 1e-3,
+                f.max_ns as f64 * 1e-3,
+                f.mean_slowdown,
+                f.p99_slowdown
+            );
+        }
+        let _ = writeln!(
+            s,
+            "drops {}, ECN marks {}, CNMs {}, CNPs {}, PAUSE frames {}, retransmits {}{}",
+            t.drops,
+            t.marks,
+            t.cnms,
+            t.cnps,
+            t.pauses,
+            t.retransmits,
+            self.jain
+                .map(|j| format!(", Jain {j:.3}"))
+                .unwrap_or_default()
+        );
+        if !self.ports.is_empty() {
+            let _ = writeln!(
+                s,
+                "{:>10} {:>9} {:>12} {:>8} {:>8} {:>24} {:>6}",
+                "port", "Gb/s", "tx octets", "drops", "marks", "queue mean/p99/max KB", "CV"
+            );
+        }
+        for p in &self.ports {
+            let _ = writeln!(
+                s,
+                "{:>10} {:>9.1} {:>12} {:>8} {:>8} {:>24} {:>6.2}",
+                format!("{}:{}>{}", p.node, p.port, p.peer),
+                p.rate_bps as f64 * 1e-9,
+                p.tx_bytes,
+                p.drops,
+                p.marks,
+                format!(
+                    "{:.1}/{:.1}/{:.1}",
+                    p.queue_mean_bytes / 1e3,
+                    p.queue_p99_bytes as f64 / 1e3,
+                    p.queue_max_bytes as f64 / 1e3
+                ),
+                p.queue_cv
+            );
+        }
+        s
+    }
+
     pub fn of(w: &World, cc: &str) -> Summary {
         let end = w.now();
         let cfg = w.config();
