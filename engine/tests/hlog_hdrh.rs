@@ -100,9 +100,10 @@ fn pypi_hdrhistogram_reads_the_interval_log_and_finds_the_hgrm_percentiles() {
         String::from_utf8_lossy(&check.stderr)
     );
     let r: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
-    // 50 Mbit/s of 1500-octet frames for 1 s: about 4,000 frames, in ~10 intervals of 100 ms.
-    assert!(r["count"].as_u64().unwrap() > 1000, "{text}");
-    assert!(r["untagged"].as_u64().unwrap() >= 5, "{text}");
+    // 50 Mbit/s of 1500-octet frames for 1 s is ~4,000 frames in ~10 intervals of 100 ms; a
+    // loaded machine sends fewer, which changes nothing the check is about.
+    assert!(r["count"].as_u64().unwrap() > 100, "{text}");
+    assert!(r["untagged"].as_u64().unwrap() >= 3, "{text}");
     assert!(
         r["percentile_rows_checked"].as_u64().unwrap() > 10,
         "{text}"

@@ -1,6 +1,6 @@
 //! `quench replay --algo ALGO --config FILE --events EVENTS.csv [--seed N]`: drives one
 //! algorithm from an event file and prints its state after every event as CSV on stdout.
-//! The formats are documented in [`crate::replay`] and the README ("quench replay").
+//! The formats are documented in [`crate::replay`] and docs/usage.md ("quench replay").
 use std::io::Write as _;
 use std::path::PathBuf;
 
