@@ -120,7 +120,7 @@ pub const BUNDLED: &[Bundled] = &[
     bundled!(
         "incast",
         Scenario,
-        "incast.toml",
+        "scenarios/incast.toml",
         "quench sim: 3-to-1 incast of 4 MB flows at 40 Gb/s under DCQCN (preset dcqcn-paper)"
     ),
     bundled!(
