@@ -208,7 +208,7 @@ impl fmt::Display for ParseUnitError {
         match self {
             ParseUnitError::Rate(s) => write!(
                 f,
-                "`{s}` is not a rate: write a number and a unit, bits per second as 1gbit, \
+                "`{s}` is not a rate: expected a number and a unit, bits per second as 1gbit, \
                  100mbit, 64kbit, 10Gb/s, or bytes per second as 125MBps, 1GB/s"
             ),
             ParseUnitError::AmbiguousRate(s) => {
@@ -224,7 +224,7 @@ impl fmt::Display for ParseUnitError {
             }
             ParseUnitError::Duration(s) => write!(
                 f,
-                "`{s}` is not a duration: write a number and a unit, e.g. 10s, 1.5s, 100ms, \
+                "`{s}` is not a duration: expected a number and a unit, e.g. 10s, 1.5s, 100ms, \
                  50us, 250ns, 2min"
             ),
         }
