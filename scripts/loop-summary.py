@@ -96,6 +96,13 @@ def run(out, cc):
     }
 
 
+def print_table(table):
+    """Prints rows of cells as left-aligned columns (the first row is the head)."""
+    widths = [max(len(str(row[i])) for row in table) for i in range(len(table[0]))]
+    for row in table:
+        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
+
+
 def pct(share):
     return "-" if share is None else f"{100 * share:.0f} %"
 
@@ -116,9 +123,7 @@ def main():
             "/".join(f"{v:.0f}" for v in r["latency_us"]),
             pct(r["pacing_within_1pct"]) + " / " + pct(r["pacing_unstalled_within_1pct"]),
         ))
-    widths = [max(len(str(row[i])) for row in table) for i in range(len(head))]
-    for row in table:
-        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
+    print_table(table)
     print(json.dumps({"runs": rows}))
 
 

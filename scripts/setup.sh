@@ -21,6 +21,9 @@ PACKAGES=(
   # Network namespaces, veth pairs and link settings for the datapath tests and the demo.
   iproute2
   ethtool
+  # Unmodified applications as traffic: kernel TCP/UDP through the switch and the appliance
+  # (engine/tests/switch_netns.rs, scripts/appliance.sh).
+  iperf3
 )
 
 missing=()

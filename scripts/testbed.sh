@@ -2,7 +2,7 @@
 # Builds (up) or removes (down) quench's veth testbed: N sender namespaces and M receiver
 # namespaces, each joined to one switch namespace by a veth pair.
 #
-#   scripts/testbed.sh up   [--senders N] [--receivers M] [--prefix P]
+#   scripts/testbed.sh up   [--senders N] [--receivers M] [--prefix P] [--appliance]
 #   scripts/testbed.sh down [--prefix P]
 #   scripts/testbed.sh show [--prefix P]
 #
@@ -11,6 +11,9 @@
 #   links       in P-sI / P-rJ: "eth0"; in P-sw: P-sw-sI / P-sw-rJ (the switch ports)
 #   MACs        sender I 02:71:6e:01:00:0I, receiver J 02:71:6e:02:00:0J
 #   addresses   10.71.0.(1+I)/24 senders, 10.71.0.(101+J)/24 receivers (inside the namespaces)
+# --appliance puts every host behind an appliance namespace P-ap (`quench appliance`): host X
+# (sI / rJ) is joined to P-ap's P-ap-iX (inside), and P-ap's P-ap-oX (outside) to the switch's
+# P-sw-X, so `quench appliance --inside P-ap/P-ap-iX --outside P-ap/P-ap-oX` stands between them.
 # `up` is idempotent (creates only what is missing); `down` removes every namespace with the
 # prefix, which removes their links and any XDP program on them.
 set -euo pipefail
@@ -20,11 +23,13 @@ shift || true
 senders=2
 receivers=1
 prefix=${QN_PREFIX:-qn}
+appliance=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --senders) senders=$2; shift 2 ;;
     --receivers) receivers=$2; shift 2 ;;
     --prefix) prefix=$2; shift 2 ;;
+    --appliance) appliance=1; shift ;;
     *) echo "testbed.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -39,6 +44,7 @@ if [ ${#prefix} -gt 8 ]; then
 fi
 
 sw="$prefix-sw"
+ap="$prefix-ap"
 
 ns_exists() { ip netns list | awk '{print $1}' | grep -qx "$1"; }
 
@@ -49,27 +55,50 @@ mkns() {
   ip netns exec "$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
 }
 
-# join NS KIND IDX MAC ADDR: a veth pair between NS (eth0) and the switch (P-sw-KIND IDX).
+# veth NS_A NAME_A NS_B NAME_B: a veth pair between two namespaces (kept if it exists), both
+# ends up, promiscuous on the forwarding side (NS_B), VLAN offload off, GRO on (frames that XDP
+# redirects into a veth are dropped without it, issue 4).
+veth() {
+  local na=$1 a=$2 nb=$3 b=$4
+  if ! ip -n "$nb" link show "$b" >/dev/null 2>&1; then
+    ip -n "$na" link del "$a" >/dev/null 2>&1 || true
+    ip link add "$b" netns "$nb" type veth peer name "$a" netns "$na"
+  fi
+  ip netns exec "$na" ethtool -K "$a" rxvlan off txvlan off gro on >/dev/null 2>&1 || true
+  ip netns exec "$nb" ethtool -K "$b" rxvlan off txvlan off gro on >/dev/null 2>&1 || true
+  ip -n "$nb" link set "$b" promisc on up
+  ip -n "$na" link set "$a" up
+}
+
+# join NS KIND IDX MAC ADDR: host NS (eth0) joined to the switch (P-sw-KIND IDX), directly or,
+# with --appliance, through P-ap.
 join() {
   local ns=$1 port="$sw-$2$3" mac=$4 addr=$5
   mkns "$ns"
-  if ! ip -n "$sw" link show "$port" >/dev/null 2>&1; then
-    ip -n "$ns" link del eth0 >/dev/null 2>&1 || true
-    ip link add "$port" netns "$sw" type veth peer name eth0 netns "$ns"
+  if [ "$appliance" = 1 ]; then
+    veth "$ns" eth0 "$ap" "$ap-i$2$3"
+    veth "$ap" "$ap-o$2$3" "$sw" "$port"
+    ip -n "$ap" link set "$ap-o$2$3" promisc on
+    # Inside the congestion-notification domain a frame may carry a 4-octet CN-TAG on top of a
+    # full-size frame (as a VLAN tag needs "baby giant" room): 1504 between appliance and switch.
+    ip -n "$ap" link set "$ap-o$2$3" mtu 1504
+    ip -n "$sw" link set "$port" mtu 1504
+  else
+    veth "$ns" eth0 "$sw" "$port"
   fi
   ip -n "$ns" link set eth0 address "$mac"
   ip -n "$ns" addr replace "$addr" dev eth0
-  # Frames must cross unchanged: no VLAN tag offload (tags stay in the frame); GRO on so that
-  # frames redirected into a veth by XDP are accepted (issue 4).
-  ip netns exec "$ns" ethtool -K eth0 rxvlan off txvlan off gro on >/dev/null 2>&1 || true
-  ip netns exec "$sw" ethtool -K "$port" rxvlan off txvlan off gro on >/dev/null 2>&1 || true
-  ip -n "$sw" link set "$port" promisc on up
-  ip -n "$ns" link set eth0 up
+  # Kernel TCP/UDP from the hosts: a veth hands frames over with the L4 checksum left to offload
+  # (CHECKSUM_PARTIAL); an AF_XDP / AF_PACKET forwarder copies them unfilled and the receiver
+  # drops them ("TCP checksum incorrect"). With transmit checksum offload off the host's kernel
+  # fills the checksum before the frame leaves (issue 17).
+  ip netns exec "$ns" ethtool -K eth0 tx off >/dev/null
 }
 
 case "$cmd" in
   up)
     mkns "$sw"
+    if [ "$appliance" = 1 ]; then mkns "$ap"; fi
     for i in $(seq 0 $((senders - 1))); do
       join "$prefix-s$i" s "$i" "02:71:6e:01:00:$(printf %02x "$i")" "10.71.0.$((1 + i))/24"
     done
@@ -79,7 +108,7 @@ case "$cmd" in
     echo "testbed.sh: up: $sw with $senders senders, $receivers receivers (prefix $prefix)"
     ;;
   down)
-    for ns in $(ip netns list | awk '{print $1}' | grep -E "^$prefix-(sw|s[0-9]+|r[0-9]+)$" || true); do
+    for ns in $(ip netns list | awk '{print $1}' | grep -E "^$prefix-(sw|ap|s[0-9]+|r[0-9]+)$" || true); do
       ip netns del "$ns"
     done
     echo "testbed.sh: down: removed namespaces with prefix $prefix"

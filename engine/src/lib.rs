@@ -1,6 +1,7 @@
 //! quench's engine: everything that touches the outside world (wire formats, ports, workers,
 //! clocks, configuration, CLI, reports). The algorithms live in the sans-IO crates `cp`, `rp`
 //! and `np`; the engine feeds them `(now, event)` and turns their decisions into frames.
+pub mod appliance;
 pub mod bundled;
 pub mod cli;
 pub mod config_file;

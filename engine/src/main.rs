@@ -58,6 +58,9 @@ enum Command {
         quench send --iface eth0 --config ./my-flows.toml --sink eth1 --sink-out /tmp/r"
     )]
     Send(cli::send::Args),
+    /// Rate-limiting sender appliance between unmodified hosts and the network: per-flow
+    /// queues released at QCN / DCQCN reaction-point rates; or, in front of a receiver, CE -> CNP.
+    Appliance(cli::appliance::Args),
     /// Fast AF_XDP traffic source for the forwarding benchmark.
     Blast(cli::blast::Args),
     /// Re-reads a run's interval log, JSON summary or report directory; prints or plots it.
@@ -93,6 +96,7 @@ fn main() -> std::process::ExitCode {
         Command::Blast(a) => cli::blast::run(a),
         Command::Report(a) => cli::report::run(a),
         Command::Send(a) => cli::send::run(a),
+        Command::Appliance(a) => cli::appliance::run(a),
         Command::Replay(a) => cli::replay::run(a),
         Command::Sim(a) => cli::sim::run(a),
         Command::Completions { shell } => {

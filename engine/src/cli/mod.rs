@@ -42,6 +42,7 @@ pub fn closed_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
+pub mod appliance;
 pub mod blast;
 pub mod frames;
 pub mod recv;

@@ -13,16 +13,11 @@ use units::{Duration, Instant};
 
 use super::{Accepted, Arrival, Receiver, RecvConfig};
 use crate::report::{latency_histogram, IntervalLog, Summary, MAX_LATENCY_NS};
-use crate::wire::ethernet::{L2Repr, VlanTag, VlanTci};
-use crate::wire::frame::{
-    decode, emit_roce_frame, Body, IpBody, Ipv4UdpHeaders, RocePayload, UdpBody,
-};
-use crate::wire::ipv4::{Ecn, CNP_DSCP};
-use crate::wire::roce::{BthRepr, MAX_QP};
+use crate::wire::frame::{decode, emit_cnp_reply, Body, IpBody, UdpBody};
+use crate::wire::roce::MAX_QP;
 use crate::wire::MacAddr;
 
-/// 802.1p priority of CNPs (protocols.md: NVIDIA `cnp_802p_prio` 6).
-pub const CNP_PRIORITY: u8 = 6;
+pub use crate::wire::frame::CNP_PRIORITY;
 
 /// Counters of frames that were not counted as test traffic.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -168,26 +163,7 @@ impl RecvWorker {
             _ => return None,
         }
         // The CNP goes back where the data came from.
-        let mut l2 = L2Repr::new(d.l2.src, self.mac, d.l2.ethertype);
-        if let Some(tag) = d.l2.tags[0] {
-            l2.tags[0] = Some(VlanTag {
-                tpid: tag.tpid,
-                tci: VlanTci {
-                    pcp: CNP_PRIORITY,
-                    ..tag.tci
-                },
-            });
-        }
-        let h = Ipv4UdpHeaders {
-            l2,
-            src: ip.dst,
-            dst: ip.src,
-            dscp: CNP_DSCP,
-            ecn: Ecn::NotEct,
-            src_port: udp.dst_port,
-            dst_port: crate::wire::roce::UDP_PORT,
-        };
-        let n = emit_roce_frame(&h, &BthRepr::cnp(qp), &RocePayload::Cnp, cnp_buf).ok()?;
+        let n = emit_cnp_reply(&d.l2, ip.src, ip.dst, udp.dst_port, self.mac, qp, cnp_buf).ok()?;
         self.counters.cnps_sent += 1;
         Some(n)
     }
@@ -261,8 +237,8 @@ impl RecvWorker {
 /// priority 3, for unit tests here and in the switch.
 #[cfg(test)]
 pub(crate) fn test_frame(flow: u32, seq: u64, tx: u64, ecn: Ecn, rpid: Option<u16>) -> Vec<u8> {
-    use crate::wire::ethernet::ethertype;
-    use crate::wire::frame::emit_test_frame;
+    use crate::wire::ethernet::{ethertype, L2Repr, VlanTci};
+    use crate::wire::frame::{emit_test_frame, Ipv4UdpHeaders};
     use crate::wire::testhdr::{TestHdrRepr, UDP_PORT};
     use std::net::Ipv4Addr;
     let mut l2 = L2Repr::new(
@@ -295,9 +271,13 @@ pub(crate) fn test_frame(flow: u32, seq: u64, tx: u64, ecn: Ecn, rpid: Option<u1
 }
 
 #[cfg(test)]
+use crate::wire::ipv4::Ecn;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::report::read_interval_log;
+    use crate::wire::ipv4::CNP_DSCP;
     use std::net::Ipv4Addr;
 
     fn data(flow: u32, seq: u64, tx: u64, ecn: Ecn) -> Vec<u8> {

@@ -1,5 +1,4 @@
 //! `quench send`: flow generation, per-flow pacing on a timing wheel, reaction points.
-pub mod appliance;
 pub mod flowgen;
 pub mod pacer;
 pub mod run;

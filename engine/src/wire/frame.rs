@@ -18,7 +18,7 @@ use pnet_base::MacAddr;
 use pnet_packet::ethernet::EtherType;
 
 use super::cnm::{self, CnmError, CnmRepr};
-use super::ethernet::{ethertype, EthernetError, L2Repr, MIN_FRAME_LEN};
+use super::ethernet::{ethertype, EthernetError, L2Repr, VlanTag, VlanTci, MIN_FRAME_LEN};
 use super::ipv4::{self, Ecn, Ipv4Error, Ipv4Repr};
 use super::pfc::{PfcError, PfcRepr};
 use super::roce::{self, BthRepr, RoceError};
@@ -156,6 +156,46 @@ pub fn emit_roce_frame(
     })?;
     roce::write_icrc(&mut buf[ip_at..ip_end], ipv4::HEADER_LEN)?;
     Ok(len)
+}
+
+/// 802.1p priority of CNPs (protocols.md: NVIDIA `cnp_802p_prio` 6).
+pub const CNP_PRIORITY: u8 = 6;
+
+/// Writes the CNP a notification point sends back for a CE-marked IPv4 data frame whose L2
+/// header is `data_l2` and IPv4 addresses `data_src` -> `data_dst`: to the data frame's source
+/// MAC and address, from `our_mac` and the data's destination address, DSCP 48 and 802.1p
+/// priority 6 when the data was tagged (protocols.md, NVIDIA defaults), UDP source port
+/// `cnp_src_port` (quench uses the data's UDP destination port), DestQP `qp`. Used by `quench recv` and the
+/// appliance's notification-point role.
+pub fn emit_cnp_reply(
+    data_l2: &L2Repr,
+    data_src: Ipv4Addr,
+    data_dst: Ipv4Addr,
+    cnp_src_port: u16,
+    our_mac: MacAddr,
+    qp: u32,
+    buf: &mut [u8],
+) -> Result<usize, EmitError> {
+    let mut l2 = L2Repr::new(data_l2.src, our_mac, data_l2.ethertype);
+    if let Some(tag) = data_l2.tags[0] {
+        l2.tags[0] = Some(VlanTag {
+            tpid: tag.tpid,
+            tci: VlanTci {
+                pcp: CNP_PRIORITY,
+                ..tag.tci
+            },
+        });
+    }
+    let h = Ipv4UdpHeaders {
+        l2,
+        src: data_dst,
+        dst: data_src,
+        dscp: ipv4::CNP_DSCP,
+        ecn: Ecn::NotEct,
+        src_port: cnp_src_port,
+        dst_port: roce::UDP_PORT,
+    };
+    emit_roce_frame(&h, &BthRepr::cnp(qp), &RocePayload::Cnp, buf)
 }
 
 /// Writes a CNM frame. protocols.md: "DA = source MAC of the sampled frame (S). SA = the

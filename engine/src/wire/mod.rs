@@ -26,6 +26,7 @@ pub mod cntag;
 pub mod ethernet;
 pub mod frame;
 pub mod ipv4;
+pub mod ipv6;
 pub mod pfc;
 pub mod roce;
 pub mod testhdr;

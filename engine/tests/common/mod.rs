@@ -73,9 +73,15 @@ impl Testbed {
     /// `senders` sender and `receivers` receiver namespaces around a switch namespace, all named
     /// `<prefix>-...`.
     pub fn up(prefix: String, senders: u32, receivers: u32) -> Testbed {
+        Testbed::up_with(prefix, senders, receivers, &[])
+    }
+
+    /// With `extra` arguments to `testbed.sh up` (e.g. `--appliance`).
+    pub fn up_with(prefix: String, senders: u32, receivers: u32, extra: &[&str]) -> Testbed {
         let st = Command::new(repo().join("scripts/testbed.sh"))
             .args(["up", "--senders", &senders.to_string()])
             .args(["--receivers", &receivers.to_string(), "--prefix", &prefix])
+            .args(extra)
             .output()
             .unwrap();
         // Built before the check, so that a half-built testbed is torn down too.

@@ -1,0 +1,745 @@
+//! `quench appliance`: a bump in the wire between unmodified hosts (the inside port) and the
+//! network (the outside port) that gives every flow the hosts send its own reaction point.
+//!
+//! One [`Appliance`] serves one inside/outside pair, sans-IO: the driver (`cli/appliance.rs`)
+//! hands it each received frame and a way to allocate a frame on the port it will leave by, and
+//! sends what it returns.
+//!
+//! - **Inside -> outside** ([`Appliance::on_inside`]): data frames are classified into flows
+//!   ([`classify`]), copied into a frame of the outside port (adding a CN-TAG with the flow's
+//!   RPID for QCN, setting ECT(0) on Not-ECT packets for DCQCN, IPv4 checksum updated by
+//!   [`crate::wire::ipv4::set_ecn`]) and queued on the flow ([`table`]); the driver polls
+//!   [`Appliance::poll_release`] for frames due at their flow's RP rate. Frames that are not
+//!   flow data (ARP, ND, LLDP, PFC, CNMs) leave at once, unpaced.
+//! - **Outside -> inside** ([`Appliance::on_outside`]): feedback that names a flow the table holds
+//!   and passes validation drives that flow's RP and is consumed; all else passes unchanged,
+//!   and refused feedback is counted by reason. Validation (issue 18, item 1):
+//!   - a CNM must be addressed to the source MAC of the flow it names (the appliance is
+//!     transparent: the frames it sends carry the host's MAC), its encapsulated DA must be the
+//!     flow's destination MAC, and its encapsulated MSDU (the sampled frame's first octets, which
+//!     a real CP copies) must classify to the same flow; the flow is found by the CN-TAG's RPID
+//!     (the appliance's own, or the host's with the CNM's DA) or, untagged, by the MSDU;
+//!   - a CNP must come from the flow's destination address to its source, for the QP the flow
+//!     has (RoCEv2's destination QP, or [`classify::FiveTuple::qp`] for other traffic).
+//! - **Notification point role** (`role = "np"`, in front of a receiver): frames from the
+//!   outside pass inside; a CE-marked IPv4 frame that is not RoCEv2 also makes the np crate's
+//!   notification point decide on a CNP, sent out of the outside port to the frame's source
+//!   with DestQP = [`classify::FiveTuple::qp`] of its 5-tuple (the rule both roles share).
+//!   Inside -> outside frames pass unpaced.
+pub mod classify;
+pub mod table;
+
+use hdrhistogram::Histogram;
+use units::{FlowId, Instant};
+
+use classify::{
+    classify, encapsulated_key, feedback, Class, Feedback, FlowFrame, FlowKey, PassReason, L3,
+};
+use table::{Admitted, FlowRp, FlowTable, Release, TableConfig};
+
+use crate::port::{Frame, MAX_FRAME};
+use crate::wire::ethernet::{walk, L2Repr};
+use crate::wire::frame::emit_cnp_reply;
+use crate::wire::ipv4::{self, Ecn};
+use crate::wire::{cnm, cntag, ipv6, MacAddr};
+
+/// Which side of the network the appliance stands on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// In front of senders: reaction points, per-flow pacing.
+    #[default]
+    Rp,
+    /// In front of a receiver: CE marks become CNPs.
+    Np,
+}
+
+/// Counters of one appliance pair.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Counters {
+    pub inside_frames: u64,
+    pub outside_frames: u64,
+    /// Inside frames forwarded at once because they are not flow data, by reason.
+    pub pass_arp: u64,
+    pub pass_nd: u64,
+    pub pass_lldp: u64,
+    pub pass_mac_control: u64,
+    pub pass_cnm: u64,
+    pub pass_other: u64,
+    pub pass_malformed: u64,
+    /// Inside data frames forwarded at once because there is no reaction point or the role is
+    /// `np`.
+    pub direct: u64,
+    /// Frames lost because the leaving port had no free buffer.
+    pub no_buffer: u64,
+    /// Frames that would exceed the largest frame with a CN-TAG added: sent untagged.
+    pub untagged_too_long: u64,
+    /// Frames passed inside with their CN-TAG removed.
+    pub cn_tags_stripped: u64,
+    /// Feedback accepted (and consumed).
+    pub cnms_accepted: u64,
+    pub cnps_accepted: u64,
+    /// Feedback naming no flow the table holds (passed inside).
+    pub unknown_flow: u64,
+    /// Feedback naming a held flow whose addresses or encapsulated frame do not match it.
+    pub forged_feedback: u64,
+    /// Feedback of the congestion control not in use (CNPs under QCN, CNMs under DCQCN).
+    pub other_cc_feedback: u64,
+    /// Notification-point role.
+    pub cnps_sent: u64,
+    pub cnps_suppressed: u64,
+}
+
+/// What to do with an inside frame.
+#[derive(Debug)]
+pub enum InsideAction<F> {
+    /// Send this frame (a copy on the outside port) now.
+    Send(F),
+    /// Queued on its flow.
+    Queued,
+    /// Dropped (flow queue full, table full with `when_full = drop`, or no buffer): counted.
+    Dropped,
+}
+
+/// What to do with an outside frame.
+#[derive(Debug)]
+pub enum OutsideAction<F> {
+    /// Feedback accepted and consumed.
+    Consumed,
+    /// Pass it inside: `inside` is the copy for the inside port (`None`: no buffer, counted),
+    /// and in the NP role there may be a CNP to send out of the outside port.
+    Pass { inside: Option<F>, cnp: Option<F> },
+}
+
+/// One inside/outside pair. See the module docs.
+pub struct Appliance<F> {
+    role: Role,
+    cn_tag: bool,
+    ect0: bool,
+    table: FlowTable<F>,
+    np: Option<np::Np>,
+    counters: Counters,
+    /// Nanoseconds each released frame spent in the appliance.
+    latency: Histogram<u64>,
+}
+
+/// Largest latency recorded, ns (anything above is clamped): 10 s.
+const MAX_LATENCY_NS: u64 = 10_000_000_000;
+
+impl<F: Frame> Appliance<F> {
+    /// `cn_tag` applies with QCN reaction points, `ect0` with DCQCN ones.
+    pub fn new(
+        role: Role,
+        cn_tag: bool,
+        ect0: bool,
+        table_cfg: TableConfig,
+        rp: FlowRp,
+        np: Option<np::Np>,
+    ) -> Result<Self, table_error::Error> {
+        let cn_tag = cn_tag && matches!(rp, FlowRp::Qcn(_));
+        let ect0 = ect0 && matches!(rp, FlowRp::Dcqcn(_));
+        let table = FlowTable::new(
+            TableConfig {
+                rpids: cn_tag,
+                ..table_cfg
+            },
+            rp,
+        )?;
+        Ok(Appliance {
+            role,
+            cn_tag,
+            ect0,
+            table,
+            np,
+            counters: Counters::default(),
+            latency: Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3)?,
+        })
+    }
+
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    pub fn table(&self) -> &FlowTable<F> {
+        &self.table
+    }
+
+    pub fn latency(&self) -> &Histogram<u64> {
+        &self.latency
+    }
+
+    pub fn np_counters(&self) -> Option<np::NpCounters> {
+        self.np.as_ref().map(|n| n.counters())
+    }
+
+    /// Copies `src` unchanged into a frame from `alloc`.
+    fn copy(&mut self, src: &[u8], alloc: impl FnOnce(usize) -> Option<F>) -> InsideAction<F> {
+        let Some(mut f) = alloc(src.len()) else {
+            self.counters.no_buffer += 1;
+            return InsideAction::Dropped;
+        };
+        f.data_mut()[..src.len()].copy_from_slice(src);
+        InsideAction::Send(f)
+    }
+
+    /// Copies `src` into a frame from `alloc` with the flow's rewrites; `None` when no buffer.
+    fn rewrite(
+        &mut self,
+        ff: &FlowFrame,
+        rpid: Option<u16>,
+        src: &[u8],
+        alloc: impl FnOnce(usize) -> Option<F>,
+    ) -> Option<F> {
+        let mut insert = rpid.filter(|_| !ff.tagged);
+        if insert.is_some() && src.len() + cntag::LEN > MAX_FRAME {
+            self.counters.untagged_too_long += 1;
+            insert = None;
+        }
+        let shift = if insert.is_some() { cntag::LEN } else { 0 };
+        let Some(mut out) = alloc(src.len() + shift) else {
+            self.counters.no_buffer += 1;
+            return None;
+        };
+        let o = out.data_mut();
+        let at = usize::from(ff.tag_at);
+        o[..at].copy_from_slice(&src[..at]);
+        if let Some(r) = insert {
+            // 802.1Qau CN-TAG: EtherType 0x22E9 in the EtherType slot, the RPID, then the
+            // frame's own EtherType (cntag.rs).
+            o[at..at + 2].copy_from_slice(&cntag::ETHERTYPE.0.to_be_bytes());
+            o[at + 2..at + 4].copy_from_slice(&r.to_be_bytes());
+        }
+        o[at + shift..src.len() + shift].copy_from_slice(&src[at..]);
+        if self.ect0 {
+            // RFC 3168 section 6.1.1: ECT is set only on packets of transports that were not
+            // ECN-capable here (Not-ECT); ECT(1), ECT(0) and CE are left as they are.
+            match ff.l3 {
+                L3::V4 {
+                    at,
+                    ecn: Ecn::NotEct,
+                } => {
+                    let _ = ipv4::set_ecn(&mut o[usize::from(at) + shift..], Ecn::Ect0);
+                }
+                L3::V6 {
+                    at,
+                    ecn: Ecn::NotEct,
+                } => {
+                    let _ = ipv6::set_ecn(&mut o[usize::from(at) + shift..], Ecn::Ect0);
+                }
+                _ => {}
+            }
+        }
+        Some(out)
+    }
+
+    /// A frame arrived on the inside port; `alloc(len)` gives a frame of the outside port.
+    pub fn on_inside(
+        &mut self,
+        now: Instant,
+        frame: &[u8],
+        alloc: impl FnOnce(usize) -> Option<F>,
+    ) -> InsideAction<F> {
+        self.counters.inside_frames += 1;
+        let ff = match classify(frame) {
+            Class::Flow(ff)
+                if self.role == Role::Rp && !matches!(self.table.rp(), FlowRp::None) =>
+            {
+                ff
+            }
+            Class::Flow(_) => {
+                self.counters.direct += 1;
+                return self.copy(frame, alloc);
+            }
+            Class::Pass(r) => {
+                let c = &mut self.counters;
+                *match r {
+                    PassReason::Arp => &mut c.pass_arp,
+                    PassReason::Nd => &mut c.pass_nd,
+                    PassReason::Lldp => &mut c.pass_lldp,
+                    PassReason::MacControl => &mut c.pass_mac_control,
+                    PassReason::Cnm => &mut c.pass_cnm,
+                    PassReason::Other => &mut c.pass_other,
+                    PassReason::Malformed => &mut c.pass_malformed,
+                } += 1;
+                return self.copy(frame, alloc);
+            }
+        };
+        let slot = match self.table.slot_for(now, ff.key, ff.src_mac, ff.dst_mac) {
+            Ok(slot) => slot,
+            Err(table::WhenFull::Bypass) => {
+                return match self.rewrite(&ff, None, frame, alloc) {
+                    Some(f) => InsideAction::Send(f),
+                    None => InsideAction::Dropped,
+                }
+            }
+            Err(table::WhenFull::Drop) => return InsideAction::Dropped,
+        };
+        let rpid = self.table.rpid(slot);
+        let Some(out) = self.rewrite(&ff, rpid, frame, alloc) else {
+            return InsideAction::Dropped;
+        };
+        let len = out.len() as u32;
+        match self.table.enqueue(now, slot, len, out) {
+            Admitted::Queued(_) => InsideAction::Queued,
+            _ => InsideAction::Dropped,
+        }
+    }
+
+    /// The next frame due at `now`; the driver sends it and calls
+    /// [`Appliance::on_sent`] with its arrival time when it has left.
+    pub fn poll_release(&mut self, now: Instant) -> Option<Release<F>> {
+        self.table.poll_release(now)
+    }
+
+    /// A released frame that arrived at `arrived` was handed to the outside port at `now`.
+    pub fn on_sent(&mut self, now: Instant, arrived: Instant) {
+        let ns = now
+            .saturating_since(arrived)
+            .as_nanos()
+            .clamp(1, MAX_LATENCY_NS);
+        let _ = self.latency.record(ns);
+    }
+
+    fn validate_cnm(
+        &mut self,
+        da: MacAddr,
+        rpid: Option<u16>,
+        encap_da: MacAddr,
+        msdu: &[u8],
+    ) -> Result<u32, ()> {
+        let encap = encapsulated_key(msdu);
+        let slot = match rpid {
+            Some(r) => self
+                .table
+                .find_rpid(r)
+                .filter(|_| self.cn_tag)
+                .or_else(|| self.table.find(&FlowKey::CnTag { src: da, rpid: r })),
+            None => encap.and_then(|k| self.table.find(&k)),
+        };
+        let Some(slot) = slot else {
+            self.counters.unknown_flow += 1;
+            return Err(());
+        };
+        let (key, src, dst) = self.table.addresses(slot);
+        let msdu_matches = match key {
+            // The host's own CN-TAG names the flow; its packets may be anything.
+            FlowKey::CnTag { .. } => true,
+            k => encap == Some(k),
+        };
+        if da != src || encap_da != dst || !msdu_matches {
+            self.counters.forged_feedback += 1;
+            return Err(());
+        }
+        Ok(slot)
+    }
+
+    /// A frame arrived on the outside port; `alloc_in(len)` gives a frame of the inside port,
+    /// `alloc_out(len)` one of the outside port (for a CNP in the NP role).
+    pub fn on_outside(
+        &mut self,
+        now: Instant,
+        frame: &[u8],
+        alloc_in: impl FnOnce(usize) -> Option<F>,
+        alloc_out: impl FnOnce(usize) -> Option<F>,
+    ) -> OutsideAction<F> {
+        self.counters.outside_frames += 1;
+        if self.role == Role::Np {
+            let cnp = self.notification_point(now, frame, alloc_out);
+            return OutsideAction::Pass {
+                inside: self.inward(frame, alloc_in),
+                cnp,
+            };
+        }
+        match feedback(frame) {
+            Some(Feedback::Cnm {
+                da,
+                rpid,
+                qntz_fb,
+                encap_da,
+                msdu,
+            }) => {
+                if !matches!(self.table.rp(), FlowRp::Qcn(_)) {
+                    self.counters.other_cc_feedback += 1;
+                } else if let Ok(slot) = self.validate_cnm(da, rpid, encap_da, msdu) {
+                    self.counters.cnms_accepted += 1;
+                    self.table.on_cnm(now, slot, qntz_fb);
+                    return OutsideAction::Consumed;
+                }
+            }
+            Some(Feedback::Cnp { key }) => {
+                if !matches!(self.table.rp(), FlowRp::Dcqcn(_)) {
+                    self.counters.other_cc_feedback += 1;
+                } else if let Some(slot) = self.table.find_cnp(&key) {
+                    self.counters.cnps_accepted += 1;
+                    self.table.on_cnp(now, slot);
+                    return OutsideAction::Consumed;
+                } else {
+                    self.counters.unknown_flow += 1;
+                }
+            }
+            None => {}
+        }
+        OutsideAction::Pass {
+            inside: self.inward(frame, alloc_in),
+            cnp: None,
+        }
+    }
+
+    /// The copy of an outside frame for the inside port. The appliance is the edge of the
+    /// congestion-notification domain for its hosts, so a CN-TAG is removed (802.1Qau 32.4:
+    /// the CN-TAG is not passed to stations outside the domain; an unmodified host's stack
+    /// drops EtherType 0x22E9); everything else is copied unchanged.
+    fn inward(&mut self, frame: &[u8], alloc: impl FnOnce(usize) -> Option<F>) -> Option<F> {
+        let at = match walk(frame) {
+            // A CNM keeps its CN-TAG: it is how the CNM names the flow, for a host that has
+            // reaction points of its own.
+            Ok(w) if w.rpid.is_some() && w.ethertype != cnm::ETHERTYPE => {
+                Some(12 + 4 * usize::from(w.vlan_tags))
+            }
+            _ => None,
+        };
+        let len = frame.len() - at.map_or(0, |_| cntag::LEN);
+        let Some(mut f) = alloc(len) else {
+            self.counters.no_buffer += 1;
+            return None;
+        };
+        let o = f.data_mut();
+        match at {
+            Some(at) => {
+                o[..at].copy_from_slice(&frame[..at]);
+                o[at..len].copy_from_slice(&frame[at + cntag::LEN..]);
+                self.counters.cn_tags_stripped += 1;
+            }
+            None => o[..len].copy_from_slice(frame),
+        }
+        Some(f)
+    }
+
+    /// NP role: the CNP a CE-marked IPv4 data frame asks for, if the np crate decides to send
+    /// one now.
+    fn notification_point(
+        &mut self,
+        now: Instant,
+        frame: &[u8],
+        alloc: impl FnOnce(usize) -> Option<F>,
+    ) -> Option<F> {
+        let Class::Flow(ff) = classify(frame) else {
+            return None;
+        };
+        let (L3::V4 { ecn: Ecn::Ce, .. }, FlowKey::Ip(t)) = (ff.l3, ff.key) else {
+            return None;
+        };
+        let (src, dst) = t.v4_addrs()?;
+        let np = self.np.as_mut()?;
+        let qp = t.qp();
+        match np.on_arrival(now, FlowId(qp), np::Mark::Ce) {
+            np::Decision::SendCnp => {}
+            _ => {
+                self.counters.cnps_suppressed += 1;
+                return None;
+            }
+        }
+        let (l2, _) = L2Repr::parse(frame).ok()?;
+        let mut buf = [0u8; 128];
+        // The CNP leaves as if from the receiver: its MAC is the data frame's destination.
+        let n = emit_cnp_reply(&l2, src, dst, t.dst_port, ff.dst_mac, qp, &mut buf).ok()?;
+        let Some(mut f) = alloc(n) else {
+            self.counters.no_buffer += 1;
+            return None;
+        };
+        f.data_mut()[..n].copy_from_slice(&buf[..n]);
+        self.counters.cnps_sent += 1;
+        Some(f)
+    }
+
+    /// Runs the reaction points' timers due at `now`, and bounded idle eviction.
+    pub fn on_timeout(&mut self, now: Instant) {
+        self.table.on_timeout(now);
+        self.table.on_housekeeping(now);
+    }
+
+    /// When the next release or RP timer is due.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.table.next_deadline()
+    }
+}
+
+/// Errors from [`Appliance::new`].
+pub mod table_error {
+    #[derive(Debug, thiserror::Error)]
+    pub enum Error {
+        #[error(transparent)]
+        Wheel(#[from] crate::send::wheel::WheelError),
+        #[error("latency histogram: {0}")]
+        Histogram(#[from] hdrhistogram::CreationError),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::port::heap::HeapFrame;
+    use crate::wire::cnm::{encap_msdu, CnmRepr};
+    use crate::wire::ethernet::{ethertype, walk, VlanTci};
+    use crate::wire::frame::{cnm_l2, decode, emit_cnm, emit_test_frame, Body, Ipv4UdpHeaders};
+    use crate::wire::testhdr::{TestHdrRepr, UDP_PORT};
+    use std::net::Ipv4Addr;
+    use units::Duration;
+
+    const HOST: MacAddr = MacAddr(2, 0x71, 0x6e, 1, 0, 0);
+    const RCV: MacAddr = MacAddr(2, 0x71, 0x6e, 2, 0, 0);
+    const CP: MacAddr = MacAddr(2, 0x71, 0x6e, 0xcc, 0, 0);
+    const SRC: Ipv4Addr = Ipv4Addr::new(10, 71, 0, 1);
+    const DST: Ipv4Addr = Ipv4Addr::new(10, 71, 0, 101);
+
+    fn data(sport: u16, ecn: Ecn, vlan: bool) -> Vec<u8> {
+        let mut l2 = L2Repr::new(RCV, HOST, ethertype::IPV4);
+        if vlan {
+            l2 = l2.with_vlan(VlanTci {
+                pcp: 3,
+                dei: false,
+                vid: 1,
+            });
+        }
+        let h = Ipv4UdpHeaders {
+            l2,
+            src: SRC,
+            dst: DST,
+            dscp: 0,
+            ecn,
+            src_port: sport,
+            dst_port: UDP_PORT,
+        };
+        let mut buf = vec![0; 1600];
+        let hdr = TestHdrRepr::new(FlowId(1), 1, Instant::ZERO);
+        let n = emit_test_frame(&h, &hdr, 1000, &mut buf).unwrap();
+        buf.truncate(n);
+        buf
+    }
+
+    fn heap(n: usize) -> Option<HeapFrame> {
+        HeapFrame::zeroed(n)
+    }
+
+    #[derive(PartialEq)]
+    enum Cc {
+        None,
+        Qcn,
+        Dcqcn,
+    }
+
+    fn appliance(cc: Cc, role: Role) -> Appliance<HeapFrame> {
+        let line = units::Rate::from_gbps(1);
+        let rp = match cc {
+            Cc::None => FlowRp::None,
+            Cc::Qcn => FlowRp::Qcn(rp::QcnRp::new(
+                rp::QcnParams::default().profile(line).unwrap(),
+            )),
+            Cc::Dcqcn => FlowRp::Dcqcn(rp::DcqcnParams::default().profile(line).unwrap()),
+        };
+        let np =
+            (role == Role::Np).then(|| np::Np::new(np::NpParams::default().profile().unwrap()));
+        Appliance::new(role, true, true, TableConfig::default(), rp, np).unwrap()
+    }
+
+    fn release_all(a: &mut Appliance<HeapFrame>, now: Instant) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        while let Some(r) = a.poll_release(now) {
+            a.on_sent(now, r.arrived);
+            out.push(r.frame.into_vec());
+        }
+        out
+    }
+
+    /// The CNM a CP sends for `sampled`.
+    fn cnm_for(sampled: &[u8], da: MacAddr, qntz_fb: u8) -> Vec<u8> {
+        let (l2, _) = L2Repr::parse(sampled).unwrap();
+        let w = walk(sampled).unwrap();
+        let cnm = CnmRepr {
+            version: 0,
+            reserved_v: 0,
+            qntz_fb,
+            cpid: 1,
+            q_offset: 0,
+            q_delta: 0,
+            encap_priority: 0,
+            encap_da: l2.dst,
+            encap_msdu: encap_msdu(sampled, &w),
+        };
+        let mut l2 = cnm_l2(&l2, CP, 6);
+        l2.dst = da;
+        let mut buf = vec![0; 200];
+        let n = emit_cnm(&l2, &cnm, &mut buf).unwrap();
+        buf.truncate(n);
+        buf
+    }
+
+    #[test]
+    fn qcn_adds_a_cn_tag_and_a_valid_cnm_drives_the_flow_and_is_consumed() {
+        let mut a = appliance(Cc::Qcn, Role::Rp);
+        let t0 = Instant::from_nanos(1_000_000);
+        let f = data(5000, Ecn::NotEct, true);
+        assert!(matches!(a.on_inside(t0, &f, heap), InsideAction::Queued));
+        let out = release_all(&mut a, t0 + Duration::from_micros(1));
+        assert_eq!(out.len(), 1);
+        let sent = &out[0];
+        assert_eq!(sent.len(), f.len() + 4);
+        // Decodes with the CN-TAG after the VLAN tag; everything else as it came in.
+        let d = decode(sent).unwrap();
+        let rpid = d.l2.rpid.expect("CN-TAG");
+        assert_eq!(d.l2.tags[0].unwrap().tci.vid, 1);
+        assert!(matches!(d.body, Body::Ipv4 { .. }));
+        assert_eq!(&sent[20..], &f[16..]);
+        // A CNM for the frame as sent: accepted, consumed, the flow is cut.
+        let before = a.table().view(0).rate;
+        let cnm = cnm_for(sent, HOST, 63);
+        assert!(matches!(
+            a.on_outside(t0, &cnm, heap, heap),
+            OutsideAction::Consumed
+        ));
+        assert!(a.table().view(0).rate < before);
+        assert_eq!(a.counters().cnms_accepted, 1);
+        // Forged: right RPID, wrong destination MAC or a foreign encapsulated frame.
+        let wrong_da = cnm_for(sent, MacAddr(2, 0, 0, 0, 0, 0x66), 63);
+        assert!(matches!(
+            a.on_outside(t0, &wrong_da, heap, heap),
+            OutsideAction::Pass { cnp: None, .. }
+        ));
+        let mut other = data(5001, Ecn::NotEct, true);
+        other.splice(16..16, [0x22, 0xe9, (rpid >> 8) as u8, rpid as u8]);
+        let foreign = cnm_for(&other, HOST, 63);
+        assert!(matches!(
+            a.on_outside(t0, &foreign, heap, heap),
+            OutsideAction::Pass { .. }
+        ));
+        assert_eq!(a.counters().forged_feedback, 2);
+        // Unknown RPID: passed, counted.
+        let mut unknown = sent.clone();
+        unknown[18] ^= 0x40;
+        let cnm = cnm_for(&unknown, HOST, 63);
+        assert!(matches!(
+            a.on_outside(t0, &cnm, heap, heap),
+            OutsideAction::Pass { .. }
+        ));
+        assert_eq!(a.counters().unknown_flow, 1);
+        assert_eq!(a.counters().cnms_accepted, 1);
+        // A tagged data frame coming back in loses its CN-TAG (hosts do not know 0x22E9).
+        let OutsideAction::Pass {
+            inside: Some(back), ..
+        } = a.on_outside(t0, sent, heap, heap)
+        else {
+            panic!()
+        };
+        assert_eq!(back.into_vec(), f);
+        assert_eq!(a.counters().cn_tags_stripped, 1);
+    }
+
+    #[test]
+    fn untagged_cnm_is_matched_by_its_encapsulated_five_tuple() {
+        let line = units::Rate::from_gbps(1);
+        let rp = FlowRp::Qcn(rp::QcnRp::new(
+            rp::QcnParams::default().profile(line).unwrap(),
+        ));
+        let mut a: Appliance<HeapFrame> =
+            Appliance::new(Role::Rp, false, false, TableConfig::default(), rp, None).unwrap();
+        let t0 = Instant::from_nanos(1_000);
+        let f = data(7000, Ecn::NotEct, false);
+        a.on_inside(t0, &f, heap);
+        let sent = release_all(&mut a, t0 + Duration::from_micros(1)).remove(0);
+        assert_eq!(sent, f, "no CN-TAG, no rewrite");
+        let cnm = cnm_for(&sent, HOST, 40);
+        assert!(matches!(
+            a.on_outside(t0, &cnm, heap, heap),
+            OutsideAction::Consumed
+        ));
+        let other = cnm_for(&data(7001, Ecn::NotEct, false), HOST, 40);
+        assert!(matches!(
+            a.on_outside(t0, &other, heap, heap),
+            OutsideAction::Pass { .. }
+        ));
+        assert_eq!(a.counters().unknown_flow, 1);
+    }
+
+    #[test]
+    fn dcqcn_marks_ect0_with_a_valid_checksum_and_np_cnps_drive_the_same_flow() {
+        let mut rp_side = appliance(Cc::Dcqcn, Role::Rp);
+        let mut np_side = appliance(Cc::None, Role::Np);
+        let t0 = Instant::from_nanos(1_000);
+        let f = data(6000, Ecn::NotEct, false);
+        rp_side.on_inside(t0, &f, heap);
+        let sent = release_all(&mut rp_side, t0 + Duration::from_micros(1)).remove(0);
+        // decode() verifies the IPv4 header checksum.
+        let Body::Ipv4 { ip, .. } = decode(&sent).unwrap().body else {
+            panic!()
+        };
+        assert_eq!(ip.ecn, Ecn::Ect0);
+        // The switch marks CE; the NP role in front of the receiver answers with a CNP.
+        let mut marked = sent.clone();
+        ipv4::set_ecn(&mut marked[14..], Ecn::Ce).unwrap();
+        let OutsideAction::Pass { cnp: Some(cnp), .. } =
+            np_side.on_outside(t0, &marked, heap, heap)
+        else {
+            panic!("no CNP")
+        };
+        // An unmarked frame asks for nothing.
+        assert!(matches!(
+            np_side.on_outside(t0, &sent, heap, heap),
+            OutsideAction::Pass { cnp: None, .. }
+        ));
+        let cnp = cnp.into_vec();
+        let d = decode(&cnp).unwrap();
+        assert_eq!((d.l2.dst, d.l2.src), (HOST, RCV));
+        // Back on the RP side the CNP names the flow and cuts it (at the decrease check).
+        assert!(matches!(
+            rp_side.on_outside(t0, &cnp, heap, heap),
+            OutsideAction::Consumed
+        ));
+        rp_side.on_timeout(t0 + Duration::from_micros(50));
+        assert!(rp_side.table().view(0).rate < units::Rate::from_gbps(1));
+        // A CNP for the same QP from a third address is not for this flow.
+        let mut forged = cnp.clone();
+        forged[14 + 15] = 77; // IPv4 source's last octet
+        let sum = {
+            forged[24] = 0;
+            forged[25] = 0;
+            let h = &forged[14..34];
+            let mut s: u32 = (0..10)
+                .map(|i| u32::from(u16::from_be_bytes([h[2 * i], h[2 * i + 1]])))
+                .sum();
+            while s > 0xffff {
+                s = (s & 0xffff) + (s >> 16);
+            }
+            !(s as u16)
+        };
+        forged[24..26].copy_from_slice(&sum.to_be_bytes());
+        assert!(matches!(
+            rp_side.on_outside(t0, &forged, heap, heap),
+            OutsideAction::Pass { .. }
+        ));
+        assert_eq!(rp_side.counters().unknown_flow, 1);
+        assert_eq!(rp_side.counters().cnps_accepted, 1);
+    }
+
+    #[test]
+    fn non_flow_frames_pass_at_once_and_malformed_ones_are_counted() {
+        let mut a = appliance(Cc::Qcn, Role::Rp);
+        let t0 = Instant::from_nanos(1_000);
+        let mut arp = vec![0u8; 60];
+        arp[..6].fill(0xff);
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        let InsideAction::Send(out) = a.on_inside(t0, &arp, heap) else {
+            panic!()
+        };
+        assert_eq!(out.into_vec(), arp);
+        let mut bad = data(1, Ecn::NotEct, false);
+        bad[14 + 10] ^= 1; // IPv4 checksum
+        assert!(matches!(a.on_inside(t0, &bad, heap), InsideAction::Send(_)));
+        assert!(matches!(
+            a.on_inside(t0, &[0u8; 5], heap),
+            InsideAction::Send(_)
+        ));
+        let c = a.counters();
+        assert_eq!((c.pass_arp, c.pass_malformed), (1, 2));
+        assert_eq!(a.table().flows(), 0);
+    }
+}

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Summary table of scripts/appliance.sh runs.
+
+usage: appliance-summary.py OUT_DIR CC [CC ...]     (prints the table, then one JSON line)
+
+Per run (congestion control): the UDP flows' goodput at the receiver (iperf3), their Jain index
+and the bottleneck's utilisation; the bottleneck queue's mean / p99 depth against its set point
+and the frames the switch dropped (both from the `quench stats` samples, as
+scripts/loop-summary.py reads them); the appliance's queue drops, accepted feedback and added
+latency; the TCP flows' goodput (iperf3).
+"""
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+LINK_BPS = 1e9
+HERE = Path(__file__).resolve().parent
+_spec = importlib.util.spec_from_file_location("loop_summary", HERE / "loop-summary.py")
+loop_summary = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(loop_summary)
+
+
+def iperf(path, udp):
+    try:
+        v = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    end = v.get("end", {})
+    if udp:
+        # The server's view (iperf3 >= 3.?: sum_received); else the client's sum less its loss.
+        s = end.get("sum_received") or end.get("sum") or {}
+        return s.get("bits_per_second")
+    return (end.get("sum_received") or {}).get("bits_per_second")
+
+
+def jain(xs):
+    return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs)) if xs and any(xs) else 0.0
+
+
+def last_json(path):
+    try:
+        lines = [l for l in Path(path).read_text().splitlines() if l.startswith("{")]
+    except OSError:
+        return None
+    return json.loads(lines[-1]) if lines else None
+
+
+def run(out, cc):
+    udp = [iperf(out / f"iperf-{cc}-udp-{i}.json", True) for i in (0, 1)]
+    tcp = [iperf(out / f"iperf-{cc}-tcp-{i}.json", False) for i in (0, 1)]
+    mean, p99, n, drops, pauses = loop_summary.queue_stats(out / f"queue-{cc}.jsonl")
+    app = last_json(out / f"appliance-{cc}.log") or {}
+    np_ = last_json(out / f"np-{cc}.log") or {}
+    pairs = app.get("appliance", [])
+    tab = [p["table"] for p in pairs]
+    cnt = [p["counters"] for p in pairs]
+    lat = [p["latency_us"] for p in pairs]
+    ok_udp = [x for x in udp if x is not None]
+    return {
+        "cc": cc,
+        "udp_mbps": [None if x is None else round(x / 1e6, 1) for x in udp],
+        "jain": round(jain(ok_udp), 4),
+        "utilisation": round(sum(ok_udp) / LINK_BPS, 4),
+        "queue_mean_kb": round(mean / 1e3, 1),
+        "queue_p99_kb": round(p99 / 1e3, 1),
+        "queue_samples": n,
+        "set_point": loop_summary.SET_POINT.get(cc, ""),
+        "switch_drops": drops,
+        "appliance_queue_drops": sum(t["queue_drops"] for t in tab),
+        "cnms_accepted": sum(c["cnms_accepted"] for c in cnt),
+        "cnps_accepted": sum(c["cnps_accepted"] for c in cnt),
+        "feedback_refused": sum(c["unknown_flow"] + c["forged_feedback"] for c in cnt),
+        "np_cnps_sent": sum(p["counters"]["cnps_sent"] for p in np_.get("appliance", [])),
+        "appliance_latency_us": [max((l[k] for l in lat), default=None) for k in ("p50", "p99")],
+        "tcp_mbps": [None if x is None else round(x / 1e6, 1) for x in tcp],
+    }
+
+
+def main():
+    out = Path(sys.argv[1])
+    rows = [run(out, cc) for cc in sys.argv[2:]]
+    head = ("cc", "UDP Mb/s", "Jain", "util", "queue mean/p99 KB", "set point", "switch drops",
+            "appl. drops", "CNMs/CNPs", "appl. latency p50/p99 us", "TCP Mb/s")
+    table = [head]
+    for r in rows:
+        table.append((
+            r["cc"], " ".join("-" if v is None else f"{v:.0f}" for v in r["udp_mbps"]),
+            f"{r['jain']:.3f}", f"{100 * r['utilisation']:.0f} %",
+            f"{r['queue_mean_kb']:.1f} / {r['queue_p99_kb']:.1f}", r["set_point"],
+            str(r["switch_drops"]), str(r["appliance_queue_drops"]),
+            f"{r['cnms_accepted']}/{r['cnps_accepted']}",
+            "/".join("-" if v is None else f"{v:.0f}" for v in r["appliance_latency_us"]),
+            " ".join("-" if v is None else f"{v:.0f}" for v in r["tcp_mbps"]),
+        ))
+    loop_summary.print_table(table)
+    print(json.dumps({"runs": rows}))
+
+
+if __name__ == "__main__":
+    main()

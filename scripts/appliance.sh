@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# The sender appliance with unmodified applications as the traffic: two host namespaces run
+# iperf3 (UDP offered above the bottleneck, then TCP), each behind `quench appliance`, through
+# `quench switch` with a congestion point on its 1 Gbit/s egress to a receiver namespace running
+# `iperf3 -s`. QCN (the appliance adds CN-TAGs, the switch's CP sends CNMs), then DCQCN (the
+# appliance marks ECT(0), the switch's RED marks CE, an appliance in the notification-point role
+# in front of the receiver answers with CNPs). Prints a table like scripts/demo.sh's and one JSON
+# line; tears everything down.
+#
+#   scripts/appliance.sh [SECONDS] [OUT_DIR]      (root; default 10 s per run, out/appliance)
+#
+# Topology (scripts/testbed.sh --appliance): P-s0, P-s1, P-r0 -- P-ap -- P-sw. Each run's logs:
+# OUT_DIR/{switch,appliance,np,queue}-CC*.{log,jsonl}, iperf3 JSON in OUT_DIR/iperf-CC-PROTO-I.json.
+# CC list: CCS="qcn dcqcn" (default). DRIVER=af_xdp (default) or af_packet for every port; with
+# af_packet, TCP suffers: the testbed's veths have GRO on (XDP redirects need it), so an
+# AF_PACKET socket reads merged TCP segments larger than a frame; XDP sees frames before GRO.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+secs=${1:-10}
+out=${2:-out/appliance}
+prefix=${QN_PREFIX:-qap}
+driver=${DRIVER:-af_xdp}
+if [ "$(id -u)" -ne 0 ]; then
+  echo "appliance.sh: needs root (network namespaces); skipping" >&2
+  exit 0
+fi
+command -v iperf3 >/dev/null || { echo "appliance.sh: iperf3 missing; run scripts/setup.sh" >&2; exit 1; }
+quench=${QUENCH:-$PWD/target/release/quench}
+[ -x "$quench" ] || cargo build --release -p engine --bin quench
+mkdir -p "$out"
+out=$(realpath "$out")
+
+pids=()
+cleanup() {
+  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  scripts/testbed.sh down --prefix "$prefix" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+scripts/testbed.sh up --senders 2 --receivers 1 --prefix "$prefix" --appliance
+ap="$prefix-ap"
+
+for cc in ${CCS:-qcn dcqcn}; do
+  echo "== $cc: switch (CP on r0's 1 Gbit/s egress), appliance, iperf3 UDP then TCP, ${secs}s each"
+  cfg="$out/switch-$cc.toml"
+  # The shipped switch config with this testbed's ports, the chosen driver, the congestion
+  # point on priority 0 (iperf3's frames are untagged) and the control socket of this run.
+  sed -e "s/qn-sw-/$prefix-sw-/" -e "s|/run/quench/switch.sock|/run/quench/$prefix-$cc.sock|" \
+    -e 's/^priorities = .*/priorities = [0]/' "configs/switch-$cc.toml" > "$cfg"
+  sed -i "/^iface = /a driver = \"$driver\"" "$cfg"
+  sock=/run/quench/$prefix-$cc.sock
+  total=$((2 * secs + 8))
+  ip netns exec "$prefix-sw" "$quench" switch --config "$cfg" --duration "$total" \
+    > "$out/switch-$cc.log" 2>&1 &
+  pids+=($!)
+  "$quench" appliance --driver "$driver" --cc "$cc" --duration-s "$total" \
+    --inside "$ap/$ap-is0" --outside "$ap/$ap-os0" --inside "$ap/$ap-is1" --outside "$ap/$ap-os1" \
+    > "$out/appliance-$cc.log" 2>&1 &
+  appid=$!
+  pids+=($appid)
+  # In front of the receiver: the notification point (DCQCN), or a plain bump (QCN).
+  role=(--cc none)
+  if [ "$cc" = dcqcn ]; then role=(--role np); fi
+  "$quench" appliance --driver "$driver" "${role[@]}" --duration-s "$total" \
+    --inside "$ap/$ap-ir0" --outside "$ap/$ap-or0" > "$out/np-$cc.log" 2>&1 &
+  npid=$!
+  pids+=($npid)
+  sleep 1.5
+  : > "$out/queue-$cc.jsonl"
+  "$quench" stats --json --watch --interval-ms 50 --socket "$sock" >> "$out/queue-$cc.jsonl" 2>/dev/null &
+  statpid=$!
+  pids+=($statpid)
+  # Servers as jobs of this script (not -D daemons: those would outlive it and keep any lock
+  # it inherited), one test each, killed by the cleanup if a client never came.
+  for port in 5201 5202; do
+    ip netns exec "$prefix-r0" iperf3 -s -p "$port" -1 > "$out/iperf-server-$cc-udp-$port.log" 2>&1 &
+    pids+=($!)
+  done
+  sleep 0.5
+  # One second of the outside port of host 0 (data with CN-TAGs out, CNMs back), 1 s into
+  # the UDP run, decoded by tshark below.
+  (sleep 1; ip netns exec "$ap" timeout 5 tshark -q -i "$ap-os0" -a duration:1 -s 128 \
+    -w "$out/outside-$cc.pcap" >/dev/null 2>&1 || true) &
+  pids+=($!)
+  # UDP: each host offers 800 Mb/s (1.6 Gb/s into the 1 Gbit/s bottleneck).
+  for i in 0 1; do
+    ip netns exec "$prefix-s$i" iperf3 -c 10.71.0.101 -p $((5201 + i)) -u -b 800M -l 1400 \
+      -t "$secs" -J --connect-timeout 3000 > "$out/iperf-$cc-udp-$i.json" 2>&1 &
+    pids+=($!)
+  done
+  wait "${pids[@]: -2}" || true
+  sleep 1
+  for port in 5201 5202; do
+    ip netns exec "$prefix-r0" iperf3 -s -p "$port" -1 > "$out/iperf-server-$cc-tcp-$port.log" 2>&1 &
+    pids+=($!)
+  done
+  sleep 0.5
+  # TCP: one connection per host.
+  for i in 0 1; do
+    ip netns exec "$prefix-s$i" iperf3 -c 10.71.0.101 -p $((5201 + i)) -t "$secs" -J --connect-timeout 3000 \
+      > "$out/iperf-$cc-tcp-$i.json" 2>&1 &
+    pids+=($!)
+  done
+  wait "${pids[@]: -2}" || true
+  kill -INT "$appid" "$npid" 2>/dev/null || true
+  wait "$appid" "$npid" 2>/dev/null || true
+  kill "$statpid" 2>/dev/null || true
+  # The switch (started by this script, the only job left).
+  for p in $(jobs -p); do kill -INT "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  pids=()
+done
+
+# The outside captures in tshark, with the 802.1Qau dissector when it is there.
+lua=../shared/tools/wireshark/qau.lua
+targs=()
+if [ -f "$lua" ]; then targs=(-X "lua_script:$lua"); fi
+for cc in ${CCS:-qcn dcqcn}; do
+  [ -s "$out/outside-$cc.pcap" ] || continue
+  tshark "${targs[@]}" -r "$out/outside-$cc.pcap" -T fields -e frame.protocols 2>/dev/null \
+    | sort | uniq -c | sort -rn | head -5 | sed "s/^/  outside-$cc.pcap: /"
+  tshark "${targs[@]}" -r "$out/outside-$cc.pcap" -c 3 -V 2>/dev/null | grep -E "CN-TAG|Flow ID|QntzFb" | head -4 || true
+done
+python3 scripts/appliance-summary.py "$out" ${CCS:-qcn dcqcn}
