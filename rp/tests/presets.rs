@@ -63,8 +63,8 @@ fn every_preset_parses_into_profiles() {
     }
     assert_eq!(
         (qcn, dcqcn),
-        (2, 4),
-        "ieee-8021qau, send; nvidia, dcqcn-paper, hpcc-ns3, send"
+        (3, 4),
+        "appliance, ieee-8021qau, send; nvidia, dcqcn-paper, hpcc-ns3, send"
     );
 }
 
