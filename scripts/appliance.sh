@@ -11,6 +11,7 @@
 #
 # Topology (scripts/testbed.sh --appliance): P-s0, P-s1, P-r0 -- P-ap -- P-sw. Each run's logs:
 # OUT_DIR/{switch,appliance,np,queue}-CC*.{log,jsonl}, iperf3 JSON in OUT_DIR/iperf-CC-PROTO-I.json.
+# CAPTURE=1 writes OUT_DIR/outside-CC.pcap (the outside link, by the switch) and decodes it.
 # CC list: CCS="qcn dcqcn" (default). DRIVER=af_xdp (default) or af_packet for every port; with
 # af_packet, TCP suffers: the testbed's veths have GRO on (XDP redirects need it), so an
 # AF_PACKET socket reads merged TCP segments larger than a frame; XDP sees frames before GRO.
@@ -52,8 +53,13 @@ for cc in ${CCS:-qcn dcqcn}; do
   sed -i "/^iface = /a driver = \"$driver\"" "$cfg"
   sock=/run/quench/$prefix-$cc.sock
   total=$((2 * secs + 8))
+  # CAPTURE=1: the switch records what crosses its port toward host 0's appliance (data with
+  # CN-TAGs in, CNMs out), i.e. the outside link (an AF_XDP port is invisible to a capture on
+  # the veth). Every frame of the run: about 100 MB per second at the bottleneck's rate.
+  capture=()
+  if [ -n "${CAPTURE:-}" ]; then capture=(--capture "s0=$out/outside-$cc.pcap"); fi
   ip netns exec "$prefix-sw" "$quench" switch --config "$cfg" --duration "$total" \
-    > "$out/switch-$cc.log" 2>&1 &
+    "${capture[@]}" > "$out/switch-$cc.log" 2>&1 &
   pids+=($!)
   "$quench" appliance --driver "$driver" --cc "$cc" --duration-s "$total" \
     --inside "$ap/$ap-is0" --outside "$ap/$ap-os0" --inside "$ap/$ap-is1" --outside "$ap/$ap-os1" \
@@ -79,11 +85,6 @@ for cc in ${CCS:-qcn dcqcn}; do
     pids+=($!)
   done
   sleep 0.5
-  # One second of the outside port of host 0 (data with CN-TAGs out, CNMs back), 1 s into
-  # the UDP run, decoded by tshark below.
-  (sleep 1; ip netns exec "$ap" timeout 5 tshark -q -i "$ap-os0" -a duration:1 -s 128 \
-    -w "$out/outside-$cc.pcap" >/dev/null 2>&1 || true) &
-  pids+=($!)
   # UDP: each host offers 800 Mb/s (1.6 Gb/s into the 1 Gbit/s bottleneck).
   for i in 0 1; do
     ip netns exec "$prefix-s$i" iperf3 -c 10.71.0.101 -p $((5201 + i)) -u -b 800M -l 1400 \
@@ -113,7 +114,7 @@ for cc in ${CCS:-qcn dcqcn}; do
   pids=()
 done
 
-# The outside captures in tshark, with the 802.1Qau dissector when it is there.
+# The outside captures (written by the switch) in tshark, with the 802.1Qau dissector when it is there.
 lua=../shared/tools/wireshark/qau.lua
 targs=()
 if [ -f "$lua" ]; then targs=(-X "lua_script:$lua"); fi

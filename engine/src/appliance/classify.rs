@@ -324,7 +324,28 @@ pub fn feedback(frame: &[u8]) -> Option<Feedback<'_>> {
 /// which a real CP copies) belongs to, classified as [`classify`] does: RoCEv2's QP or the
 /// 5-tuple. `None` when the MSDU is not IPv4 or too short to tell (the MSDU is at most 64
 /// octets, so its IPv4 checksum and length are not checked: the packet is cut).
+///
+/// Where the MSDU starts is not pinned down (protocols.md, U): `wire::cnm::encap_msdu` starts it
+/// after the L2 headers, `quench switch` right after DA and SA (tags and EtherType included).
+/// Both are read: an IPv4 header starts with version 4, while what follows DA and SA starts with
+/// an EtherType or TPID (0x08.., 0x81.., 0x88.., 0x22..), never with 0x4_, and is walked here.
 pub fn encapsulated_key(msdu: &[u8]) -> Option<FlowKey> {
+    if msdu.first().is_some_and(|b| b >> 4 == 4) {
+        return encapsulated_ip(msdu);
+    }
+    // After DA and SA: walk the tags as a frame with zeroed addresses.
+    let mut frame = [0u8; 12 + cnm::MAX_MSDU_LEN];
+    let n = msdu.len().min(cnm::MAX_MSDU_LEN);
+    frame[12..12 + n].copy_from_slice(&msdu[..n]);
+    let frame = &frame[..12 + n];
+    let w = walk(frame).ok()?;
+    if w.ethertype != ethertype::IPV4 {
+        return None;
+    }
+    encapsulated_ip(&frame[w.payload_offset..])
+}
+
+fn encapsulated_ip(msdu: &[u8]) -> Option<FlowKey> {
     let b = msdu;
     if b.len() < ipv4::HEADER_LEN || b[0] >> 4 != 4 {
         return None;
@@ -397,5 +418,27 @@ mod tests {
         f[14 + 6] = 58;
         f[54] = 135; // Neighbor Solicitation
         assert_eq!(classify(&f), Class::Pass(PassReason::Nd));
+    }
+
+    #[test]
+    fn encapsulated_msdu_is_read_from_either_start() {
+        // A VLAN-tagged, CN-TAGged IPv4/UDP frame.
+        let mut f = vec![0u8; 12];
+        f.extend_from_slice(&[0x81, 0x00, 0x60, 0x01, 0x22, 0xe9, 0x00, 0x07, 0x08, 0x00]);
+        let ip_at = f.len();
+        f.extend_from_slice(&[0x45, 0, 0, 48, 0, 0, 0x40, 0, 64, 17, 0, 0]);
+        f.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2, 0x13, 0x88, 0x14, 0x51, 0, 28, 0, 0]);
+        f.resize(ip_at + 48, 0);
+        let want = FlowKey::Ip(FiveTuple::v4(
+            Ipv4Addr::new(10, 0, 0, 1),
+            Ipv4Addr::new(10, 0, 0, 2),
+            17,
+            5000,
+            5201,
+        ));
+        // After the L2 headers (wire::cnm::encap_msdu) and after DA and SA (quench switch).
+        assert_eq!(encapsulated_key(&f[ip_at..]), Some(want));
+        assert_eq!(encapsulated_key(&f[12..]), Some(want));
+        assert_eq!(encapsulated_key(&[0x88, 0xb5, 1, 2]), None);
     }
 }
