@@ -427,7 +427,9 @@ mod tests {
         f.extend_from_slice(&[0x81, 0x00, 0x60, 0x01, 0x22, 0xe9, 0x00, 0x07, 0x08, 0x00]);
         let ip_at = f.len();
         f.extend_from_slice(&[0x45, 0, 0, 48, 0, 0, 0x40, 0, 64, 17, 0, 0]);
-        f.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2, 0x13, 0x88, 0x14, 0x51, 0, 28, 0, 0]);
+        f.extend_from_slice(&[
+            10, 0, 0, 1, 10, 0, 0, 2, 0x13, 0x88, 0x14, 0x51, 0, 28, 0, 0,
+        ]);
         f.resize(ip_at + 48, 0);
         let want = FlowKey::Ip(FiveTuple::v4(
             Ipv4Addr::new(10, 0, 0, 1),
