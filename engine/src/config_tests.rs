@@ -29,11 +29,7 @@ fn load_switch(p: &Path) -> anyhow::Result<()> {
 }
 
 fn load_send(p: &Path) -> anyhow::Result<()> {
-    let src = crate::bundled::open(
-        &p.display().to_string(),
-        crate::bundled::Kind::Send,
-        None,
-    )?;
+    let src = crate::bundled::open(&p.display().to_string(), crate::bundled::Kind::Send, None)?;
     let cfg = crate::cli::send::load(&src)?;
     let file = p.display();
     let line = units::Rate::parse(&cfg.line_rate)

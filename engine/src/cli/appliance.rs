@@ -39,10 +39,10 @@ pub struct Args {
     /// Override the config's `role`.
     #[arg(long, value_parser = ["rp", "np"])]
     pub role: Option<String>,
-    /// Take `[qcn_rp]` / `[dcqcn_rp]` / `[np]` from this preset instead (e.g.
-    /// configs/nvidia.toml), as `quench send --rp`.
-    #[arg(long)]
-    pub rp: Option<PathBuf>,
+    /// Take `[qcn_rp]` / `[dcqcn_rp]` / `[np]` from this preset instead: a bundled name
+    /// (`nvidia`; `quench presets` lists them) or a TOML file, as `quench send --preset`.
+    #[arg(long, value_name = "NAME|FILE", alias = "rp")]
+    pub preset: Option<String>,
     /// How long to run, seconds (SIGINT / SIGTERM end it early, with the report); 0 = until a
     /// signal.
     #[arg(long, default_value_t = 0.0)]
@@ -201,14 +201,16 @@ fn load(args: &Args) -> anyhow::Result<ApplianceConfig> {
     if let Some(role) = &args.role {
         cfg.role = if role == "np" { Role::Np } else { Role::Rp };
     }
-    if let Some(preset) = &args.rp {
-        if let Some(t) = super::preset_table(preset, "qcn_rp")? {
+    if let Some(p) = &args.preset {
+        use crate::bundled::{open, table, Kind};
+        let preset = open(p, Kind::Preset, None).with_context(|| format!("--preset {p}"))?;
+        if let Some(t) = table(&preset, "qcn_rp")? {
             cfg.qcn_rp = Some(t);
         }
-        if let Some(t) = super::preset_table(preset, "dcqcn_rp")? {
+        if let Some(t) = table(&preset, "dcqcn_rp")? {
             cfg.dcqcn_rp = Some(t);
         }
-        if let Some(t) = super::preset_table(preset, "np")? {
+        if let Some(t) = table(&preset, "np")? {
             cfg.np = Some(t);
         }
     }
