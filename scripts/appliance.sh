@@ -58,10 +58,10 @@ for cc in ${CCS:-qcn dcqcn}; do
   # the veth). Every frame of the run: about 100 MB per second at the bottleneck's rate.
   capture=()
   if [ -n "${CAPTURE:-}" ]; then capture=(--capture "s0=$out/outside-$cc.pcap"); fi
-  ip netns exec "$prefix-sw" "$quench" switch --config "$cfg" --duration "$total" \
+  ip netns exec "$prefix-sw" "$quench" switch --config "$cfg" --duration "${total}s" \
     "${capture[@]}" > "$out/switch-$cc.log" 2>&1 &
   pids+=($!)
-  "$quench" appliance --driver "$driver" --cc "$cc" --duration-s "$total" \
+  "$quench" appliance --driver "$driver" --cc "$cc" --duration "${total}s" \
     --inside "$ap/$ap-is0" --outside "$ap/$ap-os0" --inside "$ap/$ap-is1" --outside "$ap/$ap-os1" \
     > "$out/appliance-$cc.log" 2>&1 &
   appid=$!
@@ -69,13 +69,13 @@ for cc in ${CCS:-qcn dcqcn}; do
   # In front of the receiver: the notification point (DCQCN), or a plain bump (QCN).
   role=(--cc none)
   if [ "$cc" = dcqcn ]; then role=(--role np); fi
-  "$quench" appliance --driver "$driver" "${role[@]}" --duration-s "$total" \
+  "$quench" appliance --driver "$driver" "${role[@]}" --duration "${total}s" \
     --inside "$ap/$ap-ir0" --outside "$ap/$ap-or0" > "$out/np-$cc.log" 2>&1 &
   npid=$!
   pids+=($npid)
   sleep 1.5
   : > "$out/queue-$cc.jsonl"
-  "$quench" stats --json --watch --interval-ms 50 --socket "$sock" >> "$out/queue-$cc.jsonl" 2>/dev/null &
+  "$quench" stats --json --watch --interval 50ms --control-socket "$sock" >> "$out/queue-$cc.jsonl" 2>/dev/null &
   statpid=$!
   pids+=($statpid)
   # Servers as jobs of this script (not -D daemons: those would outlive it and keep any lock

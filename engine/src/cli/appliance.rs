@@ -43,10 +43,10 @@ pub struct Args {
     /// (`nvidia`; `quench presets` lists them) or a TOML file, as `quench send --preset`.
     #[arg(long, value_name = "NAME|FILE", alias = "rp")]
     pub preset: Option<String>,
-    /// How long to run, seconds (SIGINT / SIGTERM end it early, with the report); 0 = until a
-    /// signal.
-    #[arg(long, default_value_t = 0.0)]
-    pub duration_s: f64,
+    /// Stop by itself after this long, e.g. `30s` (SIGINT / SIGTERM end it early, with the
+    /// report); without it, run until a signal.
+    #[arg(long, value_parser = super::duration_or_secs_arg)]
+    pub duration: Option<Duration>,
 }
 
 /// configs/appliance.toml: what `quench appliance` reads, validated into the pieces an
@@ -389,8 +389,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let stop = crate::worker::stop_on_signals()?;
     let clock = Clock::new();
     let t0 = clock.now();
-    let end =
-        (args.duration_s > 0.0).then(|| t0 + Duration::from_nanos((args.duration_s * 1e9) as u64));
+    let end = args.duration.map(|d| t0 + d);
     loop {
         let now = clock.now();
         if end.is_some_and(|e| now >= e) || stop.load(Ordering::Relaxed) {
