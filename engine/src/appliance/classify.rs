@@ -330,19 +330,36 @@ pub fn feedback(frame: &[u8]) -> Option<Feedback<'_>> {
 /// Both are read: an IPv4 header starts with version 4, while what follows DA and SA starts with
 /// an EtherType or TPID (0x08.., 0x81.., 0x88.., 0x22..), never with 0x4_, and is walked here.
 pub fn encapsulated_key(msdu: &[u8]) -> Option<FlowKey> {
+    encapsulated_ip(msdu.get(encapsulated_ip_offset(msdu)?..)?)
+}
+
+/// Where the IPv4 header of a CNM's encapsulated MSDU starts (see [`encapsulated_key`] for the
+/// two places an MSDU may start); `None` when the MSDU is not IPv4.
+fn encapsulated_ip_offset(msdu: &[u8]) -> Option<usize> {
     if msdu.first().is_some_and(|b| b >> 4 == 4) {
-        return encapsulated_ip(msdu);
+        return Some(0);
     }
     // After DA and SA: walk the tags as a frame with zeroed addresses.
     let mut frame = [0u8; 12 + cnm::MAX_MSDU_LEN];
     let n = msdu.len().min(cnm::MAX_MSDU_LEN);
     frame[12..12 + n].copy_from_slice(&msdu[..n]);
-    let frame = &frame[..12 + n];
-    let w = walk(frame).ok()?;
-    if w.ethertype != ethertype::IPV4 {
+    let w = walk(&frame[..12 + n]).ok()?;
+    (w.ethertype == ethertype::IPV4).then(|| w.payload_offset - 12)
+}
+
+/// The UDP payload of a CNM's encapsulated MSDU, as far as the MSDU holds it (at most 64 octets
+/// of the sampled frame, so usually cut): what a sender finds its own test header in. `None`
+/// when the encapsulated frame is not an unfragmented IPv4 UDP datagram.
+pub fn encapsulated_udp_payload(msdu: &[u8]) -> Option<&[u8]> {
+    let ip = msdu.get(encapsulated_ip_offset(msdu)?..)?;
+    if ip.len() < ipv4::HEADER_LEN || ip[0] >> 4 != 4 || ip[9] != PROTO_UDP {
         return None;
     }
-    encapsulated_ip(&frame[w.payload_offset..])
+    if be16(ip, 6) & 0x3fff != 0 {
+        return None; // a fragment: no UDP header, or not at its start
+    }
+    let hl = usize::from(ip[0] & 0x0f) * 4;
+    ip.get(hl + udp::HEADER_LEN..)
 }
 
 fn encapsulated_ip(msdu: &[u8]) -> Option<FlowKey> {

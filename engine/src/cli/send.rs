@@ -459,8 +459,8 @@ fn report(
         }));
     }
     outln!(
-        "sent {} frames in {:.1} s; feedback: {} CNMs, {} CNPs, {} for unknown flows, {} refused; {} PFC frames; {} frames without a buffer",
-        c.frames, secs, c.cnms, c.cnps, c.unknown_feedback, c.refused_feedback, c.pfc_rx, o.no_buffer
+        "sent {} frames in {:.1} s; feedback: {} CNMs, {} CNPs, {} for unknown flows, {} forged, {} refused; {} PFC frames; {} frames without a buffer",
+        c.frames, secs, c.cnms, c.cnps, c.unknown_feedback, c.forged_feedback, c.refused_feedback, c.pfc_rx, o.no_buffer
     )?;
     if k.unsent > 0 {
         outln!(
@@ -517,6 +517,7 @@ fn report(
                            "lag_dropped_ms": w.gen.lag_dropped().as_nanos() as f64 / 1e6},
             "cc": format!("{cc:?}").to_lowercase(), "seconds": secs, "frames": c.frames,
             "cnms": c.cnms, "cnps": c.cnps, "unknown_feedback": c.unknown_feedback,
+            "forged_feedback": c.forged_feedback, "refused_feedback": c.refused_feedback,
             "pfc_rx": c.pfc_rx, "no_buffer": o.no_buffer, "unsent": k.unsent,
             "tx_refusals": k.refusals, "tx_kernel_drops": k.drops,
             "flows": flows_json,

@@ -3,19 +3,38 @@
 //! and transmit timestamp), and turns feedback arriving on the port into reaction-point inputs:
 //! CNMs (their CN-TAG's flow id, QntzFb) drive the QCN RP, CNPs (their DestQP) the DCQCN RP.
 //! Feedback for a flow this sender does not have is counted and ignored.
+//!
+//! Feedback carries no authentication, so a frame that names one of our flows is acted on only
+//! if it can be an answer to what this port sent; everything else is counted as
+//! `forged_feedback` and ignored:
+//! - a CNM must be addressed to this port's MAC (a CP answers the sampled frame's source
+//!   address, 802.1Qau 32.9), its encapsulated DA must be the flow's destination, its
+//!   encapsulated frame (the sampled frame's first octets, which a CP copies) must carry the
+//!   flow's IPv4/UDP 5-tuple, and where the test header's sequence number is inside, it must be
+//!   one of the flow's last [`CNM_SEQ_WINDOW`] frames (a replayed old CNM is not);
+//! - a CNP must come from the flow's destination IP address to ours (RoCEv2 CNPs travel from
+//!   the notification point back to the source, DCQCN section 3).
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
 use units::{FlowId, Instant, Rate};
 
 use super::pacer::{Generator, TxDesc};
+use crate::appliance::classify::{encapsulated_key, encapsulated_udp_payload, FiveTuple, FlowKey};
 use crate::host::rp::{Feedback, FlowRp, HostRp, Refused};
+use crate::wire::cnm::CnmRepr;
 use crate::wire::ethernet::{ethertype, L2Repr, VlanTci};
 use crate::wire::frame::{decode, emit_test_frame, Body, IpBody, Ipv4UdpHeaders, UdpBody};
-use crate::wire::ipv4::Ecn;
+use crate::wire::ipv4::{Ecn, PROTO_UDP};
 use crate::wire::roce::opcode;
 use crate::wire::testhdr::{TestHdrRepr, UDP_PORT};
 use crate::wire::MacAddr;
+
+/// How many of a flow's most recent frames a CNM may answer. A CP samples a frame as it joins
+/// the queue and answers at once, so the sampled frame is at most a queue and a round trip of
+/// frames older than the flow's newest: 65,536 frames is 4 MiB of 64-octet frames and 0.8 s of a
+/// 1 Gbit/s flow of 1500-octet frames, far more than either.
+pub const CNM_SEQ_WINDOW: u64 = 1 << 16;
 
 /// Addresses of the generated frames.
 #[derive(Clone, Copy, Debug)]
@@ -41,6 +60,9 @@ pub struct SendCounters {
     pub unknown_feedback: u64,
     /// Feedback the RP refused (bad QntzFb, pool full).
     pub refused_feedback: u64,
+    /// Feedback naming one of our flows that cannot be an answer to what this port sent (see
+    /// the module documentation): not acted on.
+    pub forged_feedback: u64,
     /// Frames received that were neither CNMs nor CNPs nor PFC.
     pub other_rx: u64,
     /// PFC frames received (they stop the paused priorities' flows for their quanta).
@@ -149,8 +171,7 @@ impl SendWorker {
             dst: self.addr.dst_ip,
             dscp: 0,
             ecn: self.addr.ecn,
-            // One UDP source port per flow: distinct 5-tuples for ECMP and appliances.
-            src_port: 49152 | (d.flow.0 as u16 & 0x3FFF),
+            src_port: udp_src_port(d.flow),
             dst_port: UDP_PORT,
         };
         let n = emit_test_frame(
@@ -183,18 +204,34 @@ impl SendWorker {
                     self.counters.unknown_feedback += 1;
                     return;
                 };
-                self.feedback(now, FlowId(u32::from(rpid)), Feedback::Cnm(cnm.qntz_fb));
+                let flow = FlowId(u32::from(rpid));
+                let Some(&i) = self.by_flow.get(&flow) else {
+                    self.counters.unknown_feedback += 1;
+                    return;
+                };
+                if !self.cnm_answers(d.l2.dst, i, &cnm) {
+                    self.counters.forged_feedback += 1;
+                    return;
+                }
+                self.feedback(now, flow, Feedback::Cnm(cnm.qntz_fb));
             }
             Body::Ipv4 {
+                ip,
                 body:
                     IpBody::Udp {
                         body: UdpBody::Roce { bth, .. },
                         ..
                     },
-                ..
             } if bth.opcode == opcode::CNP => {
                 self.counters.cnps += 1;
-                self.feedback(now, FlowId(bth.dest_qp), Feedback::Cnp);
+                let flow = FlowId(bth.dest_qp);
+                if !self.by_flow.contains_key(&flow) {
+                    self.counters.unknown_feedback += 1;
+                } else if ip.src != self.addr.dst_ip || ip.dst != self.addr.src_ip {
+                    self.counters.forged_feedback += 1;
+                } else {
+                    self.feedback(now, flow, Feedback::Cnp);
+                }
             }
             Body::Pfc(pfc) => {
                 self.counters.pfc_rx += 1;
@@ -251,6 +288,40 @@ impl SendWorker {
         self.control.rate(&self.flow_rps[index], flow, cap)
     }
 
+    /// Whether a CNM addressed to `to` and naming the flow at `index` can answer one of the
+    /// frames that flow sent (the module documentation gives the rule).
+    fn cnm_answers(&self, to: MacAddr, index: usize, cnm: &CnmRepr) -> bool {
+        let f = &self.gen.flows()[index];
+        let ours = FlowKey::Ip(FiveTuple::v4(
+            self.addr.src_ip,
+            self.addr.dst_ip,
+            PROTO_UDP.0,
+            udp_src_port(f.spec.flow),
+            UDP_PORT,
+        ));
+        if to != self.addr.src_mac
+            || cnm.encap_da != f.spec.destination
+            || encapsulated_key(cnm.encap_msdu) != Some(ours)
+        {
+            return false;
+        }
+        // The test header's flow id (octets 8-11) and sequence number (12-19), when the MSDU
+        // reaches that far (wire::testhdr's layout).
+        let hdr = encapsulated_udp_payload(cnm.encap_msdu).unwrap_or_default();
+        let (Some(magic), Some(id), Some(seq)) = (hdr.get(..4), hdr.get(8..12), hdr.get(12..20))
+        else {
+            return true;
+        };
+        let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+        let seq = u64::from_be_bytes([
+            seq[0], seq[1], seq[2], seq[3], seq[4], seq[5], seq[6], seq[7],
+        ]);
+        be32(magic) == crate::wire::testhdr::MAGIC
+            && be32(id) == f.spec.flow.0
+            && seq < f.seq
+            && f.seq - seq <= CNM_SEQ_WINDOW
+    }
+
     /// Feedback naming `flow`: acted on if this sender has the flow (else counted), and the
     /// flow's pending release re-timed at its new rate.
     fn feedback(&mut self, now: Instant, flow: FlowId, fb: Feedback) {
@@ -271,6 +342,12 @@ impl SendWorker {
     }
 }
 
+/// The UDP source port of a flow's frames: one per flow, so flows have distinct 5-tuples for
+/// ECMP and appliances (the dynamic range, RFC 6335).
+fn udp_src_port(flow: FlowId) -> u16 {
+    49152 | (flow.0 as u16 & 0x3FFF)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,6 +357,10 @@ mod tests {
     use units::Duration;
 
     fn worker(priority: u8) -> SendWorker {
+        worker_with(priority, HostRp::None, false)
+    }
+
+    fn worker_with(priority: u8, control: HostRp, cn_tag: bool) -> SendWorker {
         let flows = vec![FlowStart {
             flow: FlowId(1),
             start: Duration::ZERO,
@@ -291,17 +372,137 @@ mod tests {
         let gen = Generator::new(PacingConfig::default(), flows, Instant::ZERO).unwrap();
         SendWorker::new(
             gen,
-            HostRp::None,
+            control,
             Addressing {
                 src_mac: MacAddr::new(2, 0, 0, 0, 1, 1),
                 src_ip: Ipv4Addr::new(10, 0, 0, 1),
                 dst_ip: Ipv4Addr::new(10, 0, 0, 100),
                 vlan: 1,
                 ecn: Ecn::NotEct,
-                cn_tag: false,
+                cn_tag,
             },
         )
         .with_link_rate(Rate::from_gbps(1))
+    }
+
+    /// Sends frames until the flow's next sequence number is at least `seq`; returns the last
+    /// frame and the time after it.
+    fn send_until(w: &mut SendWorker, mut t: Instant, seq: u64) -> (Vec<u8>, Instant) {
+        let mut buf = [0u8; 2048];
+        let mut last = Vec::new();
+        while w.gen.flows()[0].seq < seq {
+            t += Duration::from_micros(40);
+            if let Some((_, n)) = w.next_frame(t, t, &mut buf) {
+                last = buf[..n].to_vec();
+            }
+        }
+        (last, t)
+    }
+
+    /// The CNM `quench switch` sends for `sampled` (QntzFb 63).
+    fn cnm_for(sampled: &[u8]) -> Vec<u8> {
+        let src = crate::switch::core::CnmSource {
+            cp_mac: MacAddr::new(2, 0, 0, 0, 0xc, 0xc),
+            priority: 6,
+        };
+        let fb = cp::qcn::QcnFeedback {
+            qntz_fb: 63,
+            qoffset: -10,
+            qdelta: 4,
+        };
+        crate::switch::egress::cnm_frame(sampled, &src, 0, &fb).unwrap()
+    }
+
+    #[test]
+    fn a_cnm_acts_only_when_it_answers_a_frame_this_port_sent() {
+        let line = Rate::from_gbps(1);
+        let qcn = || HostRp::qcn(::rp::QcnParams::default().profile(line).unwrap());
+        let mut w = worker_with(0, qcn(), true);
+        let (sampled, t) = send_until(&mut w, Instant::ZERO, 3);
+        let genuine = cnm_for(&sampled);
+
+        // Addressed elsewhere (a CP answers the sampled frame's source address).
+        let mut elsewhere = genuine.clone();
+        elsewhere[..6].copy_from_slice(&[2, 0, 0, 0, 7, 7]);
+        // A frame this port never sent: another host's 5-tuple with our flow id in its CN-TAG
+        // (IPv4 at octet 22, after DA, SA, VLAN tag, CN-TAG and EtherType; its source at 12).
+        let mut foreign = sampled.clone();
+        foreign[34..38].copy_from_slice(&[10, 0, 0, 66]);
+        // A sequence number this flow has not reached (test header at 50, sequence at 62).
+        let mut unsent = sampled.clone();
+        unsent[62..70].copy_from_slice(&1000u64.to_be_bytes());
+        // The sampled frame's DA is not the flow's destination.
+        let mut other_da = sampled.clone();
+        other_da[..6].copy_from_slice(&[2, 0, 0, 0, 9, 9]);
+        let rp = |w: &SendWorker| w.rp_rate(0, Rate::from_bps(u64::MAX));
+        for (i, forged) in [
+            elsewhere,
+            cnm_for(&foreign),
+            cnm_for(&unsent),
+            cnm_for(&other_da),
+        ]
+        .iter()
+        .enumerate()
+        {
+            w.on_rx(t, forged);
+            assert_eq!(w.counters().forged_feedback, i as u64 + 1, "forged CNM {i}");
+        }
+        assert_eq!(rp(&w), line, "no forged CNM acted");
+
+        w.on_rx(t, &genuine);
+        assert_eq!(w.counters().forged_feedback, 4);
+        assert!(rp(&w) < line, "the genuine CNM cut the rate");
+
+        // Replayed once the flow has sent more than the window since: refused.
+        let mut w = worker_with(0, qcn(), true);
+        let (first, t) = send_until(&mut w, Instant::ZERO, 1);
+        let (_, t) = send_until(&mut w, t, CNM_SEQ_WINDOW + 2);
+        w.on_rx(t, &cnm_for(&first));
+        assert_eq!(w.counters().forged_feedback, 1);
+        assert_eq!(rp(&w), line);
+    }
+
+    #[test]
+    fn a_cnp_acts_only_from_the_flows_destination_to_this_port() {
+        let line = Rate::from_gbps(1);
+        let mut w = worker_with(
+            0,
+            HostRp::Dcqcn(::rp::DcqcnParams::default().profile(line).unwrap()),
+            false,
+        );
+        let (data, t) = send_until(&mut w, Instant::ZERO, 2);
+        let (l2, _) = L2Repr::parse(&data).unwrap();
+        let ours = Ipv4Addr::new(10, 0, 0, 1);
+        let cnp = |from: Ipv4Addr, qp: u32| {
+            let mut buf = [0u8; 256];
+            let n = crate::wire::frame::emit_cnp_reply(
+                &l2,
+                ours,
+                from,
+                UDP_PORT,
+                MacAddr::new(2, 0, 0, 0, 9, 1),
+                qp,
+                &mut buf,
+            )
+            .unwrap();
+            buf[..n].to_vec()
+        };
+        // From a third host, for our QP: forged. For a QP we do not hold: unknown.
+        w.on_rx(t, &cnp(Ipv4Addr::new(10, 0, 0, 77), 1));
+        w.on_rx(t, &cnp(Ipv4Addr::new(10, 0, 0, 100), 9));
+        let c = w.counters();
+        assert_eq!((c.cnps, c.forged_feedback, c.unknown_feedback), (2, 1, 1));
+        let rp = |w: &SendWorker| w.rp_rate(0, Rate::from_bps(u64::MAX));
+        assert_eq!(rp(&w), line);
+        // From the flow's destination: acted on (NVIDIA's defaults cut at the decrease check a
+        // few microseconds after the CNP).
+        w.on_rx(t, &cnp(Ipv4Addr::new(10, 0, 0, 100), 1));
+        assert_eq!(w.counters().forged_feedback, 1);
+        let until = t + Duration::from_micros(10);
+        while let Some(at) = w.next_deadline().filter(|&at| at <= until) {
+            w.on_timeout(at);
+        }
+        assert!(rp(&w) < line);
     }
 
     fn pause(prio: u8, quanta: u16) -> [u8; FRAME_LEN] {
