@@ -84,9 +84,7 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     for flows in [1_000u32, 100_000, 1_000_000] {
         let line = Rate::from_gbps(100);
-        let rp = FlowRp::Qcn(rp::QcnRp::new(
-            rp::QcnParams::default().profile(line).expect("profile"),
-        ));
+        let rp = FlowRp::qcn(rp::QcnParams::default().profile(line).expect("profile"));
         let cfg = TableConfig {
             max_flows: 1 << 20,
             line_rate: line,

@@ -532,9 +532,7 @@ mod tests {
         let line = units::Rate::from_gbps(1);
         let rp = match cc {
             Cc::None => FlowRp::None,
-            Cc::Qcn => FlowRp::Qcn(rp::QcnRp::new(
-                rp::QcnParams::default().profile(line).unwrap(),
-            )),
+            Cc::Qcn => FlowRp::qcn(rp::QcnParams::default().profile(line).unwrap()),
             Cc::Dcqcn => FlowRp::Dcqcn(rp::DcqcnParams::default().profile(line).unwrap()),
         };
         let np =
@@ -637,9 +635,7 @@ mod tests {
     #[test]
     fn untagged_cnm_is_matched_by_its_encapsulated_five_tuple() {
         let line = units::Rate::from_gbps(1);
-        let rp = FlowRp::Qcn(rp::QcnRp::new(
-            rp::QcnParams::default().profile(line).unwrap(),
-        ));
+        let rp = FlowRp::qcn(rp::QcnParams::default().profile(line).unwrap());
         let mut a: Appliance<HeapFrame> =
             Appliance::new(Role::Rp, false, false, TableConfig::default(), rp, None).unwrap();
         let t0 = Instant::from_nanos(1_000);

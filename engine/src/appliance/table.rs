@@ -28,7 +28,7 @@
 //! queued; a DCQCN flow that was cut adds its boxed state).
 use std::collections::{HashMap, VecDeque};
 
-use rp::{DcqcnProfile, DcqcnState, QcnRp};
+use rp::DcqcnState;
 use units::{Duration, FlowId, Instant, Rate};
 
 use super::classify::{CnpKey, FlowKey};
@@ -87,14 +87,9 @@ impl Default for TableConfig {
     }
 }
 
-/// Which reaction point each flow has.
-#[derive(Debug)]
-pub enum FlowRp {
-    /// No congestion control: flows leave at the line rate.
-    None,
-    Qcn(QcnRp),
-    Dcqcn(DcqcnProfile),
-}
+/// Which reaction point each flow has: the host's choice, as `quench send` and the simulator's
+/// hosts make it (QCN's one pool of limiters, or a DCQCN profile with per-flow state here).
+pub use crate::host::rp::HostRp as FlowRp;
 
 /// Counters of the flow table.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]

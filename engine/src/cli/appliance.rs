@@ -155,24 +155,12 @@ impl ApplianceConfig {
 
     /// The reaction points (the `[qcn_rp]` / `[dcqcn_rp]` tables, or their defaults).
     pub fn rp(&self) -> anyhow::Result<FlowRp> {
-        let line = self.line()?;
-        Ok(match self.cc {
-            Cc::None => FlowRp::None,
-            Cc::Qcn => FlowRp::Qcn(rp::QcnRp::new(
-                self.qcn_rp
-                    .clone()
-                    .unwrap_or_default()
-                    .profile(line)
-                    .map_err(|e| anyhow::anyhow!("[qcn_rp] {e}"))?,
-            )),
-            Cc::Dcqcn => FlowRp::Dcqcn(
-                self.dcqcn_rp
-                    .clone()
-                    .unwrap_or_default()
-                    .profile(line)
-                    .map_err(|e| anyhow::anyhow!("[dcqcn_rp] {e}"))?,
-            ),
-        })
+        super::send::host_rp(
+            self.cc,
+            self.qcn_rp.as_ref(),
+            self.dcqcn_rp.as_ref(),
+            self.line()?,
+        )
     }
 
     /// The notification point of the NP role.

@@ -162,22 +162,29 @@ pub(crate) fn load(src: &crate::bundled::Source) -> anyhow::Result<SendConfig> {
     crate::config_file::from_str(&src.text, &src.origin).map_err(anyhow::Error::msg)
 }
 
-fn control(cfg: &SendConfig, cc: Cc, line: Rate, file: &str) -> anyhow::Result<HostRp> {
+/// The host's reaction points for `cc` at line rate `line`, from the `[qcn_rp]` /
+/// `[dcqcn_rp]` tables (their defaults when absent); an invalid table is an error naming it.
+/// `quench send` and `quench appliance` both build theirs here.
+pub(crate) fn host_rp(
+    cc: Cc,
+    qcn: Option<&rp::QcnParams>,
+    dcqcn: Option<&rp::DcqcnParams>,
+    line: Rate,
+) -> anyhow::Result<HostRp> {
     Ok(match cc {
         Cc::None => HostRp::None,
         Cc::Qcn => HostRp::qcn(
-            cfg.qcn_rp
-                .clone()
+            qcn.cloned()
                 .unwrap_or_default()
                 .profile(line)
-                .map_err(|e| anyhow::anyhow!("{file}: [qcn_rp] {e}"))?,
+                .map_err(|e| anyhow::anyhow!("[qcn_rp] {e}"))?,
         ),
         Cc::Dcqcn => HostRp::Dcqcn(
-            cfg.dcqcn_rp
-                .clone()
+            dcqcn
+                .cloned()
                 .unwrap_or_default()
                 .profile(line)
-                .map_err(|e| anyhow::anyhow!("{file}: [dcqcn_rp] {e}"))?,
+                .map_err(|e| anyhow::anyhow!("[dcqcn_rp] {e}"))?,
         ),
     })
 }
@@ -355,7 +362,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let gen = Generator::new(pc.pacing, flows, t0)?;
         let w = SendWorker::new(
             gen,
-            control(cfg, cc, line, file)?,
+            host_rp(cc, cfg.qcn_rp.as_ref(), cfg.dcqcn_rp.as_ref(), line)
+                .map_err(|e| anyhow::anyhow!("{file}: {e}"))?,
             Addressing {
                 src_mac: mac,
                 src_ip: args.src_ip.get(k).copied().unwrap_or(cfg.src_ip),
