@@ -27,7 +27,7 @@ use crate::wire::ethernet::{ethertype, L2Repr, VlanTci};
 use crate::wire::frame::{decode, emit_test_frame, Body, IpBody, Ipv4UdpHeaders, UdpBody};
 use crate::wire::ipv4::{Ecn, PROTO_UDP};
 use crate::wire::roce::opcode;
-use crate::wire::testhdr::{TestHdrRepr, UDP_PORT};
+use crate::wire::testhdr::{Prefix, TestHdrRepr, MAGIC, UDP_PORT};
 use crate::wire::MacAddr;
 
 /// How many of a flow's most recent frames a CNM may answer. A CP samples a frame as it joins
@@ -305,21 +305,12 @@ impl SendWorker {
         {
             return false;
         }
-        // The test header's flow id (octets 8-11) and sequence number (12-19), when the MSDU
-        // reaches that far (wire::testhdr's layout).
+        // The test header's flow id and sequence number, when the MSDU reaches that far.
         let hdr = encapsulated_udp_payload(cnm.encap_msdu).unwrap_or_default();
-        let (Some(magic), Some(id), Some(seq)) = (hdr.get(..4), hdr.get(8..12), hdr.get(12..20))
-        else {
+        let Some(Prefix { magic, flow, seq }) = Prefix::parse(hdr) else {
             return true;
         };
-        let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-        let seq = u64::from_be_bytes([
-            seq[0], seq[1], seq[2], seq[3], seq[4], seq[5], seq[6], seq[7],
-        ]);
-        be32(magic) == crate::wire::testhdr::MAGIC
-            && be32(id) == f.spec.flow.0
-            && seq < f.seq
-            && f.seq - seq <= CNM_SEQ_WINDOW
+        magic == MAGIC && flow == f.spec.flow && seq < f.seq && f.seq - seq <= CNM_SEQ_WINDOW
     }
 
     /// Feedback naming `flow`: acted on if this sender has the flow (else counted), and the

@@ -31,6 +31,35 @@ pub const LEN: usize = 28;
 /// RFC 6335; configurable by the traffic generator).
 pub const UDP_PORT: u16 = 50_101;
 
+/// The identifying part of a test header (octets 0-19 of the layout above: magic, flow id,
+/// sequence number), read from a copy that may be cut short: a CNM carries at most the first 64
+/// octets of the frame it samples, which can end inside the header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prefix {
+    pub magic: u32,
+    pub flow: FlowId,
+    pub seq: u64,
+}
+
+impl Prefix {
+    /// Octets of the header that [`Prefix`] reads.
+    pub const LEN: usize = 20;
+
+    /// `None` when `buf` holds fewer than [`Prefix::LEN`] octets. The magic is returned, not
+    /// checked: whether it must be [`MAGIC`] is the caller's rule.
+    pub fn parse(buf: &[u8]) -> Option<Prefix> {
+        let b = buf.get(..Self::LEN)?;
+        let be32 = |at: usize| u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+        let mut seq = [0u8; 8];
+        seq.copy_from_slice(&b[12..20]);
+        Some(Prefix {
+            magic: be32(0),
+            flow: FlowId(be32(8)),
+            seq: u64::from_be_bytes(seq),
+        })
+    }
+}
+
 /// View over the test header.
 #[packet]
 pub struct TestHdr {
@@ -142,6 +171,21 @@ mod tests {
         let mut out = [0u8; 28];
         assert_eq!(repr().emit(&mut out), Ok(28));
         assert_eq!(out, BYTES);
+    }
+
+    #[test]
+    fn prefix_reads_a_cut_copy_and_needs_twenty_octets() {
+        let want = Prefix {
+            magic: MAGIC,
+            flow: FlowId(7),
+            seq: 256,
+        };
+        for n in Prefix::LEN..=BYTES.len() {
+            assert_eq!(Prefix::parse(&BYTES[..n]), Some(want));
+        }
+        for n in 0..Prefix::LEN {
+            assert_eq!(Prefix::parse(&BYTES[..n]), None);
+        }
     }
 
     #[test]
