@@ -31,7 +31,7 @@ pub const ETHERTYPE_ARP: EtherType = EtherType(0x0806);
 pub const ETHERTYPE_LLDP: EtherType = EtherType(0x88CC);
 
 const PROTO_TCP: u8 = 6;
-const PROTO_UDP: u8 = 17;
+const PROTO_UDP: u8 = ipv4::PROTO_UDP.0;
 const PROTO_SCTP: u8 = 132;
 
 /// An IP 5-tuple; IPv4 addresses are stored IPv4-mapped (RFC 4291 2.5.5.2).
