@@ -8,8 +8,9 @@
 use std::net::Ipv4Addr;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use engine::appliance::table::{FlowRp, FlowTable, TableConfig};
+use engine::appliance::table::{FlowTable, TableConfig};
 use engine::appliance::{Appliance, InsideAction, Role};
+use engine::host::rp::HostRp;
 use engine::port::Frame;
 use engine::wire::ethernet::{ethertype, L2Repr};
 use engine::wire::frame::{emit_test_frame, Ipv4UdpHeaders};
@@ -84,7 +85,7 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     for flows in [1_000u32, 100_000, 1_000_000] {
         let line = Rate::from_gbps(100);
-        let rp = FlowRp::qcn(rp::QcnParams::default().profile(line).expect("profile"));
+        let rp = HostRp::qcn(rp::QcnParams::default().profile(line).expect("profile"));
         let cfg = TableConfig {
             max_flows: 1 << 20,
             line_rate: line,

@@ -32,10 +32,11 @@ pub mod table;
 use hdrhistogram::Histogram;
 use units::{FlowId, Instant};
 
+use crate::host::rp::HostRp;
 use classify::{
     classify, encapsulated_key, feedback, Class, Feedback, FlowFrame, FlowKey, PassReason, L3,
 };
-use table::{Admitted, FlowRp, FlowTable, Release, TableConfig};
+use table::{Admitted, FlowTable, Release, TableConfig};
 
 use crate::port::{Frame, MAX_FRAME};
 use crate::wire::ethernet::{walk, L2Repr};
@@ -133,11 +134,11 @@ impl<F: Frame> Appliance<F> {
         cn_tag: bool,
         ect0: bool,
         table_cfg: TableConfig,
-        rp: FlowRp,
+        rp: HostRp,
         np: Option<np::Np>,
     ) -> Result<Self, table_error::Error> {
-        let cn_tag = cn_tag && matches!(rp, FlowRp::Qcn(_));
-        let ect0 = ect0 && matches!(rp, FlowRp::Dcqcn(_));
+        let cn_tag = cn_tag && matches!(rp, HostRp::Qcn(_));
+        let ect0 = ect0 && matches!(rp, HostRp::Dcqcn(_));
         let table = FlowTable::new(
             TableConfig {
                 rpids: cn_tag,
@@ -242,7 +243,7 @@ impl<F: Frame> Appliance<F> {
         self.counters.inside_frames += 1;
         let ff = match classify(frame) {
             Class::Flow(ff)
-                if self.role == Role::Rp && !matches!(self.table.rp(), FlowRp::None) =>
+                if self.role == Role::Rp && !matches!(self.table.rp(), HostRp::None) =>
             {
                 ff
             }
@@ -358,7 +359,7 @@ impl<F: Frame> Appliance<F> {
                 encap_da,
                 msdu,
             }) => {
-                if !matches!(self.table.rp(), FlowRp::Qcn(_)) {
+                if !matches!(self.table.rp(), HostRp::Qcn(_)) {
                     self.counters.other_cc_feedback += 1;
                 } else if let Ok(slot) = self.validate_cnm(da, rpid, encap_da, msdu) {
                     self.counters.cnms_accepted += 1;
@@ -367,7 +368,7 @@ impl<F: Frame> Appliance<F> {
                 }
             }
             Some(Feedback::Cnp { key }) => {
-                if !matches!(self.table.rp(), FlowRp::Dcqcn(_)) {
+                if !matches!(self.table.rp(), HostRp::Dcqcn(_)) {
                     self.counters.other_cc_feedback += 1;
                 } else if let Some(slot) = self.table.find_cnp(&key) {
                     self.counters.cnps_accepted += 1;
@@ -531,9 +532,9 @@ mod tests {
     fn appliance(cc: Cc, role: Role) -> Appliance<HeapFrame> {
         let line = units::Rate::from_gbps(1);
         let rp = match cc {
-            Cc::None => FlowRp::None,
-            Cc::Qcn => FlowRp::qcn(rp::QcnParams::default().profile(line).unwrap()),
-            Cc::Dcqcn => FlowRp::Dcqcn(rp::DcqcnParams::default().profile(line).unwrap()),
+            Cc::None => HostRp::None,
+            Cc::Qcn => HostRp::qcn(rp::QcnParams::default().profile(line).unwrap()),
+            Cc::Dcqcn => HostRp::Dcqcn(rp::DcqcnParams::default().profile(line).unwrap()),
         };
         let np =
             (role == Role::Np).then(|| np::Np::new(np::NpParams::default().profile().unwrap()));
@@ -635,7 +636,7 @@ mod tests {
     #[test]
     fn untagged_cnm_is_matched_by_its_encapsulated_five_tuple() {
         let line = units::Rate::from_gbps(1);
-        let rp = FlowRp::qcn(rp::QcnParams::default().profile(line).unwrap());
+        let rp = HostRp::qcn(rp::QcnParams::default().profile(line).unwrap());
         let mut a: Appliance<HeapFrame> =
             Appliance::new(Role::Rp, false, false, TableConfig::default(), rp, None).unwrap();
         let t0 = Instant::from_nanos(1_000);

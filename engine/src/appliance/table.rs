@@ -87,9 +87,7 @@ impl Default for TableConfig {
     }
 }
 
-/// Which reaction point each flow has: the host's choice, as `quench send` and the simulator's
-/// hosts make it (QCN's one pool of limiters, or a DCQCN profile with per-flow state here).
-pub use crate::host::rp::HostRp as FlowRp;
+use crate::host::rp::{Feedback, FlowRp, HostRp, Refused};
 
 /// Counters of the flow table.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -176,7 +174,7 @@ pub struct FlowView {
 /// The flow table. See the module docs.
 pub struct FlowTable<F> {
     cfg: TableConfig,
-    rp: FlowRp,
+    rp: HostRp,
     slots: Vec<Slot<F>>,
     free: Vec<u32>,
     by_key: HashMap<FlowKey, u32>,
@@ -193,7 +191,7 @@ pub struct FlowTable<F> {
 }
 
 impl<F> FlowTable<F> {
-    pub fn new(cfg: TableConfig, rp: FlowRp) -> Result<Self, WheelError> {
+    pub fn new(cfg: TableConfig, rp: HostRp) -> Result<Self, WheelError> {
         Ok(FlowTable {
             cfg,
             rp,
@@ -217,7 +215,7 @@ impl<F> FlowTable<F> {
     }
 
     /// The flows' reaction points.
-    pub fn rp(&self) -> &FlowRp {
+    pub fn rp(&self) -> &HostRp {
         &self.rp
     }
 
@@ -240,9 +238,9 @@ impl<F> FlowTable<F> {
     fn rate(&self, i: u32) -> Rate {
         let s = &self.slots[i as usize];
         let rp = match &self.rp {
-            FlowRp::None => self.cfg.line_rate,
-            FlowRp::Qcn(q) => q.rate(s.fid),
-            FlowRp::Dcqcn(_) => s.dcqcn.as_ref().map_or(self.cfg.line_rate, |d| d.rate()),
+            HostRp::None => self.cfg.line_rate,
+            HostRp::Qcn(q) => q.rate(s.fid),
+            HostRp::Dcqcn(_) => s.dcqcn.as_ref().map_or(self.cfg.line_rate, |d| d.rate()),
         };
         rp.min(self.cfg.line_rate)
     }
@@ -445,12 +443,12 @@ impl<F> FlowTable<F> {
             }
             let (fid, empty) = (s.fid, s.queue.is_empty());
             match &mut self.rp {
-                FlowRp::None => {}
-                FlowRp::Qcn(q) => {
+                HostRp::None => {}
+                HostRp::Qcn(q) => {
                     // An empty queue lets a limiter back at C free itself (000:101-110).
                     q.on_tx(now, fid, u64::from(len), empty);
                 }
-                FlowRp::Dcqcn(p) => {
+                HostRp::Dcqcn(p) => {
                     if let Some(d) = s.dcqcn.as_mut() {
                         d.on_tx(p, now, u64::from(len));
                     }
@@ -497,20 +495,19 @@ impl<F> FlowTable<F> {
     pub fn on_cnm(&mut self, now: Instant, slot: u32, qntz_fb: u8) {
         self.counters.cnms += 1;
         let fid = self.slots[slot as usize].fid;
-        if let FlowRp::Qcn(q) = &mut self.rp {
-            if matches!(
-                q.on_cnm(now, fid, qntz_fb),
-                Ok(rp::CnmOutcome::PoolFull) | Err(_)
-            ) {
-                self.counters.refused_feedback += 1;
-            }
+        // QCN keeps no per-flow state outside its limiter pool.
+        let refused = self
+            .rp
+            .on_feedback(&mut FlowRp::None, fid, now, Feedback::Cnm(qntz_fb));
+        if refused == Err(Refused::Rejected) {
+            self.counters.refused_feedback += 1;
         }
     }
 
     /// A validated CNP for the flow in `slot`.
     pub fn on_cnp(&mut self, now: Instant, slot: u32) {
         self.counters.cnps += 1;
-        if let FlowRp::Dcqcn(p) = &self.rp {
+        if let HostRp::Dcqcn(p) = &self.rp {
             let s = &mut self.slots[slot as usize];
             let d = s.dcqcn.get_or_insert_with(|| Box::new(DcqcnState::new(p)));
             d.on_cnp(p, now);
@@ -523,42 +520,36 @@ impl<F> FlowTable<F> {
 
     /// Runs the reaction points' timers due at `now`.
     pub fn on_timeout(&mut self, now: Instant) {
-        match &mut self.rp {
-            FlowRp::None => {}
-            FlowRp::Qcn(q) => {
-                if q.next_deadline().is_some_and(|t| t <= now) {
-                    q.on_timeout(now);
-                }
-            }
-            FlowRp::Dcqcn(p) => {
-                let slots = &mut self.slots;
-                // A flow leaves the list when no timer of its can change its rate (quiet timers
-                // run inside its next `on_tx`); its next CNP puts it back.
-                self.limited.retain(|&i| {
-                    let s = &mut slots[i as usize];
-                    let keep = s.dcqcn.as_mut().is_some_and(|d| {
-                        if d.next_deadline().is_some_and(|t| t <= now) {
-                            d.on_timeout(p, now);
-                        }
-                        d.next_deadline().is_some()
-                    });
-                    s.timed = keep;
-                    keep
+        if self.rp.host_deadline().is_some_and(|t| t <= now) {
+            self.rp.on_host_timeout(now);
+        }
+        if let HostRp::Dcqcn(p) = &self.rp {
+            let slots = &mut self.slots;
+            // A flow leaves the list when no timer of its can change its rate (quiet timers run
+            // inside its next `on_tx`); its next CNP puts it back.
+            self.limited.retain(|&i| {
+                let s = &mut slots[i as usize];
+                let keep = s.dcqcn.as_mut().is_some_and(|d| {
+                    if d.next_deadline().is_some_and(|t| t <= now) {
+                        d.on_timeout(p, now);
+                    }
+                    d.next_deadline().is_some()
                 });
-            }
+                s.timed = keep;
+                keep
+            });
         }
     }
 
     /// When the wheel or a reaction point's timer is next due.
     pub fn next_deadline(&self) -> Option<Instant> {
         let rp = match &self.rp {
-            FlowRp::None => None,
-            FlowRp::Qcn(q) => q.next_deadline(),
-            FlowRp::Dcqcn(_) => self
+            HostRp::Dcqcn(_) => self
                 .limited
                 .iter()
                 .filter_map(|&i| self.slots[i as usize].dcqcn.as_ref()?.next_deadline())
                 .min(),
+            _ => self.rp.host_deadline(),
         };
         match (self.wheel.next_deadline(), rp) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -627,7 +618,7 @@ mod tests {
     }
 
     fn table(cfg: TableConfig) -> FlowTable<u32> {
-        FlowTable::new(cfg, FlowRp::None).unwrap()
+        FlowTable::new(cfg, HostRp::None).unwrap()
     }
 
     fn queued(a: Admitted<u32>) -> u32 {
@@ -763,7 +754,7 @@ mod tests {
                 line_rate: line,
                 ..TableConfig::default()
             },
-            FlowRp::Dcqcn(p),
+            HostRp::Dcqcn(p),
         )
         .unwrap();
         let t0 = Instant::from_nanos(1_000);

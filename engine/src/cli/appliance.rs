@@ -14,8 +14,9 @@ use units::{Duration, Instant, ParamError, Rate};
 use serde::Deserialize;
 
 use super::send::Cc;
-use crate::appliance::table::{FlowRp, TableConfig, WhenFull};
+use crate::appliance::table::{TableConfig, WhenFull};
 use crate::appliance::{Appliance, InsideAction, OutsideAction, Role};
+use crate::host::rp::HostRp;
 use crate::port::any::{AnyFrame, Scratch};
 use crate::port::{Frame as _, Port, BURST};
 use crate::time::Clock;
@@ -154,7 +155,7 @@ impl ApplianceConfig {
     }
 
     /// The reaction points (the `[qcn_rp]` / `[dcqcn_rp]` tables, or their defaults).
-    pub fn rp(&self) -> anyhow::Result<FlowRp> {
+    pub fn rp(&self) -> anyhow::Result<HostRp> {
         super::send::host_rp(
             self.cc,
             self.qcn_rp.as_ref(),
