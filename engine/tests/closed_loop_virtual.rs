@@ -5,13 +5,13 @@
 //! (feedback reaches its sender 10 us after it is made).
 use std::net::Ipv4Addr;
 
+use engine::host::core::PacingConfig;
 use engine::host::rp::HostRp;
 use engine::port::heap::HeapFrame;
 use engine::port::Frame;
 use engine::recv::worker::RecvWorker;
 use engine::recv::RecvConfig;
 use engine::send::flowgen::FlowStart;
-use engine::send::pacer::{Generator, PacingConfig};
 use engine::send::worker::{Addressing, SendWorker};
 use engine::switch::core::{Event, SwitchCore};
 use engine::switch::cp::{CongestionConfig, CpHook};
@@ -39,7 +39,6 @@ fn sender(mac: u8, flows: &[u32], cc: Cc) -> SendWorker {
             bytes: None,
         })
         .collect();
-    let gen = Generator::new(PacingConfig::default(), schedule, Instant::ZERO).unwrap();
     let control = match cc {
         // rpgByteReset and rpgTimeReset scaled from the MIB's 10 Gb/s values to 1 Gb/s.
         Cc::Qcn => {
@@ -53,7 +52,10 @@ fn sender(mac: u8, flows: &[u32], cc: Cc) -> SendWorker {
         }
     };
     SendWorker::new(
-        gen,
+        PacingConfig::default(),
+        1500,
+        schedule,
+        Instant::ZERO,
         control,
         Addressing {
             src_mac: MacAddr::new(2, 0, 0, 0, 1, mac),
@@ -68,6 +70,7 @@ fn sender(mac: u8, flows: &[u32], cc: Cc) -> SendWorker {
             cn_tag: cc == Cc::Qcn,
         },
     )
+    .unwrap()
 }
 
 struct Run {

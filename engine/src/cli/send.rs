@@ -18,11 +18,12 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Deserialize;
 use units::{Duration, Rate};
 
+use crate::host::core::PacingConfig;
 use crate::host::rp::HostRp;
 use crate::port::{Port, MAX_FRAME};
 use crate::recv::sink::{Sink, SinkOptions};
+use crate::send::audit::{share_within, LoopStalls};
 use crate::send::flowgen::{schedule, FlowGroup};
-use crate::send::pacer::{share_within, Generator, LoopStalls, PacingConfig};
 use crate::send::run::{LoopLimits, SendPort};
 use crate::send::worker::{Addressing, SendWorker};
 use crate::time::Clock;
@@ -270,7 +271,6 @@ fn port_config(args: &Args, arg: &str, rate: Option<&Rate>) -> anyhow::Result<Po
         }
     }
     let pacing = PacingConfig {
-        frame_len: cfg.frame_len.min(MAX_FRAME as u32),
         max_catch_up: Duration::from_micros(u64::from(cfg.max_catch_up_us)),
         catch_up_speed: cfg.catch_up_speed,
         ..PacingConfig::default()
@@ -359,9 +359,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .caps()
             .mac
             .unwrap_or(MacAddr(2, 0, 0, 0, 0, 1 + k as u8));
-        let gen = Generator::new(pc.pacing, flows, t0)?;
         let w = SendWorker::new(
-            gen,
+            pc.pacing,
+            cfg.frame_len.min(MAX_FRAME as u32),
+            flows,
+            t0,
             host_rp(cc, cfg.qcn_rp.as_ref(), cfg.dcqcn_rp.as_ref(), line)
                 .map_err(|e| anyhow::anyhow!("{file}: {e}"))?,
             Addressing {
@@ -373,6 +375,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 cn_tag: cc == Cc::Qcn,
             },
         )
+        .map_err(|e| anyhow::anyhow!("{file}: {e}"))?
         .with_link_rate(line);
         ports.push(SendPort::new(
             label.clone(),
@@ -451,18 +454,18 @@ fn report(
         "rate now"
     )?;
     let mut flows_json = Vec::new();
-    for f in w.gen.flows() {
-        let rate_now = w.rate(f.spec.flow);
+    for (spec, f) in w.flows() {
+        let rate_now = w.rate(spec.flow);
         let mbps = f.bytes_sent as f64 * 8.0 / secs / 1e6;
         outln!(
             "{:>6} {:>10} {:>12.1} {:>12}",
-            f.spec.flow,
+            spec.flow,
             f.seq,
             mbps,
             rate_now
         )?;
         flows_json.push(serde_json::json!({
-            "flow": f.spec.flow.0, "frames": f.seq, "sent_bps": mbps * 1e6,
+            "flow": spec.flow.0, "frames": f.seq, "sent_bps": mbps * 1e6,
             "rate_now_bps": rate_now.as_bps(),
         }));
     }
@@ -509,7 +512,7 @@ fn report(
         stalls.threshold().as_nanos() / 1000,
         stalls.total.as_nanos() as f64 / 1e6,
         stalls.longest.as_nanos() as f64 / 1e6,
-        w.gen.lag_dropped().as_nanos() as f64 / 1e6
+        w.core.lag_dropped().as_nanos() as f64 / 1e6
     )?;
     outln!(
         "{}",
@@ -522,7 +525,7 @@ fn report(
                        "unstalled_max_abs_dev": unstalled_dev},
             "scheduling": {"stalls": stalls.count, "stalled_ms": stalls.total.as_nanos() as f64 / 1e6,
                            "longest_stall_ms": stalls.longest.as_nanos() as f64 / 1e6,
-                           "lag_dropped_ms": w.gen.lag_dropped().as_nanos() as f64 / 1e6},
+                           "lag_dropped_ms": w.core.lag_dropped().as_nanos() as f64 / 1e6},
             "cc": format!("{cc:?}").to_lowercase(), "seconds": secs, "frames": c.frames,
             "cnms": c.cnms, "cnps": c.cnps, "unknown_feedback": c.unknown_feedback,
             "forged_feedback": c.forged_feedback, "refused_feedback": c.refused_feedback,

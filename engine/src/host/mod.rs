@@ -1,11 +1,14 @@
 //! The host side of a node, shared by every driver that plays a host: `quench send` (its
-//! worker, `send/worker.rs`) and the simulator's hosts (`sim/world.rs`).
+//! worker, `send/worker.rs`), the simulator's hosts (`sim/world.rs`) and the appliance.
 //!
 //! - [`rp`]: the reaction points of a NIC and its flows (QCN's limiter pool per NIC, DCQCN's
 //!   state per flow) behind one closed enum, fed meaning-level feedback (a CNM's QntzFb, a
 //!   CNP, TCD's UE) and transmitted octets, asked for each flow's rate and the timers' deadlines;
 //!   and the receive side's notification point (CE -> CNP).
-//! - pacing is the one pacer, [`rp::Pacer`], which each driver's flows hold.
+//! - [`core`]: the host core, [`core::HostCore`]: the flows with their reaction points, the one
+//!   scheduler (each flow's schedule is the one pacer, [`::rp::Pacer`], on a timing wheel), the
+//!   PFC pause clock and the notification point, fed `(now, event)` and polled for transmits.
 //!
 //! Frame building and parsing stay in the drivers: nothing here sees bytes (STYLE.md rule 7).
+pub mod core;
 pub mod rp;

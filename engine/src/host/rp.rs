@@ -131,6 +131,15 @@ impl HostRp {
         }
     }
 
+    /// The flows QCN's pool limits now (their rate may be below their cap); none otherwise.
+    pub fn limited_flows(&self) -> impl Iterator<Item = FlowId> + '_ {
+        let q = match self {
+            HostRp::Qcn(q) => Some(q.limited_flows()),
+            _ => None,
+        };
+        q.into_iter().flatten()
+    }
+
     pub fn on_host_timeout(&mut self, now: Instant) {
         if let HostRp::Qcn(q) = self {
             q.on_timeout(now);

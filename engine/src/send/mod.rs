@@ -1,6 +1,7 @@
-//! `quench send`: flow generation, per-flow pacing on a timing wheel, reaction points.
+//! `quench send`: flow generation, the frames of the host core's flows (host/core.rs: pacing
+//! and reaction points), the pacing audit, the poll loop.
+pub mod audit;
 pub mod flowgen;
-pub mod pacer;
 pub mod run;
 pub mod wheel;
 pub mod worker;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use units::{Duration, Instant};
 
-use super::pacer::{LoopStalls, PaceAudit};
+use super::audit::{LoopStalls, PaceAudit};
 use super::worker::SendWorker;
 use crate::port::any::AnyFrame;
 use crate::port::netns::NsPort;
@@ -86,7 +86,7 @@ pub fn run(
                 audit,
                 ..
             } = o;
-            audit.sample(now, &w.gen, |f| w.paced_rate(now, f));
+            audit.sample(now, &w.core, |f| w.paced_rate(now, f));
             port.rx_burst(0, &mut rx, BURST)?;
             work += rx.len();
             for f in rx.drain(..) {

@@ -14,20 +14,25 @@
 //!   one of the flow's last [`CNM_SEQ_WINDOW`] frames (a replayed old CNM is not);
 //! - a CNP must come from the flow's destination IP address to ours (RoCEv2 CNPs travel from
 //!   the notification point back to the source, DCQCN section 3).
-use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
 use units::{FlowId, Instant, Rate};
 
-use super::pacer::{Generator, TxDesc};
 use crate::appliance::classify::{encapsulated_key, encapsulated_udp_payload, FiveTuple, FlowKey};
-use crate::host::rp::{Feedback, FlowRp, HostRp, Refused};
+use crate::host::core::{
+    AddFlowError, Flow, FlowHandle, FlowSpec, Generated, HostCore, PacingConfig, Transmit,
+};
+use crate::host::rp::{Feedback, HostRp, Refused};
+use crate::port::MAX_FRAME;
+use crate::send::flowgen::FlowStart;
+use crate::send::wheel::WheelError;
 use crate::wire::cnm::CnmRepr;
 use crate::wire::ethernet::{ethertype, L2Repr, VlanTci};
 use crate::wire::frame::{decode, emit_test_frame, Body, IpBody, Ipv4UdpHeaders, UdpBody};
 use crate::wire::ipv4::{Ecn, PROTO_UDP};
 use crate::wire::roce::opcode;
 use crate::wire::testhdr::{Prefix, TestHdrRepr, MAGIC, UDP_PORT};
+use crate::wire::EmitError;
 use crate::wire::MacAddr;
 
 /// How many of a flow's most recent frames a CNM may answer. A CP samples a frame as it joins
@@ -69,14 +74,25 @@ pub struct SendCounters {
     pub pfc_rx: u64,
 }
 
-/// Generator, reaction point and frame building for one sender port.
+/// Why a [`SendWorker`] could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("pacing: {0}")]
+    Wheel(#[from] WheelError),
+    #[error("flow schedule: {0}")]
+    Flow(#[from] AddFlowError),
+    #[error("frame_len {len}: {err}")]
+    Frame { len: u32, err: EmitError },
+}
+
+/// The host core of one sender port, its flows' addresses and the port's PFC state: builds
+/// the frames the core releases and feeds it what arrives.
 pub struct SendWorker {
-    pub gen: Generator,
-    /// The NIC's reaction points and each flow's (indexed as [`Generator::flows`]).
-    pub control: HostRp,
-    flow_rps: Vec<FlowRp>,
+    pub core: HostCore<Generated>,
+    /// Each flow's schedule entry, indexed by its handle (the core's slots, allocated in order:
+    /// this worker never removes a flow).
+    specs: Vec<FlowStart>,
     addr: Addressing,
-    by_flow: HashMap<FlowId, usize>,
     counters: SendCounters,
     /// Priorities stopped by PFC frames received on the port (802.1Qbb: quanta are bit times
     /// of this port's link).
@@ -84,23 +100,41 @@ pub struct SendWorker {
 }
 
 impl SendWorker {
-    pub fn new(gen: Generator, control: HostRp, addr: Addressing) -> Self {
-        let flow_rps = gen.flows().iter().map(|_| control.new_flow()).collect();
-        let by_flow = gen
-            .flows()
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (f.spec.flow, i))
-            .collect();
-        SendWorker {
-            gen,
-            control,
-            flow_rps,
+    /// The flows of `schedule` (start offsets from `run_start`), each frame `frame_len` octets
+    /// (as built: the headers' minimum if it is shorter), paced as `pacing` says and reacting
+    /// as `control` says.
+    pub fn new(
+        pacing: PacingConfig,
+        frame_len: u32,
+        schedule: Vec<FlowStart>,
+        run_start: Instant,
+        control: HostRp,
+        addr: Addressing,
+    ) -> Result<Self, WorkerError> {
+        let wire_len = test_frame_len(&addr, frame_len)?;
+        let mut core = HostCore::new(pacing, control, None)?;
+        for f in &schedule {
+            let h = core.add_flow(
+                FlowSpec {
+                    id: f.flow,
+                    priority: f.priority,
+                    cap: f.max_rate,
+                    start: run_start + f.start,
+                },
+                Generated {
+                    frame_len: wire_len,
+                    remaining: f.bytes,
+                },
+            )?;
+            debug_assert_eq!(h.0 as usize, core.flows().count() - 1);
+        }
+        Ok(SendWorker {
+            core,
+            specs: schedule,
             addr,
-            by_flow,
             counters: SendCounters::default(),
             paused: cp::pfc::PausedState::new(Rate::from_gbps(1)),
-        }
+        })
     }
 
     /// The port's link rate, for the quanta of received PFC frames (default 1 Gbit/s).
@@ -113,20 +147,26 @@ impl SendWorker {
         self.counters
     }
 
+    /// Each flow's schedule entry and its state in the core.
+    pub fn flows(&self) -> impl Iterator<Item = (&FlowStart, &Flow<Generated>)> + '_ {
+        self.core
+            .flows()
+            .map(|(h, f)| (&self.specs[h.0 as usize], f))
+    }
+
     /// The flow's current rate (RP rate capped by its configured rate).
     pub fn rate(&self, flow: FlowId) -> Rate {
-        match self.by_flow.get(&flow) {
-            Some(&i) => self.rp_rate(i, self.gen.flows()[i].spec.max_rate),
-            None => Rate::ZERO,
-        }
+        self.core
+            .find(flow)
+            .map_or(Rate::ZERO, |h| self.core.rate(h))
     }
 
     /// The rate `flow` may send at `now`: its RP rate, or zero while PFC pauses its priority.
     /// A paused flow sends nothing by design (802.1Qbb), so a pacing audit that charged it the
     /// RP rate through the pause would report the link's pauses as pacing error.
     pub fn paced_rate(&self, now: Instant, flow: FlowId) -> Rate {
-        let paused = self.by_flow.get(&flow).is_some_and(|&i| {
-            let prio = self.gen.flows()[i].spec.priority;
+        let paused = self.core.find(flow).is_some_and(|h| {
+            let prio = self.specs[h.0 as usize].priority;
             self.paused.is_paused(now, prio)
         });
         if paused {
@@ -137,55 +177,23 @@ impl SendWorker {
     }
 
     /// Builds the next due frame into `buf`; `stamp` is the transmit timestamp to write (the
-    /// receive side's clock domain). Returns the descriptor and the frame length.
+    /// receive side's clock domain). Returns the core's transmit and the frame length.
     pub fn next_frame(
         &mut self,
         now: Instant,
         stamp: Instant,
         buf: &mut [u8],
-    ) -> Option<(TxDesc, usize)> {
-        let (control, flow_rps, by_flow) = (&self.control, &self.flow_rps, &self.by_flow);
-        let paused = &self.paused;
-        // The generator caps the RP rate at the flow's configured rate.
-        let d = self.gen.poll_unpaused(
-            now,
-            |f| match by_flow.get(&f) {
-                Some(&i) => control.rate(&flow_rps[i], f, Rate::from_bps(u64::MAX)),
-                None => Rate::ZERO,
-            },
-            |prio| paused.paused_until(prio),
-        )?;
-        let spec = &self.gen.flows()[d.index].spec;
-        let mut l2 =
-            L2Repr::new(spec.destination, self.addr.src_mac, ethertype::IPV4).with_vlan(VlanTci {
-                pcp: spec.priority,
-                dei: false,
-                vid: self.addr.vlan,
-            });
-        if self.addr.cn_tag {
-            l2 = l2.with_cn_tag(d.flow.0 as u16);
-        }
-        let h = Ipv4UdpHeaders {
-            l2,
-            src: self.addr.src_ip,
-            dst: self.addr.dst_ip,
-            dscp: 0,
-            ecn: self.addr.ecn,
-            src_port: udp_src_port(d.flow),
-            dst_port: UDP_PORT,
-        };
+    ) -> Option<(Transmit<()>, usize)> {
+        let d = self.core.poll_transmit(now)?;
+        let spec = &self.specs[d.handle.0 as usize];
+        let h = headers(&self.addr, spec);
         let n = emit_test_frame(
             &h,
-            &TestHdrRepr::new(d.flow, d.seq, stamp),
+            &TestHdrRepr::new(d.id, d.seq, stamp),
             d.len as usize,
             buf,
         )
         .ok()?;
-        self.control
-            .on_tx(&mut self.flow_rps[d.index], d.flow, now, n as u64, true);
-        // QCN's byte counter may just have raised the rate the next release was timed with.
-        let rate = self.rp_rate(d.index, Rate::from_bps(u64::MAX));
-        self.gen.retime(now, d.index, rate);
         self.counters.frames += 1;
         self.counters.bytes += n as u64;
         Some((d, n))
@@ -205,11 +213,11 @@ impl SendWorker {
                     return;
                 };
                 let flow = FlowId(u32::from(rpid));
-                let Some(&i) = self.by_flow.get(&flow) else {
+                let Some(h) = self.core.find(flow) else {
                     self.counters.unknown_feedback += 1;
                     return;
                 };
-                if !self.cnm_answers(d.l2.dst, i, &cnm) {
+                if !self.cnm_answers(d.l2.dst, h, &cnm) {
                     self.counters.forged_feedback += 1;
                     return;
                 }
@@ -225,7 +233,7 @@ impl SendWorker {
             } if bth.opcode == opcode::CNP => {
                 self.counters.cnps += 1;
                 let flow = FlowId(bth.dest_qp);
-                if !self.by_flow.contains_key(&flow) {
+                if self.core.find(flow).is_none() {
                     self.counters.unknown_feedback += 1;
                 } else if ip.src != self.addr.dst_ip || ip.dst != self.addr.src_ip {
                     self.counters.forged_feedback += 1;
@@ -239,6 +247,8 @@ impl SendWorker {
                     if pfc.enabled(usize::from(prio)) {
                         self.paused
                             .on_pause_frame(now, prio, pfc.quanta[usize::from(prio)]);
+                        self.core
+                            .handle_pause(now, prio, self.paused.paused_until(prio));
                     }
                 }
             }
@@ -253,54 +263,29 @@ impl SendWorker {
 
     /// Runs the reaction points' timers due at `now`.
     pub fn on_timeout(&mut self, now: Instant) {
-        let mut ran = false;
-        if self.control.host_deadline().is_some_and(|t| t <= now) {
-            self.control.on_host_timeout(now);
-            ran = true;
-        }
-        for s in &mut self.flow_rps {
-            if HostRp::flow_deadline(s).is_some_and(|t| t <= now) {
-                self.control.on_flow_timeout(s, now);
-                ran = true;
-            }
-        }
-        if ran {
-            let (control, flow_rps, by_flow) = (&self.control, &self.flow_rps, &self.by_flow);
-            self.gen.retime_all(now, |f| match by_flow.get(&f) {
-                Some(&i) => control.rate(&flow_rps[i], f, Rate::from_bps(u64::MAX)),
-                None => Rate::ZERO,
-            });
-        }
+        self.core.handle_timeout(now);
     }
 
     /// When a reaction point's timer is next due.
     pub fn next_deadline(&self) -> Option<Instant> {
-        let flows = self.flow_rps.iter().filter_map(HostRp::flow_deadline).min();
-        match (self.control.host_deadline(), flows) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    /// The RP rate of the flow at `index`, at most `cap`.
-    fn rp_rate(&self, index: usize, cap: Rate) -> Rate {
-        let flow = self.gen.flows()[index].spec.flow;
-        self.control.rate(&self.flow_rps[index], flow, cap)
+        self.core.next_timer()
     }
 
     /// Whether a CNM addressed to `to` and naming the flow at `index` can answer one of the
     /// frames that flow sent (the module documentation gives the rule).
-    fn cnm_answers(&self, to: MacAddr, index: usize, cnm: &CnmRepr) -> bool {
-        let f = &self.gen.flows()[index];
+    fn cnm_answers(&self, to: MacAddr, h: FlowHandle, cnm: &CnmRepr) -> bool {
+        let (Some(spec), Some(f)) = (self.specs.get(h.0 as usize), self.core.flow(h)) else {
+            return false;
+        };
         let ours = FlowKey::Ip(FiveTuple::v4(
             self.addr.src_ip,
             self.addr.dst_ip,
             PROTO_UDP.0,
-            udp_src_port(f.spec.flow),
+            udp_src_port(spec.flow),
             UDP_PORT,
         ));
         if to != self.addr.src_mac
-            || cnm.encap_da != f.spec.destination
+            || cnm.encap_da != spec.destination
             || encapsulated_key(cnm.encap_msdu) != Some(ours)
         {
             return false;
@@ -310,27 +295,64 @@ impl SendWorker {
         let Some(Prefix { magic, flow, seq }) = Prefix::parse(hdr) else {
             return true;
         };
-        magic == MAGIC && flow == f.spec.flow && seq < f.seq && f.seq - seq <= CNM_SEQ_WINDOW
+        magic == MAGIC && flow == spec.flow && seq < f.seq && f.seq - seq <= CNM_SEQ_WINDOW
     }
 
-    /// Feedback naming `flow`: acted on if this sender has the flow (else counted), and the
-    /// flow's pending release re-timed at its new rate.
+    /// Feedback naming `flow`: acted on if this sender has the flow (else counted); the core
+    /// re-times the flow's pending release at its new rate.
     fn feedback(&mut self, now: Instant, flow: FlowId, fb: Feedback) {
-        let Some(&i) = self.by_flow.get(&flow) else {
+        let Some(h) = self.core.find(flow) else {
             self.counters.unknown_feedback += 1;
             return;
         };
-        match self
-            .control
-            .on_feedback(&mut self.flow_rps[i], flow, now, fb)
-        {
+        match self.core.handle_feedback(now, h, fb) {
             Err(Refused::Rejected) => self.counters.refused_feedback += 1,
             // Feedback of the kind this sender's congestion control does not use.
             Err(Refused::NotOurs) | Ok(()) => {}
         }
-        let rate = self.rp_rate(i, Rate::from_bps(u64::MAX));
-        self.gen.retime(now, i, rate);
     }
+}
+
+/// The headers of `flow`'s frames.
+fn headers(addr: &Addressing, flow: &FlowStart) -> Ipv4UdpHeaders {
+    let mut l2 = L2Repr::new(flow.destination, addr.src_mac, ethertype::IPV4).with_vlan(VlanTci {
+        pcp: flow.priority,
+        dei: false,
+        vid: addr.vlan,
+    });
+    if addr.cn_tag {
+        l2 = l2.with_cn_tag(flow.flow.0 as u16);
+    }
+    Ipv4UdpHeaders {
+        l2,
+        src: addr.src_ip,
+        dst: addr.dst_ip,
+        dscp: 0,
+        ecn: addr.ecn,
+        src_port: udp_src_port(flow.flow),
+        dst_port: UDP_PORT,
+    }
+}
+
+/// Octets of a test frame asked to be `frame_len` long, as [`emit_test_frame`] builds it (every
+/// flow's frames have the same headers' length): what the pacer and the reaction point count.
+fn test_frame_len(addr: &Addressing, frame_len: u32) -> Result<u32, WorkerError> {
+    let probe = FlowStart {
+        flow: FlowId(0),
+        start: units::Duration::ZERO,
+        destination: MacAddr::new(0, 0, 0, 0, 0, 0),
+        priority: 0,
+        max_rate: Rate::ZERO,
+        bytes: None,
+    };
+    let mut buf = vec![0u8; MAX_FRAME + 64];
+    let hdr = TestHdrRepr::new(FlowId(0), 0, Instant::ZERO);
+    emit_test_frame(&headers(addr, &probe), &hdr, frame_len as usize, &mut buf)
+        .map(|n| n as u32)
+        .map_err(|err| WorkerError::Frame {
+            len: frame_len,
+            err,
+        })
 }
 
 /// The UDP source port of a flow's frames: one per flow, so flows have distinct 5-tuples for
@@ -342,8 +364,6 @@ fn udp_src_port(flow: FlowId) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::send::flowgen::FlowStart;
-    use crate::send::pacer::PacingConfig;
     use crate::wire::pfc::{emit_frame, PfcRepr, FRAME_LEN};
     use units::Duration;
 
@@ -360,9 +380,11 @@ mod tests {
             max_rate: Rate::from_mbps(400),
             bytes: None,
         }];
-        let gen = Generator::new(PacingConfig::default(), flows, Instant::ZERO).unwrap();
         SendWorker::new(
-            gen,
+            PacingConfig::default(),
+            1500,
+            flows,
+            Instant::ZERO,
             control,
             Addressing {
                 src_mac: MacAddr::new(2, 0, 0, 0, 1, 1),
@@ -373,7 +395,17 @@ mod tests {
                 cn_tag,
             },
         )
+        .unwrap()
         .with_link_rate(Rate::from_gbps(1))
+    }
+
+    /// The reaction point's rate of the worker's flow, above its 400 Mb/s cap.
+    fn rp_rate(w: &SendWorker) -> Rate {
+        let (h, f) = w.core.flows().next().unwrap();
+        let _ = h;
+        w.core
+            .host_rp()
+            .rate(f.rp(), f.spec.id, Rate::from_bps(u64::MAX))
     }
 
     /// Sends frames until the flow's next sequence number is at least `seq`; returns the last
@@ -381,7 +413,7 @@ mod tests {
     fn send_until(w: &mut SendWorker, mut t: Instant, seq: u64) -> (Vec<u8>, Instant) {
         let mut buf = [0u8; 2048];
         let mut last = Vec::new();
-        while w.gen.flows()[0].seq < seq {
+        while w.core.flows().next().unwrap().1.seq < seq {
             t += Duration::from_micros(40);
             if let Some((_, n)) = w.next_frame(t, t, &mut buf) {
                 last = buf[..n].to_vec();
@@ -425,7 +457,7 @@ mod tests {
         // The sampled frame's DA is not the flow's destination.
         let mut other_da = sampled.clone();
         other_da[..6].copy_from_slice(&[2, 0, 0, 0, 9, 9]);
-        let rp = |w: &SendWorker| w.rp_rate(0, Rate::from_bps(u64::MAX));
+        let rp = rp_rate;
         for (i, forged) in [
             elsewhere,
             cnm_for(&foreign),
@@ -483,7 +515,7 @@ mod tests {
         w.on_rx(t, &cnp(Ipv4Addr::new(10, 0, 0, 100), 9));
         let c = w.counters();
         assert_eq!((c.cnps, c.forged_feedback, c.unknown_feedback), (2, 1, 1));
-        let rp = |w: &SendWorker| w.rp_rate(0, Rate::from_bps(u64::MAX));
+        let rp = rp_rate;
         assert_eq!(rp(&w), line);
         // From the flow's destination: acted on (NVIDIA's defaults cut at the decrease check a
         // few microseconds after the CNP).

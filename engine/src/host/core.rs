@@ -1,0 +1,776 @@
+//! The host core, sans-IO: a host's flows, their reaction points, the one scheduler that says
+//! which flow sends its next frame when, PFC's pause clock, and the receive side's notification
+//! point. `quench send` (send/worker.rs) drives it on real ports; the sender appliance and the
+//! simulator's hosts are to drive the same object.
+//!
+//! Method groups and call order (STYLE.md rule 2), all with the caller's `now`, one clock:
+//! - flows: [`HostCore::add_flow`] (it starts at its spec's `start`, when its source has a
+//!   frame), [`HostCore::wake`] after giving an idle source a frame, [`HostCore::remove_flow`];
+//! - inputs: [`HostCore::handle_feedback`] (a CNM's QntzFb, a CNP, a UE, already parsed),
+//!   [`HostCore::handle_pause`] (what the port's PFC state says for a priority),
+//!   [`HostCore::handle_timeout`] once [`HostCore::next_deadline`] has passed (a spurious call
+//!   does nothing), [`HostCore::set_cap`] (a flow's own limit);
+//! - output: [`HostCore::poll_transmit`] in a loop with the burst's `now` until `None`: the
+//!   next frame due (STYLE.md rule 10: the core says when, the driver sends); the core has
+//!   already charged it to the flow's reaction point and scheduled the flow's next frame;
+//! - receive side: [`HostCore::handle_data`] per data frame received: the notification point's
+//!   answer (a CNP or UE to send), if any.
+//!
+//! Scheduling. Each flow's schedule is the one pacer ([`rp::Pacer`], exact in fixed point); a
+//! flow that has a frame waits on the timing wheel ([`Wheel`]) for its release time. The next
+//! release is the previous one plus the frame's serialisation time at the flow's rate, so over
+//! any window the flow sends at its RP rate however late the driver polls, as long as it keeps
+//! up. A driver that falls behind catches up by at most [`PacingConfig::max_catch_up`] of
+//! sending time; beyond that the lost time is forgotten (counted in [`Flow::lag_dropped`])
+//! instead of bursting. With [`PacingConfig::catch_up_speed`] the frames owed leave at most that
+//! many times the flow's rate (a peak rate over the committed one, as in a two-rate shaper).
+//! Every change of a flow's rate (feedback, a reaction-point timer, QCN's byte counter after a
+//! frame, a new cap) re-times the release the flow waits for, rises included: a hardware rate
+//! limiter accrues credit at its current rate.
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+
+use units::{Duration, Ecn, FlowId, Instant, Rate, PRIORITIES};
+
+use super::rp::{np_decide, Feedback, FlowRp, HostRp, Refused};
+use crate::send::wheel::{Wheel, WheelError};
+
+/// Pacing limits.
+#[derive(Clone, Copy, Debug)]
+pub struct PacingConfig {
+    /// Wheel resolution (a power of two nanoseconds).
+    pub tick: Duration,
+    /// How far behind `now` a release time may lag before it is pulled forward.
+    pub max_catch_up: Duration,
+    /// While behind its release times, a flow sends at most this many times its rate (`None`:
+    /// as fast as the driver polls).
+    pub catch_up_speed: Option<f64>,
+}
+
+impl Default for PacingConfig {
+    fn default() -> Self {
+        PacingConfig {
+            // 256 ns: a fifth of a 1500-octet frame at 10 Gb/s; 4096 slots = 1 ms horizon.
+            tick: Duration::from_nanos(256),
+            max_catch_up: Duration::from_micros(50),
+            catch_up_speed: None,
+        }
+    }
+}
+
+/// Wheel slots: with the default tick, a 1 ms horizon (later times wait in the wheel's heap).
+const WHEEL_SLOTS: usize = 4096;
+
+/// How far the peak-rate schedule may lag `now`: a driver's loop takes tens of microseconds per
+/// iteration, so at the peak rate several frames may have to leave in one; beyond this the
+/// unused peak capacity is forgotten (what is owed stays owed on the flow's own schedule).
+const PEAK_BURST: Duration = Duration::from_micros(200);
+
+/// What a flow sends: its frames' lengths, one after the other. Frame building stays in the
+/// driver; the core only needs lengths (static dispatch: the core is generic over it).
+pub trait Source {
+    /// What the driver gets with each frame ([`Transmit::item`]).
+    type Item;
+    /// Octets on the wire of the next frame, `None` while there is nothing to send.
+    fn peek(&self) -> Option<u32>;
+    /// Takes the frame [`Source::peek`] announced (called only after it returned `Some`).
+    fn take(&mut self) -> Self::Item;
+    /// The flow has frames for as long as the run lasts (a pacing audit compares what it sent
+    /// with its RP rate; a flow that runs dry by design cannot be audited so).
+    fn endless(&self) -> bool {
+        false
+    }
+}
+
+/// Generated traffic (`quench send`, the simulator's flows): frames of one length until the
+/// flow's octets are sent (the last frame is a whole one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Generated {
+    pub frame_len: u32,
+    /// Octets still to send (`None` = unbounded).
+    pub remaining: Option<u64>,
+}
+
+impl Source for Generated {
+    type Item = ();
+
+    #[inline]
+    fn peek(&self) -> Option<u32> {
+        (self.remaining != Some(0)).then_some(self.frame_len)
+    }
+
+    #[inline]
+    fn take(&mut self) {
+        if let Some(r) = self.remaining.as_mut() {
+            *r = r.saturating_sub(u64::from(self.frame_len));
+        }
+    }
+
+    fn endless(&self) -> bool {
+        self.remaining.is_none()
+    }
+}
+
+/// Frames waiting in a flow's own queue (the sender appliance), bounded in octets.
+#[derive(Debug)]
+pub struct Queued<F> {
+    frames: VecDeque<(u32, Instant, F)>,
+    bytes: u64,
+    limit: u64,
+}
+
+impl<F> Queued<F> {
+    /// A queue that holds at most `limit` octets.
+    pub fn new(limit: u64) -> Self {
+        Queued {
+            frames: VecDeque::new(),
+            bytes: 0,
+            limit,
+        }
+    }
+
+    /// Queues `frame` of `len` octets that arrived at `arrived`; hands it back if it does not
+    /// fit. Call [`HostCore::wake`] after queueing into an empty queue.
+    pub fn push(&mut self, len: u32, arrived: Instant, frame: F) -> Result<(), F> {
+        if self.bytes + u64::from(len) > self.limit {
+            return Err(frame);
+        }
+        self.bytes += u64::from(len);
+        self.frames.push_back((len, arrived, frame));
+        Ok(())
+    }
+
+    /// Octets queued.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    /// Empties the queue (the flow is evicted), oldest first.
+    pub fn drain(&mut self) -> impl Iterator<Item = (u32, Instant, F)> + '_ {
+        self.bytes = 0;
+        self.frames.drain(..)
+    }
+}
+
+impl<F> Source for Queued<F> {
+    /// When the frame arrived, and the frame.
+    type Item = (Instant, F);
+
+    #[inline]
+    fn peek(&self) -> Option<u32> {
+        self.frames.front().map(|&(len, _, _)| len)
+    }
+
+    #[inline]
+    fn take(&mut self) -> (Instant, F) {
+        let (len, at, f) = self
+            .frames
+            .pop_front()
+            .expect("Source::take after Source::peek returned a frame");
+        self.bytes -= u64::from(len);
+        (at, f)
+    }
+}
+
+/// What a flow is, as the core sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowSpec {
+    /// The flow's id at its reaction point (QCN's limiters are keyed by it; unique among the
+    /// core's flows).
+    pub id: FlowId,
+    /// 802.1p priority of its frames (PFC pauses them by it).
+    pub priority: u8,
+    /// The most it may send at (its configured rate, or the line rate).
+    pub cap: Rate,
+    /// When it starts.
+    pub start: Instant,
+}
+
+/// A flow of the core: a slot index, valid until [`HostCore::remove_flow`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FlowHandle(pub u32);
+
+/// One frame to send.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Transmit<T> {
+    pub handle: FlowHandle,
+    pub id: FlowId,
+    /// The flow's frame number (0, 1, ...).
+    pub seq: u64,
+    /// Octets on the wire.
+    pub len: u32,
+    /// The release time this frame was due at.
+    pub release: Instant,
+    pub item: T,
+}
+
+/// Why [`HostCore::add_flow`] refused a flow.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AddFlowError {
+    #[error("flow {0} is already held by this host")]
+    Duplicate(FlowId),
+}
+
+/// A flow: what it is, what it sends, its reaction point and its schedule, its counters.
+#[derive(Debug)]
+pub struct Flow<S> {
+    pub spec: FlowSpec,
+    pub source: S,
+    rp: FlowRp,
+    /// Frames sent (the next frame's number).
+    pub seq: u64,
+    /// Octets sent.
+    pub bytes_sent: u64,
+    /// Sending time this flow gave up at the catch-up bound.
+    pub lag_dropped: Duration,
+    pub started_at: Option<Instant>,
+    /// When its source last ran dry (for a generated flow of a given size: when it finished).
+    pub finished_at: Option<Instant>,
+    /// The release the flow waits for or last had, and the rate that set it (`None` before the
+    /// first frame).
+    pending: Option<Pending>,
+    /// An entry of the slot's current generation is on the wheel.
+    scheduled: bool,
+    /// The reaction-point timer deadline the timer heap holds for it.
+    timer_at: Option<Instant>,
+}
+
+impl<S> Flow<S> {
+    /// The flow's reaction-point state.
+    pub fn rp(&self) -> &FlowRp {
+        &self.rp
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    /// When the wheel hands the flow back.
+    at: Instant,
+    rate: Rate,
+    /// The flow's schedule (the one pacer): its release time is the next frame's place in it.
+    /// Equal to `at`, except while the flow catches up at a bounded speed: then it lies before
+    /// `at`, and the time between is owed.
+    due: rp::Pacer,
+    /// The schedule at the peak rate (with a catch-up speed): the earliest the next frame may
+    /// leave.
+    peak: rp::Pacer,
+    /// The pause clock of the flow's priority when `due` was last set: pause time accrued
+    /// since then has not moved the schedule yet.
+    pause_mark: Duration,
+}
+
+/// How long each priority has been paused (PFC). A flow's schedule moves on by exactly the
+/// paused time since its last frame, so a pause that covers part of the gap between two frames
+/// delays the second by that part, as a pacing audit that gives paused time no rate expects.
+#[derive(Clone, Copy, Debug, Default)]
+struct PauseClock {
+    paused: [Duration; PRIORITIES],
+    /// The last look and, per priority, when the pause in force then runs out.
+    look: Option<Instant>,
+    until: [Option<Instant>; PRIORITIES],
+}
+
+impl PauseClock {
+    /// Counts the pauses in force since the last look up to `now`.
+    fn advance(&mut self, now: Instant) {
+        if let Some(last) = self.look.filter(|&l| l < now) {
+            for (total, until) in self.paused.iter_mut().zip(self.until.iter_mut()) {
+                if let Some(end) = until.map(|u| u.min(now)).filter(|&e| e > last) {
+                    *total = *total + (end - last);
+                }
+                *until = until.filter(|&u| u > now);
+            }
+        }
+        self.look = Some(self.look.map_or(now, |l| l.max(now)));
+    }
+
+    fn set(&mut self, now: Instant, prio: u8, until: Option<Instant>) {
+        self.advance(now);
+        if let Some(u) = self.until.get_mut(usize::from(prio)) {
+            *u = until.filter(|&t| t > now);
+        }
+    }
+
+    fn of(&self, prio: u8) -> Duration {
+        self.paused
+            .get(usize::from(prio))
+            .copied()
+            .unwrap_or(Duration::ZERO)
+    }
+
+    fn paused_now(&self, prio: u8) -> bool {
+        self.until
+            .get(usize::from(prio))
+            .is_some_and(Option::is_some)
+    }
+}
+
+struct Slot<S> {
+    /// Bumped when the flow's release is re-timed and when the slot is emptied: wheel and
+    /// start entries of an older generation are stale.
+    generation: u32,
+    flow: Option<Flow<S>>,
+}
+
+/// A host: its flows with their reaction points and schedules, its notification point.
+pub struct HostCore<S> {
+    cfg: PacingConfig,
+    rp: HostRp,
+    np: Option<np::Np>,
+    slots: Vec<Slot<S>>,
+    free: Vec<u32>,
+    ids: HashMap<FlowId, u32>,
+    /// (slot, generation) of flows waiting for their release time.
+    wheel: Wheel<(u32, u32)>,
+    /// Flows not started yet: (start, slot, generation).
+    starts: BinaryHeap<Reverse<(Instant, u32, u32)>>,
+    /// Per-flow reaction-point timers: (deadline, slot); an entry whose flow's `timer_at`
+    /// differs is stale.
+    timers: BinaryHeap<Reverse<(Instant, u32)>>,
+    pause: PauseClock,
+}
+
+impl<S: Source> HostCore<S> {
+    /// A host whose flows react as `rp` says and whose receive side answers as `np` says
+    /// (`None`: no notification point).
+    pub fn new(cfg: PacingConfig, rp: HostRp, np: Option<np::Np>) -> Result<Self, WheelError> {
+        Ok(HostCore {
+            cfg,
+            rp,
+            np,
+            slots: Vec::new(),
+            free: Vec::new(),
+            ids: HashMap::new(),
+            wheel: Wheel::new(cfg.tick, WHEEL_SLOTS)?,
+            starts: BinaryHeap::new(),
+            timers: BinaryHeap::new(),
+            pause: PauseClock::default(),
+        })
+    }
+
+    pub fn config(&self) -> &PacingConfig {
+        &self.cfg
+    }
+
+    /// The host's reaction points.
+    pub fn host_rp(&self) -> &HostRp {
+        &self.rp
+    }
+
+    /// Adds a flow that starts at `spec.start` (at once if that has passed) with `source`.
+    pub fn add_flow(&mut self, spec: FlowSpec, source: S) -> Result<FlowHandle, AddFlowError> {
+        if self.ids.contains_key(&spec.id) {
+            return Err(AddFlowError::Duplicate(spec.id));
+        }
+        let flow = Flow {
+            spec,
+            source,
+            rp: self.rp.new_flow(),
+            seq: 0,
+            bytes_sent: 0,
+            lag_dropped: Duration::ZERO,
+            started_at: None,
+            finished_at: None,
+            pending: None,
+            scheduled: false,
+            timer_at: None,
+        };
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize].flow = Some(flow);
+                i
+            }
+            None => {
+                self.slots.push(Slot {
+                    generation: 0,
+                    flow: Some(flow),
+                });
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.ids.insert(spec.id, i);
+        let generation = self.slots[i as usize].generation;
+        self.starts.push(Reverse((spec.start, i, generation)));
+        self.arm(i);
+        Ok(FlowHandle(i))
+    }
+
+    /// Removes a flow; returns it (its source may still hold frames).
+    pub fn remove_flow(&mut self, h: FlowHandle) -> Option<Flow<S>> {
+        let slot = self.slots.get_mut(h.0 as usize)?;
+        let flow = slot.flow.take()?;
+        slot.generation = slot.generation.wrapping_add(1);
+        self.ids.remove(&flow.spec.id);
+        self.free.push(h.0);
+        Some(flow)
+    }
+
+    pub fn flow(&self, h: FlowHandle) -> Option<&Flow<S>> {
+        self.slots.get(h.0 as usize)?.flow.as_ref()
+    }
+
+    /// The flow's source, to give it frames (then [`HostCore::wake`]).
+    pub fn source_mut(&mut self, h: FlowHandle) -> Option<&mut S> {
+        Some(&mut self.slots.get_mut(h.0 as usize)?.flow.as_mut()?.source)
+    }
+
+    /// The flow whose reaction-point id is `id`.
+    pub fn find(&self, id: FlowId) -> Option<FlowHandle> {
+        self.ids.get(&id).map(|&i| FlowHandle(i))
+    }
+
+    /// The flows held, in slot order.
+    pub fn flows(&self) -> impl Iterator<Item = (FlowHandle, &Flow<S>)> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| Some((FlowHandle(i as u32), s.flow.as_ref()?)))
+    }
+
+    /// The rate the flow may send at now: its RP rate, at most its cap (zero for no flow).
+    pub fn rate(&self, h: FlowHandle) -> Rate {
+        self.flow(h)
+            .map_or(Rate::ZERO, |f| self.rp.rate(&f.rp, f.spec.id, f.spec.cap))
+    }
+
+    /// Sending time the flows gave up at the catch-up bound (the driver was not running).
+    pub fn lag_dropped(&self) -> Duration {
+        self.flows()
+            .fold(Duration::ZERO, |sum, (_, f)| sum + f.lag_dropped)
+    }
+
+    /// Every flow has started and none has a frame scheduled.
+    pub fn done(&self) -> bool {
+        self.starts.is_empty() && self.flows().all(|(_, f)| !f.scheduled)
+    }
+
+    /// The flow's source has a frame again: the flow waits for its release (a flow idle past
+    /// its last release time owes nothing for the idle time and has no credit from it).
+    pub fn wake(&mut self, now: Instant, h: FlowHandle) {
+        let Some(slot) = self.slots.get_mut(h.0 as usize) else {
+            return;
+        };
+        let generation = slot.generation;
+        let Some(f) = slot.flow.as_mut() else {
+            return;
+        };
+        if f.scheduled || f.started_at.is_none() || f.source.peek().is_none() {
+            return;
+        }
+        f.finished_at = None;
+        let at = match f.pending {
+            Some(p) if p.at > now => p.at,
+            _ => {
+                f.pending = None;
+                now
+            }
+        };
+        f.scheduled = true;
+        self.wheel.insert(at, (h.0, generation));
+    }
+
+    /// Feedback for the flow: drives its reaction point and re-times its pending release at
+    /// the rate that results (a cut pushes it back, a rise brings it forward).
+    pub fn handle_feedback(
+        &mut self,
+        now: Instant,
+        h: FlowHandle,
+        fb: Feedback,
+    ) -> Result<(), Refused> {
+        let Some(f) = self
+            .slots
+            .get_mut(h.0 as usize)
+            .and_then(|s| s.flow.as_mut())
+        else {
+            return Err(Refused::NotOurs);
+        };
+        let r = self.rp.on_feedback(&mut f.rp, f.spec.id, now, fb);
+        self.arm(h.0);
+        self.retime(now, h.0);
+        r
+    }
+
+    /// The PFC pause of `prio` runs until `until` (`None`: not paused), as of `now`. A paused
+    /// flow sends nothing and owes nothing for the pause (802.1Qbb stops the sender): its
+    /// schedule moves on by the time its priority was paused since its last frame.
+    pub fn handle_pause(&mut self, now: Instant, prio: u8, until: Option<Instant>) {
+        self.pause.set(now, prio, until);
+    }
+
+    /// The flow's own limit is now `cap`; its pending release is re-timed.
+    pub fn set_cap(&mut self, now: Instant, h: FlowHandle, cap: Rate) {
+        if let Some(f) = self
+            .slots
+            .get_mut(h.0 as usize)
+            .and_then(|s| s.flow.as_mut())
+        {
+            f.spec.cap = cap;
+            self.retime(now, h.0);
+        }
+    }
+
+    /// Runs the reaction points' timers due at `now` and re-times the flows whose rate they
+    /// changed.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.rp.host_deadline().is_some_and(|t| t <= now) {
+            // QCN's pool: only flows with a limiter before or after have a rate below their cap.
+            let mut touched: Vec<FlowId> = self.rp.limited_flows().collect();
+            self.rp.on_host_timeout(now);
+            touched.extend(self.rp.limited_flows());
+            for id in touched {
+                if let Some(&i) = self.ids.get(&id) {
+                    self.retime(now, i);
+                }
+            }
+        }
+        while let Some(&Reverse((at, i))) = self.timers.peek() {
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(f) = self
+                .slots
+                .get_mut(i as usize)
+                .and_then(|s| s.flow.as_mut())
+                .filter(|f| f.timer_at == Some(at))
+            else {
+                continue;
+            };
+            f.timer_at = None;
+            self.rp.on_flow_timeout(&mut f.rp, now);
+            self.arm(i);
+            self.retime(now, i);
+        }
+    }
+
+    /// When the core next has something to do: a flow's start or release, a reaction-point
+    /// timer (an entry made stale by a later change may make this early: the call then does
+    /// nothing).
+    pub fn next_deadline(&self) -> Option<Instant> {
+        [
+            self.starts.peek().map(|r| r.0 .0),
+            self.wheel.next_deadline(),
+            self.timers.peek().map(|r| r.0 .0),
+            self.rp.host_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// When a reaction point's timer is next due (the part of [`HostCore::next_deadline`] that
+    /// [`HostCore::handle_timeout`] serves).
+    pub fn next_timer(&self) -> Option<Instant> {
+        [self.timers.peek().map(|r| r.0 .0), self.rp.host_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// A data frame of `flow` with ECN codepoint `ecn` arrived: the notification point's
+    /// answer to send back (a CNP or a UE), if any.
+    pub fn handle_data(&mut self, now: Instant, flow: FlowId, ecn: Ecn) -> Option<Feedback> {
+        np_decide(&mut self.np, now, flow, ecn)
+    }
+
+    /// The next frame due at `now`, if any: already charged to its flow's reaction point, and
+    /// the flow's next frame scheduled.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit<S::Item>> {
+        self.pause.advance(now);
+        self.start_due(now);
+        let (release, i) = self.pop_due(now)?;
+        let pause_mark = {
+            let f = self.slots[i as usize].flow.as_ref()?;
+            self.pause.of(f.spec.priority)
+        };
+        let generation = self.slots[i as usize].generation;
+        let f = self.slots[i as usize].flow.as_mut()?;
+        let len = f.source.peek()?;
+        let item = f.source.take();
+        let tx = Transmit {
+            handle: FlowHandle(i),
+            id: f.spec.id,
+            seq: f.seq,
+            len,
+            release,
+            item,
+        };
+        f.seq += 1;
+        f.bytes_sent += u64::from(len);
+        let more = f.source.peek().is_some();
+        let rate = self.rp.rate(&f.rp, f.spec.id, f.spec.cap);
+        // The frame's place in the schedule: where the flow's pacer says (what a stall owed
+        // included), or the wheel's time for the first frame and after a retime moved it later.
+        let mut due = match f.pending {
+            Some(p) if p.due.release_time() <= release => p.due,
+            _ => rp::Pacer::starting_at(release),
+        };
+        // The next frame's place: this one's plus its serialisation time at the flow's rate,
+        // exact; lagging `now` by at most the catch-up bound (the excess is given up).
+        due.next_release(now, u64::from(len), rate, Duration::MAX);
+        f.lag_dropped = f.lag_dropped + due.forget_credit(now, self.cfg.max_catch_up);
+        // A zero rate never releases again (until a retime at a rate that is not zero).
+        let next = if rate == Rate::ZERO {
+            Instant::MAX
+        } else {
+            due.release_time()
+        };
+        let (at, peak) = match self.cfg.catch_up_speed {
+            // A second schedule at `speed` times the rate, allowed to lag `now` by PEAK_BURST:
+            // on schedule it never binds (it runs ahead of the flow's own); after a stall it
+            // spaces the frames owed at the peak rate instead of sending them back to back.
+            Some(speed) if speed > 0.0 => {
+                let mut peak = f.pending.map_or(rp::Pacer::starting_at(now), |p| p.peak);
+                let peak_rate = Rate::from_bps((rate.as_bps() as f64 * speed) as u64);
+                peak.next_release(now, u64::from(len), peak_rate, PEAK_BURST);
+                (next.max(peak.release_time()), peak)
+            }
+            _ => (next, due),
+        };
+        f.pending = Some(Pending {
+            at,
+            rate,
+            due,
+            peak,
+            pause_mark,
+        });
+        if more {
+            self.wheel.insert(at, (i, generation));
+        } else {
+            f.scheduled = false;
+            f.finished_at = Some(now);
+        }
+        self.rp
+            .on_tx(&mut f.rp, f.spec.id, now, u64::from(len), more);
+        self.arm(i);
+        // QCN's byte counter may just have raised the rate the next release was timed with.
+        self.retime(now, i);
+        Some(tx)
+    }
+
+    /// Flows whose start has come go on the wheel at `now`: a flow owes nothing for time before
+    /// the driver first saw it (start-up, a stall across its start), which would otherwise come
+    /// out as a catch-up burst and count as lag given up.
+    fn start_due(&mut self, now: Instant) {
+        while let Some(&Reverse((at, i, generation))) = self.starts.peek() {
+            if at > now {
+                break;
+            }
+            self.starts.pop();
+            let slot = &mut self.slots[i as usize];
+            if slot.generation != generation {
+                continue;
+            }
+            let Some(f) = slot.flow.as_mut() else {
+                continue;
+            };
+            f.started_at = Some(at);
+            if f.source.peek().is_some() {
+                f.scheduled = true;
+                self.wheel.insert(now, (i, generation));
+            }
+        }
+    }
+
+    /// The next flow whose release is due and whose priority is not paused: its release time
+    /// and slot. Flows a pause held move their schedule on by the pause.
+    fn pop_due(&mut self, now: Instant) -> Option<(Instant, u32)> {
+        loop {
+            let (release, (i, generation)) = self.wheel.pop_due(now)?;
+            let slot = &mut self.slots[i as usize];
+            if generation != slot.generation {
+                continue; // superseded by a retime, or the flow was removed
+            }
+            let Some(f) = slot.flow.as_mut() else {
+                continue;
+            };
+            let prio = f.spec.priority;
+            let clock = self.pause.of(prio);
+            if let Some(p) = f.pending.as_mut() {
+                let paused = clock - p.pause_mark;
+                if paused > Duration::ZERO {
+                    p.pause_mark = clock;
+                    p.due.shift(paused);
+                    p.peak.shift(paused);
+                    p.at = release + paused;
+                    self.wheel.insert(p.at, (i, generation));
+                    continue;
+                }
+            }
+            if self.pause.paused_now(prio) {
+                // Looked at again one tick later; the clock counts the pause meanwhile.
+                self.wheel.insert(now + self.cfg.tick, (i, generation));
+                continue;
+            }
+            if f.source.peek().is_none() {
+                // Its queue was emptied under it (an eviction's drain): idle until woken.
+                f.scheduled = false;
+                continue;
+            }
+            return Some((release, i));
+        }
+    }
+
+    /// Puts the flow's reaction-point timer deadline on the timer heap if it changed.
+    fn arm(&mut self, i: u32) {
+        let Some(f) = self.slots[i as usize].flow.as_mut() else {
+            return;
+        };
+        let d = HostRp::flow_deadline(&f.rp);
+        if d != f.timer_at {
+            f.timer_at = d;
+            if let Some(at) = d {
+                self.timers.push(Reverse((at, i)));
+            }
+        }
+    }
+
+    /// The flow's rate may have changed: if it waits for a release that an earlier rate set,
+    /// the part of the frame's transmission time still ahead is re-timed at the new rate
+    /// (`at' = now + (at - now) x old / new`), the credit earned so far being kept. Without
+    /// this, a flow cut deep by QCN (one 1500-octet frame at 5 Mb/s is 2.4 ms) would sit out the
+    /// whole interval while its reaction point had long raised the rate again. A flow behind
+    /// its schedule (catching up) keeps the octets it owes: the time owed is re-timed the same
+    /// way.
+    fn retime(&mut self, now: Instant, i: u32) {
+        let slot = &mut self.slots[i as usize];
+        let Some(f) = slot.flow.as_mut() else {
+            return;
+        };
+        let Some(p) = f.pending else {
+            return;
+        };
+        let rate = self.rp.rate(&f.rp, f.spec.id, f.spec.cap);
+        if p.rate == rate || rate.as_bps() == 0 || p.rate.as_bps() == 0 {
+            return;
+        }
+        // Times ahead of `now` stretch by old / new; so do octets owed behind it (a flow
+        // catching up owes the same octets at the new rate); a cut can stretch what is owed
+        // past the catch-up bound: the excess is given up.
+        let mut due = p.due;
+        due.retime(now, p.rate, rate);
+        f.lag_dropped = f.lag_dropped + due.forget_credit(now, self.cfg.max_catch_up);
+        if p.at <= now || !f.scheduled {
+            // Already due (typically a flow catching up after its driver stalled, reading the
+            // feedback that came meanwhile): the wheel hands it back at the next poll, which
+            // times the next frame from `due`. Rescaling `due` keeps what the flow earned at
+            // the old rate; left in time units, a cut would have forgiven part of it (a
+            // halving, half) and a rise inflated it. An idle flow keeps its schedule for
+            // [`HostCore::wake`].
+            f.pending = Some(Pending { rate, due, ..p });
+            return;
+        }
+        let at = rp::Pacer::starting_at(p.at).retime(now, p.rate, rate);
+        slot.generation = slot.generation.wrapping_add(1);
+        f.pending = Some(Pending { at, rate, due, ..p });
+        self.wheel.insert(at, (i, slot.generation));
+    }
+}
+
+#[cfg(test)]
+#[path = "core_tests.rs"]
+pub(crate) mod tests;
