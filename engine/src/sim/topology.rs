@@ -8,7 +8,7 @@
 //! Routing follows the ns-3 scratch program (`CalculateRoute`): a breadth-first search by hop
 //! count from every host that never passes through another host; every neighbour one hop closer
 //! is an equal-cost next hop, listed in the order the search reached them (neighbours taken in
-//! increasing node id, as ns-3's node map orders them). A switch picks one as HPCC's
+//! [`ns3_neighbour_order`], the order of ns-3's node map). A switch picks one as HPCC's
 //! `SwitchNode::GetOutDev` does: Murmur3 (x86, 32 bit) of the packet's source and destination
 //! addresses and ports, seeded with the switch's node id, modulo the number of next hops.
 
@@ -253,7 +253,7 @@ impl Routes {
             .iter()
             .map(|p| {
                 let mut v = p.clone();
-                v.sort_unstable();
+                v.sort_unstable_by_key(|&x| ns3_neighbour_order(topo, x));
                 v.dedup();
                 v
             })
@@ -304,6 +304,25 @@ impl Routes {
     pub fn next_hops(&self, node: u32, host_index: u32) -> &[u16] {
         let (s, l) = self.table[node as usize][host_index as usize];
         &self.hops[s as usize..s as usize + l as usize]
+    }
+}
+
+/// Where node `id` sorts among a node's neighbours in HPCC's route search: hosts first, in
+/// increasing id, then switches in decreasing id.
+///
+/// Why: third.cc's `CalculateRoute` walks `nbr2if[now]`, a `std::map<Ptr<Node>, ...>`, which
+/// orders nodes by their address in memory, and lists next hops in the order its search
+/// dequeued them. The scratch program creates the nodes in id order. A host is a small `Node`
+/// on the heap (ascending addresses); a `SwitchNode` holds `m_bytes[257][257][8]` of `uint32_t`
+/// (2.1 MB), above glibc's mmap threshold (128 KiB), so each switch is its own mapping, and
+/// Linux places each new mapping below the last (top-down mmap layout): the later a switch is
+/// created, the lower its address, and all of them above the heap. On HPCC's fat tree this
+/// order, and not increasing id, makes the per-port queue histograms of the two simulators
+/// (`QLEN_MON_FILE`) agree port by port (docs/design.md, issue 20).
+pub fn ns3_neighbour_order(topo: &Topology, id: u32) -> (bool, std::cmp::Reverse<u32>, u32) {
+    match topo.is_switch.get(id as usize) {
+        Some(true) => (true, std::cmp::Reverse(id), 0),
+        _ => (false, std::cmp::Reverse(0), id),
     }
 }
 
@@ -413,8 +432,9 @@ mod tests {
         }
         let hosts = t.hosts();
         let r = Routes::compute(&t, &ports, &hosts);
-        // Leaf 4 towards host 2 (index 2): both spine ports (ports 2 and 3 of node 4).
-        assert_eq!(r.next_hops(4, 2), &[2, 3]);
+        // Leaf 4 towards host 2 (index 2): both spine ports (ports 2 and 3 of node 4), spine 7
+        // first: the search from host 2 reaches the higher switch id first.
+        assert_eq!(r.next_hops(4, 2), &[3, 2]);
         // Leaf 4 towards its own host 1: the host port only.
         assert_eq!(r.next_hops(4, 1), &[1]);
         // Spine 6 towards host 3: leaf 5 only (its port 1).
@@ -442,10 +462,11 @@ mod tests {
 
     #[test]
     fn next_hops_in_search_order_not_port_order() {
-        // Leaf 2 reaches host 0's leaf 1 through spines 4 and 3; its links list spine 4 first.
-        // ns-3 lists next hops as its search from host 0 reached them: spine 3, then 4.
-        let text = "6 4 6\n1 2 3 4\n0 1 10Gbps 1us 0\n5 2 10Gbps 1us 0\n2 4 10Gbps 1us 0\n\
-                    2 3 10Gbps 1us 0\n1 3 10Gbps 1us 0\n1 4 10Gbps 1us 0\n";
+        // Leaf 2 reaches host 0's leaf 1 through spines 3 and 4; its links list spine 3 first.
+        // ns-3 lists next hops as its search from host 0 reached them, and its node map puts
+        // switches in decreasing id: spine 4, then 3.
+        let text = "6 4 6\n1 2 3 4\n0 1 10Gbps 1us 0\n5 2 10Gbps 1us 0\n2 3 10Gbps 1us 0\n\
+                    2 4 10Gbps 1us 0\n1 3 10Gbps 1us 0\n1 4 10Gbps 1us 0\n";
         let t = Topology::parse(text).unwrap();
         let mut ports = vec![Vec::new(); 6];
         for l in &t.links {
@@ -453,7 +474,11 @@ mod tests {
             ports[l.b as usize].push(l.a);
         }
         let r = Routes::compute(&t, &ports, &t.hosts());
-        // Node 2's ports: 0 -> host 5, 1 -> spine 4, 2 -> spine 3.
+        // Node 2's ports: 0 -> host 5, 1 -> spine 3, 2 -> spine 4.
         assert_eq!(r.next_hops(2, 0), &[2, 1]);
+        // Hosts sort before switches, in increasing id; switches in decreasing id.
+        let mut order = vec![4, 0, 3, 5, 1, 2];
+        order.sort_by_key(|&x| ns3_neighbour_order(&t, x));
+        assert_eq!(order, vec![0, 5, 4, 3, 2, 1]);
     }
 }
