@@ -14,7 +14,8 @@ pub struct HostConfig {
     /// Header octets added to each data packet: 14 Ethernet + 20 IPv4 + 14 UDP/sequence, the
     /// ns-3 `CustomHeader::GetStaticWholeHeaderSize()` without INT.
     pub header_bytes: u32,
-    /// Octets of an ACK, NACK, CNP or CNM frame on the wire.
+    /// Octets of an ACK, NACK, CNP or CNM frame on the wire (an ns-3 config.txt sets ns-3's:
+    /// `sim::ns3::NS3_ACK_BYTES`).
     pub ctrl_bytes: u32,
     /// One ACK per this many data packets; 0 = no ACKs (a flow then completes when its last
     /// octet reaches the receiver).
@@ -47,6 +48,14 @@ pub struct SwitchConfig {
     /// Optional tail-drop limit per egress (port, priority) queue: the IEEE 802.1Qau simulations
     /// use a per-port buffer of a few hundred KB.
     pub queue_limit_bytes: Option<u64>,
+    /// Octets of a PFC frame on the wire (a minimum Ethernet frame; ns-3's are 43).
+    pub pfc_frame_bytes: u32,
+    /// Switches queue ACKs and NACKs in their flow's data priority, behind its data (and
+    /// PFC-accounted, RED-counted like it), instead of the strict-priority control class.
+    /// HPCC's ns-3 switches do: `SwitchNode::m_ackHighPrio` defaults to 0 and third.cc never
+    /// sets it (its `ACK_HIGH_PRIO` only moves the NIC's ACK queue), so `SendToDev` takes
+    /// "qIndex = ... ch.udp.pg", which for an ACK is its `ack.pg`, the data's priority.
+    pub acks_with_data: bool,
 }
 
 impl Default for SwitchConfig {
@@ -54,6 +63,8 @@ impl Default for SwitchConfig {
         SwitchConfig {
             buffer_bytes: 32 * 1024 * 1024,
             queue_limit_bytes: None,
+            pfc_frame_bytes: 64,
+            acks_with_data: false,
         }
     }
 }
@@ -65,6 +76,41 @@ pub struct LinkChange {
     pub from: u32,
     pub to: u32,
     pub rate: Rate,
+}
+
+/// How a link turns a frame's length into its serialisation time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TxTime {
+    /// Rounded up to the nanosecond: a link never carries more than its rate.
+    #[default]
+    Ceil,
+    /// As ns-3's `QbbNetDevice::TransmitStart`: "Seconds(m_bps.CalculateTxTime(p->GetSize()))",
+    /// the double `bytes * 8 / bps` turned into nanoseconds by `int64x64_t`, which truncates
+    /// (`Time (const int64x64_t &value) : m_data (value.GetHigh ())`). A 1048-octet frame takes
+    /// 83 ns at 100 Gb/s and 20 ns at 400 Gb/s (83.84 and 20.96 exactly).
+    Ns3,
+}
+
+impl TxTime {
+    pub fn of(self, rate: Rate, bytes: u64) -> Duration {
+        match self {
+            TxTime::Ceil => rate.tx_time(bytes),
+            TxTime::Ns3 => {
+                if rate == Rate::ZERO {
+                    return Duration::MAX;
+                }
+                // DataRate::CalculateTxTime: "static_cast<double>(bytes)*8/m_bps".
+                let s = bytes as f64 * 8.0 / rate.as_bps() as f64;
+                // int64x64_t(double): "double hi = std::floor (value); double lo = (value -
+                // hi) * HP128_MAX_64;" then `(int128_t)lo` (truncated), times the 1e9 of the
+                // nanosecond resolution in 64.64 fixed point, integer part.
+                let hi = s.floor();
+                let lo = ((s - hi) * 18_446_744_073_709_551_616.0) as u128;
+                let ns = hi as u128 * 1_000_000_000 + ((lo * 1_000_000_000) >> 64);
+                Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+            }
+        }
+    }
 }
 
 /// Everything a run needs besides topology, flows and the congestion-control choice.
@@ -87,6 +133,8 @@ pub struct RunConfig {
     pub qlen_window: Option<super::monitor::QlenWindow>,
     /// Keep ns-3's PFC log (`PFC_OUTPUT_FILE`): one record per PFC frame received.
     pub pfc_log: bool,
+    /// Serialisation time of a frame on a link.
+    pub tx_time: TxTime,
 }
 
 impl Default for RunConfig {
@@ -102,6 +150,27 @@ impl Default for RunConfig {
             stop_when_done: false,
             qlen_window: None,
             pfc_log: false,
+            tx_time: TxTime::Ceil,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ns3_serialisation_times_truncate() {
+        let (g100, g400) = (Rate::from_gbps(100), Rate::from_gbps(400));
+        let ns = |t: TxTime, r, b| t.of(r, b).as_nanos();
+        // 1048 octets: 83.84 ns and 20.96 ns; a 60-octet ACK 4.8 ns.
+        assert_eq!(ns(TxTime::Ns3, g100, 1048), 83);
+        assert_eq!(ns(TxTime::Ns3, g400, 1048), 20);
+        assert_eq!(ns(TxTime::Ns3, g100, 60), 4);
+        assert_eq!(ns(TxTime::Ceil, g100, 1048), 84);
+        assert_eq!(ns(TxTime::Ceil, g400, 1048), 21);
+        // An exact quotient: the double nearest 8e-8 s lies below 80 ns, so ns-3 takes 79.
+        assert_eq!(ns(TxTime::Ns3, g100, 1000), 79);
+        assert_eq!(ns(TxTime::Ceil, g100, 1000), 80);
     }
 }

@@ -146,7 +146,7 @@ fn through_the_simulator() -> Seen {
         let slot = (w.wire.len() - 1) as u32;
         w.events.push(at, Ev::Arrive { port, slot });
     };
-    let pause = |quanta| Pkt::pause(3, quanta);
+    let pause = |quanta| Pkt::pause(3, quanta, 64);
     inject(&mut w, us(1), SWITCH_TO_C, pause(0xFFFF));
     for k in 0..2 * FRAMES_EACH {
         let from = (k % 2) as u32;

@@ -34,9 +34,21 @@ use anyhow::{bail, Context};
 use units::{Instant, Rate};
 
 use super::cc::{CcKind, CcSections};
-use super::config::RunConfig;
+use super::config::{RunConfig, TxTime};
 use super::monitor::QlenWindow;
 use super::topology::Topology;
+
+// The frames ns-3 puts on its links, in octets (`Packet::GetSize()`, what `QbbNetDevice`
+// serialises, its queues count and its switch MMU accounts), with INT off (CC_MODE 1). HPCC's
+// `PppHeader::GetStaticSize` returns 14 (an Ethernet header's size), not PPP's 2.
+/// Data: payload + `SeqTsHeader` 6 ("6 + IntHeader::GetStaticSize()") + UDP 8 + IPv4 20 + PPP
+/// 14 (rdma-hw.cc `GetNxtPacket`), the 48 its standalone FCT counts too.
+pub const NS3_DATA_HEADER_BYTES: u32 = 48;
+/// ACK / NACK: "Create<Packet>(std::max(60-14-20-(int)seqh.GetSerializedSize(), 0))" (14) +
+/// `qbbHeader` 12 + IPv4 20 + PPP 14 (rdma-hw.cc `ReceiveUdp`).
+pub const NS3_ACK_BYTES: u32 = 60;
+/// PFC: `PauseHeader` 9 + IPv4 20 + PPP 14 (qbb-net-device.cc `SendPfc`).
+pub const NS3_PFC_BYTES: u32 = 43;
 
 /// ns-3's RDMA defaults that config.txt tunes: configs/hpcc-ns3.toml (the "mlx" event flow,
 /// per-packet CNP flags). Built in, so the preset works wherever the binary runs.
@@ -209,7 +221,9 @@ impl Ns3Config {
             (
                 "ACK_HIGH_PRIO",
                 "1",
-                "quench always sends ACKs, NACKs and CNPs in the control (highest) priority",
+                "quench's NICs always send ACKs, NACKs and CNPs ahead of data (ns-3's \
+                 ACK_HIGH_PRIO 1, which only moves the NIC's ACK queue: ns-3's switches queue \
+                 ACKs with their flow's data either way, and so do quench's under a config.txt)",
             ),
             (
                 "RATE_BOUND",
@@ -430,9 +444,15 @@ impl Ns3Config {
         })
     }
 
-    /// The run settings: payload, ACK per packet, buffer, stop bound, the outputs' bookkeeping.
+    /// The run settings: payload, ns-3's frame sizes, ACK per packet, buffer, stop bound, the
+    /// outputs' bookkeeping.
     pub fn apply(&self, cfg: &mut RunConfig) {
         cfg.host.mtu = self.payload;
+        cfg.host.header_bytes = NS3_DATA_HEADER_BYTES;
+        cfg.host.ctrl_bytes = NS3_ACK_BYTES;
+        cfg.switch.pfc_frame_bytes = NS3_PFC_BYTES;
+        cfg.tx_time = TxTime::Ns3;
+        cfg.switch.acks_with_data = true;
         cfg.host.ack_every = 1;
         cfg.switch.buffer_bytes = self.buffer_bytes;
         cfg.stop = Some(self.stop);

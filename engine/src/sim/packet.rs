@@ -49,13 +49,13 @@ pub struct Pkt {
 }
 
 impl Pkt {
-    /// A PFC frame for priority `prio` with `quanta` (0: resume); 64 octets on the wire.
-    pub fn pause(prio: u8, quanta: u16) -> Pkt {
+    /// A PFC frame for priority `prio` with `quanta` (0: resume), `size` octets on the wire.
+    pub fn pause(prio: u8, quanta: u16, size: u32) -> Pkt {
         Pkt {
             flow: 0,
             dst: 0,
             seq: 0,
-            size: 64,
+            size,
             payload: 0,
             kind: Kind::Pause,
             prio,

@@ -377,6 +377,9 @@ impl Scenario {
         let SwitchConfig {
             buffer_bytes,
             queue_limit_bytes,
+            // Not scenario keys: the ns-3 reader sets ns-3's.
+            pfc_frame_bytes: _,
+            acks_with_data: _,
         } = &mut cfg.switch;
         if let Some(v) = f.switch.buffer_bytes {
             *buffer_bytes = v;

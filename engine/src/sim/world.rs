@@ -776,7 +776,7 @@ impl World {
     fn transmit(&mut self, port: u32, pkt: Pkt) {
         let now = self.now;
         let p = &mut self.ports[port as usize];
-        let tx = p.rate.tx_time(pkt.size as u64);
+        let tx = self.cfg.tx_time.of(p.rate, pkt.size as u64);
         p.busy = true;
         p.stats.tx_bytes += pkt.size as u64;
         p.stats.tx_pkts += 1;
@@ -922,7 +922,8 @@ impl World {
         if quanta > 0 {
             self.ports[port as usize].stats.pauses_sent += 1;
         }
-        self.send_control(port, Pkt::pause(prio, quanta));
+        let size = self.cfg.switch.pfc_frame_bytes;
+        self.send_control(port, Pkt::pause(prio, quanta, size));
     }
 
     /// Adds the queue's occupancy since the last change to its integral.
@@ -1001,6 +1002,9 @@ impl World {
         let out = first + local;
         let class = match pkt.kind {
             Kind::Data => Class::Data(pkt.prio.min(PRIORITIES as u8 - 1)),
+            Kind::Ack | Kind::Nack if self.cfg.switch.acks_with_data => {
+                Class::Data(pkt.prio.min(PRIORITIES as u8 - 1))
+            }
             _ => Class::Control,
         };
         let size = pkt.size as u64;
