@@ -23,6 +23,25 @@ struct Entry<E> {
     event: E,
 }
 
+/// A place in the event order: a time and a sequence number ([`EventQueue::reserve_at`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slot {
+    pub at: Instant,
+    seq: u64,
+}
+
+impl Slot {
+    /// Before any event: never pending.
+    pub const PAST: Slot = Slot {
+        at: Instant::ZERO,
+        seq: 0,
+    };
+
+    fn key(self) -> u128 {
+        ((self.at.as_nanos() as u128) << 64) | self.seq as u128
+    }
+}
+
 /// Buckets: one for "equal to the last popped key", one per bit of the key.
 const BUCKETS: usize = 129;
 
@@ -62,11 +81,38 @@ impl<E> EventQueue<E> {
 
     /// Schedules `event` at `at`, which must not be before the last popped event's time.
     pub fn push(&mut self, at: Instant, event: E) {
-        let key = ((at.as_nanos() as u128) << 64) | self.seq as u128;
-        debug_assert!(key >= self.last, "event scheduled in the past");
+        let seq = self.reserve();
+        self.push_reserved(Slot { at, seq }, event);
+    }
+
+    /// Takes the next sequence number without scheduling anything: the [`Slot`] an event
+    /// pushed now would have. [`push_reserved`](Self::push_reserved) may schedule it later (or
+    /// never); it then pops exactly where it would have had it been pushed now.
+    pub fn reserve_at(&mut self, at: Instant) -> Slot {
+        Slot {
+            at,
+            seq: self.reserve(),
+        }
+    }
+
+    fn reserve(&mut self) -> u64 {
+        let seq = self.seq;
         self.seq += 1;
+        seq
+    }
+
+    /// Schedules `event` in a reserved slot, which must still be after the current event
+    /// ([`Slot::is_after`]).
+    pub fn push_reserved(&mut self, slot: Slot, event: E) {
+        let key = slot.key();
+        debug_assert!(key >= self.last, "event scheduled in the past");
         self.len += 1;
         self.put(Entry { key, event }, self.last);
+    }
+
+    /// Whether `slot` comes after the event popped last (an event there is still pending).
+    pub fn is_pending(&self, slot: Slot) -> bool {
+        slot.key() > self.last
     }
 
     fn put(&mut self, e: Entry<E>, last: u128) {
@@ -137,6 +183,23 @@ mod tests {
         assert_eq!(order, vec!['a', 'b', 'c', 'd']);
         assert_eq!(q.popped(), 4);
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn a_reserved_slot_pops_where_a_push_would_have() {
+        let mut q = EventQueue::new();
+        q.push(Instant::from_nanos(5), 'a');
+        let slot = q.reserve_at(Instant::from_nanos(10));
+        q.push(Instant::from_nanos(10), 'c');
+        q.push(Instant::from_nanos(10), 'd');
+        assert_eq!(q.pop(), Some((Instant::from_nanos(5), 'a')));
+        assert!(q.is_pending(slot));
+        // Pushed late, it still pops before the events pushed after it was reserved.
+        q.push_reserved(slot, 'b');
+        let order: Vec<char> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
+        assert_eq!(order, vec!['b', 'c', 'd']);
+        assert!(!q.is_pending(slot));
+        assert!(!q.is_pending(Slot::PAST));
     }
 
     proptest::proptest! {

@@ -90,6 +90,10 @@ struct PortHist {
     ifindex: u32,
     /// Samples before this instant are counted.
     counted_to: Instant,
+    /// The first sample instant at or after `counted_to`, and its index from the window's
+    /// start: a change before it counts no sample and needs no division.
+    next_at: Instant,
+    next_idx: u64,
     cnt: Vec<u64>,
 }
 
@@ -117,6 +121,8 @@ impl QlenMonitor {
                         node,
                         ifindex,
                         counted_to: window.start,
+                        next_at: window.start,
+                        next_idx: 0,
                         cnt: Vec::new(),
                     })
                 })
@@ -134,8 +140,21 @@ impl QlenMonitor {
         if now <= h.counted_to || h.counted_to > last {
             return;
         }
-        let n = w.samples_before(h.counted_to, now, last);
+        if now <= h.next_at {
+            // No sample instant in [counted_to, now).
+            h.counted_to = now;
+            return;
+        }
+        // Index of the first sample at or after `now` (or past the last one): the samples
+        // in [counted_to, now) are those from `next_idx` up to it.
+        let hi = now.min(last + Duration::from_nanos(1));
+        let step = SAMPLE_EVERY.as_nanos();
+        let past = (hi - w.start).as_nanos().div_ceil(step);
+        let n = past - h.next_idx;
+        debug_assert_eq!(n, w.samples_before(h.counted_to, now, last));
         h.counted_to = now;
+        h.next_idx = past;
+        h.next_at = w.start + Duration::from_nanos(past * step);
         if n > 0 {
             let kb = (bytes / 1000) as usize;
             if h.cnt.len() <= kb {

@@ -2,8 +2,12 @@
 //!
 //! Invariants:
 //! - Every packet is forwarded, delivered or dropped (and counted) exactly once per hop.
-//! - A port transmits one packet at a time: `busy` is set from the start of a transmission to its
-//!   `TxDone`; the packet reaches the peer port one propagation delay after its last bit left.
+//! - A port transmits one packet at a time: it is busy from the start of a transmission until
+//!   its `TxDone` slot (reserved in the event order when the transmission starts); the packet
+//!   reaches the peer port one propagation delay after its last bit left. The `TxDone` event
+//!   itself is only pushed when something may be waiting for the port (its queue or host had
+//!   more, or a `kick` found it busy): into the reserved slot, so events pop in the same order
+//!   as if every transmission had pushed one, and a port with nothing waiting costs no event.
 //! - Timers of the algorithm state machines are deadlines: the world keeps, per component, the
 //!   deadline it has an event queued for, and ignores events whose time no longer matches (lazy
 //!   cancellation), so a spurious or stale timer never reaches an algorithm.
@@ -17,7 +21,7 @@ use crate::switch::queue::{Class, QueueLimits};
 
 use super::cc::{self, CcSetup};
 use super::config::RunConfig;
-use super::event::EventQueue;
+use super::event::{EventQueue, Slot};
 use super::monitor::{PfcRecord, QlenMonitor};
 use super::packet::{Kind, Pkt};
 use super::rng::{self, SimRng, Stream};
@@ -108,7 +112,11 @@ struct Port {
     rate: Rate,
     delay: Duration,
     err: f64,
-    busy: bool,
+    /// Where the current transmission's `TxDone` sits in the event order; the port is busy
+    /// while it is pending ([`EventQueue::is_pending`]).
+    done: Slot,
+    /// The `TxDone` event was pushed into `done`.
+    done_pushed: bool,
     /// Node-local index (the port's number in its node's core).
     local: u32,
     pause_at: Instant,
@@ -331,7 +339,8 @@ impl World {
                     rate: l.rate,
                     delay: l.delay,
                     err: l.err,
-                    busy: false,
+                    done: Slot::PAST,
+                    done_pushed: false,
                     local,
                     pause_at: Instant::MAX,
                     qtotal: 0,
@@ -614,7 +623,7 @@ impl World {
                 self.arrive(port, pkt)
             }
             Ev::TxDone { port } => {
-                self.ports[port as usize].busy = false;
+                self.ports[port as usize].done_pushed = false;
                 self.kick(port);
             }
             Ev::HostWake { host } => {
@@ -758,7 +767,12 @@ impl World {
 
     /// Starts a transmission on `port` if it is idle and has something to send.
     fn kick(&mut self, port: u32) {
-        if self.ports[port as usize].busy {
+        let p = &mut self.ports[port as usize];
+        if self.events.is_pending(p.done) {
+            if !p.done_pushed {
+                p.done_pushed = true;
+                self.events.push_reserved(p.done, Ev::TxDone { port });
+            }
             return;
         }
         let node = self.ports[port as usize].node;
@@ -777,11 +791,11 @@ impl World {
         let now = self.now;
         let p = &mut self.ports[port as usize];
         let tx = self.cfg.tx_time.of(p.rate, pkt.size as u64);
-        p.busy = true;
         p.stats.tx_bytes += pkt.size as u64;
         p.stats.tx_pkts += 1;
         let done = now + tx;
-        self.events.push(done, Ev::TxDone { port });
+        p.done = self.events.reserve_at(done);
+        p.done_pushed = false;
         let (peer, delay) = (p.peer, p.delay);
         let slot = match self.free_slots.pop() {
             Some(s) => {
@@ -795,6 +809,24 @@ impl World {
         };
         self.events
             .push(done + delay, Ev::Arrive { port: peer, slot });
+        if self.may_have_more(port) {
+            let p = &mut self.ports[port as usize];
+            p.done_pushed = true;
+            self.events.push_reserved(p.done, Ev::TxDone { port });
+        }
+    }
+
+    /// Whether `port` may have something to send when its transmission ends: frames queued
+    /// (paused ones too), or at a host, flows with data. When not, whatever later gives it
+    /// something kicks it.
+    fn may_have_more(&self, port: u32) -> bool {
+        let p = &self.ports[port as usize];
+        let node = &self.nodes[p.node as usize];
+        let queued = node
+            .core
+            .queue(p.local as usize)
+            .is_some_and(|q| !q.is_empty());
+        queued || (node.host != NONE && !self.hosts[node.host as usize].flows.is_empty())
     }
 
     /// The NIC scheduler: control frames first, then round robin over flows whose pacer has
