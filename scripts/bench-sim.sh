@@ -5,6 +5,8 @@
 #      flows from HPCC's traffic_gen.py at 30 % load (C_SECONDS of arrivals, default 0.005 s,
 #      Python's random seeded with 1), FCT slowdown per flow-size bucket as HPCC's
 #      analysis/fct_analysis.py bins it (20 buckets of 5 % of the flows by size; p50/p95/p99).
+#      quench runs C_RUNS times (default 3) and its median wall and CPU time are shown.
+# Times: wall seconds and CPU seconds (user + system; the steadier figure on a loaded machine).
 # Both simulators read one config.txt, the one run.py writes for `--cc dcqcn --bw 100` (DCQCN,
 # RED per link speed, ACK per packet, PFC, 32 MB buffer): quench through `--ns3-config`.
 # ns-3 runs only when NS3_HPCC_DIR points at a checkout of alibaba-edu/High-Precision-Congestion-
@@ -91,15 +93,30 @@ QLEN_MON_END 3000000000
 C
 }
 echo 0 > "$W/mix/trace.txt"
-# timed OUT CMD...: runs CMD from $W, records wall seconds and peak RSS (MB) in OUT/{wall,rss}.
+# timed OUT CMD...: runs CMD from $W, records wall seconds, CPU seconds (user + system) and peak
+# RSS (MB) in OUT/{wall,cpu,rss}. On a loaded machine the CPU time is the steadier figure.
 timed() {
   local out=$1; shift
   mkdir -p "$out"
   local t0 t1; t0=$(now)
-  (cd "$W" && /usr/bin/time -f '%M' -o "$out/rss.kb" "$@" >"$out/log.txt" 2>&1)
+  (cd "$W" && /usr/bin/time -f '%M %U %S' -o "$out/time.txt" "$@" >"$out/log.txt" 2>&1)
   t1=$(now)
   echo "$t1 - $t0" | bc -l > "$out/wall"
-  echo $(( $(tail -1 "$out/rss.kb") / 1024 )) > "$out/rss"
+  set -- $(tail -1 "$out/time.txt")
+  echo $(( $1 / 1024 )) > "$out/rss"
+  echo "$2 + $3" | bc -l > "$out/cpu"
+}
+# median_of OUT RUN_DIRS...: OUT/{wall,cpu,rss} = the median wall and CPU time of the runs and
+# their largest RSS; OUT/fct.txt from the first (the runs are deterministic: the same file).
+median_of() {
+  local out=$1; shift
+  mkdir -p "$out"
+  local k
+  for k in wall cpu; do
+    for d in "$@"; do cat "$d/$k"; done | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}' > "$out/$k"
+  done
+  for d in "$@"; do cat "$d/rss"; done | sort -n | tail -1 > "$out/rss"
+  cp "$1/fct.txt" "$out/fct.txt"
 }
 quench_run() { timed "$2" "$Q" sim -q --ns3-config "$1" --out "$2/quench-out"; }
 # The simulator binary itself, not `waf --run` (which first re-checks the whole build): the
@@ -119,19 +136,23 @@ fct_diff() {
 }
 RUN_NS3=0
 if [ -n "${NS3_HPCC_DIR:-}" ] && [ -z "${SKIP_NS3:-}" ]; then ns3_build; RUN_NS3=1; fi
-printf '%-22s %9s %9s %8s %7s %7s   %s\n' scenario "quench s" "ns-3 s" speedup "q MB" "ns3 MB" "FCT us (quench | ns-3 | quench vs ns-3)"
+printf '%-22s %9s %9s %8s %9s %9s %8s %7s %7s   %s\n' scenario "quench s" "ns-3 s" speedup "q cpu s" "n cpu s" "cpu x" "q MB" "ns3 MB" "FCT us (quench | ns-3 | quench vs ns-3)"
 row() { # row NAME DIR
-  local qs ns="-" sp="-" qm nm="-" nf="-" df="-"
-  qs=$(cat "$2/q/wall"); qm=$(cat "$2/q/rss")
+  local qs qc ns="-" nc="-" sp="-" cx="-" qm nm="-" nf="-" df="-"
+  qs=$(cat "$2/q/wall"); qc=$(printf '%.2f' "$(cat "$2/q/cpu")"); qm=$(cat "$2/q/rss")
   if [ "$RUN_NS3" = 1 ]; then
     ns=$(printf '%.2f' "$(cat "$2/n/wall")"); nm=$(cat "$2/n/rss")
+    nc=$(printf '%.2f' "$(cat "$2/n/cpu")")
     sp=$(printf '%.1fx' "$(echo "$(cat "$2/n/wall") / $qs" | bc -l)")
+    cx=$(printf '%.1fx' "$(echo "$(cat "$2/n/cpu") / $(cat "$2/q/cpu")" | bc -l)")
   fi
+  local cols
+  cols=$(printf '%-22s %9.3f %9s %8s %9s %9s %8s %7s %7s' "$1" "$qs" "$ns" "$sp" "$qc" "$nc" "$cx" "$qm" "$nm")
   if [ "${3:-}" = fcts ]; then
     if [ "$RUN_NS3" = 1 ]; then nf=$(fcts "$2/n/fct.txt"); df=$(fct_diff "$2/q/fct.txt" "$2/n/fct.txt"); fi
-    printf '%-22s %9.3f %9s %8s %7s %7s   %s | %s | %s\n' "$1" "$qs" "$ns" "$sp" "$qm" "$nm" "$(fcts "$2/q/fct.txt")" "$nf" "$df"
+    printf '%s   %s | %s | %s\n' "$cols" "$(fcts "$2/q/fct.txt")" "$nf" "$df"
   else
-    printf '%-22s %9.3f %9s %8s %7s %7s   %s flows\n' "$1" "$qs" "$ns" "$sp" "$qm" "$nm" "$(wc -l < "$2/q/fct.txt")"
+    printf '%s   %s flows\n' "$cols" "$(wc -l < "$2/q/fct.txt")"
   fi
 }
 for sc in "A 20000000" "B 200000000"; do
@@ -151,8 +172,15 @@ random.seed(1)
 sys.argv = ['traffic_gen.py', '-c', 'WebSearch_distribution.txt', '-n', '320', '-l', '0.3',
             '-b', '100G', '-t', '${C_SECONDS:-0.005}', '-o', '$W/mix/flow_fat.txt']
 execfile('traffic_gen.py')")
-for who in q n; do config fat flow_fat "$W/C/$who" > "$W/C-$who.txt"; done
-quench_run "$W/C-q.txt" "$W/C/q"
+# quench C_RUNS times (default 3; the median wall and CPU time), ns-3 once.
+runs=()
+for i in $(seq "${C_RUNS:-3}"); do
+  config fat flow_fat "$W/C/q$i" > "$W/C-q$i.txt"
+  quench_run "$W/C-q$i.txt" "$W/C/q$i"
+  runs+=("$W/C/q$i")
+done
+median_of "$W/C/q" "${runs[@]}"
+config fat flow_fat "$W/C/n" > "$W/C-n.txt"
 [ "$RUN_NS3" = 1 ] && ns3_run "$W/C-n.txt" "$W/C/n"
 row "C: fat tree, $(head -1 "$W/mix/flow_fat.txt" | tr -d ' ') flows" "$W/C"
 # Slowdown per size bucket, as HPCC's analysis/fct_analysis.py: flows sorted by size, 20 buckets
@@ -176,11 +204,16 @@ def buckets(path):
 q = buckets(sys.argv[1])
 n = buckets(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2] else None
 print("   bucket max size | quench p50 p95 p99 | ns-3 p50 p95 p99 | p50 diff p99 diff")
+close = [0, 0]
 for i, b in enumerate(q):
     line = "   %3d%% %10d | %6.2f %6.2f %6.2f" % (5 * (i + 1), b[0], b[1], b[2], b[3])
     if n:
         m = n[i]
-        line += " | %6.2f %6.2f %6.2f | %+6.1f%% %+6.1f%%" % (
-            m[1], m[2], m[3], 100 * (b[1] - m[1]) / m[1], 100 * (b[3] - m[3]) / m[3])
+        d50, d99 = 100 * (b[1] - m[1]) / m[1], 100 * (b[3] - m[3]) / m[3]
+        close[0] += abs(d50) <= 10
+        close[1] += abs(d99) <= 10
+        line += " | %6.2f %6.2f %6.2f | %+6.1f%% %+6.1f%%" % (m[1], m[2], m[3], d50, d99)
     print(line)
+if n:
+    print("   within 10 %%: p50 %d of 20 buckets, p99 %d of 20" % (close[0], close[1]))
 PY
