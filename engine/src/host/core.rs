@@ -40,11 +40,20 @@ use crate::send::wheel::{Wheel, WheelError};
 pub struct PacingConfig {
     /// Wheel resolution (a power of two nanoseconds).
     pub tick: Duration,
+    /// Wheel slots (a power of two); releases beyond `tick x wheel_slots` wait in a heap.
+    pub wheel_slots: usize,
     /// How far behind `now` a release time may lag before it is pulled forward.
     pub max_catch_up: Duration,
     /// While behind its release times, a flow sends at most this many times its rate (`None`:
     /// as fast as the driver polls).
     pub catch_up_speed: Option<f64>,
+    /// PFC pause time earns a flow nothing: its schedule moves on by the time its priority was
+    /// paused since its last frame, so a pause that covers part of the gap between two frames
+    /// delays the second by that part (what a pacing audit that gives paused time no rate
+    /// expects: `quench send`). `false`: the schedule ignores pauses and a frame held by one
+    /// leaves when it ends (ns-3 HPCC's `RdmaHw`, whose `m_nextAvail` PFC does not move: the
+    /// simulator's hosts).
+    pub pause_shifts_schedule: bool,
 }
 
 impl Default for PacingConfig {
@@ -52,14 +61,13 @@ impl Default for PacingConfig {
         PacingConfig {
             // 256 ns: a fifth of a 1500-octet frame at 10 Gb/s; 4096 slots = 1 ms horizon.
             tick: Duration::from_nanos(256),
+            wheel_slots: 4096,
             max_catch_up: Duration::from_micros(50),
             catch_up_speed: None,
+            pause_shifts_schedule: true,
         }
     }
 }
-
-/// Wheel slots: with the default tick, a 1 ms horizon (later times wait in the wheel's heap).
-const WHEEL_SLOTS: usize = 4096;
 
 /// How far the peak-rate schedule may lag `now`: a driver's loop takes tens of microseconds per
 /// iteration, so at the peak rate several frames may have to leave in one; beyond this the
@@ -302,6 +310,7 @@ impl PauseClock {
             .unwrap_or(Duration::ZERO)
     }
 
+    /// Whether `prio` was paused at the last look.
     fn paused_now(&self, prio: u8) -> bool {
         self.until
             .get(usize::from(prio))
@@ -332,6 +341,9 @@ pub struct HostCore<S> {
     /// differs is stale.
     timers: BinaryHeap<Reverse<(Instant, u32)>>,
     pause: PauseClock,
+    /// Per priority, the flows (slot, generation) whose release came while it was paused: back
+    /// on the wheel when the pause ends.
+    parked: [Vec<(u32, u32)>; PRIORITIES],
 }
 
 impl<S: Source> HostCore<S> {
@@ -345,7 +357,8 @@ impl<S: Source> HostCore<S> {
             slots: Vec::new(),
             free: Vec::new(),
             ids: HashMap::new(),
-            wheel: Wheel::new(cfg.tick, WHEEL_SLOTS)?,
+            wheel: Wheel::new(cfg.tick, cfg.wheel_slots)?,
+            parked: Default::default(),
             starts: BinaryHeap::new(),
             timers: BinaryHeap::new(),
             pause: PauseClock::default(),
@@ -494,11 +507,24 @@ impl<S: Source> HostCore<S> {
         r
     }
 
-    /// The PFC pause of `prio` runs until `until` (`None`: not paused), as of `now`. A paused
-    /// flow sends nothing and owes nothing for the pause (802.1Qbb stops the sender): its
-    /// schedule moves on by the time its priority was paused since its last frame.
+    /// The PFC pause of `prio` runs until `until` (`None`: not paused; `Instant::MAX`: until
+    /// lifted), as of `now`. A paused flow sends nothing (802.1Qbb stops the sender) and, with
+    /// [`PacingConfig::pause_shifts_schedule`], owes nothing for the pause.
     pub fn handle_pause(&mut self, now: Instant, prio: u8, until: Option<Instant>) {
         self.pause.set(now, prio, until);
+        self.unpark(now);
+    }
+
+    /// Flows parked on a priority whose pause has ended go back on the wheel, due now (their
+    /// schedule then moves on by the pause, if [`PacingConfig::pause_shifts_schedule`]).
+    fn unpark(&mut self, now: Instant) {
+        for (prio, parked) in self.parked.iter_mut().enumerate() {
+            if !parked.is_empty() && !self.pause.paused_now(prio as u8) {
+                for e in parked.drain(..) {
+                    self.wheel.insert(now, e);
+                }
+            }
+        }
     }
 
     /// The flow's own limit is now `cap`; its pending release is re-timed.
@@ -551,14 +577,30 @@ impl<S: Source> HostCore<S> {
     /// timer (an entry made stale by a later change may make this early: the call then does
     /// nothing).
     pub fn next_deadline(&self) -> Option<Instant> {
+        self.next_release()
+            .into_iter()
+            .chain(self.next_timer())
+            .min()
+    }
+
+    /// When [`HostCore::poll_transmit`] may next have a frame: a flow's start or release, or
+    /// the end of a pause that holds flows (the part of [`HostCore::next_deadline`] without the
+    /// reaction points' timers).
+    pub fn next_release(&self) -> Option<Instant> {
+        let pauses = self
+            .parked
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| !p.is_empty())
+            .filter_map(|(prio, _)| self.pause.until[prio])
+            .filter(|&u| u != Instant::MAX);
         [
             self.starts.peek().map(|r| r.0 .0),
             self.wheel.next_deadline(),
-            self.timers.peek().map(|r| r.0 .0),
-            self.rp.host_deadline(),
         ]
         .into_iter()
         .flatten()
+        .chain(pauses)
         .min()
     }
 
@@ -581,6 +623,7 @@ impl<S: Source> HostCore<S> {
     /// the flow's next frame scheduled.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit<S::Item>> {
         self.pause.advance(now);
+        self.unpark(now);
         self.start_due(now);
         let (release, i) = self.pop_due(now)?;
         let pause_mark = {
@@ -609,10 +652,12 @@ impl<S: Source> HostCore<S> {
             Some(p) if p.due.release_time() <= release => p.due,
             _ => rp::Pacer::starting_at(release),
         };
-        // The next frame's place: this one's plus its serialisation time at the flow's rate,
-        // exact; lagging `now` by at most the catch-up bound (the excess is given up).
-        due.next_release(now, u64::from(len), rate, Duration::MAX);
+        // This frame's place lags `now` by at most the catch-up bound (the excess is given up);
+        // the next frame's place is this one's plus its serialisation time at the flow's rate,
+        // exact. With a zero bound a late frame pushes the schedule (a NIC that earns nothing
+        // while it cannot send: the simulator's hosts).
         f.lag_dropped = f.lag_dropped + due.forget_credit(now, self.cfg.max_catch_up);
+        due.next_release(now, u64::from(len), rate, Duration::MAX);
         // A zero rate never releases again (until a retime at a rate that is not zero).
         let next = if rate == Rate::ZERO {
             Instant::MAX
@@ -690,21 +735,25 @@ impl<S: Source> HostCore<S> {
             };
             let prio = f.spec.priority;
             let clock = self.pause.of(prio);
-            if let Some(p) = f.pending.as_mut() {
+            if self.pause.paused_now(prio) {
+                // Back on the wheel when the pause ends; the clock counts it meanwhile.
+                self.parked[usize::from(prio)].push((i, generation));
+                continue;
+            }
+            if let Some(p) = f
+                .pending
+                .as_mut()
+                .filter(|_| self.cfg.pause_shifts_schedule)
+            {
                 let paused = clock - p.pause_mark;
                 if paused > Duration::ZERO {
                     p.pause_mark = clock;
                     p.due.shift(paused);
                     p.peak.shift(paused);
-                    p.at = release + paused;
+                    p.at += paused;
                     self.wheel.insert(p.at, (i, generation));
                     continue;
                 }
-            }
-            if self.pause.paused_now(prio) {
-                // Looked at again one tick later; the clock counts the pause meanwhile.
-                self.wheel.insert(now + self.cfg.tick, (i, generation));
-                continue;
             }
             if f.source.peek().is_none() {
                 // Its queue was emptied under it (an eviction's drain): idle until woken.

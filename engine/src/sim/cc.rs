@@ -1,10 +1,11 @@
 //! The seam between the simulator and the algorithm crates.
 //!
-//! The simulator never implements an algorithm: a sender's reaction points and a receiver's
-//! notification point are the host glue's ([`crate::host::rp`]), its pacer is `rp::Pacer`, and a
-//! switch port's congestion points (`cp::red`, `cp::qcn`, `cp::tcd`, `cp::pfc`) are the crates'
-//! state machines. This module turns the scenario's parameter sections into their validated
-//! profiles; the switch-side ones go to the switch core ([`crate::switch::core`]), the same
+//! The simulator never implements an algorithm: a host's flows, reaction points, pacing and
+//! notification point are the host core's ([`crate::host::core`], the one `quench send`
+//! drives), and a switch port's congestion points (`cp::red`, `cp::qcn`, `cp::tcd`, `cp::pfc`)
+//! are the crates' state machines. This module turns the scenario's parameter sections into
+//! their validated profiles; the host-side ones ([`host_rp`], [`receiver`]) go to each host's
+//! core, the switch-side ones to the switch core ([`crate::switch::core`]), the same
 //! one `quench switch` runs, which sees a simulated packet through [`CoreFrame`]. Closed enums,
 //! static dispatch: no `dyn` on the per-packet path.
 

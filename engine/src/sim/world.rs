@@ -27,7 +27,8 @@ use super::packet::{Kind, Pkt};
 use super::rng::{self, SimRng, Stream};
 use super::topology::{ecmp_pick, EcmpKey, Routes, Topology};
 use super::traffic::FlowSpec;
-use crate::host::rp::{np_decide, Feedback, FlowRp, HostRp};
+use crate::host::core::{FlowHandle, HostCore, PacingConfig, Source};
+use crate::host::rp::Feedback;
 
 const NONE: u32 = u32::MAX;
 
@@ -44,18 +45,14 @@ enum Ev {
     TxDone {
         port: u32,
     },
-    /// A host's earliest pacer release time.
+    /// A host core's earliest release time.
     HostWake {
         host: u32,
     },
     FlowStart {
         flow: u32,
     },
-    /// A flow's reaction-point deadline.
-    SenderTimer {
-        flow: u32,
-    },
-    /// A host's reaction-point deadline (QCN's limiter pool).
+    /// A host's earliest reaction-point deadline (its flows' and QCN's limiter pool's).
     HostTimer {
         host: u32,
     },
@@ -126,16 +123,57 @@ struct Port {
     stats: PortStats,
 }
 
+/// A host: its port and its host core (the flows it sends, their reaction points and pacing,
+/// the receive side's notification point), and the deadlines it has events queued for.
 struct Host {
     node: u32,
     port: u32,
-    rp: HostRp,
-    np: Option<np::Np>,
+    core: HostCore<SimSource>,
     timer_at: Instant,
-    /// Flows with data to send or acknowledgements outstanding.
-    flows: Vec<u32>,
-    rr: usize,
     wake_at: Instant,
+}
+
+/// How a simulated host paces (ns-3 HPCC's `RdmaHw`): releases to the nanosecond (a wheel of
+/// 1 ns ticks, 64 of them before the heap); no catch-up: a frame that leaves late (the port was
+/// busy with another flow's frame or a control frame) pushes the flow's schedule; a PFC pause
+/// does not move the schedule: the frame it held leaves when it ends.
+const SIM_PACING: PacingConfig = PacingConfig {
+    tick: Duration::from_nanos(1),
+    wheel_slots: 64,
+    max_catch_up: Duration::ZERO,
+    catch_up_speed: None,
+    pause_shifts_schedule: false,
+};
+
+/// A simulated flow's data as its host core sends it: payloads of at most an MTU from
+/// `snd_nxt` up to `bytes`, each with the headers' octets; go-back-N moves `snd_nxt` back.
+#[derive(Clone, Copy, Debug)]
+pub struct SimSource {
+    pub snd_nxt: u64,
+    bytes: u64,
+    mtu: u32,
+    header: u32,
+}
+
+impl SimSource {
+    fn payload(&self) -> u32 {
+        (self.bytes - self.snd_nxt).min(u64::from(self.mtu)) as u32
+    }
+}
+
+impl Source for SimSource {
+    /// The payload's sequence number and length.
+    type Item = (u64, u32);
+
+    fn peek(&self) -> Option<u32> {
+        (self.snd_nxt < self.bytes).then(|| self.payload() + self.header)
+    }
+
+    fn take(&mut self) -> (u64, u32) {
+        let (seq, payload) = (self.snd_nxt, self.payload());
+        self.snd_nxt += u64::from(payload);
+        (seq, payload)
+    }
 }
 
 /// Per-flow state and results.
@@ -146,12 +184,9 @@ pub struct Flow {
     pub dst_h: u32,
     /// What switches hash to route the flow's data (its reverse routes the flow's ACKs).
     ecmp: EcmpKey,
-    snd_nxt: u64,
+    /// The flow in its source host's core (from its start until it completes).
+    handle: FlowHandle,
     snd_una: u64,
-    next_avail: Instant,
-    rp: FlowRp,
-    pacer: rp::Pacer,
-    timer_at: Instant,
     last_progress: Instant,
     last_tx: Instant,
     started: bool,
@@ -354,14 +389,14 @@ impl World {
         let mut hosts: Vec<Host> = Vec::with_capacity(host_nodes.len());
         for &h in &host_nodes {
             let port = nodes[h as usize].first_port;
+            let rp = cc::host_rp(&cc, ports[port as usize].rate).map_err(WorldError::Cc)?;
+            let core = HostCore::new(SIM_PACING, rp, cc::receiver(&cc))
+                .map_err(|e| WorldError::Cc(e.into()))?;
             hosts.push(Host {
                 node: h,
                 port,
-                rp: cc::host_rp(&cc, ports[port as usize].rate).map_err(WorldError::Cc)?,
-                np: cc::receiver(&cc),
+                core,
                 timer_at: Instant::MAX,
-                flows: Vec::new(),
-                rr: 0,
                 wake_at: Instant::MAX,
             });
         }
@@ -473,12 +508,8 @@ impl World {
                 src_h,
                 dst_h,
                 ecmp,
-                snd_nxt: 0,
+                handle: FlowHandle(u32::MAX),
                 snd_una: 0,
-                next_avail: Instant::ZERO,
-                rp: w.hosts[src_h as usize].rp.new_flow(),
-                pacer: rp::Pacer::new(),
-                timer_at: Instant::MAX,
                 last_progress: Instant::ZERO,
                 last_tx: Instant::ZERO,
                 started: false,
@@ -635,24 +666,15 @@ impl World {
                 }
             }
             Ev::FlowStart { flow } => self.flow_start(flow),
-            Ev::SenderTimer { flow } => {
-                let f = &mut self.flows[flow as usize];
-                if f.done || f.timer_at != self.now {
-                    return;
-                }
-                f.timer_at = Instant::MAX;
-                let h = f.src_h as usize;
-                self.hosts[h].rp.on_flow_timeout(&mut f.rp, self.now);
-                self.arm_sender(flow);
-            }
             Ev::HostTimer { host } => {
                 let h = &mut self.hosts[host as usize];
                 if h.timer_at != self.now {
                     return;
                 }
                 h.timer_at = Instant::MAX;
-                h.rp.on_host_timeout(self.now);
+                h.core.handle_timeout(self.now);
                 self.arm_host(host);
+                self.arm_wake(host);
             }
             Ev::PauseExpiry { port } => {
                 let p = &mut self.ports[port as usize];
@@ -661,12 +683,20 @@ impl World {
                 }
                 p.pause_at = Instant::MAX;
                 let (node, local) = (p.node as usize, p.local as usize);
-                self.nodes[node].core.handle_port_timeout(self.now, local);
+                let expired = self.nodes[node].core.handle_port_timeout(self.now, local);
+                let host = self.nodes[node].host;
+                if host != NONE {
+                    for prio in (0..PRIORITIES as u8).filter(|p| expired & (1 << p) != 0) {
+                        self.hosts[host as usize]
+                            .core
+                            .handle_pause(self.now, prio, None);
+                    }
+                }
                 self.arm_pause(port);
                 self.kick(port);
             }
             Ev::Rto { flow } => self.rto(flow),
-            Ev::LinkRate { port, rate } => self.ports[port as usize].rate = rate,
+            Ev::LinkRate { port, rate } => self.link_rate(port, rate),
             Ev::Sample => self.sample(),
             Ev::QlenDump => {
                 if let Some(m) = &mut self.qlen {
@@ -680,11 +710,25 @@ impl World {
         }
     }
 
+    /// A link's rate changes; a host's flows are capped at its port's rate.
+    fn link_rate(&mut self, port: u32, rate: Rate) {
+        self.ports[port as usize].rate = rate;
+        let host = self.nodes[self.ports[port as usize].node as usize].host;
+        if host == NONE {
+            return;
+        }
+        let core = &mut self.hosts[host as usize].core;
+        let flows: Vec<FlowHandle> = core.flows().map(|(h, _)| h).collect();
+        for f in flows {
+            core.set_cap(self.now, f, rate);
+        }
+        self.arm_wake(host);
+    }
+
     fn flow_start(&mut self, flow: u32) {
         let now = self.now;
         let f = &mut self.flows[flow as usize];
         f.started = true;
-        f.next_avail = now;
         f.last_progress = now;
         let h = f.src_h;
         if f.spec.bytes == 0 {
@@ -693,8 +737,23 @@ impl World {
             self.remaining -= 1;
             return;
         }
-        self.hosts[h as usize].flows.push(flow);
-        self.arm_sender(flow);
+        let spec = crate::host::core::FlowSpec {
+            id: FlowId(flow),
+            priority: f.spec.pg,
+            cap: self.ports[self.hosts[h as usize].port as usize].rate,
+            start: now,
+        };
+        let source = SimSource {
+            snd_nxt: 0,
+            bytes: f.spec.bytes,
+            mtu: self.cfg.host.mtu,
+            header: self.cfg.host.header_bytes,
+        };
+        // Flow ids are the world's flow indices: unique per host core.
+        if let Ok(handle) = self.hosts[h as usize].core.add_flow(spec, source) {
+            f.handle = handle;
+        }
+        self.arm_host(h);
         if self.cfg.host.ack_every > 0 {
             self.events.push(now + self.cfg.host.rto, Ev::Rto { flow });
         }
@@ -702,26 +761,50 @@ impl World {
         self.kick(port);
     }
 
-    fn arm_sender(&mut self, flow: u32) {
-        let f = &mut self.flows[flow as usize];
-        if let Some(d) = HostRp::flow_deadline(&f.rp) {
-            // A deadline in the past is due now.
-            let at = d.max(self.now);
-            if at != f.timer_at {
-                f.timer_at = at;
-                self.events.push(at, Ev::SenderTimer { flow });
-            }
-        }
-    }
-
+    /// Queues an event for the host core's earliest reaction-point deadline if it changed.
     fn arm_host(&mut self, host: u32) {
         let h = &mut self.hosts[host as usize];
-        if let Some(d) = h.rp.host_deadline() {
+        if let Some(d) = h.core.next_timer() {
+            // A deadline in the past is due now.
             let at = d.max(self.now);
             if at != h.timer_at {
                 h.timer_at = at;
                 self.events.push(at, Ev::HostTimer { host });
             }
+        }
+    }
+
+    /// Queues a wake-up for the host core's earliest release if it is earlier than the one
+    /// queued (a rate change re-timed a release, a pause ended).
+    fn arm_wake(&mut self, host: u32) {
+        let now = self.now;
+        let h = &mut self.hosts[host as usize];
+        if let Some(at) = h.core.next_release() {
+            let at = at.max(now);
+            if h.wake_at <= now || at < h.wake_at {
+                h.wake_at = at;
+                self.events.push(at, Ev::HostWake { host });
+            }
+        }
+    }
+
+    /// The flow's next payload octet to send (what go-back-N rewinds).
+    fn snd_nxt(&self, flow: u32) -> u64 {
+        let f = &self.flows[flow as usize];
+        self.hosts[f.src_h as usize]
+            .core
+            .flow(f.handle)
+            .map_or(f.spec.bytes, |c| c.source.snd_nxt)
+    }
+
+    /// Go-back-N: the flow sends again from `seq`.
+    fn rewind(&mut self, flow: u32, seq: u64) {
+        let now = self.now;
+        let f = &self.flows[flow as usize];
+        let core = &mut self.hosts[f.src_h as usize].core;
+        if let Some(src) = core.source_mut(f.handle) {
+            src.snd_nxt = seq;
+            core.wake(now, f.handle);
         }
     }
 
@@ -750,11 +833,13 @@ impl World {
             return;
         }
         let quiet_since = f.last_progress.max(f.last_tx);
-        if f.snd_nxt == f.snd_una {
+        let snd_una = f.snd_una;
+        if self.snd_nxt(flow) == snd_una {
             // Nothing outstanding: nothing to time.
-            f.last_progress = now;
+            self.flows[flow as usize].last_progress = now;
         } else if now - quiet_since >= rto {
-            f.snd_nxt = f.snd_una;
+            self.rewind(flow, snd_una);
+            let f = &mut self.flows[flow as usize];
             f.retransmits += 1;
             f.last_progress = now;
             let port = self.hosts[f.src_h as usize].port;
@@ -829,69 +914,36 @@ impl World {
         queued || (node.host != NONE && !self.hosts[node.host as usize].flows.is_empty())
     }
 
-    /// The NIC scheduler: control frames first, then round robin over flows whose pacer has
-    /// released them and whose priority is not paused.
-    /// The NIC scheduler: control frames first, then round robin over flows whose pacer has
-    /// released them and whose priority is not paused.
+    /// The NIC scheduler: control frames first, then the host core's next release (its flows
+    /// in release-time order, paused priorities held back).
     fn host_next(&mut self, h: u32) -> Option<Pkt> {
         let now = self.now;
-        let port = self.hosts[h as usize].port;
         let node = self.hosts[h as usize].node as usize;
         if let Some((_, p)) = self.nodes[node].core.poll_transmit(now, 0) {
             return Some(p);
         }
-        let line = self.ports[port as usize].rate;
-        let n = self.hosts[h as usize].flows.len();
-        let mut earliest = Instant::MAX;
-        for k in 0..n {
-            let host = &mut self.hosts[h as usize];
-            let idx = (host.rr + 1 + k) % n;
-            let fi = host.flows[idx];
-            let f = &mut self.flows[fi as usize];
-            let paused = self.nodes[node]
-                .core
-                .queue(0)
-                .is_some_and(|q| q.is_paused(f.spec.pg));
-            if f.snd_nxt >= f.spec.bytes || paused {
-                continue;
-            }
-            if f.next_avail > now {
-                earliest = earliest.min(f.next_avail);
-                continue;
-            }
-            host.rr = idx;
-            let payload = (f.spec.bytes - f.snd_nxt).min(self.cfg.host.mtu as u64) as u32;
-            let size = payload + self.cfg.host.header_bytes;
-            let pkt = Pkt {
-                flow: fi,
-                dst: f.dst_h,
-                seq: f.snd_nxt,
-                size,
-                payload,
-                kind: Kind::Data,
-                prio: f.spec.pg,
-                ecn: Ecn::Ect1,
-                in_port: 0,
-                aux: 0,
-            };
-            f.snd_nxt += payload as u64;
-            f.last_tx = now;
-            // STYLE.md rule 10: the pacer returns the release time, the simulator enforces it.
-            let rate = host.rp.rate(&f.rp, FlowId(fi), line);
-            f.pacer.next_release(now, size as u64, rate, Duration::ZERO);
-            f.next_avail = f.pacer.earliest(now);
-            let more = f.snd_nxt < f.spec.bytes;
-            host.rp.on_tx(&mut f.rp, FlowId(fi), now, size as u64, more);
-            self.arm_sender(fi);
-            self.arm_host(h);
-            return Some(pkt);
-        }
-        let host = &mut self.hosts[h as usize];
-        if earliest != Instant::MAX && (host.wake_at <= now || earliest < host.wake_at) {
-            host.wake_at = earliest;
-            self.events.push(earliest, Ev::HostWake { host: h });
-        }
-        None
+        let Some(t) = self.hosts[h as usize].core.poll_transmit(now) else {
+            self.arm_wake(h);
+            return None;
+        };
+        let (seq, payload) = t.item;
+        let fi = t.id.0;
+        let f = &mut self.flows[fi as usize];
+        f.last_tx = now;
+        let pkt = Pkt {
+            flow: fi,
+            dst: f.dst_h,
+            seq,
+            size: t.len,
+            payload,
+            kind: Kind::Data,
+            prio: f.spec.pg,
+            ecn: Ecn::Ect1,
+            in_port: 0,
+            aux: 0,
+        };
+        self.arm_host(h);
+        Some(pkt)
     }
 
     fn switch_next(&mut self, port: u32) -> Option<Pkt> {
@@ -998,6 +1050,15 @@ impl World {
             if paused {
                 self.ports[port as usize].stats.pauses_received += 1;
             }
+            // A host's flows of the priority stop while its port's queue holds it paused (until
+            // the pause runs out or is lifted: `Ev::PauseExpiry`, a resume).
+            let host = self.nodes[node].host;
+            if host != NONE {
+                let until = paused.then_some(Instant::MAX);
+                self.hosts[host as usize]
+                    .core
+                    .handle_pause(self.now, pkt.prio, until);
+            }
             self.arm_pause(port);
             if !paused {
                 self.kick(port);
@@ -1075,9 +1136,11 @@ impl World {
                     f.snd_una = pkt.seq;
                     f.last_progress = now;
                 }
-                if pkt.kind == Kind::Nack && pkt.seq < f.snd_nxt {
-                    f.snd_nxt = pkt.seq.max(f.snd_una);
+                if pkt.kind == Kind::Nack && pkt.seq < self.snd_nxt(fi) {
+                    let f = &mut self.flows[fi as usize];
                     f.retransmits += 1;
+                    let to = pkt.seq.max(f.snd_una);
+                    self.rewind(fi, to);
                 }
                 if pkt.kind == Kind::Ack && pkt.aux & 1 != 0 {
                     self.feedback(h, fi, Feedback::Cnp);
@@ -1114,10 +1177,10 @@ impl World {
         // Feedback the host's congestion control does not use (a CNM at a DCQCN host) or that
         // its reaction point refuses changes nothing; the simulator counts it as received.
         let _ = self.hosts[h as usize]
-            .rp
-            .on_feedback(&mut f.rp, FlowId(fi), now, fb);
-        self.arm_sender(fi);
+            .core
+            .handle_feedback(now, f.handle, fb);
         self.arm_host(h);
+        self.arm_wake(h);
     }
 
     fn receive_data(&mut self, h: u32, pkt: Pkt) {
@@ -1131,7 +1194,9 @@ impl World {
             Ecn::Ect0 => f.ue_received += 1,
             _ => {}
         }
-        let decision = np_decide(&mut self.hosts[h as usize].np, now, FlowId(fi), pkt.ecn);
+        let decision = self.hosts[h as usize]
+            .core
+            .handle_data(now, FlowId(fi), pkt.ecn);
         let notify = decision == Some(Feedback::Cnp);
         if decision.is_some() {
             f.notifications_sent += 1;
@@ -1206,13 +1271,7 @@ impl World {
         f.done = true;
         f.finish = self.now;
         self.remaining -= 1;
-        let h = &mut self.hosts[f.src_h as usize];
-        if let Some(pos) = h.flows.iter().position(|&x| x == fi) {
-            h.flows.remove(pos);
-            if h.rr >= pos && h.rr > 0 {
-                h.rr -= 1;
-            }
-        }
+        self.hosts[f.src_h as usize].core.remove_flow(f.handle);
     }
 
     fn sample(&mut self) {
@@ -1230,10 +1289,7 @@ impl World {
                 rate: if f.done {
                     Rate::ZERO
                 } else {
-                    let line = self.ports[self.hosts[f.src_h as usize].port as usize].rate;
-                    self.hosts[f.src_h as usize]
-                        .rp
-                        .rate(&f.rp, FlowId(i as u32), line)
+                    self.hosts[f.src_h as usize].core.rate(f.handle)
                 },
                 goodput,
             });
