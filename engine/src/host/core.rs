@@ -436,6 +436,15 @@ impl<S: Source> HostCore<S> {
         self.ids.get(&id).map(|&i| FlowHandle(i))
     }
 
+    /// How many flows the core holds.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
     /// The flows held, in slot order.
     pub fn flows(&self) -> impl Iterator<Item = (FlowHandle, &Flow<S>)> + '_ {
         self.slots

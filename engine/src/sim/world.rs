@@ -911,7 +911,7 @@ impl World {
             .core
             .queue(p.local as usize)
             .is_some_and(|q| !q.is_empty());
-        queued || (node.host != NONE && !self.hosts[node.host as usize].flows.is_empty())
+        queued || (node.host != NONE && !self.hosts[node.host as usize].core.is_empty())
     }
 
     /// The NIC scheduler: control frames first, then the host core's next release (its flows
