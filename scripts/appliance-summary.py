@@ -70,7 +70,7 @@ def run(out, cc):
         "appliance_queue_drops": sum(t["queue_drops"] for t in tab),
         "cnms_accepted": sum(c["cnms_accepted"] for c in cnt),
         "cnps_accepted": sum(c["cnps_accepted"] for c in cnt),
-        "feedback_refused": sum(c["unknown_flow"] + c["forged_feedback"] for c in cnt),
+        "feedback_refused": sum(c["unknown_flow"] + c["forged"]["total"] for c in cnt),
         "np_cnps_sent": sum(p["counters"]["cnps_sent"] for p in np_.get("appliance", [])),
         "appliance_latency_us": [max((l[k] for l in lat), default=None) for k in ("p50", "p99")],
         "tcp_mbps": [None if x is None else round(x / 1e6, 1) for x in tcp],

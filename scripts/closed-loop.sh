@@ -17,6 +17,10 @@
 # others. SENDER_PROCS=1 runs a process per host instead (the receiver beside the switch).
 # SHIELD=1, on two CPUs, first moves the machine's other work onto the switch's CPU and puts it
 # back at the end (scripts/cpu-shield.sh).
+# FORGE=FILE.pcap adds a forger: one more namespace (s<SENDERS>, on the switch's port of that
+# name) that, FORGE_DELAY seconds (default 3) into each run, sends FILE's frames round and round
+# at FORGE_RATE (a bit rate, default 80mbit) with `quench blast --pcap` until the senders stop;
+# its JSON line is OUT_DIR/forge-CC.log (engine/tests/forged_feedback.rs writes the file).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -59,7 +63,10 @@ fi
 
 echo "== testbed up (prefix $prefix)"
 senders=${SENDERS:-2}
-scripts/testbed.sh up --senders "$senders" --receivers 1 --prefix "$prefix"
+forge=${FORGE:-}
+hosts=$senders
+[ -n "$forge" ] && hosts=$((senders + 1))
+scripts/testbed.sh up --senders "$hosts" --receivers 1 --prefix "$prefix"
 
 for cc in ${CCS:-qcn dcqcn}; do
   echo "== $cc: switch, receiver, $senders senders for ${secs}s"
@@ -68,8 +75,8 @@ for cc in ${CCS:-qcn dcqcn}; do
     -e 's/^driver = .*//' "configs/switch-$cc.toml" > "$cfg"
   # AF_PACKET ports everywhere: the same on every kernel.
   sed -i '/^iface = /a driver = "af_packet"' "$cfg"
-  # Senders beyond the two the shipped configs name.
-  for ((i = 2; i < senders; i++)); do
+  # Senders (and the forger) beyond the two the shipped configs name.
+  for ((i = 2; i < hosts; i++)); do
     printf '\n[[ports]]\nname = "s%d"\niface = "%s-sw-s%d"\ndriver = "af_packet"\n' "$i" "$prefix" "$i" >> "$cfg"
   done
   # PFC=1: PFC on priority 3 as the lossless backstop (the congestion point acts first: Qeq
@@ -122,6 +129,13 @@ for cc in ${CCS:-qcn dcqcn}; do
     for ((i = 0; i < senders; i++)); do
       ports+=(--iface "$prefix-s$i/eth0" --src-ip "10.71.0.$((1 + i))")
     done
+    if [ -n "$forge" ]; then
+      delay=${FORGE_DELAY:-3}
+      (sleep "$delay"; exec ip netns exec "$prefix-s$senders" "$quench" blast --iface eth0 \
+        --engine af_xdp --pcap "$forge" --rate "${FORGE_RATE:-80mbit}" --core "${tx_cpus%%-*}" \
+        --duration "$((secs - delay))s") > "$out/forge-$cc.log" 2>&1 &
+      pids+=($!)
+    fi
     ${SEND_WRAP:-} taskset -c "$tx_cpus" "$quench" send "${ports[@]}" --sink "$prefix-r0/eth0" --sink-out "$out/$cc" \
       --config configs/send.toml --cc "$cc" --flow-base 1 --flow-stride 100 --duration "${secs}s" \
       > "$out/send-$cc-all.log" 2>&1 &

@@ -33,6 +33,7 @@ use hdrhistogram::Histogram;
 use units::{FlowId, Instant};
 
 use crate::host::rp::HostRp;
+use crate::host::validate::{self, CnmExpect, ForgedCounts};
 use classify::{
     classify, encapsulated_key, feedback, Class, Feedback, FlowFrame, FlowKey, PassReason, L3,
 };
@@ -82,8 +83,10 @@ pub struct Counters {
     pub cnps_accepted: u64,
     /// Feedback naming no flow the table holds (passed inside).
     pub unknown_flow: u64,
-    /// Feedback naming a held flow whose addresses or encapsulated frame do not match it.
-    pub forged_feedback: u64,
+    /// CNMs naming a held flow whose addresses or encapsulated frame do not match it, by reason
+    /// ([`validate`]). A CNP is looked up by its QP and addresses together, so one from a third
+    /// host names no held flow and counts as `unknown_flow`.
+    pub forged: ForgedCounts,
     /// Feedback of the congestion control not in use (CNPs under QCN, CNMs under DCQCN).
     pub other_cc_feedback: u64,
     /// Notification-point role.
@@ -301,37 +304,42 @@ impl<F: Frame> Appliance<F> {
         let _ = self.latency.record(ns);
     }
 
+    /// The slot of the flow a CNM names, if it passes [`validate::check_cnm`] for that flow.
     fn validate_cnm(
         &mut self,
         da: MacAddr,
         rpid: Option<u16>,
         encap_da: MacAddr,
         msdu: &[u8],
-    ) -> Result<u32, ()> {
-        let encap = encapsulated_key(msdu);
+    ) -> Option<u32> {
         let slot = match rpid {
             Some(r) => self
                 .table
                 .find_rpid(r)
                 .filter(|_| self.cn_tag)
                 .or_else(|| self.table.find(&FlowKey::CnTag { src: da, rpid: r })),
-            None => encap.and_then(|k| self.table.find(&k)),
+            None => encapsulated_key(msdu).and_then(|k| self.table.find(&k)),
         };
         let Some(slot) = slot else {
             self.counters.unknown_flow += 1;
-            return Err(());
+            return None;
         };
-        let (key, src, dst) = self.table.addresses(slot);
-        let msdu_matches = match key {
+        let (key, src_mac, dst_mac) = self.table.addresses(slot);
+        let expect = CnmExpect {
+            src_mac,
+            dst_mac,
             // The host's own CN-TAG names the flow; its packets may be anything.
-            FlowKey::CnTag { .. } => true,
-            k => encap == Some(k),
+            key: (!matches!(key, FlowKey::CnTag { .. })).then_some(key),
+            // The hosts' frames carry no quench test header.
+            sent: None,
         };
-        if da != src || encap_da != dst || !msdu_matches {
-            self.counters.forged_feedback += 1;
-            return Err(());
+        match validate::check_cnm(&expect, da, encap_da, msdu) {
+            Ok(()) => Some(slot),
+            Err(why) => {
+                self.counters.forged.count(why);
+                None
+            }
         }
-        Ok(slot)
     }
 
     /// A frame arrived on the outside port; `alloc_in(len)` gives a frame of the inside port,
@@ -361,7 +369,7 @@ impl<F: Frame> Appliance<F> {
             }) => {
                 if !matches!(self.table.rp(), HostRp::Qcn(_)) {
                     self.counters.other_cc_feedback += 1;
-                } else if let Ok(slot) = self.validate_cnm(da, rpid, encap_da, msdu) {
+                } else if let Some(slot) = self.validate_cnm(da, rpid, encap_da, msdu) {
                     self.counters.cnms_accepted += 1;
                     self.table.on_cnm(now, slot, qntz_fb);
                     return OutsideAction::Consumed;
@@ -611,7 +619,7 @@ mod tests {
             a.on_outside(t0, &foreign, heap, heap),
             OutsideAction::Pass { .. }
         ));
-        assert_eq!(a.counters().forged_feedback, 2);
+        assert_eq!(a.counters().forged.total(), 2);
         // Unknown RPID: passed, counted.
         let mut unknown = sent.clone();
         unknown[18] ^= 0x40;

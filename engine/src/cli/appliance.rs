@@ -415,7 +415,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             c.cnms_accepted,
             c.cnps_accepted,
             c.unknown_flow,
-            c.forged_feedback,
+            c.forged.total(),
             c.other_cc_feedback,
             c.cnps_sent
         )?;

@@ -6,6 +6,11 @@
 //! frames ([`crate::port::live`]), no skb and no system call per frame; `af_xdp` writes each
 //! frame, with a sequence number after the EtherType, into an AF_XDP socket (copy mode on a
 //! veth: an skb per frame, about half the rate on the 2-core testbed).
+//!
+//! `--pcap FILE` (af_xdp only) sends the file's frames instead, unchanged and in order, round and
+//! round: how the forged-feedback test (`scripts/closed-loop.sh` with `FORGE=FILE`) puts
+//! forged CNMs and CNPs on the wire. With `--rate` the loop sleeps while the pacer holds the
+//! next frame, so a paced blast costs little CPU beside what it sends.
 use anyhow::Context;
 use units::{Duration, Instant, Rate};
 
@@ -22,8 +27,8 @@ pub struct Args {
     #[arg(long)]
     pub iface: String,
     /// Destination MAC.
-    #[arg(long)]
-    pub dst: String,
+    #[arg(long, required_unless_present = "pcap")]
+    pub dst: Option<String>,
     /// Source MAC (default: the interface's).
     #[arg(long)]
     pub src: Option<String>,
@@ -45,6 +50,10 @@ pub struct Args {
     /// How frames are made.
     #[arg(long, value_enum, default_value_t = Engine::Live)]
     pub engine: Engine,
+    /// Send the frames of this pcap file (Ethernet), in order and round again, unchanged
+    /// (`--engine af_xdp`; `--dst`, `--src` and `--len` then do not apply).
+    #[arg(long, value_name = "FILE.pcap")]
+    pub pcap: Option<std::path::PathBuf>,
 }
 
 /// `--mode`: the AF_XDP attach mode.
@@ -71,13 +80,18 @@ pub enum Engine {
 /// What a run sent, for the JSON line.
 struct Sent {
     frames: u64,
+    /// Octets per frame (the mean with `--pcap`).
+    len: usize,
     dropped: u64,
     secs: f64,
     mode: String,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let dst = parse_mac(&args.dst).with_context(|| format!("--dst {:?}: not a MAC", args.dst))?;
+    let dst = match &args.dst {
+        Some(d) => parse_mac(d).with_context(|| format!("--dst {d:?}: not a MAC"))?,
+        None => crate::wire::MacAddr::broadcast(),
+    };
     let src = match &args.src {
         Some(s) => parse_mac(s).with_context(|| format!("--src {s:?}: not a MAC"))?,
         None => {
@@ -89,6 +103,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let rate = args.rate;
     let live = args.engine == Engine::Live;
+    if live && args.pcap.is_some() {
+        anyhow::bail!("--pcap sends several frames, which the live engine cannot (it repeats one): use --engine af_xdp with --pcap");
+    }
     if live && rate.is_some() {
         anyhow::bail!(
             "--rate paces frame by frame, which the live engine cannot (a kernel test run sends \
@@ -105,6 +122,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     template.extend_from_slice(&src.octets());
     template.extend_from_slice(&[0x88, 0xb5]);
     template.resize(args.len, 0);
+    let frames = match &args.pcap {
+        Some(p) => Frames::Recorded(read_frames(p)?),
+        None => Frames::Numbered(template),
+    };
     let stop = worker::stop_on_signals()?;
     let core = args.core.unwrap_or(worker::cores().len().saturating_sub(1));
     let iface = args.iface.clone();
@@ -114,11 +135,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let stop = stop_thread;
         let clock = Clock::new();
         let end = clock.now() + duration;
-        if live {
-            blast_live(&iface, template, &clock, end)
-        } else {
-            let stopped = || stop.load(std::sync::atomic::Ordering::Relaxed);
-            blast_af_xdp(&iface, mode, template, rate, &clock, end, stopped)
+        match frames {
+            Frames::Numbered(template) if live => blast_live(&iface, template, &clock, end),
+            frames => {
+                let stopped = || stop.load(std::sync::atomic::Ordering::Relaxed);
+                blast_af_xdp(&iface, mode, frames, rate, &clock, end, stopped)
+            }
         }
     })?;
     if live {
@@ -149,7 +171,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .map(|v| v.get_name().to_string())
             .unwrap_or_default(),
         sent.mode,
-        args.len,
+        sent.len,
         sent.frames,
         sent.dropped,
         sent.secs,
@@ -170,6 +192,7 @@ fn tx_counter(iface: &str, name: &str) -> u64 {
 const LIVE_PROBE: u32 = 65536;
 
 fn blast_live(iface: &str, template: Vec<u8>, clock: &Clock, end: Instant) -> anyhow::Result<Sent> {
+    let len = template.len();
     let mut tx = LiveTx::open(iface, template)?;
     let (p0, d0) = (
         tx_counter(iface, "tx_packets"),
@@ -194,6 +217,7 @@ fn blast_live(iface: &str, template: Vec<u8>, clock: &Clock, end: Instant) -> an
         }
     }
     Ok(Sent {
+        len,
         frames: tx_counter(iface, "tx_packets").saturating_sub(p0),
         dropped: tx_counter(iface, "tx_dropped").saturating_sub(d0),
         secs: (clock.now() - t0).as_secs_f64(),
@@ -201,10 +225,55 @@ fn blast_live(iface: &str, template: Vec<u8>, clock: &Clock, end: Instant) -> an
     })
 }
 
+/// What the af_xdp engine sends.
+enum Frames {
+    /// One frame, a sequence number written after its EtherType.
+    Numbered(Vec<u8>),
+    /// A pcap file's frames, unchanged, round and round.
+    Recorded(Vec<Vec<u8>>),
+}
+
+/// The frames of a pcap file (Ethernet link type), each 14..=1514 octets.
+fn read_frames(path: &std::path::Path) -> anyhow::Result<Vec<Vec<u8>>> {
+    let buf = std::fs::read(path).with_context(|| format!("--pcap {}", path.display()))?;
+    let r = crate::pcap::PcapReader::new(&buf)
+        .map_err(|e| anyhow::anyhow!("--pcap {}: {e}", path.display()))?;
+    if r.linktype() != crate::pcap::LINKTYPE_ETHERNET {
+        anyhow::bail!(
+            "--pcap {}: link type {}, not Ethernet (1)",
+            path.display(),
+            r.linktype()
+        );
+    }
+    let mut frames = Vec::new();
+    for (i, rec) in r.enumerate() {
+        let rec =
+            rec.map_err(|e| anyhow::anyhow!("--pcap {}: record {}: {e}", path.display(), i + 1))?;
+        if !(14..=1514).contains(&rec.data.len()) {
+            anyhow::bail!(
+                "--pcap {}: record {} has {} octets, not 14..=1514",
+                path.display(),
+                i + 1,
+                rec.data.len()
+            );
+        }
+        frames.push(rec.data.to_vec());
+    }
+    if frames.is_empty() {
+        anyhow::bail!("--pcap {}: no frames", path.display());
+    }
+    Ok(frames)
+}
+
+/// A paced blast sleeps when its pacer holds the next frame by more than this, and keeps that
+/// much credit so the frames due during a sleep leave in a burst.
+const PACED_SLEEP: Duration = Duration::from_micros(200);
+const PACED_CREDIT: Duration = Duration::from_micros(400);
+
 fn blast_af_xdp(
     iface: &str,
     mode: XdpMode,
-    template: Vec<u8>,
+    frames: Frames,
     rate: Option<Rate>,
     clock: &Clock,
     end: Instant,
@@ -217,34 +286,54 @@ fn blast_af_xdp(
         queues: Some(vec![0]),
     };
     let mut port = XdpPort::open(&pool, iface, &opts)?;
-    let mut pacer = rate.map(|r| Shaper::new(r, Shaper::default_burst(r, 1514)));
+    let mut pacer = rate.map(|r| Shaper::new(r, Shaper::default_burst(r, 1514).max(PACED_CREDIT)));
     let t0 = clock.now();
-    let (mut sent, mut seq) = (0u64, 0u32);
+    let (mut sent, mut octets, mut seq) = (0u64, 0u64, 0u32);
+    let mut next = 0usize;
     let mut burst = Vec::with_capacity(BURST);
     let mut now = t0;
     while now < end && !stopped() {
         while burst.len() < BURST {
+            let frame = match &frames {
+                Frames::Numbered(t) => t,
+                Frames::Recorded(v) => &v[next],
+            };
             if let Some(p) = &mut pacer {
                 if !p.ready(now) {
                     break;
                 }
-                p.on_send(now, template.len() as u32);
+                p.on_send(now, frame.len() as u32);
             }
-            let Some(mut f) = port.alloc(template.len()) else {
+            let Some(mut f) = port.alloc(frame.len()) else {
                 break;
             };
             let d = f.data_mut();
-            d.copy_from_slice(&template);
-            d[14..18].copy_from_slice(&seq.to_be_bytes());
-            seq = seq.wrapping_add(1);
+            d.copy_from_slice(frame);
+            match &frames {
+                Frames::Numbered(_) => {
+                    d[14..18].copy_from_slice(&seq.to_be_bytes());
+                    seq = seq.wrapping_add(1);
+                }
+                Frames::Recorded(v) => next = (next + 1) % v.len(),
+            }
+            octets += frame.len() as u64;
             burst.push(f);
         }
+        let n = burst.len();
         sent += port.tx_burst(0, &mut burst)? as u64;
         port.poll()?;
         now = clock.now();
+        if let Some(p) = &pacer {
+            let wait = p.release_time().saturating_since(now);
+            if n == 0 && wait > PACED_SLEEP {
+                std::thread::sleep(std::time::Duration::from_nanos(PACED_SLEEP.as_nanos()));
+                now = clock.now();
+            }
+        }
     }
     Ok(Sent {
         frames: sent,
+        len: (octets / sent.max(1)) as usize,
         dropped: 0,
         secs: (now - t0).as_secs_f64(),
         mode: port.caps().mode.clone(),

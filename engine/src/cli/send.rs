@@ -416,6 +416,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             unsent,
             refusals: o.port.tx_refusals(),
             drops: o.port.kernel_tx_drops(),
+            rx_drops: o.port.kernel_rx_drops(),
         };
         report(o, configs[k].cc, secs, &stalls, &kernel)?;
     }
@@ -433,6 +434,9 @@ struct KernelTx {
     unsent: usize,
     refusals: Option<u64>,
     drops: Option<u64>,
+    /// Frames the kernel dropped for want of room in the port's receive ring (feedback among
+    /// them), where the port can tell.
+    rx_drops: Option<u64>,
 }
 
 /// One port's lines: per-flow rates, feedback counts, what did not leave, the pacing audit,
@@ -471,7 +475,7 @@ fn report(
     }
     outln!(
         "sent {} frames in {:.1} s; feedback: {} CNMs, {} CNPs, {} for unknown flows, {} forged, {} refused; {} PFC frames; {} frames without a buffer",
-        c.frames, secs, c.cnms, c.cnps, c.unknown_feedback, c.forged_feedback, c.refused_feedback, c.pfc_rx, o.no_buffer
+        c.frames, secs, c.cnms, c.cnps, c.unknown_feedback, c.forged.total(), c.refused_feedback, c.pfc_rx, o.no_buffer
     )?;
     if k.unsent > 0 {
         outln!(
@@ -528,9 +532,9 @@ fn report(
                            "lag_dropped_ms": w.core.lag_dropped().as_nanos() as f64 / 1e6},
             "cc": format!("{cc:?}").to_lowercase(), "seconds": secs, "frames": c.frames,
             "cnms": c.cnms, "cnps": c.cnps, "unknown_feedback": c.unknown_feedback,
-            "forged_feedback": c.forged_feedback, "refused_feedback": c.refused_feedback,
+            "forged_feedback": c.forged.total(), "forged": c.forged, "refused_feedback": c.refused_feedback,
             "pfc_rx": c.pfc_rx, "no_buffer": o.no_buffer, "unsent": k.unsent,
-            "tx_refusals": k.refusals, "tx_kernel_drops": k.drops,
+            "tx_refusals": k.refusals, "tx_kernel_drops": k.drops, "rx_kernel_drops": k.rx_drops,
             "flows": flows_json,
         })
     )?;

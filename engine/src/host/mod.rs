@@ -9,6 +9,11 @@
 //!   scheduler (each flow's schedule is the one pacer, [`::rp::Pacer`], on a timing wheel), the
 //!   PFC pause clock and the notification point, fed `(now, event)` and polled for transmits.
 //!
-//! Frame building and parsing stay in the drivers: nothing here sees bytes (STYLE.md rule 7).
+//! - [`validate`]: whether feedback naming a flow can answer what the host sent (the rule
+//!   every reaction-point driver applies before [`rp`] sees the feedback).
+//!
+//! Frame building and parsing stay in the drivers: nothing here but [`validate`] sees bytes
+//! (STYLE.md rule 7), and it only reads the frame a CNM encapsulates.
 pub mod core;
 pub mod rp;
+pub mod validate;

@@ -5,24 +5,18 @@
 //! Feedback for a flow this sender does not have is counted and ignored.
 //!
 //! Feedback carries no authentication, so a frame that names one of our flows is acted on only
-//! if it can be an answer to what this port sent; everything else is counted as
-//! `forged_feedback` and ignored:
-//! - a CNM must be addressed to this port's MAC (a CP answers the sampled frame's source
-//!   address, 802.1Qau 32.9), its encapsulated DA must be the flow's destination, its
-//!   encapsulated frame (the sampled frame's first octets, which a CP copies) must carry the
-//!   flow's IPv4/UDP 5-tuple, and where the test header's sequence number is inside, it must be
-//!   one of the flow's last [`CNM_SEQ_WINDOW`] frames (a replayed old CNM is not);
-//! - a CNP must come from the flow's destination IP address to ours (RoCEv2 CNPs travel from
-//!   the notification point back to the source, DCQCN section 3).
+//! if it can be an answer to what this port sent ([`crate::host::validate`], the rule the
+//! appliance applies too); everything else is counted as forged, by reason, and ignored.
 use std::net::Ipv4Addr;
 
 use units::{FlowId, Instant, Rate};
 
-use crate::appliance::classify::{encapsulated_key, encapsulated_udp_payload, FiveTuple, FlowKey};
+use crate::appliance::classify::{FiveTuple, FlowKey};
 use crate::host::core::{
     AddFlowError, Flow, FlowHandle, FlowSpec, Generated, HostCore, PacingConfig, Transmit,
 };
 use crate::host::rp::{Feedback, HostRp, Refused};
+use crate::host::validate::{self, CnmExpect, ForgedCounts, Sent};
 use crate::port::MAX_FRAME;
 use crate::send::flowgen::FlowStart;
 use crate::send::wheel::WheelError;
@@ -31,15 +25,11 @@ use crate::wire::ethernet::{ethertype, L2Repr, VlanTci};
 use crate::wire::frame::{decode, emit_test_frame, Body, IpBody, Ipv4UdpHeaders, UdpBody};
 use crate::wire::ipv4::{Ecn, PROTO_UDP};
 use crate::wire::roce::opcode;
-use crate::wire::testhdr::{Prefix, TestHdrRepr, MAGIC, UDP_PORT};
+use crate::wire::testhdr::{TestHdrRepr, UDP_PORT};
 use crate::wire::EmitError;
 use crate::wire::MacAddr;
 
-/// How many of a flow's most recent frames a CNM may answer. A CP samples a frame as it joins
-/// the queue and answers at once, so the sampled frame is at most a queue and a round trip of
-/// frames older than the flow's newest: 65,536 frames is 4 MiB of 64-octet frames and 0.8 s of a
-/// 1 Gbit/s flow of 1500-octet frames, far more than either.
-pub const CNM_SEQ_WINDOW: u64 = 1 << 16;
+pub use crate::host::validate::CNM_SEQ_WINDOW;
 
 /// Addresses of the generated frames.
 #[derive(Clone, Copy, Debug)]
@@ -65,9 +55,9 @@ pub struct SendCounters {
     pub unknown_feedback: u64,
     /// Feedback the RP refused (bad QntzFb, pool full).
     pub refused_feedback: u64,
-    /// Feedback naming one of our flows that cannot be an answer to what this port sent (see
-    /// the module documentation): not acted on.
-    pub forged_feedback: u64,
+    /// Feedback naming one of our flows that cannot be an answer to what this port sent, by
+    /// reason ([`crate::host::validate`]): not acted on.
+    pub forged: ForgedCounts,
     /// Frames received that were neither CNMs nor CNPs nor PFC.
     pub other_rx: u64,
     /// PFC frames received (they stop the paused priorities' flows for their quanta).
@@ -217,8 +207,8 @@ impl SendWorker {
                     self.counters.unknown_feedback += 1;
                     return;
                 };
-                if !self.cnm_answers(d.l2.dst, h, &cnm) {
-                    self.counters.forged_feedback += 1;
+                if let Err(why) = self.cnm_answers(d.l2.dst, h, &cnm) {
+                    self.counters.forged.count(why);
                     return;
                 }
                 self.feedback(now, flow, Feedback::Cnm(cnm.qntz_fb));
@@ -235,8 +225,10 @@ impl SendWorker {
                 let flow = FlowId(bth.dest_qp);
                 if self.core.find(flow).is_none() {
                     self.counters.unknown_feedback += 1;
-                } else if ip.src != self.addr.dst_ip || ip.dst != self.addr.src_ip {
-                    self.counters.forged_feedback += 1;
+                } else if let Err(why) =
+                    validate::check_cnp(self.addr.src_ip, self.addr.dst_ip, ip.src, ip.dst)
+                {
+                    self.counters.forged.count(why);
                 } else {
                     self.feedback(now, flow, Feedback::Cnp);
                 }
@@ -271,31 +263,33 @@ impl SendWorker {
         self.core.next_timer()
     }
 
-    /// Whether a CNM addressed to `to` and naming the flow at `index` can answer one of the
-    /// frames that flow sent (the module documentation gives the rule).
-    fn cnm_answers(&self, to: MacAddr, h: FlowHandle, cnm: &CnmRepr) -> bool {
+    /// Whether a CNM addressed to `to` and naming the flow `h` can answer one of the frames
+    /// that flow sent ([`validate::check_cnm`]).
+    fn cnm_answers(
+        &self,
+        to: MacAddr,
+        h: FlowHandle,
+        cnm: &CnmRepr,
+    ) -> Result<(), validate::Forged> {
         let (Some(spec), Some(f)) = (self.specs.get(h.0 as usize), self.core.flow(h)) else {
-            return false;
+            return Err(validate::Forged::ForeignFrame);
         };
-        let ours = FlowKey::Ip(FiveTuple::v4(
-            self.addr.src_ip,
-            self.addr.dst_ip,
-            PROTO_UDP.0,
-            udp_src_port(spec.flow),
-            UDP_PORT,
-        ));
-        if to != self.addr.src_mac
-            || cnm.encap_da != spec.destination
-            || encapsulated_key(cnm.encap_msdu) != Some(ours)
-        {
-            return false;
-        }
-        // The test header's flow id and sequence number, when the MSDU reaches that far.
-        let hdr = encapsulated_udp_payload(cnm.encap_msdu).unwrap_or_default();
-        let Some(Prefix { magic, flow, seq }) = Prefix::parse(hdr) else {
-            return true;
+        let expect = CnmExpect {
+            src_mac: self.addr.src_mac,
+            dst_mac: spec.destination,
+            key: Some(FlowKey::Ip(FiveTuple::v4(
+                self.addr.src_ip,
+                self.addr.dst_ip,
+                PROTO_UDP.0,
+                udp_src_port(spec.flow),
+                UDP_PORT,
+            ))),
+            sent: Some(Sent {
+                flow: spec.flow,
+                next_seq: f.seq,
+            }),
         };
-        magic == MAGIC && flow == spec.flow && seq < f.seq && f.seq - seq <= CNM_SEQ_WINDOW
+        validate::check_cnm(&expect, to, cnm.encap_da, cnm.encap_msdu)
     }
 
     /// Feedback naming `flow`: acted on if this sender has the flow (else counted); the core
@@ -357,7 +351,7 @@ fn test_frame_len(addr: &Addressing, frame_len: u32) -> Result<u32, WorkerError>
 
 /// The UDP source port of a flow's frames: one per flow, so flows have distinct 5-tuples for
 /// ECMP and appliances (the dynamic range, RFC 6335).
-fn udp_src_port(flow: FlowId) -> u16 {
+pub fn udp_src_port(flow: FlowId) -> u16 {
     49152 | (flow.0 as u16 & 0x3FFF)
 }
 
@@ -468,12 +462,20 @@ mod tests {
         .enumerate()
         {
             w.on_rx(t, forged);
-            assert_eq!(w.counters().forged_feedback, i as u64 + 1, "forged CNM {i}");
+            assert_eq!(w.counters().forged.total(), i as u64 + 1, "forged CNM {i}");
         }
         assert_eq!(rp(&w), line, "no forged CNM acted");
+        let f = w.counters().forged;
+        let by_reason = (
+            f.other_address,
+            f.foreign_frame,
+            f.outside_window,
+            f.cnp_source,
+        );
+        assert_eq!(by_reason, (1, 2, 1, 0));
 
         w.on_rx(t, &genuine);
-        assert_eq!(w.counters().forged_feedback, 4);
+        assert_eq!(w.counters().forged.total(), 4);
         assert!(rp(&w) < line, "the genuine CNM cut the rate");
 
         // Replayed once the flow has sent more than the window since: refused.
@@ -481,7 +483,8 @@ mod tests {
         let (first, t) = send_until(&mut w, Instant::ZERO, 1);
         let (_, t) = send_until(&mut w, t, CNM_SEQ_WINDOW + 2);
         w.on_rx(t, &cnm_for(&first));
-        assert_eq!(w.counters().forged_feedback, 1);
+        assert_eq!(w.counters().forged.outside_window, 1);
+        assert_eq!(w.counters().forged.total(), 1);
         assert_eq!(rp(&w), line);
     }
 
@@ -514,13 +517,13 @@ mod tests {
         w.on_rx(t, &cnp(Ipv4Addr::new(10, 0, 0, 77), 1));
         w.on_rx(t, &cnp(Ipv4Addr::new(10, 0, 0, 100), 9));
         let c = w.counters();
-        assert_eq!((c.cnps, c.forged_feedback, c.unknown_feedback), (2, 1, 1));
+        assert_eq!((c.cnps, c.forged.cnp_source, c.unknown_feedback), (2, 1, 1));
         let rp = rp_rate;
         assert_eq!(rp(&w), line);
         // From the flow's destination: acted on (NVIDIA's defaults cut at the decrease check a
         // few microseconds after the CNP).
         w.on_rx(t, &cnp(Ipv4Addr::new(10, 0, 0, 100), 1));
-        assert_eq!(w.counters().forged_feedback, 1);
+        assert_eq!(w.counters().forged.total(), 1);
         let until = t + Duration::from_micros(10);
         while let Some(at) = w.next_deadline().filter(|&at| at <= until) {
             w.on_timeout(at);
