@@ -160,6 +160,15 @@ impl PfcProfile {
         if p.ports == 0 || p.ports > 4096 {
             return Err(ParamError::new("ports", p.ports, "must be in 1..=4096"));
         }
+        for (param, v) in [
+            ("xoff_bytes", p.xoff_bytes),
+            ("xon_bytes", p.xon_bytes),
+            ("headroom_bytes", p.headroom_bytes),
+            ("buffer_bytes", p.buffer_bytes),
+            ("reserve_bytes", p.reserve_bytes),
+        ] {
+            units::within(param, v, 0, units::MAX_BUFFER_BYTES)?;
+        }
         let mut lossless = 0u8;
         for &prio in &p.lossless_priorities {
             if usize::from(prio) >= PRIORITIES {

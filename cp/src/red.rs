@@ -90,6 +90,7 @@ impl Mark {
 
 impl RedProfile {
     pub fn new(p: &RedParams) -> Result<Self, ParamError> {
+        units::within("kmax_bytes", p.kmax_bytes, 0, units::MAX_BUFFER_BYTES)?;
         if p.kmin_bytes > p.kmax_bytes {
             return Err(ParamError::new(
                 "kmin_bytes",

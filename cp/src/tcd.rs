@@ -157,6 +157,13 @@ pub fn max_ton(b1_bytes: u64, b0_bytes: u64, tau: Duration, c: Rate, epsilon: f6
 
 impl TcdProfile {
     pub fn new(p: &TcdParams) -> Result<Self, ParamError> {
+        for (param, v) in [
+            ("b1_bytes", p.b1_bytes),
+            ("congestion_threshold_bytes", p.congestion_threshold_bytes),
+        ] {
+            units::within(param, v, 0, units::MAX_BUFFER_BYTES)?;
+        }
+        units::within("tau_ns", p.tau_ns, 0, units::MAX_TIME_NS)?;
         if p.b0_bytes > p.b1_bytes {
             return Err(ParamError::new(
                 "b0_bytes",
@@ -174,13 +181,7 @@ impl TcdProfile {
         if !(p.epsilon > 0.0 && p.epsilon <= 1.0) {
             return Err(ParamError::new("epsilon", p.epsilon, "must be in (0, 1]"));
         }
-        if p.period_ns == 0 {
-            return Err(ParamError::new(
-                "period_ns",
-                p.period_ns,
-                "must be above zero",
-            ));
-        }
+        units::within("period_ns", p.period_ns, 1, units::MAX_TIME_NS)?;
         if p.non_congestion_threshold_bytes > p.congestion_threshold_bytes {
             return Err(ParamError::new(
                 "non_congestion_threshold_bytes",

@@ -14,6 +14,17 @@ pub fn from_str<T: DeserializeOwned>(text: &str, file: &str) -> Result<T, String
     toml::from_str(text).map_err(|e| one_line(file, text, &e))
 }
 
+/// Serde's `deserialize_with` for an IPv4 address, whose error names the accepted form (serde's
+/// own says only "invalid IPv4 address syntax").
+pub fn ipv4<'de, D: serde::Deserializer<'de>>(d: D) -> Result<std::net::Ipv4Addr, D::Error> {
+    let s = <String as serde::Deserialize>::deserialize(d)?;
+    s.parse().map_err(|_| {
+        serde::de::Error::custom(format!(
+            "{s:?}: expected an IPv4 address, four decimal octets like \"10.0.0.1\""
+        ))
+    })
+}
+
 /// `FILE:LINE: key `K`: MESSAGE` for a toml error on `text`.
 pub fn one_line(file: &str, text: &str, e: &toml::de::Error) -> String {
     let message = e.message().trim().replace('\n', " ");

@@ -86,12 +86,17 @@ pub struct NpProfile {
 impl NpParams {
     pub fn profile(&self) -> Result<NpProfile, ParamError> {
         let interval = self.min_time_between_cnps;
-        if self.cnp_mode == CnpMode::Interval && !(1..=1_000_000_000).contains(&interval) {
+        // Per-packet mode does not use the interval, but a value no mode accepts is a mistake.
+        let lo = u64::from(self.cnp_mode == CnpMode::Interval);
+        if !(lo..=1_000_000_000).contains(&interval) {
             return Err(ParamError::new(
                 "min_time_between_cnps",
                 interval,
-                "must be 1..=1e9 us in interval mode (use cnp_mode = \"per_packet\" for one CNP \
-                 per marked packet)",
+                format!(
+                    "must be {lo}..=1e9 us in {} mode (cnp_mode = \"per_packet\" sends one CNP \
+                     per marked packet)",
+                    if lo == 1 { "interval" } else { "per_packet" }
+                ),
             ));
         }
         if !(1..=1 << 24).contains(&self.max_flows) {

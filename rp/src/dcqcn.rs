@@ -208,9 +208,12 @@ impl DcqcnParams {
         };
         let hold = match self.ue_reaction {
             UeReaction::Ignore => Duration::ZERO,
-            UeReaction::Hold => {
-                Duration::from_micros(params::positive("ue_hold_window", self.ue_hold_window)?)
-            }
+            UeReaction::Hold => Duration::from_micros(params::within(
+                "ue_hold_window",
+                self.ue_hold_window,
+                1,
+                1_000_000_000,
+            )?),
         };
         Ok(DcqcnProfile {
             variant: self.variant,

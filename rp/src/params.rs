@@ -14,18 +14,7 @@ pub(crate) fn positive(param: &'static str, value: u64) -> Result<u64, ParamErro
     }
 }
 
-/// `value` must lie in `lo..=hi`.
-pub(crate) fn within(param: &'static str, value: u64, lo: u64, hi: u64) -> Result<u64, ParamError> {
-    if value < lo || value > hi {
-        Err(ParamError::new(
-            param,
-            value,
-            format!("must be in {lo}..={hi}"),
-        ))
-    } else {
-        Ok(value)
-    }
-}
+pub(crate) use units::within;
 
 /// The rate ceiling: `rpg_max_rate` in Mb/s, where 0 means "the port speed"; never above
 /// `line_rate`.

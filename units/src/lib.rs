@@ -13,7 +13,7 @@
 mod ecn;
 mod param;
 pub use ecn::Ecn;
-pub use param::ParamError;
+pub use param::{within, ParamError, MAX_BUFFER_BYTES, MAX_TIME_NS};
 
 use std::fmt;
 use std::ops::{Add, AddAssign, Sub};

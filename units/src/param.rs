@@ -45,6 +45,28 @@ impl fmt::Display for ParamError {
 
 impl std::error::Error for ParamError {}
 
+/// The most octets a buffer, queue or threshold parameter may name: 2^32 (4 GiB), far above the
+/// shared buffer of any switch chip (tens of MB), so that sums over ports and priorities stay
+/// far inside `u64`.
+pub const MAX_BUFFER_BYTES: u64 = 1 << 32;
+
+/// The longest time parameter in nanoseconds: 1 s, above any timer, interval or hold time the
+/// algorithms use (microseconds to milliseconds).
+pub const MAX_TIME_NS: u64 = 1_000_000_000;
+
+/// `value` must lie in `lo..=hi`; the error names `param` and the range.
+pub fn within(param: &'static str, value: u64, lo: u64, hi: u64) -> Result<u64, ParamError> {
+    if value < lo || value > hi {
+        Err(ParamError::new(
+            param,
+            value,
+            format!("must be in {lo}..={hi}"),
+        ))
+    } else {
+        Ok(value)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -70,7 +70,9 @@ pub struct SendConfig {
     pub line_rate: String,
     #[serde(default = "default_frame_len")]
     pub frame_len: u32,
+    #[serde(deserialize_with = "crate::config_file::ipv4")]
     pub src_ip: Ipv4Addr,
+    #[serde(deserialize_with = "crate::config_file::ipv4")]
     pub dst_ip: Ipv4Addr,
     #[serde(default = "default_vlan")]
     pub vlan: u16,

@@ -215,8 +215,12 @@ pub fn schedule(
             key,
             why: why.to_string(),
         };
-        let destination = crate::port::parse_mac(&fg.destination)
-            .ok_or_else(|| bad("destination", "not a MAC address like 02:00:00:00:00:01"))?;
+        let destination = crate::port::parse_mac(&fg.destination).ok_or_else(|| {
+            bad(
+                "destination",
+                "expected a MAC address like 02:00:00:00:00:01",
+            )
+        })?;
         if fg.priority > 7 {
             return Err(bad("priority", "must be 0..=7"));
         }

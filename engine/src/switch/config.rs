@@ -329,6 +329,8 @@ impl SwitchConfig {
                 // shared buffer, plus headroom) waiting at one egress priority.
                 let n = ports.len() as u64;
                 let (need, what) = match params.threshold {
+                    // PfcProfile bounds each term by units::MAX_BUFFER_BYTES and the ports by
+                    // 4096, so these cannot overflow.
                     cp::pfc::ThresholdMode::Static => (
                         n * (params.xoff_bytes + params.headroom_bytes),
                         "xoff_bytes",
