@@ -19,26 +19,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 secs=${1:-10}
-out=${2:-out/appliance}
 prefix=${QN_PREFIX:-qap}
 driver=${DRIVER:-af_xdp}
-if [ "$(id -u)" -ne 0 ]; then
-  echo "appliance.sh: needs root (network namespaces); skipping" >&2
-  exit 0
+. scripts/lib.sh
+if [ "$(id -u)" -eq 0 ]; then
+  command -v iperf3 >/dev/null || { echo "appliance.sh: iperf3 missing; run scripts/setup.sh" >&2; exit 1; }
 fi
-command -v iperf3 >/dev/null || { echo "appliance.sh: iperf3 missing; run scripts/setup.sh" >&2; exit 1; }
-quench=${QUENCH:-$PWD/target/release/quench}
-[ -x "$quench" ] || cargo build --release -p engine --bin quench
-mkdir -p "$out"
-out=$(realpath "$out")
-
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  scripts/testbed.sh down --prefix "$prefix" >/dev/null 2>&1 || true
-}
-trap cleanup EXIT
+qn_setup appliance.sh "${2:-out/appliance}"
 
 scripts/testbed.sh up --senders 2 --receivers 1 --prefix "$prefix" --appliance
 ap="$prefix-ap"

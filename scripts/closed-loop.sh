@@ -24,34 +24,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-secs=${1:-10}
-out=${2:-out/closed-loop}
-prefix=${QN_PREFIX:-qnl}
-if [ "$(id -u)" -ne 0 ]; then
-  echo "closed-loop.sh: needs root (network namespaces); skipping" >&2
-  exit 0
-fi
-quench=${QUENCH:-$PWD/target/release/quench}
-[ -x "$quench" ] || cargo build --release -p engine
-mkdir -p "$out"
-out=$(realpath "$out")
-ncpu=$(nproc)
-if [ "$ncpu" -ge 2 ]; then
-  sw_cpus=$((ncpu - 1)); tx_cpus=0-$((ncpu - 2))
-else
-  sw_cpus=0; tx_cpus=0
-fi
+. scripts/lib.sh
 
-pids=()
+secs=${1:-10}
+prefix=${QN_PREFIX:-qnl}
+qn_setup closed-loop.sh "${2:-out/closed-loop}"
+ncpu=$(nproc)
 shield_state=$(mktemp /tmp/quench-shield.XXXXXX)
-cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+qn_cleanup_hook() {
   scripts/cpu-shield.sh off "$shield_state" || true
   rm -f "$shield_state"
-  scripts/testbed.sh down --prefix "$prefix" >/dev/null 2>&1 || true
 }
-trap cleanup EXIT
 # SHIELD=1 (two CPUs): the sender has CPU 0 to itself, the rest of the machine's work (other
 # processes, kernel reclaim and RCU threads) waiting on the switch's CPU. Every stop of the
 # sender's loop over 1 ms costs a pacing window its 1 %; the switch's ingress rings and PFC

@@ -13,30 +13,13 @@
 #  ..., "kernel_drops": {...}}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 secs=${1:-30}
 n=${2:-8}
-out=${3:-out/pfc-incast}
 rate=${4:-250mbit}
 bottleneck=${BOTTLENECK:-1gbit}
 prefix=${QN_PREFIX:-qnp}
-if [ "$(id -u)" -ne 0 ]; then
-  echo "pfc-incast.sh: needs root (network namespaces); skipping" >&2
-  exit 0
-fi
-quench=${QUENCH:-$PWD/target/release/quench}
-[ -x "$quench" ] || cargo build --release -p engine
-mkdir -p "$out"
-out=$(realpath "$out")
-ncpu=$(nproc)
-sw_cpus=$((ncpu - 1)); tx_cpus=0-$((ncpu > 1 ? ncpu - 2 : 0))
-
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  scripts/testbed.sh down --prefix "$prefix" >/dev/null 2>&1 || true
-}
-trap cleanup EXIT
+qn_setup pfc-incast.sh "${3:-out/pfc-incast}"
 
 echo "== pfc-incast: testbed up ($n senders, prefix $prefix)"
 scripts/testbed.sh up --senders "$n" --receivers 1 --prefix "$prefix" >/dev/null
@@ -104,10 +87,7 @@ else
   pids+=($rpid)
 fi
 "$quench" stats --json --control-socket "/run/quench/$prefix.sock" > /dev/null 2>&1 || true
-# Per-CPU backlog drops (softnet_stat's 2nd column): a veth hands each frame to the receiving
-# side's per-CPU backlog, which drops past net.core.netdev_max_backlog when softirqs fall behind.
-backlog_drops() { while read -r _ d _; do echo $((16#$d)); done < /proc/net/softnet_stat; }
-backlog_drops > "$out/softnet.before"
+qn_backlog_drops > "$out/softnet.before"
 sleep $((secs + 1))
 "$quench" stats --json --control-socket "/run/quench/$prefix.sock" > "$out/stats.json" 2>/dev/null || true
 wait "$rpid" || true
@@ -116,11 +96,9 @@ if [ -z "${SENDER_PROCS:-}" ]; then
   sed -n '/^== sink/,$p' "$out/send-all.log" | sed -e '1d' -e 's/^{"sink":\(.*\)}$/\1/' > "$out/recv.log"
   sed -i '/^== sink/,$d' "$out/send-all.log"
 fi
-backlog_drops > "$out/softnet.after"
+qn_backlog_drops > "$out/softnet.after"
 # Every veth end's drop counters, read before the testbed goes.
-for ns in $(ip netns list | awk -v p="$prefix-" 'index($1, p) == 1 {print $1}'); do
-  ip -n "$ns" -s -j link show > "$out/links-$ns.json" 2>/dev/null || true
-done
+qn_save_links
 grep -v '^{' "$out/recv.log" | head -n $((n + 3)) || true
 python3 - "$out" "$n" "$secs" <<'PY'
 import glob, json, sys

@@ -15,26 +15,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
-out=${2:-out/tcd-victim}
 prefix=${QN_PREFIX:-qnt}
-if [ "$(id -u)" -ne 0 ]; then
-  echo "tcd-victim.sh: needs root (network namespaces); skipping" >&2
-  exit 0
-fi
-quench=${QUENCH:-$PWD/target/release/quench}
-[ -x "$quench" ] || cargo build --release -p engine
-mkdir -p "$out"
-out=$(realpath "$out")
-ncpu=$(nproc)
-sw_cpus=$((ncpu - 1)); tx_cpus=0-$((ncpu > 1 ? ncpu - 2 : 0))
-
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  scripts/testbed.sh down --prefix "$prefix" >/dev/null 2>&1 || true
-}
-trap cleanup EXIT
+. scripts/lib.sh
+qn_setup tcd-victim.sh "${2:-out/tcd-victim}"
 scripts/testbed.sh up --senders 3 --receivers 2 --prefix "$prefix" >/dev/null
 
 # TCD at 1 Gbit/s: B1 - B0 = 2 MTU, tau 8 us, epsilon 0.05 -> max(Ton) = 3 KB x 8 / (1 Gbit/s x

@@ -164,8 +164,6 @@ impl PfcProfile {
             ("xoff_bytes", p.xoff_bytes),
             ("xon_bytes", p.xon_bytes),
             ("headroom_bytes", p.headroom_bytes),
-            ("buffer_bytes", p.buffer_bytes),
-            ("reserve_bytes", p.reserve_bytes),
         ] {
             units::within(param, v, 0, units::MAX_BUFFER_BYTES)?;
         }

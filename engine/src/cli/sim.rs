@@ -354,11 +354,14 @@ fn write_ns3_outputs(world: &World, out: &Ns3Outputs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// SIGINT or SIGTERM ends a run at the virtual time it reached, its outputs written for the
+/// run up to then, with status 0; a sweep starts no further run.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    let stop = crate::worker::stop_on_signals().context("installing signal handlers")?;
     if !args.sweep.is_empty() || args.seeds.is_some() {
-        return sweep::run(&args);
+        return sweep::run(&args, &stop);
     }
-    run_one(&args, &[], None, &args.out, false).map(|_| ())
+    run_one(&args, &[], None, &args.out, false, &stop).map(|_| ())
 }
 
 /// One run into `out`; in a sweep (`sweeping`), quietly and with config.txt's output files in
@@ -369,6 +372,7 @@ pub fn run_one(
     seed: Option<u64>,
     out: &Path,
     sweeping: bool,
+    stop: &std::sync::atomic::AtomicBool,
 ) -> anyhow::Result<report::Summary> {
     let mut p = prepare_with(args, overrides, seed)?;
     if sweeping {
@@ -394,18 +398,29 @@ pub fn run_one(
     } else {
         None
     };
-    world.run(&mut |pr| {
-        if let Some(b) = &bar {
-            b.set_position(pr.flows_done as u64);
-            b.set_message(format!(
-                "{:.3} ms, {} events",
-                pr.now.as_nanos() as f64 * 1e-6,
-                pr.events
-            ));
-        }
-    });
+    let go_on = || !stop.load(std::sync::atomic::Ordering::Relaxed);
+    let finished = world.run_while(
+        &mut |pr| {
+            if let Some(b) = &bar {
+                b.set_position(pr.flows_done as u64);
+                b.set_message(format!(
+                    "{:.3} ms, {} events",
+                    pr.now.as_nanos() as f64 * 1e-6,
+                    pr.events
+                ));
+            }
+        },
+        &go_on,
+    );
     if let Some(b) = bar {
         b.finish_and_clear();
+    }
+    if !finished {
+        eprintln!(
+            "quench sim: interrupted at virtual time {:.3} ms; {} holds the run up to then",
+            world.now().as_nanos() as f64 * 1e-6,
+            out.display()
+        );
     }
     let summary = report::write_all(&world, cc_name, out)?;
     write_ns3_outputs(&world, &p.ns3_outputs)?;

@@ -10,7 +10,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use anyhow::{bail, Context};
@@ -141,7 +141,7 @@ struct Row {
 }
 
 /// Runs the grid on `jobs` threads and prints the summary table.
-pub fn run(args: &Args) -> anyhow::Result<()> {
+pub fn run(args: &Args, stop: &AtomicBool) -> anyhow::Result<()> {
     let first_seed = args.seed.unwrap_or(1);
     let points = grid(&args.sweep, args.seeds, first_seed)?;
     let jobs = args
@@ -157,11 +157,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     std::thread::scope(|s| {
         for _ in 0..jobs {
             s.spawn(|| loop {
+                if stop.load(Ordering::Relaxed) {
+                    break; // SIGINT / SIGTERM: no further run
+                }
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(p) = points.get(i) else { break };
                 let dir = args.out.join(p.name());
                 let t0 = clock.now();
-                let r = run_one(args, &p.overrides, p.seed, &dir, true).map(|summary| Row {
+                let r = run_one(args, &p.overrides, p.seed, &dir, true, stop).map(|summary| Row {
                     name: p.name(),
                     summary,
                     wall_s: (clock.now() - t0).as_secs_f64(),

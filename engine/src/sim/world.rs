@@ -600,8 +600,20 @@ impl World {
 
     /// Runs until every flow completed or the stop time; `progress` is called now and then.
     pub fn run(&mut self, progress: &mut dyn FnMut(Progress)) {
+        self.run_while(progress, &|| true);
+    }
+
+    /// As [`World::run`], but asks `go_on` every 4096 events and ends the run at the virtual
+    /// time reached when it says no (SIGINT): the queue integrals are closed there, so the
+    /// outputs describe the run up to it. Returns whether the run ended by itself.
+    pub fn run_while(
+        &mut self,
+        progress: &mut dyn FnMut(Progress),
+        go_on: &dyn Fn() -> bool,
+    ) -> bool {
         let stop = self.cfg.stop.unwrap_or(Instant::MAX);
         let mut tick = 0u32;
+        let mut interrupted = false;
         while let Some((t, ev)) = self.events.pop() {
             if t > stop {
                 self.now = stop;
@@ -613,6 +625,10 @@ impl World {
                 break;
             }
             tick = tick.wrapping_add(1);
+            if tick & 0xfff == 0 && !go_on() {
+                interrupted = true;
+                break;
+            }
             if tick & 0x3_ffff == 0 {
                 progress(self.progress());
             }
@@ -622,8 +638,8 @@ impl World {
             self.account_queue(p as u32);
         }
         // ns-3 runs on to its stop time; nothing changes after the last flow, so the queue
-        // monitor's remaining dumps see the queues as they are now.
-        if let (Some(m), Some(stop)) = (&mut self.qlen, self.cfg.stop) {
+        // monitor's remaining dumps see the queues as they are now (not so when interrupted).
+        if let (Some(m), Some(stop), false) = (&mut self.qlen, self.cfg.stop, interrupted) {
             let mut from = self.now + Duration::from_nanos(1);
             while let Some(at) = m.window().next_dump(from) {
                 if at > stop {
@@ -635,6 +651,7 @@ impl World {
             }
         }
         progress(self.progress());
+        !interrupted
     }
 
     pub fn progress(&self) -> Progress {

@@ -329,14 +329,16 @@ impl SwitchConfig {
                 // shared buffer, plus headroom) waiting at one egress priority.
                 let n = ports.len() as u64;
                 let (need, what) = match params.threshold {
-                    // PfcProfile bounds each term by units::MAX_BUFFER_BYTES and the ports by
-                    // 4096, so these cannot overflow.
+                    // PfcProfile bounds XOFF and headroom by units::MAX_BUFFER_BYTES and the
+                    // ports by 4096; the shared buffer may be as large as u64 holds.
                     cp::pfc::ThresholdMode::Static => (
                         n * (params.xoff_bytes + params.headroom_bytes),
                         "xoff_bytes",
                     ),
                     cp::pfc::ThresholdMode::Dynamic => (
-                        params.buffer_bytes + n * params.headroom_bytes,
+                        params
+                            .buffer_bytes
+                            .saturating_add(n * params.headroom_bytes),
                         "buffer_bytes",
                     ),
                 };
