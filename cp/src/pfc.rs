@@ -33,6 +33,8 @@
 //! Threshold modes: `static` (XOFF / XON thresholds on the bytes held for `(port, prio)`, with
 //! `headroom_bytes` above XOFF for the bytes in flight) and `dynamic` (the shared-buffer
 //! threshold of ns-3 HPCC `switch-mmu.cc`, dcqcn.md).
+//! [`PfcProfile::with_ports`] gives each port its own headroom and
+//! shift, as ns-3 HPCC's third.cc configures them.
 use units::{Duration, Instant, Rate, PRIORITIES};
 
 use crate::ParamError;
@@ -146,6 +148,9 @@ pub struct PfcProfile {
     reserve: u64,
     resume_offset: u64,
     alpha_shift: u8,
+    /// Per-port headroom and threshold shift where they differ by port
+    /// ([`PfcProfile::with_ports`]); `None`: `headroom` and `alpha_shift` for every port.
+    per_port: Option<Box<[PortPfc]>>,
     /// Sum of the ports' headroom (ns-3 `total_hdrm`).
     total_headroom: u64,
     /// Sum of the reserves (ns-3 `total_rsrv`).
@@ -258,6 +263,7 @@ impl PfcProfile {
             reserve: p.reserve_bytes,
             resume_offset: p.resume_offset_bytes,
             alpha_shift: p.alpha_shift,
+            per_port: None,
             total_headroom,
             total_reserve,
             pause_quanta: p.pause_quanta,
@@ -269,6 +275,62 @@ impl PfcProfile {
         self.link_rate
     }
 
+    /// Gives each port its own headroom and dynamic-threshold shift, as ns-3 HPCC configures
+    /// its switches (third.cc): `ConfigHdrm(j, headroom)` per port, `total_hdrm` their sum, and
+    /// "pfc_a_shift[j] = shift; while (rate > nic_rate && pfc_a_shift[j] > 0)
+    /// { pfc_a_shift[j]--; rate /= 2; }", so a port faster than the NICs gets a larger share
+    /// of the free buffer. `ports` must list every port of the profile.
+    pub fn with_ports(mut self, ports: &[PortPfc]) -> Result<Self, ParamError> {
+        if ports.len() != usize::from(self.ports) {
+            return Err(ParamError::new(
+                "ports",
+                ports.len(),
+                format!("must list each of the profile's {} ports", self.ports),
+            ));
+        }
+        if let Some(p) = ports.iter().find(|p| p.alpha_shift > 30) {
+            return Err(ParamError::new(
+                "alpha_shift",
+                p.alpha_shift,
+                "must be in 0..=30",
+            ));
+        }
+        let total_headroom = ports
+            .iter()
+            .fold(0u64, |s, p| s.saturating_add(p.headroom_bytes));
+        if self.threshold == ThresholdMode::Dynamic
+            && self.buffer <= total_headroom.saturating_add(self.total_reserve)
+        {
+            return Err(ParamError::new(
+                "buffer_bytes",
+                self.buffer,
+                format!(
+                    "must exceed the total headroom ({total_headroom}) plus reserve ({})",
+                    self.total_reserve
+                ),
+            ));
+        }
+        self.total_headroom = total_headroom;
+        self.per_port = Some(ports.into());
+        Ok(self)
+    }
+
+    /// Headroom of ingress `port` (ns-3 `headroom[port]`).
+    fn headroom_of(&self, port: u16) -> u64 {
+        match &self.per_port {
+            Some(p) => p.get(usize::from(port)).map_or(self.headroom, |p| p.headroom_bytes),
+            None => self.headroom,
+        }
+    }
+
+    /// Dynamic-threshold shift of ingress `port` (ns-3 `pfc_a_shift[port]`).
+    fn shift_of(&self, port: u16) -> u8 {
+        match &self.per_port {
+            Some(p) => p.get(usize::from(port)).map_or(self.alpha_shift, |p| p.alpha_shift),
+            None => self.alpha_shift,
+        }
+    }
+
     pub fn is_lossless(&self, prio: u8) -> bool {
         usize::from(prio) < PRIORITIES && self.lossless & (1 << prio) != 0
     }
@@ -277,6 +339,13 @@ impl PfcProfile {
     pub fn pause_duration(&self) -> Duration {
         quanta_duration(self.pause_quanta, self.link_rate)
     }
+}
+
+/// One port's PFC settings where they differ by port ([`PfcProfile::with_ports`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortPfc {
+    pub headroom_bytes: u64,
+    pub alpha_shift: u8,
 }
 
 /// What to send out of an ingress port, per priority.
@@ -378,11 +447,11 @@ impl PfcIngress {
         self.shared_used
     }
 
-    /// The threshold the pause decision compares against: XOFF in static mode; in dynamic
-    /// mode the current shared-buffer threshold, ns-3 HPCC `GetPfcThreshold`: "return
-    /// (buffer_size - total_hdrm - total_rsrv - shared_used_bytes) >> pfc_a_shift[port];"
-    /// (saturating here where ns-3's unsigned arithmetic would wrap).
-    pub fn threshold(&self, profile: &PfcProfile) -> u64 {
+    /// The threshold the pause decision of ingress `port` compares against: XOFF in static
+    /// mode; in dynamic mode the current shared-buffer threshold, ns-3 HPCC `GetPfcThreshold`:
+    /// "return (buffer_size - total_hdrm - total_rsrv - shared_used_bytes) >>
+    /// pfc_a_shift[port];" (saturating here where ns-3's unsigned arithmetic would wrap).
+    pub fn threshold(&self, profile: &PfcProfile, port: u16) -> u64 {
         if profile.threshold == ThresholdMode::Static {
             return profile.xoff;
         }
@@ -391,7 +460,7 @@ impl PfcIngress {
             .saturating_sub(profile.total_headroom)
             .saturating_sub(profile.total_reserve)
             .saturating_sub(self.shared_used)
-            >> profile.alpha_shift
+            >> profile.shift_of(port)
     }
 
     /// ns-3 `GetSharedUsed`: "used > reserve ? used - reserve : 0".
@@ -399,18 +468,19 @@ impl PfcIngress {
         q.ingress_bytes.saturating_sub(profile.reserve)
     }
 
-    fn should_pause(&self, profile: &PfcProfile, q: &QueueAccount) -> bool {
+    fn should_pause(&self, profile: &PfcProfile, port: u16, q: &QueueAccount) -> bool {
         match profile.threshold {
             ThresholdMode::Static => q.held() >= profile.xoff,
             // ns-3 CheckShouldPause: "hdrm_bytes[port][qIndex] > 0 ||
             // GetSharedUsed(port, qIndex) >= GetPfcThreshold(port)"
             ThresholdMode::Dynamic => {
-                q.headroom_bytes > 0 || Self::shared_of(profile, q) >= self.threshold(profile)
+                q.headroom_bytes > 0
+                    || Self::shared_of(profile, q) >= self.threshold(profile, port)
             }
         }
     }
 
-    fn should_resume(&self, profile: &PfcProfile, q: &QueueAccount) -> bool {
+    fn should_resume(&self, profile: &PfcProfile, port: u16, q: &QueueAccount) -> bool {
         match profile.threshold {
             ThresholdMode::Static => q.held() <= profile.xon,
             // ns-3 CheckShouldResume: "hdrm_bytes[port][qIndex] == 0 && (shared_used == 0 ||
@@ -419,7 +489,8 @@ impl PfcIngress {
                 let shared = Self::shared_of(profile, q);
                 q.headroom_bytes == 0
                     && (shared == 0
-                        || shared.saturating_add(profile.resume_offset) <= self.threshold(profile))
+                        || shared.saturating_add(profile.resume_offset)
+                            <= self.threshold(profile, port))
             }
         }
     }
@@ -463,7 +534,7 @@ impl PfcIngress {
             ThresholdMode::Static => {
                 // Drop what would overflow XOFF + headroom; bytes above XOFF are headroom.
                 let held = q.held().saturating_add(bytes);
-                if held > profile.xoff.saturating_add(profile.headroom) {
+                if held > profile.xoff.saturating_add(profile.headroom_of(port)) {
                     return Ok(IngressDecision {
                         admitted: false,
                         action: None,
@@ -474,10 +545,10 @@ impl PfcIngress {
                 q.ingress_bytes = held - q.headroom_bytes;
             }
             ThresholdMode::Dynamic => {
-                let thresh = self.threshold(profile);
+                let thresh = self.threshold(profile, port);
                 // ns-3 CheckIngressAdmission: drop "if (psize + hdrm_bytes[port][qIndex] >
                 // headroom[port] && psize + GetSharedUsed(port, qIndex) > GetPfcThreshold(port))"
-                if bytes.saturating_add(q.headroom_bytes) > profile.headroom
+                if bytes.saturating_add(q.headroom_bytes) > profile.headroom_of(port)
                     && bytes.saturating_add(Self::shared_of(profile, &q)) > thresh
                 {
                     return Ok(IngressDecision {
@@ -507,7 +578,7 @@ impl PfcIngress {
         // ns-3 CheckAndSendPfc after admission: "if (m_mmu->CheckShouldPause(inDev, qIndex))"
         // where CheckShouldPause starts with "!paused[port][qIndex] &&".
         let q = self.queues[i];
-        let action = (!q.paused && self.should_pause(profile, &q))
+        let action = (!q.paused && self.should_pause(profile, port, &q))
             .then(|| self.pause(profile, i, now, prio));
         Ok(IngressDecision {
             admitted: true,
@@ -548,7 +619,7 @@ impl PfcIngress {
         }
         // ns-3 SwitchNotifyDequeue: "CheckAndSendResume(inDev, qIndex);"
         let q = self.queues[i];
-        Ok((q.paused && self.should_resume(profile, &q)).then(|| self.resume(i, prio)))
+        Ok((q.paused && self.should_resume(profile, port, &q)).then(|| self.resume(i, prio)))
     }
 
     /// Refresh mode: the earliest time a PAUSE must be re-sent.
@@ -569,7 +640,7 @@ impl PfcIngress {
         let port = (i / PRIORITIES) as u16;
         let prio = (i % PRIORITIES) as u8;
         let q = self.queues[i];
-        let action = if self.should_resume(profile, &q) {
+        let action = if self.should_resume(profile, port, &q) {
             self.resume(i, prio)
         } else {
             self.pause(profile, i, now, prio)
@@ -670,6 +741,56 @@ mod tests {
         );
     }
 
+    /// Per-port headroom and shift (third.cc: a 400G port beside 100G NICs gets shift 1).
+    /// Buffer 100000, reserve 4000, ports 0 (headroom 10000, shift 3) and 1 (headroom 30000,
+    /// shift 1): total headroom 40000, threshold = (100000 - 40000 - 8000 - shared) >> shift.
+    #[test]
+    fn per_port_headroom_and_shift() {
+        let prof = PfcProfile::new(&PfcParams {
+            ports: 2,
+            buffer_bytes: 100_000,
+            headroom_bytes: 10_000,
+            reserve_bytes: 4_000,
+            ..PfcParams::default()
+        })
+        .unwrap();
+        let ports = [
+            PortPfc {
+                headroom_bytes: 10_000,
+                alpha_shift: 3,
+            },
+            PortPfc {
+                headroom_bytes: 30_000,
+                alpha_shift: 1,
+            },
+        ];
+        let prof = prof.with_ports(&ports).unwrap();
+        let pfc = PfcIngress::new(&prof);
+        assert_eq!(pfc.threshold(&prof, 0), 52_000 >> 3);
+        assert_eq!(pfc.threshold(&prof, 1), 52_000 >> 1);
+        // Port 1 pauses only when its shared use reaches its own, larger threshold.
+        let mut pfc = PfcIngress::new(&prof);
+        let mut paused_after = [0u32; 2];
+        for (port, n) in paused_after.iter_mut().enumerate() {
+            while pfc
+                .on_enqueue(&prof, t(0), port as u16, 3, 1_000)
+                .unwrap()
+                .action
+                .is_none()
+            {
+                *n += 1;
+            }
+        }
+        assert!(paused_after[1] > 2 * paused_after[0], "{paused_after:?}");
+        // The list must cover every port, and the buffer the new total headroom.
+        assert!(prof.clone().with_ports(&ports[..1]).is_err());
+        let big = PortPfc {
+            headroom_bytes: 50_000,
+            alpha_shift: 3,
+        };
+        assert!(prof.with_ports(&[big, big]).is_err());
+    }
+
     /// ns-3 HPCC dynamic threshold by hand. 2 ports, lossless prio 3, buffer 100000, headroom
     /// 10000 per port, reserve 4000, resume offset 3000, shift 3: total headroom 20000, total
     /// reserve 2*1*4000 = 8000, threshold = (100000-20000-8000-shared) >> 3 = (72000-shared)/8.
@@ -686,7 +807,7 @@ mod tests {
         .unwrap();
         let mut pfc = PfcIngress::new(&prof);
         let now = t(0);
-        assert_eq!(pfc.threshold(&prof), 9_000);
+        assert_eq!(pfc.threshold(&prof, 0), 9_000);
         let enq = |pfc: &mut PfcIngress| pfc.on_enqueue(&prof, now, 0, 3, 1_000).unwrap();
         // Packets 1-4: new bytes 1000..4000 <= reserve: ingress only, shared 0, no pause.
         for _ in 0..4 {
@@ -712,7 +833,7 @@ mod tests {
                 quanta: 0xFFFF
             })
         );
-        assert_eq!(pfc.threshold(&prof), 8_000);
+        assert_eq!(pfc.threshold(&prof, 0), 8_000);
         // Packet 13: new - reserve = 9000 > 8000 -> headroom 1000; already paused: no action.
         assert_eq!(
             enq(&mut pfc),

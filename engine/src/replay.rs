@@ -466,7 +466,7 @@ impl PfcReplay {
             a.ingress_bytes,
             a.headroom_bytes,
             self.ingress.shared_used(),
-            self.ingress.threshold(&self.profile),
+            self.ingress.threshold(&self.profile, 0),
             bit(a.paused),
             sent,
             self.upstream.paused_mask(self.now),

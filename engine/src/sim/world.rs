@@ -400,6 +400,10 @@ impl World {
                 wake_at: Instant::MAX,
             });
         }
+        // ns-3's `get_nic_rate`: the first host's link speed.
+        let nic_rate = hosts
+            .first()
+            .map_or(Rate::ZERO, |h| ports[h.port as usize].rate);
         if let Some(pfc) = &cc.pfc {
             for (i, node) in nodes.iter_mut().enumerate() {
                 if !topo.is_switch[i] || node.nports == 0 {
@@ -411,17 +415,32 @@ impl World {
                 p.ports = node.nports as u16;
                 p.link_rate = mine.iter().map(|x| x.rate).max().unwrap_or(Rate::ZERO);
                 p.buffer_bytes = cfg.switch.buffer_bytes;
+                // dcqcn.md: "headroom per port = 3 x rate x one-way delay" (at least 3000
+                // octets here), and the threshold shift per port as third.cc sets them
+                // (`PfcProfile::with_ports`).
+                let per_port: Vec<cp::pfc::PortPfc> = mine
+                    .iter()
+                    .map(|x| {
+                        let mut shift = p.alpha_shift;
+                        let mut rate = x.rate.as_bps();
+                        while rate > nic_rate.as_bps() && shift > 0 {
+                            shift -= 1;
+                            rate /= 2;
+                        }
+                        cp::pfc::PortPfc {
+                            headroom_bytes: (x.rate.bytes_in(x.delay) * 3).max(3000),
+                            alpha_shift: shift,
+                        }
+                    })
+                    .collect();
                 if !pfc.headroom_given {
-                    // dcqcn.md: "headroom per port = 3 x rate x one-way delay".
-                    p.headroom_bytes = mine
-                        .iter()
-                        .map(|x| x.rate.bytes_in(x.delay) * 3)
-                        .max()
-                        .unwrap_or(0)
-                        .max(3000);
+                    p.headroom_bytes = per_port.iter().map(|x| x.headroom_bytes).max().unwrap_or(0);
                 }
-                let prof = cp::pfc::PfcProfile::new(&p)
-                    .map_err(|e| WorldError::Cc(anyhow::anyhow!("[pfc] at switch {i}: {e}")))?;
+                let err = |e| WorldError::Cc(anyhow::anyhow!("[pfc] at switch {i}: {e}"));
+                let mut prof = cp::pfc::PfcProfile::new(&p).map_err(err)?;
+                if !pfc.headroom_given {
+                    prof = prof.with_ports(&per_port).map_err(err)?;
+                }
                 node.core.set_pfc(prof);
             }
         }
