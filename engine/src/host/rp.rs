@@ -155,13 +155,19 @@ pub fn np_decide(
     flow: FlowId,
     ecn: Ecn,
 ) -> Option<Feedback> {
-    let np = np.as_mut()?;
-    let tcd = np.profile().tcd;
-    match np.on_arrival(now, flow, ::np::Mark::from_ecn(ecn.bits(), tcd)) {
+    match np_arrival(np.as_mut()?, now, flow, ecn) {
         ::np::Decision::SendCnp => Some(Feedback::Cnp),
         ::np::Decision::SendUe => Some(Feedback::Ue),
         _ => None,
     }
+}
+
+/// The notification point's decision on a data frame of `flow` with ECN codepoint `ecn` (the
+/// mark read as the NP's profile says: with TCD, ECT(0) on a TCD-capable flow is UE), for a
+/// driver that also counts what it suppressed (`quench recv`).
+pub fn np_arrival(np: &mut ::np::Np, now: Instant, flow: FlowId, ecn: Ecn) -> ::np::Decision {
+    let tcd = np.profile().tcd;
+    np.on_arrival(now, flow, ::np::Mark::from_ecn(ecn.bits(), tcd))
 }
 
 #[cfg(test)]

@@ -153,8 +153,7 @@ impl RecvWorker {
         }
         self.ecn[usize::from(ip.ecn.bits())] += 1;
         let np = self.np.as_mut()?;
-        let mark = np::Mark::from_ecn(ip.ecn.bits(), np.profile().tcd);
-        match np.on_arrival(now, hdr.flow, mark) {
+        match crate::host::rp::np_arrival(np, now, hdr.flow, ip.ecn) {
             np::Decision::SendCnp => {}
             np::Decision::CnpSuppressed | np::Decision::TableFull => {
                 self.counters.cnps_suppressed += 1;

@@ -1417,3 +1417,7 @@ impl World {
 #[cfg(test)]
 #[path = "equivalence_tests.rs"]
 mod equivalence_tests;
+
+#[cfg(test)]
+#[path = "host_equivalence_tests.rs"]
+mod host_equivalence_tests;
