@@ -38,6 +38,7 @@ fn eal() -> Vec<String> {
         "--vdev=net_null2",
         "--vdev=net_null3",
         "--vdev=net_null4",
+        "--vdev=net_null5",
         "--vdev=net_ring0",
         "--vdev=net_ring1",
     ]
@@ -144,6 +145,40 @@ fn tx_keeps_what_the_ring_cannot_take_in_order() {
     let mut back = Vec::new();
     while p.rx_burst(0, &mut back, 32).unwrap() > 0 {}
     assert_eq!(back.len(), sent);
+}
+
+/// Two workers' handles on one port, a queue pair each: both receive and transmit on their own
+/// queue, a queue already held or out of range is refused, and the device keeps running until
+/// the last handle is gone.
+#[test]
+fn a_port_is_shared_one_queue_pair_per_handle() {
+    let two = DpdkConfig {
+        rx_queues: 2,
+        tx_queues: 2,
+        ..cfg()
+    };
+    let mut a = DpdkPort::open_queues("net_null5", &two, Some(&[0])).unwrap();
+    let mut b = DpdkPort::open_queues("net_null5", &two, Some(&[1])).unwrap();
+    assert_eq!((a.caps().rx_queues, b.caps().tx_queues), (1, 1));
+    let e = DpdkPort::open_queues("net_null5", &two, Some(&[1])).unwrap_err();
+    assert!(matches!(e, DpdkError::Busy(_)), "{e}");
+    let e = DpdkPort::open("net_null5", &two).unwrap_err();
+    assert!(matches!(e, DpdkError::Busy(_)), "{e}");
+    let e = DpdkPort::open_queues("net_null5", &two, Some(&[2])).unwrap_err();
+    assert!(e.to_string().contains("queue 2"), "{e}");
+    let (mut va, mut vb) = (Vec::new(), Vec::new());
+    assert_eq!(a.rx_burst(0, &mut va, 4).unwrap(), 4);
+    assert_eq!(b.rx_burst(0, &mut vb, 4).unwrap(), 4);
+    // Local queue 1 does not exist on a one-queue handle.
+    assert_eq!(a.rx_burst(1, &mut va, 4).unwrap(), 0);
+    assert_eq!(a.tx_burst(0, &mut va).unwrap(), 4);
+    drop(a);
+    // b's queue still runs after a is gone; the port stops with b.
+    assert_eq!(b.rx_burst(0, &mut vb, 4).unwrap(), 4);
+    assert_eq!(b.tx_burst(0, &mut vb).unwrap(), 8);
+    drop(b);
+    let mut whole = DpdkPort::open("net_null5", &two).unwrap();
+    assert_eq!(whole.rx_burst(1, &mut va, 4).unwrap(), 4);
 }
 
 #[test]

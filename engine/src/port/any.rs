@@ -3,7 +3,7 @@
 //! copied once into a buffer of the transmitting port's kind.
 #[cfg(feature = "dpdk")]
 use super::dpdk::{DpdkFrame, DpdkPort};
-use super::heap::HeapFrame;
+use super::heap::{Carried, HeapFrame};
 use super::mem::MemPort;
 use super::packet::PacketPort;
 use super::xdp::{XdpFrame, XdpPort};
@@ -207,6 +207,25 @@ impl Port for AnyPort {
             AnyPort::Xdp(p) => p.alloc(len).map(AnyFrame::Xdp),
             #[cfg(feature = "dpdk")]
             AnyPort::Dpdk(p) => p.alloc(len).map(AnyFrame::Dpdk),
+        }
+    }
+
+    fn carry(frame: AnyFrame) -> Option<Carried> {
+        match frame {
+            AnyFrame::Heap(f) => Some(Carried::Heap(f)),
+            AnyFrame::Xdp(f) => Carried::copy_of(f.data()),
+            #[cfg(feature = "dpdk")]
+            AnyFrame::Dpdk(f) => Some(Carried::Dpdk(f)),
+        }
+    }
+
+    fn land(&mut self, frame: Carried) -> Option<AnyFrame> {
+        match self {
+            AnyPort::Mem(p) => p.land(frame).map(AnyFrame::Heap),
+            AnyPort::Packet(p) => p.land(frame).map(AnyFrame::Heap),
+            AnyPort::Xdp(p) => p.land(frame).map(AnyFrame::Xdp),
+            #[cfg(feature = "dpdk")]
+            AnyPort::Dpdk(p) => p.land(frame).map(AnyFrame::Dpdk),
         }
     }
 

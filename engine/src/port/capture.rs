@@ -10,6 +10,7 @@ use std::path::Path;
 
 use units::Instant;
 
+use super::heap::Carried;
 use super::{Capabilities, Frame, Port, PortError};
 use crate::time::Clock;
 
@@ -195,6 +196,14 @@ impl<P: Port> Port for Capture<P> {
 
     fn alloc(&mut self, len: usize) -> Option<P::Frame> {
         self.inner.alloc(len)
+    }
+
+    fn carry(frame: P::Frame) -> Option<Carried> {
+        P::carry(frame)
+    }
+
+    fn land(&mut self, frame: Carried) -> Option<P::Frame> {
+        self.inner.land(frame)
     }
 
     fn poll(&mut self) -> Result<(), PortError> {

@@ -1,7 +1,59 @@
 //! Heap frames: buffers owned by the global allocator. They are `Send`, so they are what
-//! crosses between cores and what ports without a device-shared pool (in-memory, AF_PACKET)
-//! hand out. Dropping one frees it.
+//! ports without a device-shared pool (in-memory, AF_PACKET) hand out, and what a frame whose
+//! own buffer cannot change core (an AF_XDP UMEM frame) is copied into to cross to another
+//! worker ([`Carried`]). Dropping one frees it.
 use super::{Frame, MAX_FRAME};
+
+/// A frame crossing to another worker's core ([`super::Port::carry`], [`super::Port::land`]):
+/// the received frame itself when its buffer may be freed from any thread (a heap buffer, a
+/// DPDK mbuf of a multi-consumer pool), else a heap copy. Dropping it frees the buffer.
+#[derive(Debug)]
+pub enum Carried {
+    Heap(HeapFrame),
+    /// An mbuf: lands on a DPDK port without a copy.
+    #[cfg(feature = "dpdk")]
+    Dpdk(super::dpdk::DpdkFrame),
+}
+
+impl Carried {
+    /// A heap copy of `bytes` (`None` above [`MAX_FRAME`]).
+    pub fn copy_of(bytes: &[u8]) -> Option<Carried> {
+        HeapFrame::copy_of(bytes).map(Carried::Heap)
+    }
+
+    /// As a heap frame: itself, or a copy of an mbuf.
+    pub fn into_heap(self) -> Option<HeapFrame> {
+        match self {
+            Carried::Heap(f) => Some(f),
+            #[cfg(feature = "dpdk")]
+            Carried::Dpdk(f) => HeapFrame::copy_of(f.data()),
+        }
+    }
+}
+
+impl Frame for Carried {
+    fn data(&self) -> &[u8] {
+        match self {
+            Carried::Heap(f) => f.data(),
+            #[cfg(feature = "dpdk")]
+            Carried::Dpdk(f) => f.data(),
+        }
+    }
+    fn data_mut(&mut self) -> &mut [u8] {
+        match self {
+            Carried::Heap(f) => f.data_mut(),
+            #[cfg(feature = "dpdk")]
+            Carried::Dpdk(f) => f.data_mut(),
+        }
+    }
+    fn set_len(&mut self, len: usize) -> usize {
+        match self {
+            Carried::Heap(f) => f.set_len(len),
+            #[cfg(feature = "dpdk")]
+            Carried::Dpdk(f) => f.set_len(len),
+        }
+    }
+}
 
 /// A frame in a heap buffer of at most [`MAX_FRAME`] octets.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -17,8 +17,9 @@
 //! - Between kinds, a frame is copied exactly once, into a buffer of the destination kind
 //!   ([`Port::import`]); the closed enum [`any::AnyPort`] does this dispatch with a `match`, never
 //!   a `dyn` call per packet.
-//! - Frames owned by a worker's pool are `!Send`; a frame that must change core is copied into a
-//!   [`heap::HeapFrame`] (which is `Send`) and crosses on a lock-free ring.
+//! - A frame that must change core crosses on a lock-free ring as a [`heap::Carried`]
+//!   ([`Port::carry`] / [`Port::land`]): heap frames and DPDK mbufs move as they are; frames
+//!   owned by a worker's pool (AF_XDP UMEM, `!Send`) are copied into a heap frame.
 //!
 //! # Call order
 //! A worker calls, per iteration: `rx_burst` on its queues, then `tx_burst` with what it wants
@@ -231,6 +232,18 @@ pub trait Port {
         let mut f = self.alloc(bytes.len())?;
         f.data_mut().copy_from_slice(bytes);
         Some(f)
+    }
+
+    /// `frame`, made ready to cross to another worker's core: moved as it is when its buffer
+    /// may be freed from any thread, else copied to the heap (`None`: it could not be).
+    fn carry(frame: Self::Frame) -> Option<heap::Carried> {
+        heap::Carried::copy_of(frame.data())
+    }
+
+    /// A frame that crossed from another worker, as a frame of this port: without a copy when
+    /// it is of this port's kind, else [`import`](Self::import)ed.
+    fn land(&mut self, frame: heap::Carried) -> Option<Self::Frame> {
+        self.import(frame.data())
     }
 }
 

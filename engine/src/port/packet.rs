@@ -10,7 +10,7 @@
 //! a tag is put back into the frame, so a port hands over frames as they were on the wire.
 use std::sync::atomic::{fence, Ordering};
 
-use super::heap::HeapFrame;
+use super::heap::{Carried, HeapFrame};
 use super::{device_mac, if_index, Capabilities, Frame, Port, PortError, PortKind, MAX_FRAME};
 
 /// Ring geometry: 2 KiB slots, 64 KiB blocks (page multiple), 2048 slots per direction.
@@ -238,6 +238,14 @@ impl Drop for PacketPort {
 
 impl Port for PacketPort {
     type Frame = HeapFrame;
+
+    fn carry(frame: HeapFrame) -> Option<Carried> {
+        Some(Carried::Heap(frame))
+    }
+
+    fn land(&mut self, frame: Carried) -> Option<HeapFrame> {
+        frame.into_heap()
+    }
 
     fn caps(&self) -> &Capabilities {
         &self.caps

@@ -121,11 +121,16 @@ pub fn cnm_frame(sampled: &[u8], src: &CnmSource, prio: u8, fb: &QcnFeedback) ->
     Some(buf)
 }
 
-/// One owned port.
+/// A worker's handle on one port: the device queues it polls, and its own transmit queue
+/// (the handle's queue 0: each worker opens the port with its own queues).
 pub struct OwnedPort<P: Port> {
     pub port: P,
-    /// Device queues this worker polls on it.
+    /// Device queues this worker polls on it (indices into the handle's queues).
     pub rx_queues: Vec<u16>,
+    /// This worker holds the port's egress (its queues live in the worker's switch core, and
+    /// it transmits); when false the worker only receives on it and frames for it cross to
+    /// the worker that does.
+    pub egress: bool,
     /// Its egress queues' limits and congestion points, until the worker hands them to its
     /// switch core (then `None`).
     pub limits: QueueLimits,
@@ -151,6 +156,7 @@ impl<P: Port> OwnedPort<P> {
         OwnedPort {
             port,
             rx_queues,
+            egress: true,
             limits,
             cp: None,
             pacer: rate.map(|r| Shaper::new(r, Shaper::default_burst(r, MAX_FRAME as u64))),

@@ -1,13 +1,19 @@
 //! One worker's share of the switch: the run-to-completion loop body (DPDK l2fwd style).
 //!
-//! A [`Worker`] owns some of the switch's ports (every device queue it polls, and the egress
-//! queues of those ports, which live in its [`SwitchCore`]). One call to [`Worker::poll`] does
+//! A [`Worker`] holds a handle on some of the switch's ports ([`OwnedPort`]: the device queues
+//! it polls, and the transmit queue it feeds, its own). For each port it either holds the
+//! port's egress (its egress queues live in the worker's [`SwitchCore`]; `OwnedPort::egress`)
+//! or hands frames for that port to the worker that does. A port whose egress keeps no state
+//! that must be seen whole (no pacer, no congestion point, no PFC) has its egress on every
+//! worker that holds it: each worker queues and transmits on its own device queue, so frames
+//! never change core (`cli::switch` decides who holds what). One call to [`Worker::poll`] does
 //! bounded work, in this order:
-//! 1. **rx -> route -> enqueue**: receive at most [`BURST`] frames per owned port queue;
+//! 1. **rx -> route -> enqueue**: receive at most [`BURST`] frames per held receive queue;
 //!    classify each once ([`routing`](super::routing)), learn its source, look up its
 //!    destination, and hand it to the core for the egress port (flooding copies it to every
-//!    other port). A frame for a port another worker owns is copied into a `Send` heap frame
-//!    and crosses on that worker's lock-free ring ([`rings`](super::rings));
+//!    other port). A frame for a port whose egress another worker holds crosses on that
+//!    worker's lock-free ring ([`rings`](super::rings)): moved as it is when its buffer may
+//!    change core (heap, DPDK mbuf), else copied ([`Port::carry`]);
 //! 2. take at most `BURST x 4` frames from its own inbound ring and learning notices;
 //! 3. **tx**: the core's due timeouts (received pauses running out, PFC refreshes); per owned
 //!    port, what the core's queues and the pacer release (at most [`BURST`]) goes to the
@@ -37,7 +43,7 @@ use super::queue::Class;
 pub use super::rings::{Crossing, Learned, Rings, CROSS_RING};
 use super::routing::{classify, Dest, Run, SameHeaders};
 use super::stats::bump;
-use crate::port::heap::HeapFrame;
+use crate::port::heap::Carried;
 use crate::port::{Frame, Port, BURST};
 use crate::wire::pfc::{emit_frame, PfcRepr, FRAME_LEN};
 use crate::wire::MacAddr;
@@ -96,7 +102,7 @@ impl<P: Port> Worker<P> {
         let n = ports.len();
         let mut core = SwitchCore::new(n);
         for (i, op) in ports.iter_mut().enumerate() {
-            if let Some(op) = op {
+            if let Some(op) = op.as_mut().filter(|op| op.egress) {
                 let cp = op.cp.take().unwrap_or_else(|| {
                     CpHook::new(&CpProfiles::none(), SeedableRng::seed_from_u64(0))
                 });
@@ -162,10 +168,10 @@ impl<P: Port> Worker<P> {
 
     /// Queues `frame` (IPv4 header at `l3`, 0: none) for egress port `e`: straight to the
     /// transmit burst while the queue is idle and the burst has room (cut-through), else
-    /// through the core; a port another worker owns gets a copy on its ring. `ingress`: the
-    /// port it was received on, `None` for a flooded copy or a frame the switch made (never
-    /// PFC-accounted). Returns whether it was passed or queued here (a refused frame is freed
-    /// here; the core or the queue counted it).
+    /// through the core; a port whose egress another worker holds gets it on that worker's
+    /// ring. `ingress`: the port it was received on, `None` for a flooded copy or a frame the
+    /// switch made (never PFC-accounted). Returns whether it was passed or queued here (a
+    /// refused frame is freed here; the core or the queue counted it).
     fn enqueue(
         &mut self,
         now: Instant,
@@ -176,9 +182,7 @@ impl<P: Port> Worker<P> {
         l3: u16,
     ) -> bool {
         let (Some(Some(op)), Some(q)) = (self.ports.get_mut(e), self.core.queue_mut(e)) else {
-            if let Some(None) = self.ports.get(e) {
-                self.cross(e, class, l3, frame.data());
-            }
+            self.cross(e, class, l3, ingress, P::carry(frame));
             return false;
         };
         if op.may_cut_through(q, class, 1) {
@@ -195,18 +199,17 @@ impl<P: Port> Worker<P> {
     }
 
     /// Queues a copy of `bytes` for egress port `e`, as [`enqueue`](Self::enqueue) does
-    /// (frames from other workers, PAUSE frames, CNMs, flooded copies). A port that cannot
-    /// take the copy (no buffer) counts a transmit drop.
+    /// (PAUSE frames, CNMs, flooded copies). A port that cannot take the copy (no buffer)
+    /// counts a transmit drop.
     fn enqueue_copy(&mut self, now: Instant, e: usize, class: Class, bytes: &[u8], l3: u16) {
         match self.ports.get_mut(e) {
-            Some(Some(op)) => match op.port.import(bytes) {
+            Some(Some(op)) if op.egress => match op.port.import(bytes) {
                 Some(f) => {
                     self.enqueue(now, None, e, class, f, l3);
                 }
                 None => bump(&op.counters.tx_drops, 1),
             },
-            Some(None) => self.cross(e, class, l3, bytes),
-            None => {}
+            _ => self.cross(e, class, l3, None, Carried::copy_of(bytes)),
         }
     }
 
@@ -241,11 +244,25 @@ impl<P: Port> Worker<P> {
         n
     }
 
-    /// Copies a frame onto the ring of the worker owning port `e`.
-    fn cross(&mut self, e: usize, class: Class, l3: u16, data: &[u8]) {
-        let ok = match (HeapFrame::copy_of(data), self.owner.get(e)) {
-            (Some(h), Some(&w)) => self.rings.frames[w]
-                .push((e as PortIdx, class, l3, h))
+    /// Hands `frame` (`None`: it could not be made ready to cross) to the ring of the worker
+    /// holding port `e`'s egress; a frame that cannot cross is freed and counted.
+    fn cross(
+        &mut self,
+        e: usize,
+        class: Class,
+        l3: u16,
+        ingress: Option<usize>,
+        frame: Option<Carried>,
+    ) {
+        let ok = match (frame, self.owner.get(e)) {
+            (Some(frame), Some(&w)) if w != self.id => self.rings.frames[w]
+                .push(Crossing::Frame {
+                    egress: e as PortIdx,
+                    class,
+                    l3,
+                    ingress: ingress.map(|i| i as PortIdx),
+                    frame,
+                })
                 .is_ok(),
             _ => false,
         };
@@ -306,10 +323,33 @@ impl<P: Port> Worker<P> {
         }
         let mut work = 0;
         for _ in 0..4 * BURST {
-            let Some((e, class, l3, h)) = self.rings.frames[self.id].pop() else {
+            let Some(c) = self.rings.frames[self.id].pop() else {
                 break;
             };
-            self.enqueue_copy(now, e as usize, class, h.data(), l3);
+            match c {
+                Crossing::Frame {
+                    egress,
+                    class,
+                    l3,
+                    ingress,
+                    frame,
+                } => {
+                    let e = usize::from(egress);
+                    let landed = match self.ports.get_mut(e) {
+                        Some(Some(op)) => op.port.land(frame).ok_or(Some(op)),
+                        _ => Err(None),
+                    };
+                    match landed {
+                        Ok(f) => {
+                            self.enqueue(now, ingress.map(usize::from), e, class, f, l3);
+                        }
+                        // No buffer for the copy on this port.
+                        Err(Some(op)) => bump(&op.counters.tx_drops, 1),
+                        Err(None) => self.cross_drops += 1,
+                    }
+                }
+                Crossing::Pause { port, pdu } => self.pause(now, usize::from(port), &pdu),
+            }
             work += 1;
         }
         for _ in 0..4 * BURST {
@@ -332,6 +372,11 @@ impl<P: Port> Worker<P> {
             let Some(op) = self.ports[e].as_mut() else {
                 continue;
             };
+            if !op.egress {
+                // Received on only: its receive rings still want refilling.
+                let _ = op.port.poll();
+                continue;
+            }
             let core = &mut self.core;
             let idle = core.queue(e).map_or(true, |q| q.is_empty());
             work += transmit(op, now, idle, || {
@@ -482,6 +527,32 @@ impl<P: Port> Worker<P> {
         (d, again.then_some(meta.payload_offset), meta.l3)
     }
 
+    /// A PFC frame received on port `i`: its pauses stop (or resume) `i`'s egress, here or at
+    /// the worker holding it.
+    fn pause(&mut self, now: Instant, i: usize, pfc: &PfcRepr) {
+        if self.core.queue(i).is_none() {
+            let ok = match self.owner.get(i) {
+                Some(&w) if w != self.id => self.rings.frames[w]
+                    .push(Crossing::Pause {
+                        port: i as PortIdx,
+                        pdu: *pfc,
+                    })
+                    .is_ok(),
+                _ => false,
+            };
+            if !ok {
+                self.cross_drops += 1;
+            }
+            return;
+        }
+        self.core.count_pfc_received(i);
+        for p in 0..units::PRIORITIES as u8 {
+            if pfc.enabled(usize::from(p)) {
+                self.core.handle_pause(now, i, p, pfc.quanta[usize::from(p)]);
+            }
+        }
+    }
+
     /// Pass two for one frame received on port `i`, routed to `d` (not a port: see
     /// [`deliver_run`](Self::deliver_run)); its IPv4 header starts at `l3`.
     fn act(&mut self, now: Instant, i: usize, d: Dest, frame: P::Frame, l3: u16, c: &mut RxCounts) {
@@ -492,13 +563,7 @@ impl<P: Port> Worker<P> {
                 // PAUSE and malformed PDUs change nothing.
                 let pdu = frame.data().get(usize::from(at)..).unwrap_or(&[]);
                 if let Ok(pfc) = PfcRepr::parse(pdu) {
-                    self.core.count_pfc_received(i);
-                    for p in 0..units::PRIORITIES as u8 {
-                        if pfc.enabled(usize::from(p)) {
-                            self.core
-                                .handle_pause(now, i, p, pfc.quanta[usize::from(p)]);
-                        }
-                    }
+                    self.pause(now, i, &pfc);
                 }
             }
             Dest::Port(e, class) => {

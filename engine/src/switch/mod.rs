@@ -10,4 +10,6 @@ pub mod forward;
 pub mod queue;
 pub mod rings;
 mod routing;
+#[cfg(test)]
+mod scale_tests;
 pub mod stats;

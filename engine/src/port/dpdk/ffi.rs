@@ -46,6 +46,9 @@ extern "C" {
     // rte_ethdev.h
     pub fn rte_eth_dev_get_port_by_name(name: *const c_char, port_id: *mut u16) -> c_int;
     pub fn rte_eth_dev_stop(port_id: u16) -> c_int;
+    pub fn rte_eth_macaddr_get(port_id: u16, mac: *mut u8) -> c_int;
+    // rte_lcore.h
+    pub fn rte_thread_register() -> c_int;
 
     // shim.c
     pub fn quench_dpdk_rx_burst(port: u16, queue: u16, pkts: *mut *mut RteMbuf, n: u16) -> u16;

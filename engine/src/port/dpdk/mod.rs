@@ -8,7 +8,10 @@
 //! - Each DPDK port has one packet mempool, created on its first open and never freed. A
 //!   [`DpdkFrame`] may therefore outlive the [`DpdkPort`] it came from: its buffer's pool is still
 //!   there to take it back.
-//! - A port is open in at most one [`DpdkPort`] at a time (a second open is refused).
+//! - A device queue is held by at most one [`DpdkPort`] at a time: a port opened whole holds
+//!   them all, [`DpdkPort::open_queues`] holds the ones it names (one worker's share of a
+//!   multi-queue port); asking for a queue already held is refused. The device is configured
+//!   and started by the first handle and stopped when the last one is dropped.
 //! - A [`DpdkFrame`] owns exactly one single-segment `rte_mbuf` and is `repr(transparent)` over
 //!   the pointer, so `rx_burst` writes mbuf pointers straight into the caller's `Vec<DpdkFrame>`
 //!   and `tx_burst` hands the vector's storage to the driver: no copy of frames, no temporary
@@ -20,7 +23,9 @@
 //! thread can own it. Threads that are not EAL lcores (quench's own workers) bypass the
 //! mempool's per-lcore cache and use its multi-producer/multi-consumer ring, which is
 //! thread-safe; each queue of a port must be polled by one thread at a time, which `&mut self`
-//! enforces.
+//! and the per-queue holding above enforce. A worker thread may register itself as an lcore
+//! ([`register_thread`]) to use the pools' per-lcore caches instead: two workers sharing one
+//! pool's ring otherwise contend on its head and tail for every burst.
 use std::collections::{HashMap, HashSet};
 use std::ffi::{CStr, CString};
 use std::os::raw::{c_char, c_int};
@@ -29,6 +34,7 @@ use std::sync::{Mutex, OnceLock};
 
 use serde::Deserialize;
 
+use super::heap::Carried;
 use super::{Capabilities, Frame, Port, PortError, PortKind, PortSpec, MAX_FRAME};
 
 pub mod ffi;
@@ -235,6 +241,30 @@ fn affinity() -> Option<libc::cpu_set_t> {
     }
 }
 
+/// Registers the calling thread as an EAL lcore (`rte_thread_register`), so that it allocates
+/// and frees mbufs through the pools' per-lcore caches; quench's worker threads call it before
+/// their first burst. Without it, every thread shares each pool's ring (correct, slower when
+/// several workers use one pool).
+pub fn register_thread() -> Result<(), DpdkError> {
+    if !matches!(EAL.get(), Some(Ok(_))) {
+        return Err(DpdkError::EalInit {
+            args: Vec::new(),
+            why: "registering a thread needs an initialised EAL".into(),
+        });
+    }
+    // Safety: the EAL is initialised; the call only assigns this thread an lcore id.
+    let rc = unsafe { ffi::rte_thread_register() };
+    if rc != 0 {
+        return Err(DpdkError::Setup {
+            name: "lcore".into(),
+            step: "rte_thread_register".into(),
+            // Safety: reads this thread's rte_errno, set by the failed call.
+            why: strerror(unsafe { ffi::quench_dpdk_errno() }),
+        });
+    }
+    Ok(())
+}
+
 /// Hot-plugs a virtual device after EAL initialisation (`rte_dev_probe`), e.g.
 /// `net_af_packet0,iface=veth0`. Drivers that open kernel objects (AF_PACKET sockets) do so in
 /// the calling thread's network namespace.
@@ -266,7 +296,8 @@ unsafe impl Send for Pool {}
 
 struct Registry {
     pools: HashMap<u16, Pool>,
-    open: HashSet<u16>,
+    /// Per started port: the device queues held by open handles.
+    open: HashMap<u16, HashSet<u16>>,
 }
 
 fn registry() -> std::sync::MutexGuard<'static, Registry> {
@@ -274,7 +305,7 @@ fn registry() -> std::sync::MutexGuard<'static, Registry> {
     REG.get_or_init(|| {
         Mutex::new(Registry {
             pools: HashMap::new(),
-            open: HashSet::new(),
+            open: HashMap::new(),
         })
     })
     .lock()
@@ -284,6 +315,12 @@ fn registry() -> std::sync::MutexGuard<'static, Registry> {
 /// One frame in an `rte_mbuf`, owned: dropping it frees the mbuf back to its pool.
 #[repr(transparent)]
 pub struct DpdkFrame(NonNull<ffi::RteMbuf>);
+
+// Safety: a frame owns its mbuf exclusively, and freeing an mbuf from any thread is sound: the
+// pools are multi-producer / multi-consumer (quench_dpdk_pool_create passes no single-thread
+// flags), and a thread that is not an EAL lcore bypasses the per-lcore caches. This is what
+// lets a frame cross to another worker ([`Port::carry`]) without a copy.
+unsafe impl Send for DpdkFrame {}
 
 impl DpdkFrame {
     fn field<T: Copy>(&self, offset: usize) -> T {
@@ -374,6 +411,10 @@ pub struct DpdkStats {
 pub struct DpdkPort {
     caps: Capabilities,
     port_id: u16,
+    /// Device queue of each local queue index (receive and transmit alike; a transmit queue
+    /// index past the device's count wraps onto its queues).
+    queues: Vec<u16>,
+    tx_queues: u16,
     pool: NonNull<ffi::RteMempool>,
     stats: DpdkStats,
 }
@@ -416,9 +457,41 @@ impl DpdkPort {
     }
 
     /// Opens ethdev `name` (a vdev name such as `net_null0`, or a PCI address), initialising
-    /// the EAL with `cfg.eal` on first use, and starts it with `cfg`'s queues and pool.
+    /// the EAL with `cfg.eal` on first use, and starts it with `cfg`'s queues and pool. The
+    /// handle holds every queue.
     pub fn open(name: &str, cfg: &DpdkConfig) -> Result<DpdkPort, DpdkError> {
+        DpdkPort::open_queues(name, cfg, None)
+    }
+
+    /// Like [`open`](Self::open), holding only the device queues `queues` (each a receive and
+    /// a transmit queue: local index `i` in `rx_burst` / `tx_burst` is device queue
+    /// `queues[i]`), so that several workers share a port, one queue pair each. The first
+    /// handle of a port configures and starts the device with all of `cfg`'s queues.
+    pub fn open_queues(
+        name: &str,
+        cfg: &DpdkConfig,
+        queues: Option<&[u16]>,
+    ) -> Result<DpdkPort, DpdkError> {
         cfg.validate()?;
+        let queues: Vec<u16> = match queues {
+            Some(q) => {
+                if let Some(&bad) = q
+                    .iter()
+                    .find(|&&x| x >= cfg.rx_queues || x >= cfg.tx_queues)
+                {
+                    return Err(DpdkError::Config {
+                        key: "dpdk.rx_queues / dpdk.tx_queues",
+                        why: format!(
+                            "{name}: queue {bad} asked for, the port has {} receive and {} \
+                             transmit queues",
+                            cfg.rx_queues, cfg.tx_queues
+                        ),
+                    });
+                }
+                q.to_vec()
+            }
+            None => (0..cfg.rx_queues).collect(),
+        };
         eal_init(&cfg.eal)?;
         let cname = CString::new(name).map_err(|_| DpdkError::NoSuchPort(name.to_string()))?;
         let mut port_id = 0u16;
@@ -428,9 +501,21 @@ impl DpdkPort {
             return Err(DpdkError::NoSuchPort(name.to_string()));
         }
         let mut reg = registry();
-        if !reg.open.insert(port_id) {
-            return Err(DpdkError::Busy(name.to_string()));
+        if let Some(held) = reg.open.get_mut(&port_id) {
+            // Started by an earlier handle: take the queues if they are free.
+            if queues.iter().any(|q| held.contains(q)) {
+                return Err(DpdkError::Busy(name.to_string()));
+            }
+            held.extend(queues.iter().copied());
+            let pool = reg.pools.get(&port_id).map(|p| p.0);
+            let pool = pool.ok_or_else(|| DpdkError::Busy(name.to_string()))?;
+            let mut mac = [0u8; 6];
+            // Safety: port_id names a started ethdev and mac has room for 6 octets.
+            unsafe { ffi::rte_eth_macaddr_get(port_id, mac.as_mut_ptr()) };
+            return Ok(DpdkPort::handle(name, port_id, pool, mac, queues, cfg));
         }
+        reg.open
+            .insert(port_id, queues.iter().copied().collect::<HashSet<u16>>());
         let mut setup = || -> Result<(NonNull<ffi::RteMempool>, [u8; 6]), DpdkError> {
             let pool = match reg.pools.get(&port_id) {
                 Some(p) => p.0,
@@ -478,21 +563,35 @@ impl DpdkPort {
             reg.open.remove(&port_id);
         }
         let (pool, mac) = res?;
-        Ok(DpdkPort {
+        Ok(DpdkPort::handle(name, port_id, pool, mac, queues, cfg))
+    }
+
+    fn handle(
+        name: &str,
+        port_id: u16,
+        pool: NonNull<ffi::RteMempool>,
+        mac: [u8; 6],
+        queues: Vec<u16>,
+        cfg: &DpdkConfig,
+    ) -> DpdkPort {
+        let n = queues.len() as u16;
+        DpdkPort {
             caps: Capabilities {
                 name: name.to_string(),
                 kind: PortKind::Dpdk,
-                rx_queues: cfg.rx_queues,
-                tx_queues: cfg.tx_queues,
+                rx_queues: n,
+                tx_queues: n.min(cfg.tx_queues),
                 max_frame: MAX_FRAME,
                 zero_copy: true,
                 mode: "pmd".to_string(),
                 mac: Some(crate::wire::MacAddr::from(mac)),
             },
             port_id,
+            queues,
+            tx_queues: cfg.tx_queues,
             pool,
             stats: DpdkStats::default(),
-        })
+        }
     }
 
     /// The ethdev port id.
@@ -543,10 +642,23 @@ fn create_pool(
 
 impl Drop for DpdkPort {
     fn drop(&mut self) {
-        // Safety: the port was started by `open` and is held only by self. Stopping releases
-        // the mbufs the driver holds back to the pool, which outlives the port.
-        unsafe { ffi::rte_eth_dev_stop(self.port_id) };
-        registry().open.remove(&self.port_id);
+        let mut reg = registry();
+        let last = match reg.open.get_mut(&self.port_id) {
+            Some(held) => {
+                for q in &self.queues {
+                    held.remove(q);
+                }
+                held.is_empty()
+            }
+            None => true,
+        };
+        if last {
+            // Safety: the port was started by the first handle and no other handle is left.
+            // Stopping releases the mbufs the driver holds back to the pool, which outlives
+            // the port.
+            unsafe { ffi::rte_eth_dev_stop(self.port_id) };
+            reg.open.remove(&self.port_id);
+        }
     }
 }
 
@@ -569,6 +681,9 @@ impl Port for DpdkPort {
         out: &mut Vec<DpdkFrame>,
         max: usize,
     ) -> Result<usize, PortError> {
+        let Some(&queue) = self.queues.get(usize::from(queue)) else {
+            return Ok(0);
+        };
         let max = max.min(usize::from(u16::MAX));
         out.reserve(max);
         let old = out.len();
@@ -600,6 +715,10 @@ impl Port for DpdkPort {
     }
 
     fn tx_burst(&mut self, queue: u16, frames: &mut Vec<DpdkFrame>) -> Result<usize, PortError> {
+        let Some(&queue) = self.queues.get(usize::from(queue)) else {
+            return Ok(0);
+        };
+        let queue = queue % self.tx_queues;
         let len = frames.len();
         let mut sent = 0usize;
         while sent < len {
@@ -627,6 +746,17 @@ impl Port for DpdkPort {
         }
         self.stats.tx_frames += sent as u64;
         Ok(sent)
+    }
+
+    fn carry(frame: DpdkFrame) -> Option<Carried> {
+        Some(Carried::Dpdk(frame))
+    }
+
+    fn land(&mut self, frame: Carried) -> Option<DpdkFrame> {
+        match frame {
+            Carried::Dpdk(f) => Some(f),
+            other => self.import(other.data()),
+        }
     }
 
     fn alloc(&mut self, len: usize) -> Option<DpdkFrame> {

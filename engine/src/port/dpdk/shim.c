@@ -132,6 +132,19 @@ int quench_dpdk_port_setup(uint16_t port, uint16_t nrx, uint16_t ntx, uint16_t d
 		*step = "queue count (device maximum)";
 		return -EINVAL;
 	}
+	/*
+	 * Several receive queues: RSS spreads flows over them by a hash of their IP addresses and
+	 * ports, so a flow stays on one queue (one worker). A device without RSS (net_null) fills
+	 * each queue on its own.
+	 */
+	if (nrx > 1) {
+		uint64_t hf = info.flow_type_rss_offloads &
+			      (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP | RTE_ETH_RSS_UDP);
+		if (hf != 0) {
+			conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+			conf.rx_adv_conf.rss_conf.rss_hf = hf;
+		}
+	}
 	*step = "rte_eth_dev_configure";
 	rc = rte_eth_dev_configure(port, nrx, ntx, &conf);
 	if (rc != 0)

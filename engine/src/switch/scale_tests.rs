@@ -1,0 +1,399 @@
+//! N workers against one on the same input (in-memory ports, virtual time): every frame is
+//! forwarded or counted exactly once, learning converges, and the congestion point's and
+//! PFC's decisions are those of the one-worker switch.
+//!
+//! The switch has four ports; each port has one queue per worker (worker `w` holds queue `w`
+//! of every port, as `quench switch` spreads a multi-queue port), and the input goes to a
+//! queue by a hash of the flow, as RSS would, so a flow stays on one worker. Port 3 is a
+//! 40 Mbit/s bottleneck with QCN and RED on priority 3: its egress is held by worker 0 alone
+//! (a pacer and a congestion point must see the port whole), so frames for it from other
+//! workers cross. With PFC on, worker 0 holds every port's egress (PFC accounts a frame to its
+//! ingress port in whichever egress queue it waits). The plain ports' egress is on every
+//! worker.
+//!
+//! The input is seeded and has one flow per tick (a burst of 1 to 8 frames, or a PFC
+//! frame from port 3's peer): within a tick, frames then reach each egress queue in the same
+//! order with one worker or N, which is what makes the decisions comparable frame for frame.
+//! Per tick the workers are polled from the last to worker 0, so what crosses to worker 0 is
+//! queued in the same tick, as with one worker.
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use rand_xoshiro::rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use units::{Duration, Ecn, Instant, Rate};
+
+use super::core::{CpCounters, CpProfiles, PfcCounters};
+use super::fdb::{Fdb, Lookup, DEFAULT_CAPACITY};
+use super::forward::{OwnedPort, Rings, Worker};
+use super::queue::QueueLimits;
+use super::stats::{FdbCounters, PortCounters};
+use crate::port::mem::{MemPeer, MemPort};
+use crate::wire::pfc::{emit_frame, PfcRepr};
+use crate::wire::MacAddr;
+
+const PORTS: usize = 4;
+const BOTTLENECK: usize = 3;
+/// Stations: station `k` is behind port `k % PORTS`.
+const STATIONS: usize = 8;
+
+fn station(k: usize) -> MacAddr {
+    MacAddr(2, 0, 0, 0, 0x50, k as u8)
+}
+
+/// A 1000-octet IPv4 frame (ECT(0)) from station `src` to `dst` at priority `pcp`; `seq` in
+/// the test header and in the last payload octets, so each frame is unique.
+fn frame(src: usize, dst: usize, pcp: u8, seq: u32) -> Vec<u8> {
+    let flow = (src * STATIONS + dst) as u32;
+    let mut f = crate::recv::worker::test_frame(flow, u64::from(seq), 0, Ecn::Ect0, None);
+    f[..6].copy_from_slice(&station(dst).octets());
+    f[6..12].copy_from_slice(&station(src).octets());
+    f[14] = pcp << 5;
+    let n = f.len();
+    f[n - 4..].copy_from_slice(&seq.to_be_bytes());
+    f
+}
+
+fn pause(quanta: u16) -> Vec<u8> {
+    let mut b = vec![0u8; 64];
+    let n = emit_frame(station(BOTTLENECK), &PfcRepr::pause(1 << 3, quanta), &mut b).unwrap();
+    b.truncate(n);
+    b
+}
+
+/// One tick's input: frames for port `port`, flow hash `hash` (which queue takes them).
+struct Tick {
+    port: usize,
+    hash: usize,
+    frames: Vec<Vec<u8>>,
+}
+
+/// The seeded input: first every station sends once (learning, flooding), then random flows,
+/// a PFC frame from port 3's peer now and then.
+fn input(seed: u64, ticks: usize) -> Vec<Tick> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let mut out = Vec::new();
+    let mut seq = 0u32;
+    for s in 0..STATIONS {
+        seq += 1;
+        let d = (s + 1) % STATIONS;
+        out.push(Tick {
+            port: s % PORTS,
+            hash: s,
+            frames: vec![frame(s, d, 0, seq)],
+        });
+    }
+    for _ in 0..ticks {
+        let r = rng.next_u64();
+        if r % 23 == 0 {
+            let quanta = if r % 2 == 0 { 0 } else { 200 };
+            out.push(Tick {
+                port: BOTTLENECK,
+                hash: (r >> 8) as usize,
+                frames: vec![pause(quanta)],
+            });
+            continue;
+        }
+        let src = (r >> 8) as usize % STATIONS;
+        let mut dst = (r >> 16) as usize % STATIONS;
+        if dst % PORTS == src % PORTS {
+            // Mostly towards the bottleneck; a few to a station behind the source's own port
+            // (filtered).
+            dst = if r % 5 == 0 { dst } else { BOTTLENECK };
+        }
+        let pcp = if r % 3 == 0 { 1 } else { 3 };
+        let n = 1 + (r >> 24) as usize % 8;
+        let frames = (0..n)
+            .map(|_| {
+                seq += 1;
+                frame(src, dst, pcp, seq)
+            })
+            .collect();
+        out.push(Tick {
+            port: src % PORTS,
+            hash: src * 31 + dst * 7 + usize::from(pcp),
+            frames,
+        });
+    }
+    out
+}
+
+fn cp_profiles() -> CpProfiles {
+    CpProfiles {
+        prio_mask: 1 << 3,
+        qcn: Some(
+            cp::qcn::QcnCpProfile::new(&cp::qcn::QcnCpParams {
+                queue_size_set_point: 10_000,
+                min_sample_base: 15_000,
+                ..Default::default()
+            })
+            .unwrap(),
+        ),
+        red: Some(
+            cp::red::RedProfile::new(&cp::red::RedParams {
+                kmax_bytes: 30_000,
+                pmax: 0.4,
+                ..Default::default()
+            })
+            .unwrap(),
+        ),
+        ..CpProfiles::none()
+    }
+}
+
+fn pfc_profile() -> cp::pfc::PfcProfile {
+    cp::pfc::PfcProfile::new(&cp::pfc::PfcParams {
+        ports: PORTS as u16,
+        lossless_priorities: vec![3],
+        threshold: cp::pfc::ThresholdMode::Static,
+        xoff_bytes: 20_000,
+        xon_bytes: 10_000,
+        headroom_bytes: 12_000,
+        link_rate: Rate::from_gbps(1),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+/// A switch of `n` workers: the workers, the peers (`peers[port][worker]`), each worker's
+/// counters per port.
+struct Switch {
+    workers: Vec<Worker<MemPort>>,
+    peers: Vec<Vec<MemPeer>>,
+    counters: Vec<Vec<Arc<PortCounters>>>,
+}
+
+fn switch(n: usize, pfc: bool) -> Switch {
+    let rate = Rate::from_mbps(40);
+    let rings = Rings::new(n);
+    let owner = vec![0; PORTS];
+    let mut peers: Vec<Vec<MemPeer>> = (0..PORTS).map(|_| Vec::new()).collect();
+    let mut counters = Vec::new();
+    let mut workers = Vec::new();
+    for w in 0..n {
+        let mut ports = Vec::new();
+        let mut cs = Vec::new();
+        for (p, peers_p) in peers.iter_mut().enumerate() {
+            let (port, peer) = MemPort::with_peer(&format!("p{p}q{w}"));
+            peers_p.push(peer);
+            let c = Arc::new(PortCounters::default());
+            cs.push(c.clone());
+            let stateful = p == BOTTLENECK || pfc;
+            // The bottleneck's data classes hold 64 frames: the lossy priority overflows.
+            let limits = QueueLimits {
+                data_bytes: if p == BOTTLENECK { 64_000 } else { 256 * 1024 },
+                ..QueueLimits::default()
+            };
+            let mut op = OwnedPort::new(
+                port,
+                vec![0],
+                limits,
+                (p == BOTTLENECK).then_some(rate),
+                c,
+            );
+            op.egress = !stateful || w == 0;
+            if p == BOTTLENECK {
+                op.cp = Some(super::egress::CpHook::new(
+                    &cp_profiles(),
+                    SeedableRng::seed_from_u64(7),
+                ));
+            }
+            ports.push(Some(op));
+        }
+        let fdb = Fdb::new(Duration::from_secs(60), DEFAULT_CAPACITY);
+        let fc = Arc::new(FdbCounters::default());
+        let mut wk = Worker::new(w, ports, owner.clone(), rings.clone(), fdb, fc);
+        if pfc {
+            let rates = [Rate::from_gbps(1), Rate::from_gbps(1), Rate::from_gbps(1), rate];
+            wk.set_pfc(pfc_profile(), &rates, &[]);
+        }
+        workers.push(wk);
+        counters.push(cs);
+    }
+    Switch {
+        workers,
+        peers,
+        counters,
+    }
+}
+
+/// What a run produced: per port, the frames out (port 3's in order, the others sorted: they
+/// leave on several queues), and the decisions and counts to compare.
+#[derive(Debug, PartialEq, Eq)]
+struct Outcome {
+    bottleneck_out: Vec<Vec<u8>>,
+    other_out: Vec<Vec<Vec<u8>>>,
+    cp: CpCounters,
+    pfc: Vec<PfcCounters>,
+    rx_pkts: Vec<u64>,
+    rx_drops: Vec<u64>,
+    queue_drops: u64,
+    /// Frames still queued at the end.
+    queued: u64,
+    /// Per station, where the workers' tables put it (they all agree).
+    learned: Vec<Lookup>,
+}
+
+fn run(n: usize, pfc: bool, input: &[Tick]) -> Outcome {
+    let mut sw = switch(n, pfc);
+    let mut now = Instant::from_nanos(1_000_000);
+    let tick = Duration::from_micros(100);
+    let mut bottleneck_out = Vec::new();
+    let mut other_out: Vec<Vec<Vec<u8>>> = vec![Vec::new(); PORTS];
+    let mut collect = |sw: &Switch| {
+        for (p, qs) in sw.peers.iter().enumerate() {
+            for q in qs {
+                let got = q.drain();
+                if p == BOTTLENECK {
+                    bottleneck_out.extend(got);
+                } else {
+                    other_out[p].extend(got);
+                }
+            }
+        }
+    };
+    // The input, then enough ticks to drain the bottleneck.
+    for k in 0..input.len() + 4000 {
+        if let Some(t) = input.get(k) {
+            let q = t.hash % n;
+            for f in &t.frames {
+                assert!(sw.peers[t.port][q].send(f));
+            }
+        }
+        for w in (0..n).rev() {
+            sw.workers[w].poll(now);
+        }
+        collect(&sw);
+        now += tick;
+    }
+    for w in &sw.workers {
+        assert_eq!(w.cross_drops, 0);
+    }
+    for o in &mut other_out {
+        o.sort();
+    }
+    let ld = |f: fn(&PortCounters) -> &std::sync::atomic::AtomicU64, p: usize| -> u64 {
+        sw.counters
+            .iter()
+            .map(|cs| f(&cs[p]).load(Ordering::Relaxed))
+            .sum()
+    };
+    let learned = (0..STATIONS)
+        .map(|s| {
+            let l = sw.workers[0].fdb.lookup(now, station(s));
+            for w in &mut sw.workers {
+                assert_eq!(w.fdb.lookup(now, station(s)), l, "station {s}, worker {}", w.id);
+            }
+            l
+        })
+        .collect();
+    let core0 = &sw.workers[0].core;
+    let q3 = core0.queue(BOTTLENECK).unwrap();
+    Outcome {
+        bottleneck_out,
+        other_out,
+        cp: q3.hook().counters(),
+        pfc: (0..PORTS).map(|p| core0.pfc_counters(p)).collect(),
+        rx_pkts: (0..PORTS).map(|p| ld(|c| &c.rx_pkts, p)).collect(),
+        rx_drops: (0..PORTS).map(|p| ld(|c| &c.rx_drops, p)).collect(),
+        queue_drops: queues(&sw, |s| s.drop_pkts),
+        queued: queues(&sw, |s| s.depth_pkts),
+        learned,
+    }
+}
+
+/// `stat` summed over every class of every egress queue of every worker.
+fn queues(sw: &Switch, stat: fn(&super::queue::ClassStats) -> u64) -> u64 {
+    sw.workers
+        .iter()
+        .flat_map(|w| (0..PORTS).filter_map(|p| w.core.queue(p)))
+        .flat_map(|q| q.stats().iter().map(stat).collect::<Vec<_>>())
+        .sum()
+}
+
+/// The data frames of `input` (after the learning round) by their sequence number: source,
+/// destination station.
+fn data_frames(input: &[Tick]) -> BTreeMap<u32, (usize, usize)> {
+    let mut m = BTreeMap::new();
+    for t in &input[STATIONS..] {
+        for f in &t.frames {
+            if f.len() < 100 {
+                continue; // PFC
+            }
+            let n = f.len();
+            let seq = u32::from_be_bytes(f[n - 4..].try_into().unwrap());
+            let s = (0..STATIONS).find(|&s| station(s).octets() == f[6..12]).unwrap();
+            let d = (0..STATIONS).find(|&s| station(s).octets() == f[..6]).unwrap();
+            m.insert(seq, (s, d));
+        }
+    }
+    m
+}
+
+fn check_exactly_once(input: &[Tick], o: &Outcome, pfc: bool) {
+    let frames = data_frames(input);
+    let mut seen: BTreeMap<u32, usize> = BTreeMap::new();
+    let outs = o.other_out.iter().enumerate().map(|(p, v)| (p, v.as_slice()));
+    for (p, out) in outs.chain(std::iter::once((BOTTLENECK, o.bottleneck_out.as_slice()))) {
+        for f in out.iter().filter(|f| f.len() > 100) {
+            let n = f.len();
+            let seq = u32::from_be_bytes(f[n - 4..].try_into().unwrap());
+            if let Some(&(_, d)) = frames.get(&seq) {
+                assert_eq!(d % PORTS, p, "frame {seq} out of the wrong port");
+                *seen.entry(seq).or_default() += 1;
+            }
+        }
+    }
+    assert!(seen.values().all(|&c| c == 1), "a frame forwarded twice");
+    assert_eq!(o.queued, 0, "the bottleneck did not drain");
+    let filtered = frames.values().filter(|(s, d)| s % PORTS == d % PORTS).count() as u64;
+    let lost = (frames.len() - seen.len()) as u64;
+    let headroom: u64 = o.pfc.iter().map(|c| c.headroom_drops).sum();
+    // Every data frame left once, or was counted: filtered (a receive drop), or dropped at the
+    // bottleneck's queue or for want of PFC headroom. rx_drops also counts the PFC frames.
+    // Without PFC a PFC frame is dropped as it arrives (with PFC it is consumed, not dropped).
+    let pauses = input.iter().filter(|t| t.frames[0].len() < 100).count() as u64;
+    let pauses = if pfc { 0 } else { pauses };
+    assert_eq!(o.rx_drops.iter().sum::<u64>(), filtered + pauses);
+    assert_eq!(lost, filtered + o.queue_drops + headroom, "pfc {pfc}");
+    let sent: usize = input.iter().map(|t| t.frames.len()).sum();
+    assert_eq!(o.rx_pkts.iter().sum::<u64>(), sent as u64);
+}
+
+fn n_workers_equal_one(pfc: bool) {
+    let input = input(if pfc { 11 } else { 5 }, 400);
+    let one = run(1, pfc, &input);
+    check_exactly_once(&input, &one, pfc);
+    // The input congests the bottleneck: the decisions compared are not all zero.
+    assert!(one.cp.cnms > 0 && one.cp.ce_marks > 0, "{:?}", one.cp);
+    if pfc {
+        assert!(one.pfc[0].xoff_sent + one.pfc[1].xoff_sent + one.pfc[2].xoff_sent > 0);
+        assert!(one.pfc[BOTTLENECK].pauses_received > 0);
+    } else {
+        assert!(one.queue_drops > 0, "{} {}", one.bottleneck_out.len(), data_frames(&input).len());
+    }
+    for n in [2, 3] {
+        let many = run(n, pfc, &input);
+        check_exactly_once(&input, &many, pfc);
+        // Learning converged: every worker puts every station behind its port.
+        for (s, l) in many.learned.iter().enumerate() {
+            assert_eq!(*l, Lookup::Port((s % PORTS) as _), "station {s}");
+        }
+        assert_eq!(many.bottleneck_out.len(), one.bottleneck_out.len(), "{n} workers");
+        assert!(many.bottleneck_out == one.bottleneck_out, "{n} workers: bottleneck differs");
+        assert_eq!(many.cp, one.cp, "{n} workers");
+        assert_eq!(many.pfc, one.pfc, "{n} workers");
+        assert_eq!(many, one, "{n} workers");
+    }
+}
+
+#[test]
+fn n_workers_forward_and_decide_as_one_with_a_congestion_point() {
+    n_workers_equal_one(false);
+}
+
+#[test]
+fn n_workers_forward_and_decide_as_one_with_pfc() {
+    n_workers_equal_one(true);
+}
