@@ -21,16 +21,27 @@
 //! each side, 64, 576 or 1500 octets long. The C loop builds the same ports and the same
 //! frames with its own `--mix`.
 //!
-//! Usage: `cargo bench -p engine --features dpdk --bench dpdk_fwd -- SECONDS [--mix] EAL-ARGS...`
-//! (EAL args must create net_null0 and net_null1; `-l CPU` also pins this thread to CPU, as
-//! rte_eal_init pins the C loop's main thread.)
+//! `--workers N` (net_null only) runs N workers, each on its own thread and core (`--cores
+//! A,B,...`, default: the `-l` CPU and the ones after it), each holding one receive / transmit
+//! queue pair of both ports (`DpdkPort::open_queues`: the ports get N queues) and registered as
+//! an EAL lcore (mbuf caches per worker). Every worker holds both ports' egress, so no frame
+//! changes core; with `--cross`, worker `w` holds only port `w % 2`'s egress (as for a port
+//! with a pacer or a congestion point), so the frames a worker receives for the other port,
+//! half of them, cross to the worker holding it on the lock-free ring (an mbuf pointer, no
+//! copy). Prints `quench_workers workers=N cross=0|1 ... mpps=<Mpps>`.
+//!
+//! Usage: `cargo bench -p engine --features dpdk --bench dpdk_fwd -- SECONDS [--mix]
+//! [--workers N [--cross] [--cores LIST]] EAL-ARGS...` (EAL args must create net_null0 and
+//! net_null1; `-l CPU` also pins this thread to CPU, as rte_eal_init pins the C loop's main
+//! thread.)
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use engine::port::dpdk::{self, DpdkConfig, DpdkPort};
 use engine::port::{Frame, Port};
 use engine::switch::fdb::DEFAULT_AGEING;
-use engine::switch::forward::{OwnedPort, Worker};
+use engine::switch::fdb::{Fdb, DEFAULT_CAPACITY};
+use engine::switch::forward::{links, OwnedPort, Worker};
 use engine::switch::queue::QueueLimits;
 use engine::switch::stats::PortCounters;
 use engine::time::Clock;
@@ -162,19 +173,200 @@ mod mix {
     }
 }
 
+/// Pins the calling thread to `cpu`.
+fn pin(cpu: usize) {
+    // Safety: cpu_set_t is plain data; CPU_SET checks cpu against CPU_SETSIZE; pid 0 is this
+    // thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// CPU time the calling thread has had, in seconds (CLOCK_THREAD_CPUTIME_ID): on a loaded
+/// machine a worker gets less than its wall-clock time, and frames per CPU-second still
+/// compare.
+fn thread_cpu_secs() -> f64 {
+    // Safety: timespec is plain data and a valid out pointer for clock_gettime.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // Safety: as above; the clock id is a constant the kernel knows.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// Polls `worker` for `seconds`; returns the seconds it ran.
+fn run(worker: &mut Worker<DpdkPort>, seconds: f64) -> f64 {
+    let clock = Clock::new();
+    let start = clock.now();
+    let stop = Instant::from_nanos(start.as_nanos() + (seconds * 1e9) as u64);
+    let mut now = start;
+    while now < stop {
+        for _ in 0..1024 {
+            now = clock.now();
+            worker.poll(now);
+        }
+    }
+    worker.shutdown();
+    now.saturating_since(start).as_secs_f64()
+}
+
+/// `--workers N`: N threads over queue pairs of net_null0 and net_null1 (see the module docs).
+/// Returns per worker the seconds it ran, the CPU-seconds it had, and its crossings dropped.
+fn run_workers(
+    n: usize,
+    cross: bool,
+    cores: &[usize],
+    seconds: f64,
+    cfg: &DpdkConfig,
+    counters: &[Vec<Arc<PortCounters>>],
+) -> anyhow::Result<Vec<(f64, f64, u64)>> {
+    let cfg = DpdkConfig {
+        rx_queues: n as u16,
+        tx_queues: n as u16,
+        // rx_queues x descriptors + 2048, rounded up to 2^k - 1 (DpdkConfig::validate).
+        mbufs: ((n as u32 * 1024 + 4096).next_power_of_two() - 1).max(cfg.mbufs),
+        ..cfg.clone()
+    };
+    let names = ["net_null0", "net_null1"];
+    let mut handles = Vec::new();
+    for w in 0..n {
+        let mut ps = Vec::new();
+        for name in names {
+            ps.push(DpdkPort::open_queues(name, &cfg, Some(&[w as u16]))?);
+        }
+        handles.push(ps);
+    }
+    prime(&mut handles[0][0], B, A);
+    prime(&mut handles[0][1], A, B);
+    let mut links = links(n).into_iter();
+    // With crossing, port p's egress is worker (p % n)'s alone.
+    let owner: Vec<usize> = (0..2).map(|p| if cross { p % n } else { 0 }).collect();
+    let mut threads = Vec::new();
+    for (w, ps) in handles.into_iter().enumerate() {
+        let owned = ps
+            .into_iter()
+            .zip(&counters[w])
+            .enumerate()
+            .map(|(p, (port, c))| {
+                let mut op = OwnedPort::new(port, vec![0], QueueLimits::default(), None, c.clone());
+                op.egress = !cross || owner[p] == w;
+                Some(op)
+            })
+            .collect();
+        let fdb = Fdb::new(DEFAULT_AGEING, DEFAULT_CAPACITY);
+        let wl = links.next().ok_or_else(|| anyhow::anyhow!("links"))?;
+        let mut worker = Worker::new(w, owned, owner.clone(), wl, fdb, Arc::default());
+        let cpu = cores[w % cores.len()];
+        threads.push(std::thread::spawn(move || -> anyhow::Result<(f64, f64, u64)> {
+            dpdk::register_thread()?;
+            pin(cpu);
+            let cpu0 = thread_cpu_secs();
+            let secs = run(&mut worker, seconds);
+            anyhow::Ok((secs, thread_cpu_secs() - cpu0, worker.cross_drops))
+        }));
+    }
+    let mut out = Vec::new();
+    for t in threads {
+        out.push(
+            t.join()
+                .map_err(|_| anyhow::anyhow!("a worker panicked"))??,
+        );
+    }
+    Ok(out)
+}
+
 fn main() -> anyhow::Result<()> {
     let mut args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| a != "--bench")
         .collect();
-    let usage = || anyhow::anyhow!("usage: dpdk_fwd SECONDS [--mix] EAL-ARGS...");
+    let usage = || {
+        anyhow::anyhow!(
+            "usage: dpdk_fwd SECONDS [--mix] [--workers N [--cross] [--cores LIST]] EAL-ARGS..."
+        )
+    };
     let seconds: f64 = args.first().ok_or_else(usage)?.parse()?;
-    let with_mix = args.get(1).is_some_and(|a| a == "--mix");
-    let eal = args.split_off(if with_mix { 2 } else { 1 });
+    let mut eal = args.split_off(1);
+    let mut with_mix = false;
+    let mut workers = None;
+    let mut cross = false;
+    let mut cores: Vec<usize> = Vec::new();
+    while let Some(a) = eal.first().cloned() {
+        match a.as_str() {
+            "--mix" => with_mix = true,
+            "--cross" => cross = true,
+            "--workers" | "--cores" => {
+                let v = eal.get(1).ok_or_else(usage)?.clone();
+                if a == "--workers" {
+                    workers = Some(v.parse::<usize>().map_err(|_| usage())?);
+                } else {
+                    cores = v
+                        .split(',')
+                        .map(|c| c.parse::<usize>().map_err(|_| usage()))
+                        .collect::<Result<_, _>>()?;
+                }
+                eal.remove(0);
+            }
+            _ => break,
+        }
+        eal.remove(0);
+    }
     let cfg = DpdkConfig {
         eal: eal.clone(),
         ..DpdkConfig::default()
     };
+    let cpu = eal
+        .iter()
+        .position(|a| a == "-l")
+        .and_then(|i| eal.get(i + 1))
+        .and_then(|c| c.parse::<usize>().ok());
+    if let Some(n) = workers {
+        anyhow::ensure!(n >= 1 && !with_mix, "--workers takes N >= 1, without --mix");
+        if cores.is_empty() {
+            let first = cpu.unwrap_or(0);
+            let ncpu = std::thread::available_parallelism().map_or(1, |c| c.get());
+            cores = (0..n).map(|w| (first + w) % ncpu).collect();
+        }
+        dpdk::eal_init(&eal)?;
+        let counters: Vec<Vec<Arc<PortCounters>>> = (0..n)
+            .map(|_| (0..2).map(|_| Arc::default()).collect())
+            .collect();
+        let runs = run_workers(n, cross, &cores, seconds, &cfg, &counters)?;
+        let secs = runs.iter().map(|r| r.0).fold(0.0, f64::max);
+        let cpu: f64 = runs.iter().map(|r| r.1).sum();
+        let cross_drops: u64 = runs.iter().map(|r| r.2).sum();
+        let sum = |f: fn(&PortCounters) -> u64| -> u64 {
+            counters.iter().flatten().map(|c| f(c)).sum()
+        };
+        let sent = sum(|c| c.tx_pkts.load(Ordering::Relaxed));
+        let rx_drops = sum(|c| c.rx_drops.load(Ordering::Relaxed));
+        let queue_drops = sum(|c| {
+            c.classes
+                .iter()
+                .map(|q| q.drop_pkts.load(Ordering::Relaxed))
+                .sum()
+        });
+        let per: Vec<String> = counters
+            .iter()
+            .map(|cs| {
+                let n: u64 = cs.iter().map(|c| c.rx_pkts.load(Ordering::Relaxed)).sum();
+                format!("{:.2}", n as f64 / secs / 1e6)
+            })
+            .collect();
+        // Frames per CPU-second of all workers: what the workers would forward with a core
+        // each to themselves (the figure a loaded machine still gives).
+        println!(
+            "quench_workers workers={n} cross={} cores={cores:?} frames={sent} seconds={secs:.3} \
+             cpu_seconds={cpu:.3} rx_mpps_per_worker={} cross_drops={cross_drops} \
+             queue_drops={queue_drops} rx_drops={rx_drops} mpps_per_cpu={:.2} mpps={:.2}",
+            u8::from(cross),
+            per.join(","),
+            sent as f64 / cpu / 1e6,
+            sent as f64 / secs / 1e6
+        );
+        return Ok(());
+    }
     let names = if with_mix {
         dpdk::eal_init(&eal)?;
         mix::create_ports()?;
@@ -184,19 +376,8 @@ fn main() -> anyhow::Result<()> {
     };
     let mut p0 = DpdkPort::open(names[0], &cfg)?;
     let mut p1 = DpdkPort::open(names[1], &cfg)?;
-    if let Some(cpu) = eal
-        .iter()
-        .position(|a| a == "-l")
-        .and_then(|i| eal.get(i + 1))
-        .and_then(|c| c.parse::<usize>().ok())
-    {
-        // Safety: cpu_set_t is plain data; CPU_SET checks cpu against CPU_SETSIZE; pid 0 is
-        // this thread.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-        }
+    if let Some(cpu) = cpu {
+        pin(cpu);
     }
     if with_mix {
         mix::seed(&mut p0, &mut p1)?;
@@ -212,18 +393,7 @@ fn main() -> anyhow::Result<()> {
         .map(|(p, c)| OwnedPort::new(p, vec![0], QueueLimits::default(), None, c.clone()))
         .collect();
     let mut worker = Worker::single(owned, DEFAULT_AGEING);
-    let clock = Clock::new();
-    let start = clock.now();
-    let stop = Instant::from_nanos(start.as_nanos() + (seconds * 1e9) as u64);
-    let mut now = start;
-    while now < stop {
-        for _ in 0..1024 {
-            now = clock.now();
-            worker.poll(now);
-        }
-    }
-    worker.shutdown();
-    let secs = now.saturating_since(start).as_secs_f64();
+    let secs = run(&mut worker, seconds);
     let sum = |f: fn(&PortCounters) -> u64| counters.iter().map(|c| f(c)).sum::<u64>();
     let sent = sum(|c| c.tx_pkts.load(Ordering::Relaxed));
     let rx_drops = sum(|c| c.rx_drops.load(Ordering::Relaxed));

@@ -20,7 +20,7 @@ use crate::port::{device_queues, if_index, Capabilities, PortError, PortKind};
 use crate::switch::config::{PortProfile, SwitchConfig, SwitchProfile};
 use crate::switch::control::ControlSocket;
 use crate::switch::fdb::{Fdb, PortIdx, DEFAULT_CAPACITY};
-use crate::switch::forward::{OwnedPort, Rings, Worker};
+use crate::switch::forward::{links, OwnedPort, Worker};
 use crate::switch::stats::{FdbCounters, PortCounters, PortInfo, Registry};
 use crate::time::Clock;
 use crate::wire::MacAddr;
@@ -166,14 +166,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .map(|_| Arc::new(PortCounters::default()))
         .collect();
     let fdb_counters: Vec<Arc<FdbCounters>> = (0..workers).map(|_| Arc::default()).collect();
-    let rings = Rings::new(workers);
+    let mut links = links(workers).into_iter();
     let (ready_tx, ready_rx) = mpsc::channel::<Result<Vec<(usize, Capabilities)>, String>>();
     let mut handles = Vec::new();
     for (w, units) in plan.into_iter().enumerate() {
         let profile = profile.clone();
         let owner = owner.clone();
         let counters = counters.clone();
-        let rings = rings.clone();
+        let links = links.next().context("a worker's links")?;
         let stop = stop.clone();
         let ready = ready_tx.clone();
         let captures = captures.clone();
@@ -233,7 +233,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             for &(mac, port) in &profile.static_macs {
                 fdb.add_static(mac, port as PortIdx);
             }
-            let mut wk = Worker::new(w, ports, owner, rings, fdb, fdb_w);
+            let mut wk = Worker::new(w, ports, owner, links, fdb, fdb_w);
             if let Some(pfc) = &profile.pfc {
                 // Quanta are bit times of the receiving port: its egress rate if it has one
                 // (a veth standing in for a slower link), else the [pfc] link_rate.

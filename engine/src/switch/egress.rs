@@ -264,8 +264,14 @@ impl<F: Frame> TxBurst<F> {
     }
 }
 
-/// Takes from `next` what the pacer allows (at most one burst) and transmits. Returns frames
-/// sent. `next` is the switch core's `poll_transmit` for this port.
+/// Transmit bursts a port may send per poll: one for the frames received in the poll (cut
+/// through or queued), the rest for what other workers handed over and what waits queued, so
+/// that a port fed by several workers drains as fast as they fill it.
+const TX_BURSTS: usize = 4;
+
+/// Takes from `next` what the pacer allows, a burst at a time, and transmits, up to
+/// [`TX_BURSTS`] bursts while the device takes whole bursts. Returns frames sent. `next` is
+/// the switch core's `poll_transmit` for this port.
 pub(super) fn transmit<P: Port>(
     op: &mut OwnedPort<P>,
     now: Instant,
@@ -277,30 +283,40 @@ pub(super) fn transmit<P: Port>(
             p.on_idle(now);
         }
     }
-    while op.pending.len() < BURST {
-        if let Some(p) = &op.pacer {
-            if !p.ready(now) {
-                break;
-            }
-        }
-        let Some(f) = next() else {
-            break;
-        };
-        let len = f.len() as u32;
-        if let Some(p) = &mut op.pacer {
-            p.on_send(now, len);
-        }
-        op.pending.push(f, len);
-    }
     let mut sent = 0;
-    if op.pending.len() != 0 {
+    for _ in 0..TX_BURSTS {
+        while op.pending.len() < BURST {
+            if let Some(p) = &op.pacer {
+                if !p.ready(now) {
+                    break;
+                }
+            }
+            let Some(f) = next() else {
+                break;
+            };
+            let len = f.len() as u32;
+            if let Some(p) = &mut op.pacer {
+                p.on_send(now, len);
+            }
+            op.pending.push(f, len);
+        }
+        let want = op.pending.len();
+        if want == 0 {
+            break;
+        }
         match op.pending.send(&mut op.port) {
             Ok((n, bytes)) => {
-                sent = n;
+                sent += n;
                 bump(&op.counters.tx_pkts, n as u64);
                 bump(&op.counters.tx_bytes, bytes);
+                if n < want || want < BURST {
+                    break; // the device is full, or nothing more is waiting
+                }
             }
-            Err(freed) => bump(&op.counters.tx_drops, freed as u64),
+            Err(freed) => {
+                bump(&op.counters.tx_drops, freed as u64);
+                break;
+            }
         }
     }
     let _ = op.port.poll();

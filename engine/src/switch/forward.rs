@@ -40,7 +40,7 @@ pub use super::egress::OwnedPort;
 use super::egress::{transmit, Classified, CpHook};
 use super::fdb::{self, Fdb, Lookup, PortIdx, DEFAULT_CAPACITY};
 use super::queue::Class;
-pub use super::rings::{Crossing, Learned, Rings, CROSS_RING};
+pub use super::rings::{links, Crossing, Learned, Links, CROSS_RING};
 use super::routing::{classify, Dest, Run, SameHeaders};
 use super::stats::bump;
 use crate::port::heap::Carried;
@@ -66,7 +66,11 @@ pub struct Worker<P: Port> {
     pub core: SwitchCore<Classified<P::Frame>>,
     /// Owning worker of each global port.
     owner: Vec<usize>,
-    rings: Rings,
+    links: Links,
+    /// Per other worker, the crossings for it not pushed yet (pushed a burst at a time).
+    staged: Vec<Vec<Crossing>>,
+    /// Scratch of `take_crossings`.
+    inbox: Vec<Crossing>,
     pub fdb: Fdb,
     rx: Vec<P::Frame>,
     /// Scratch of `forward_burst`: the runs of one burst, and each frame's IPv4 offset.
@@ -95,7 +99,7 @@ impl<P: Port> Worker<P> {
         id: usize,
         mut ports: Vec<Option<OwnedPort<P>>>,
         owner: Vec<usize>,
-        rings: Rings,
+        links: Links,
         fdb: Fdb,
         fdb_counters: Arc<super::stats::FdbCounters>,
     ) -> Self {
@@ -116,7 +120,11 @@ impl<P: Port> Worker<P> {
             ports,
             core,
             owner,
-            rings,
+            staged: (0..links.to.len())
+                .map(|_| Vec::with_capacity(BURST))
+                .collect(),
+            inbox: Vec::with_capacity(4 * BURST),
+            links,
             fdb,
             rx: Vec::with_capacity(BURST),
             runs: Vec::with_capacity(BURST),
@@ -139,7 +147,7 @@ impl<P: Port> Worker<P> {
             0,
             ports.into_iter().map(Some).collect(),
             vec![0; n],
-            Rings::new(1),
+            links(1).pop().unwrap_or_else(|| unreachable!("links(1) makes one")),
             Fdb::new(ageing, DEFAULT_CAPACITY),
             Arc::new(Default::default()),
         )
@@ -254,29 +262,63 @@ impl<P: Port> Worker<P> {
         ingress: Option<usize>,
         frame: Option<Carried>,
     ) {
-        let ok = match (frame, self.owner.get(e)) {
-            (Some(frame), Some(&w)) if w != self.id => self.rings.frames[w]
-                .push(Crossing::Frame {
+        match (frame, self.owner.get(e)) {
+            (Some(frame), Some(&w)) => self.send_to(
+                w,
+                Crossing::Frame {
                     egress: e as PortIdx,
                     class,
                     l3,
                     ingress: ingress.map(|i| i as PortIdx),
                     frame,
-                })
-                .is_ok(),
-            _ => false,
-        };
-        if !ok {
+                },
+            ),
             // The owner's counters belong to the owner (single writer): count it here.
-            self.cross_drops += 1;
+            _ => self.cross_drops += 1,
+        }
+    }
+
+    /// Stages `c` for worker `w` (pushed once a burst is staged, or at the end of the
+    /// receive step and of the poll: [`flush`](Self::flush)). What cannot cross is freed and
+    /// counted.
+    fn send_to(&mut self, w: usize, c: Crossing) {
+        match self.staged.get_mut(w) {
+            Some(st) if w != self.id => {
+                st.push(c);
+                if st.len() >= BURST {
+                    self.flush(w);
+                }
+            }
+            _ => self.cross_drops += 1,
+        }
+    }
+
+    /// Pushes what is staged for worker `w`; what its ring cannot take is freed and counted.
+    fn flush(&mut self, w: usize) {
+        let (Some(st), Some(Some(ring))) = (self.staged.get_mut(w), self.links.to.get_mut(w))
+        else {
+            return;
+        };
+        if !st.is_empty() {
+            ring.push_burst(st);
+            self.cross_drops += st.len() as u64;
+            st.clear();
+        }
+    }
+
+    fn flush_all(&mut self) {
+        for w in 0..self.staged.len() {
+            self.flush(w);
         }
     }
 
     /// One iteration of the loop at time `now`. Returns the number of frames moved (0 = idle).
     pub fn poll(&mut self, now: Instant) -> usize {
         let mut work = self.receive(now);
+        self.flush_all();
         work += self.take_crossings(now);
         work += self.transmit(now);
+        self.flush_all();
         self.housekeeping(now);
         work
     }
@@ -318,14 +360,17 @@ impl<P: Port> Worker<P> {
 
     /// 2. Frames and learning notices from other workers (bounded); a lone worker has none.
     fn take_crossings(&mut self, now: Instant) -> usize {
-        if self.rings.frames.len() == 1 {
+        if self.links.from.is_empty() {
             return 0;
         }
-        let mut work = 0;
-        for _ in 0..4 * BURST {
-            let Some(c) = self.rings.frames[self.id].pop() else {
-                break;
-            };
+        let mut inbox = std::mem::take(&mut self.inbox);
+        inbox.clear();
+        let mut room = 4 * BURST;
+        for ring in &mut self.links.from {
+            room -= ring.pop_burst(&mut inbox, room);
+        }
+        let work = inbox.len();
+        for c in inbox.drain(..) {
             match c {
                 Crossing::Frame {
                     egress,
@@ -350,10 +395,10 @@ impl<P: Port> Worker<P> {
                 }
                 Crossing::Pause { port, pdu } => self.pause(now, usize::from(port), &pdu),
             }
-            work += 1;
         }
+        self.inbox = inbox;
         for _ in 0..4 * BURST {
-            let Some((mac, port)) = self.rings.learned[self.id].pop() else {
+            let Some((mac, port)) = self.links.learned[self.id].pop() else {
                 break;
             };
             self.fdb.learn(now, mac, port);
@@ -512,7 +557,7 @@ impl<P: Port> Worker<P> {
         }
         let port = i as PortIdx;
         if self.fdb.learn_key(now, meta.src, port) {
-            for (w, ring) in self.rings.learned.iter().enumerate() {
+            for (w, ring) in self.links.learned.iter().enumerate() {
                 if w != self.id {
                     let _ = ring.push((fdb::mac(meta.src), port));
                 }
@@ -531,18 +576,15 @@ impl<P: Port> Worker<P> {
     /// the worker holding it.
     fn pause(&mut self, now: Instant, i: usize, pfc: &PfcRepr) {
         if self.core.queue(i).is_none() {
-            let ok = match self.owner.get(i) {
-                Some(&w) if w != self.id => self.rings.frames[w]
-                    .push(Crossing::Pause {
-                        port: i as PortIdx,
-                        pdu: *pfc,
-                    })
-                    .is_ok(),
-                _ => false,
-            };
-            if !ok {
-                self.cross_drops += 1;
-            }
+            let w = self.owner.get(i).copied().unwrap_or(self.id);
+            let pdu = *pfc;
+            self.send_to(
+                w,
+                Crossing::Pause {
+                    port: i as PortIdx,
+                    pdu,
+                },
+            );
             return;
         }
         self.core.count_pfc_received(i);
@@ -812,7 +854,8 @@ mod tests {
     #[test]
     fn a_run_longer_than_the_transmit_burst_room_queues_the_rest_in_order() {
         // Two ingress ports, 20 frames each for port 2 in one poll: the first 20 cut through,
-        // 12 more fill the transmit burst, the last 8 wait in the queue behind them.
+        // 12 more fill the transmit burst, the last 8 wait in the queue behind them and leave
+        // in the poll's second transmit burst.
         let (mut sw, peers) = switch(3, None);
         sw.fdb.add_static(C, 2);
         for k in 0..20u8 {
@@ -820,16 +863,12 @@ mod tests {
             peers[1].send(&frame(C, B, None, 100 + k));
         }
         sw.poll(t(1));
-        let first = peers[2].drain();
-        assert_eq!(first.len(), BURST);
-        assert_eq!(sw.core.queue(2).unwrap().stats()[0].depth_pkts, 8);
-        sw.poll(t(2));
-        let mut tags: Vec<u8> = first.iter().map(|f| f[59]).collect();
-        tags.extend(peers[2].drain().iter().map(|f| f[59]));
+        let tags: Vec<u8> = peers[2].drain().iter().map(|f| f[59]).collect();
         let want: Vec<u8> = (0..20).chain(100..120).collect();
         assert_eq!(tags, want);
         let st = sw.core.queue(2).unwrap().stats()[0];
         assert_eq!((st.enq_pkts, st.deq_pkts, st.depth_pkts), (40, 40, 0));
+        assert_eq!(st.max_depth_bytes, 8 * 60);
         assert_eq!(st.enq_bytes, 40 * 60);
     }
 

@@ -2,16 +2,16 @@
 //! owns their egress port, PFC frames for the worker that owns the port they arrived on, and
 //! learning notices.
 //!
-//! Every link is a bounded lock-free multi-producer queue (crossbeam's `ArrayQueue`, one
-//! compare-and-swap per push and per pop) that one worker, its owner, pops: `frames[w]` and
-//! `learned[w]` are worker `w`'s inboxes, every other worker pushes into them. A full inbox
-//! refuses the push; the pushing worker drops and counts the item (`Worker::cross_drops`), so
-//! no worker ever waits for another.
+//! Crossings go on a single-producer / single-consumer burst ring per ordered pair of workers
+//! ([`spsc`]): a worker stages what it sends each other worker and pushes it a burst at a
+//! time. A full ring refuses the rest; the pushing worker drops and counts it
+//! (`Worker::cross_drops`), so no worker ever waits for another.
 use std::sync::Arc;
 
 use crossbeam_queue::ArrayQueue;
 
 use super::fdb::PortIdx;
+use super::spsc::{self, Consumer, Producer};
 use super::queue::Class;
 use crate::port::heap::Carried;
 use crate::wire::pfc::PfcRepr;
@@ -39,25 +39,41 @@ pub enum Crossing {
 /// A learning notice for the other workers: this MAC is behind this port.
 pub type Learned = (MacAddr, PortIdx);
 
-/// Items a cross-core ring holds (power of two).
+/// Crossings a ring from one worker to another holds (power of two).
 pub const CROSS_RING: usize = 4096;
+/// Learning notices a worker's inbox holds.
+const LEARNED_RING: usize = 4096;
 
-/// Links between workers: worker `w` pops `frames[w]` and `learned[w]`; everyone pushes.
-#[derive(Clone)]
-pub struct Rings {
-    pub frames: Vec<Arc<ArrayQueue<Crossing>>>,
-    pub learned: Vec<Arc<ArrayQueue<Learned>>>,
+/// One worker's links to the others: a single-producer / single-consumer burst ring
+/// ([`spsc`]) for crossings to each other worker and one from each, and the learning-notice
+/// inboxes (multi-producer: notices are rare, one per new or moved address).
+pub struct Links {
+    /// `to[w]`: the ring to worker `w` (`None`: this worker).
+    pub(super) to: Vec<Option<Producer<Crossing>>>,
+    /// The rings from the other workers.
+    pub(super) from: Vec<Consumer<Crossing>>,
+    /// `learned[w]`: worker `w`'s inbox of notices.
+    pub(super) learned: Vec<Arc<ArrayQueue<Learned>>>,
 }
 
-impl Rings {
-    pub fn new(workers: usize) -> Rings {
-        Rings {
-            frames: (0..workers)
-                .map(|_| Arc::new(ArrayQueue::new(CROSS_RING)))
-                .collect(),
-            learned: (0..workers)
-                .map(|_| Arc::new(ArrayQueue::new(CROSS_RING)))
-                .collect(),
+/// The links of `workers` workers, one [`Links`] per worker in order.
+pub fn links(workers: usize) -> Vec<Links> {
+    let learned: Vec<Arc<ArrayQueue<Learned>>> = (0..workers)
+        .map(|_| Arc::new(ArrayQueue::new(LEARNED_RING)))
+        .collect();
+    let mut all: Vec<Links> = (0..workers)
+        .map(|_| Links {
+            to: (0..workers).map(|_| None).collect(),
+            from: Vec::new(),
+            learned: learned.clone(),
+        })
+        .collect();
+    for from in 0..workers {
+        for to in (0..workers).filter(|&t| t != from) {
+            let (p, c) = spsc::ring(CROSS_RING);
+            all[from].to[to] = Some(p);
+            all[to].from.push(c);
         }
     }
+    all
 }

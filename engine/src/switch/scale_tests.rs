@@ -26,7 +26,7 @@ use units::{Duration, Ecn, Instant, Rate};
 
 use super::core::{CpCounters, CpProfiles, PfcCounters};
 use super::fdb::{Fdb, Lookup, DEFAULT_CAPACITY};
-use super::forward::{OwnedPort, Rings, Worker};
+use super::forward::{links, OwnedPort, Worker};
 use super::queue::QueueLimits;
 use super::stats::{FdbCounters, PortCounters};
 use crate::port::mem::{MemPeer, MemPort};
@@ -166,7 +166,7 @@ struct Switch {
 
 fn switch(n: usize, pfc: bool) -> Switch {
     let rate = Rate::from_mbps(40);
-    let rings = Rings::new(n);
+    let mut links = links(n).into_iter();
     let owner = vec![0; PORTS];
     let mut peers: Vec<Vec<MemPeer>> = (0..PORTS).map(|_| Vec::new()).collect();
     let mut counters = Vec::new();
@@ -203,7 +203,7 @@ fn switch(n: usize, pfc: bool) -> Switch {
         }
         let fdb = Fdb::new(Duration::from_secs(60), DEFAULT_CAPACITY);
         let fc = Arc::new(FdbCounters::default());
-        let mut wk = Worker::new(w, ports, owner.clone(), rings.clone(), fdb, fc);
+        let mut wk = Worker::new(w, ports, owner.clone(), links.next().unwrap(), fdb, fc);
         if pfc {
             let rates = [Rate::from_gbps(1), Rate::from_gbps(1), Rate::from_gbps(1), rate];
             wk.set_pfc(pfc_profile(), &rates, &[]);
