@@ -258,13 +258,15 @@ fn run_workers(
         let wl = links.next().ok_or_else(|| anyhow::anyhow!("links"))?;
         let mut worker = Worker::new(w, owned, owner.clone(), wl, fdb, Arc::default());
         let cpu = cores[w % cores.len()];
-        threads.push(std::thread::spawn(move || -> anyhow::Result<(f64, f64, u64)> {
-            dpdk::register_thread()?;
-            pin(cpu);
-            let cpu0 = thread_cpu_secs();
-            let secs = run(&mut worker, seconds);
-            anyhow::Ok((secs, thread_cpu_secs() - cpu0, worker.cross_drops))
-        }));
+        threads.push(std::thread::spawn(
+            move || -> anyhow::Result<(f64, f64, u64)> {
+                dpdk::register_thread()?;
+                pin(cpu);
+                let cpu0 = thread_cpu_secs();
+                let secs = run(&mut worker, seconds);
+                anyhow::Ok((secs, thread_cpu_secs() - cpu0, worker.cross_drops))
+            },
+        ));
     }
     let mut out = Vec::new();
     for t in threads {
@@ -336,9 +338,8 @@ fn main() -> anyhow::Result<()> {
         let secs = runs.iter().map(|r| r.0).fold(0.0, f64::max);
         let cpu: f64 = runs.iter().map(|r| r.1).sum();
         let cross_drops: u64 = runs.iter().map(|r| r.2).sum();
-        let sum = |f: fn(&PortCounters) -> u64| -> u64 {
-            counters.iter().flatten().map(|c| f(c)).sum()
-        };
+        let sum =
+            |f: fn(&PortCounters) -> u64| -> u64 { counters.iter().flatten().map(|c| f(c)).sum() };
         let sent = sum(|c| c.tx_pkts.load(Ordering::Relaxed));
         let rx_drops = sum(|c| c.rx_drops.load(Ordering::Relaxed));
         let queue_drops = sum(|c| {

@@ -53,25 +53,47 @@ pub struct Args {
 /// The switch's port type: any port, optionally captured.
 type SwitchPort = Capture<AnyPort>;
 
-/// Which worker polls which (port, device queue); the first worker of a port owns its egress.
+/// Which worker polls which (port, device queue): the device queues of all ports, dealt round
+/// the workers in turn (an AF_XDP port has its device's queues, a DPDK port `dpdk.rx_queues`,
+/// an AF_PACKET port one). The first worker holding a port holds its egress alone when the
+/// egress keeps state that must be seen whole ([`whole_egress`]); otherwise every worker
+/// holding the port queues and transmits on its own queue. With PFC, worker 0 takes every
+/// port's queue 0 (it holds every egress: PFC accounts a frame to its ingress port at
+/// whichever egress queue it waits), and the other queues are dealt round all workers.
 fn assign(profile: &SwitchProfile, workers: usize) -> Vec<Vec<(usize, Vec<u16>)>> {
     let mut units = Vec::new();
     for (i, p) in profile.ports.iter().enumerate() {
         let queues = match p.kind {
             PortKind::Xdp => device_queues(&p.iface),
+            #[cfg(feature = "dpdk")]
+            PortKind::Dpdk => profile.dpdk.rx_queues,
             _ => 1,
         };
         units.extend((0..queues).map(|q| (i, q)));
     }
     let mut per: Vec<Vec<(usize, Vec<u16>)>> = vec![Vec::new(); workers];
-    for (k, (port, q)) in units.into_iter().enumerate() {
-        let w = &mut per[k % workers];
+    let pfc = profile.pfc.is_some();
+    let mut k = 0;
+    for (port, q) in units {
+        let w = if pfc && q == 0 {
+            0
+        } else {
+            k += 1;
+            (k - 1) % workers
+        };
+        let w = &mut per[w];
         match w.iter_mut().find(|(p, _)| *p == port) {
             Some((_, qs)) => qs.push(q),
             None => w.push((port, vec![q])),
         }
     }
     per
+}
+
+/// Whether port `p`'s egress must be held by one worker: a pacer, a congestion point or PFC
+/// decide on the port's whole traffic.
+fn whole_egress(profile: &SwitchProfile, p: &PortProfile) -> bool {
+    p.rate.is_some() || p.congestion.is_some() || profile.pfc.is_some()
 }
 
 fn open_port(
@@ -103,9 +125,11 @@ fn open_port(
         PortKind::Packet => PacketPort::open(&p.iface).map(AnyPort::Packet),
         // The EAL starts with the `[dpdk]` table's arguments on the first DPDK port opened.
         #[cfg(feature = "dpdk")]
-        PortKind::Dpdk => crate::port::dpdk::DpdkPort::open(&p.iface, &all.dpdk)
-            .map(AnyPort::Dpdk)
-            .map_err(PortError::from),
+        PortKind::Dpdk => {
+            crate::port::dpdk::DpdkPort::open_queues(&p.iface, &all.dpdk, Some(queues))
+                .map(AnyPort::Dpdk)
+                .map_err(PortError::from)
+        }
         #[cfg(not(feature = "dpdk"))]
         PortKind::Dpdk => Err(PortError::Unsupported {
             name: p.iface.clone(),
@@ -160,10 +184,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             owner[*p] = w;
         }
     }
-    let counters: Vec<Arc<PortCounters>> = profile
+    // counters[port][worker]: each worker writes its own (see switch::stats).
+    let counters: Vec<Vec<Arc<PortCounters>>> = profile
         .ports
         .iter()
-        .map(|_| Arc::new(PortCounters::default()))
+        .map(|_| (0..workers).map(|_| Arc::default()).collect())
         .collect();
     let fdb_counters: Vec<Arc<FdbCounters>> = (0..workers).map(|_| Arc::default()).collect();
     let mut links = links(workers).into_iter();
@@ -211,8 +236,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     rx_queues,
                     p.limits,
                     if is_owner { p.rate } else { None },
-                    counters[*pi].clone(),
+                    counters[*pi][w].clone(),
                 );
+                owned.egress = is_owner || !whole_egress(&profile, p);
                 if let Some(c) = p.congestion.as_ref().filter(|_| is_owner) {
                     // The CP's MAC: the port's own, else a locally administered one per port.
                     let mac = caps
@@ -228,6 +254,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     }
                 }
                 ports[*pi] = Some(owned);
+            }
+            #[cfg(feature = "dpdk")]
+            if units
+                .iter()
+                .any(|(pi, _)| profile.ports[*pi].kind == PortKind::Dpdk)
+            {
+                // The pools' per-lcore caches: workers sharing a pool do not contend on its
+                // ring for every burst.
+                if let Err(e) = crate::port::dpdk::register_thread() {
+                    let _ = ready.send(Err(format!("worker {w}: {e}")));
+                    return;
+                }
             }
             let mut fdb = Fdb::new(profile.ageing, DEFAULT_CAPACITY);
             for &(mac, port) in &profile.static_macs {
@@ -365,4 +403,35 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let snap = registry.snapshot();
     outln!("{}", crate::cli::stats::table(&snap, None))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(extra: &str) -> SwitchProfile {
+        let mut t = String::from("workers = 2\n");
+        for (i, rate) in ["", "rate = \"1gbit\"\n", ""].iter().enumerate() {
+            t += &format!(
+                "[[ports]]\nname = \"p{i}\"\niface = \"qn-p{i}\"\ndriver = \"af_packet\"\n{rate}"
+            );
+        }
+        SwitchConfig::parse(&(t + extra), "t.toml").unwrap()
+    }
+
+    #[test]
+    fn queues_are_dealt_round_the_workers_and_pfc_keeps_every_egress_on_worker_0() {
+        let p = profile("");
+        let plan = assign(&p, 2);
+        assert_eq!(plan[0], vec![(0, vec![0]), (2, vec![0])]);
+        assert_eq!(plan[1], vec![(1, vec![0])]);
+        // A plain port's egress is on every worker that holds it; a paced one's on one.
+        assert!(!whole_egress(&p, &p.ports[0]));
+        assert!(whole_egress(&p, &p.ports[1]));
+        let p = profile("[pfc]\nthreshold = \"static\"\nxoff_bytes = 40000\nxon_bytes = 37000\nheadroom_bytes = 30000\n");
+        let plan = assign(&p, 2);
+        assert_eq!(plan[0], vec![(0, vec![0]), (1, vec![0]), (2, vec![0])]);
+        assert!(plan[1].is_empty());
+        assert!(p.ports.iter().all(|q| whole_egress(&p, q)));
+    }
 }

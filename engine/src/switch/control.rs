@@ -344,7 +344,7 @@ mod tests {
                 worker: 0,
                 rate_bps: None,
             }],
-            counters: vec![counters],
+            counters: vec![vec![counters]],
             fdb: vec![Arc::new(FdbCounters {
                 entries: AtomicU64::new(3),
                 refused: AtomicU64::new(4),

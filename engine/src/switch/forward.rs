@@ -147,7 +147,9 @@ impl<P: Port> Worker<P> {
             0,
             ports.into_iter().map(Some).collect(),
             vec![0; n],
-            links(1).pop().unwrap_or_else(|| unreachable!("links(1) makes one")),
+            links(1)
+                .pop()
+                .unwrap_or_else(|| unreachable!("links(1) makes one")),
             Fdb::new(ageing, DEFAULT_CAPACITY),
             Arc::new(Default::default()),
         )
@@ -590,7 +592,8 @@ impl<P: Port> Worker<P> {
         self.core.count_pfc_received(i);
         for p in 0..units::PRIORITIES as u8 {
             if pfc.enabled(usize::from(p)) {
-                self.core.handle_pause(now, i, p, pfc.quanta[usize::from(p)]);
+                self.core
+                    .handle_pause(now, i, p, pfc.quanta[usize::from(p)]);
             }
         }
     }

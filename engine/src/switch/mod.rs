@@ -10,7 +10,7 @@ pub mod forward;
 pub mod queue;
 pub mod rings;
 mod routing;
-pub mod spsc;
 #[cfg(test)]
 mod scale_tests;
+pub mod spsc;
 pub mod stats;

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use crossbeam_queue::ArrayQueue;
 
 use super::fdb::PortIdx;
-use super::spsc::{self, Consumer, Producer};
 use super::queue::Class;
+use super::spsc::{self, Consumer, Producer};
 use crate::port::heap::Carried;
 use crate::wire::pfc::PfcRepr;
 use crate::wire::MacAddr;

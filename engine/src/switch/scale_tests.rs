@@ -185,13 +185,8 @@ fn switch(n: usize, pfc: bool) -> Switch {
                 data_bytes: if p == BOTTLENECK { 64_000 } else { 256 * 1024 },
                 ..QueueLimits::default()
             };
-            let mut op = OwnedPort::new(
-                port,
-                vec![0],
-                limits,
-                (p == BOTTLENECK).then_some(rate),
-                c,
-            );
+            let mut op =
+                OwnedPort::new(port, vec![0], limits, (p == BOTTLENECK).then_some(rate), c);
             op.egress = !stateful || w == 0;
             if p == BOTTLENECK {
                 op.cp = Some(super::egress::CpHook::new(
@@ -205,7 +200,12 @@ fn switch(n: usize, pfc: bool) -> Switch {
         let fc = Arc::new(FdbCounters::default());
         let mut wk = Worker::new(w, ports, owner.clone(), links.next().unwrap(), fdb, fc);
         if pfc {
-            let rates = [Rate::from_gbps(1), Rate::from_gbps(1), Rate::from_gbps(1), rate];
+            let rates = [
+                Rate::from_gbps(1),
+                Rate::from_gbps(1),
+                Rate::from_gbps(1),
+                rate,
+            ];
             wk.set_pfc(pfc_profile(), &rates, &[]);
         }
         workers.push(wk);
@@ -283,7 +283,12 @@ fn run(n: usize, pfc: bool, input: &[Tick]) -> Outcome {
         .map(|s| {
             let l = sw.workers[0].fdb.lookup(now, station(s));
             for w in &mut sw.workers {
-                assert_eq!(w.fdb.lookup(now, station(s)), l, "station {s}, worker {}", w.id);
+                assert_eq!(
+                    w.fdb.lookup(now, station(s)),
+                    l,
+                    "station {s}, worker {}",
+                    w.id
+                );
             }
             l
         })
@@ -323,8 +328,12 @@ fn data_frames(input: &[Tick]) -> BTreeMap<u32, (usize, usize)> {
             }
             let n = f.len();
             let seq = u32::from_be_bytes(f[n - 4..].try_into().unwrap());
-            let s = (0..STATIONS).find(|&s| station(s).octets() == f[6..12]).unwrap();
-            let d = (0..STATIONS).find(|&s| station(s).octets() == f[..6]).unwrap();
+            let s = (0..STATIONS)
+                .find(|&s| station(s).octets() == f[6..12])
+                .unwrap();
+            let d = (0..STATIONS)
+                .find(|&s| station(s).octets() == f[..6])
+                .unwrap();
             m.insert(seq, (s, d));
         }
     }
@@ -334,7 +343,11 @@ fn data_frames(input: &[Tick]) -> BTreeMap<u32, (usize, usize)> {
 fn check_exactly_once(input: &[Tick], o: &Outcome, pfc: bool) {
     let frames = data_frames(input);
     let mut seen: BTreeMap<u32, usize> = BTreeMap::new();
-    let outs = o.other_out.iter().enumerate().map(|(p, v)| (p, v.as_slice()));
+    let outs = o
+        .other_out
+        .iter()
+        .enumerate()
+        .map(|(p, v)| (p, v.as_slice()));
     for (p, out) in outs.chain(std::iter::once((BOTTLENECK, o.bottleneck_out.as_slice()))) {
         for f in out.iter().filter(|f| f.len() > 100) {
             let n = f.len();
@@ -347,7 +360,10 @@ fn check_exactly_once(input: &[Tick], o: &Outcome, pfc: bool) {
     }
     assert!(seen.values().all(|&c| c == 1), "a frame forwarded twice");
     assert_eq!(o.queued, 0, "the bottleneck did not drain");
-    let filtered = frames.values().filter(|(s, d)| s % PORTS == d % PORTS).count() as u64;
+    let filtered = frames
+        .values()
+        .filter(|(s, d)| s % PORTS == d % PORTS)
+        .count() as u64;
     let lost = (frames.len() - seen.len()) as u64;
     let headroom: u64 = o.pfc.iter().map(|c| c.headroom_drops).sum();
     // Every data frame left once, or was counted: filtered (a receive drop), or dropped at the
@@ -371,7 +387,12 @@ fn n_workers_equal_one(pfc: bool) {
         assert!(one.pfc[0].xoff_sent + one.pfc[1].xoff_sent + one.pfc[2].xoff_sent > 0);
         assert!(one.pfc[BOTTLENECK].pauses_received > 0);
     } else {
-        assert!(one.queue_drops > 0, "{} {}", one.bottleneck_out.len(), data_frames(&input).len());
+        assert!(
+            one.queue_drops > 0,
+            "{} {}",
+            one.bottleneck_out.len(),
+            data_frames(&input).len()
+        );
     }
     for n in [2, 3] {
         let many = run(n, pfc, &input);
@@ -380,8 +401,15 @@ fn n_workers_equal_one(pfc: bool) {
         for (s, l) in many.learned.iter().enumerate() {
             assert_eq!(*l, Lookup::Port((s % PORTS) as _), "station {s}");
         }
-        assert_eq!(many.bottleneck_out.len(), one.bottleneck_out.len(), "{n} workers");
-        assert!(many.bottleneck_out == one.bottleneck_out, "{n} workers: bottleneck differs");
+        assert_eq!(
+            many.bottleneck_out.len(),
+            one.bottleneck_out.len(),
+            "{n} workers"
+        );
+        assert!(
+            many.bottleneck_out == one.bottleneck_out,
+            "{n} workers: bottleneck differs"
+        );
         assert_eq!(many.cp, one.cp, "{n} workers");
         assert_eq!(many.pfc, one.pfc, "{n} workers");
         assert_eq!(many, one, "{n} workers");

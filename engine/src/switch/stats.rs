@@ -1,8 +1,10 @@
 //! Live counters and the control plane.
 //!
-//! Each port's counters are written by exactly one worker (the one that owns the port) and
-//! read by the control-plane thread: plain atomics with relaxed load + store on the writer side
-//! (no locked read-modify-write, no locks on the hot path), relaxed loads on the reader side.
+//! Each worker has its own counters for each port it holds (per-worker copies, merged when
+//! read): each set is written by exactly one worker and read by the control-plane thread,
+//! plain atomics with relaxed load + store on the writer side (no locked read-modify-write,
+//! no locks, no cache line written by two cores on the hot path), relaxed loads on the reader
+//! side, which sums the workers' copies.
 //! The control plane ([`super::control`]) serves [`Registry::snapshot`] as JSON.
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -104,6 +106,44 @@ impl PortCounters {
     }
 }
 
+/// The workers' copies of one port's counters, added up (the largest queue depth seen is the
+/// largest of theirs).
+fn sum(cs: &[Arc<PortCounters>]) -> PortCounters {
+    let out = PortCounters::default();
+    let add = |to: &AtomicU64, from: &AtomicU64| {
+        bump(to, from.load(Ordering::Relaxed));
+    };
+    for c in cs {
+        add(&out.rx_pkts, &c.rx_pkts);
+        add(&out.rx_bytes, &c.rx_bytes);
+        add(&out.tx_pkts, &c.tx_pkts);
+        add(&out.tx_bytes, &c.tx_bytes);
+        add(&out.rx_drops, &c.rx_drops);
+        add(&out.tx_drops, &c.tx_drops);
+        add(&out.flooded, &c.flooded);
+        add(&out.pfc_sent, &c.pfc_sent);
+        add(&out.pfc_received, &c.pfc_received);
+        add(&out.pfc_headroom_drops, &c.pfc_headroom_drops);
+        add(&out.rx_kernel_drops, &c.rx_kernel_drops);
+        add(&out.tx_refusals, &c.tx_refusals);
+        add(&out.tx_kernel_drops, &c.tx_kernel_drops);
+        for (o, q) in out.classes.iter().zip(&c.classes) {
+            add(&o.enq_pkts, &q.enq_pkts);
+            add(&o.enq_bytes, &q.enq_bytes);
+            add(&o.deq_pkts, &q.deq_pkts);
+            add(&o.deq_bytes, &q.deq_bytes);
+            add(&o.drop_pkts, &q.drop_pkts);
+            add(&o.drop_bytes, &q.drop_bytes);
+            add(&o.hook_drop_pkts, &q.hook_drop_pkts);
+            add(&o.depth_pkts, &q.depth_pkts);
+            add(&o.depth_bytes, &q.depth_bytes);
+            let m = q.max_depth_bytes.load(Ordering::Relaxed);
+            o.max_depth_bytes.fetch_max(m, Ordering::Relaxed);
+        }
+    }
+    out
+}
+
 /// Static facts about a port, for the snapshot.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct PortInfo {
@@ -127,7 +167,8 @@ pub struct FdbCounters {
 /// Everything the control plane reports.
 pub struct Registry {
     pub info: Vec<PortInfo>,
-    pub counters: Vec<Arc<PortCounters>>,
+    /// Per port, each worker's counters for it (summed in the snapshot).
+    pub counters: Vec<Vec<Arc<PortCounters>>>,
     /// Each worker's MAC table counters.
     pub fdb: Vec<Arc<FdbCounters>>,
     pub clock: Clock,
@@ -196,7 +237,8 @@ impl Registry {
             .info
             .iter()
             .zip(&self.counters)
-            .map(|(info, c)| {
+            .map(|(info, cs)| {
+                let c = &sum(cs);
                 let queues: Vec<ClassSnapshot> = c
                     .classes
                     .iter()
