@@ -15,10 +15,28 @@
 # so that ratio is quench's whole per-frame cost (classify, learn, look up, queue) against bare
 # pointer moves; quench's mix rate beside its repeated-header rate is the cost of the mix.
 #
-# Usage: scripts/bench-dpdk.sh [SECONDS_PER_RUN (default 3)] [ROUNDS (default 3)] [CPU (default 1)]
+# Usage: scripts/bench-dpdk.sh [--workers N] [SECONDS_PER_RUN (default 3)] [ROUNDS (default 3)]
+#        [CPU (default 1)]
 # Needs DPDK (installs it with scripts/setup-dpdk.sh); no NIC, no hugepages, no root.
+#
+# --workers N: the scaling table instead. For n = 1..N, quench's workers (`dpdk_fwd --workers n`)
+# over net_null0 and net_null1 with n queue pairs each, worker w on CPU (CPU + w) mod nproc and on
+# queue pair w of both ports: without crossing (every worker holds both ports' egress: no frame
+# changes core) and with crossing (worker w holds port w mod 2's egress alone, as for a port with a
+# pacer or a congestion point: half the frames cross to the other worker on the rings). Per row:
+# Mpps (median of ROUNDS), per-worker Mpps, the ratio to n x one worker's Mpps, and Mpps per
+# CPU-second the workers had (on a loaded machine the workers get less than their cores; frames
+# per CPU-second still compare: ratio_cpu, that figure over the one-worker row's, is the ratio to
+# n x one worker that n workers with a core each to themselves would reach), and CPU ns per frame
+# received; a last line gives what a crossing frame costs, twice the crossing run's excess CPU per
+# frame over the run without (half the frames cross).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+WORKERS=
+if [ "${1:-}" = "--workers" ]; then
+  WORKERS=${2:?--workers takes N}
+  shift 2
+fi
 SECS=${1:-3}
 ROUNDS=${2:-3}
 CPU=${3:-1}
@@ -37,6 +55,46 @@ quench=$(cargo bench -p engine --features dpdk --bench dpdk_fwd --no-run --messa
 # The same EAL arguments for both: no hugepages, no PCI, two net_null vdevs, main lcore on CPU.
 EAL=(--no-huge -m 512 --no-pci --no-shconf --no-telemetry -l "$CPU" --log-level=lib.eal:error
   --vdev=net_null0 --vdev=net_null1)
+
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+if [ -n "$WORKERS" ]; then
+  ncpu=$(nproc)
+  rows=()
+  for n in $(seq "$WORKERS"); do
+    cores=$(for w in $(seq 0 $((n - 1))); do echo $(((CPU + w) % ncpu)); done | paste -sd,)
+    for cross in 0 1; do
+      [ "$n" = 1 ] && [ "$cross" = 1 ] && continue # one worker: nothing to cross to
+      flag=$([ "$cross" = 1 ] && echo --cross || true)
+      m=()
+      c=()
+      f=()
+      for r in $(seq "$ROUNDS"); do
+        # shellcheck disable=SC2086 # $flag is empty or one word
+        line=$("$quench" "$SECS" --workers "$n" $flag --cores "$cores" "${EAL[@]}" | grep '^quench_workers')
+        echo "workers $n cross $cross round $r: $line"
+        x=${line##*mpps=}
+        m+=("$x")
+        x=${line##*mpps_per_cpu=}
+        c+=("${x%% *}")
+        x=${line##*cpu_ns_per_rx_frame=}
+        f+=("${x%% *}")
+      done
+      rows+=("$n $cross $(median "${m[@]}") $(median "${c[@]}") $(median "${f[@]}")")
+    done
+  done
+  printf '%s\n' "${rows[@]}" | awk '
+    BEGIN { print "| workers | frames crossing cores | Mpps | per-worker Mpps | ratio to n x one worker | Mpps per CPU-second | ratio_cpu | CPU ns per frame |"
+            print "|---|---|---|---|---|---|---|---|" }
+    $1 == 1 { one = $3; onec = $4 }
+    $2 == 0 { plain[$1] = $5 }
+    $2 == 1 { crossing[$1] = 2 * ($5 - plain[$1]) }
+    { printf "| %d | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f |\n", $1, ($2 ? "half" : "none"), $3, $3 / $1,
+        $3 / ($1 * one), $4, $4 / onec, $5 }
+    END { for (n in crossing)
+            printf "crossing cost, %d workers: %.1f ns of CPU per frame that crosses (twice the excess per frame, half of them cross)\n", n, crossing[n] }'
+  exit 0
+fi
 
 c_runs=()
 p_runs=()
@@ -62,7 +120,6 @@ for r in $(seq "$ROUNDS"); do
   q=${q##*mpps=}
   q_runs+=("${q%% *}")
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 cm=$(median "${c_runs[@]}")
 pm=$(median "${p_runs[@]}")
 qm=$(median "${q_runs[@]}")

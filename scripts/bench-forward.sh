@@ -28,16 +28,27 @@
 #
 #   --latency-only   skip the rate and shaping runs
 #   --keep DIR       copy the raw outputs (sink reports, send and forwarder logs) into DIR
+#   --workers N      instead: the scaling table. The switch's veths get N queues a side
+#                    (testbed.sh --queues N: one AF_XDP socket per queue); N blasters, one
+#                    pinned to each core 0..N-1 (a veth takes an XDP frame on the receive queue
+#                    of the sending CPU, so each blaster fills its own queue), offer the same
+#                    64 B load to `quench switch --workers n` for n = 1..N (n = 1 polls every
+#                    queue). Per row: Mpps at the receiver, per worker, the ratio to n x one
+#                    worker, and where the CPUs' time went over the window (/proc/stat: user =
+#                    quench's workers and the blasters' set-up, system + softirq = the kernel's
+#                    veth and XDP work, idle).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=4
 rates=1
 keep=
+workers=
 while [ $# -gt 0 ]; do
   case "$1" in
     --secs) secs=$2; shift 2 ;;
     --latency-only) rates=0; shift ;;
     --keep) keep=$2; shift 2 ;;
+    --workers) workers=$2; shift 2 ;;
     *) echo "bench-forward.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -62,7 +73,7 @@ cleanup() {
 }
 trap cleanup EXIT
 scripts/testbed.sh down --prefix $P >/dev/null
-scripts/testbed.sh up --senders 1 --receivers 1 --prefix $P >/dev/null
+scripts/testbed.sh up --senders 1 --receivers 1 --prefix $P --queues "${workers:-1}" >/dev/null
 ncores=$(nproc)
 last=$((ncores - 1))
 
@@ -106,6 +117,50 @@ mac = "$R0"
 port = "r0"
 TOML
 }
+
+# cpu_split SECS: the share of all CPUs' time over SECS spent in user, system + softirq, idle.
+cpu_split() {
+  python3 -c "
+import time
+def rd():
+    v = list(map(int, open('/proc/stat').readline().split()[1:]))
+    return v[0] + v[1], v[2] + v[5] + v[6], v[3] + v[4], sum(v[:8])
+a = rd(); time.sleep($1); b = rd()
+t = b[3] - a[3]
+print(' '.join(f'{100 * (b[i] - a[i]) / t:.0f}' for i in range(3)))"
+}
+
+if [ -n "$workers" ]; then
+  rows=()
+  for n in $(seq "$workers"); do
+    switch_cfg ""
+    ip netns exec $P-sw $Q switch --config "$out/sw.toml" --workers "$n" >"$out/sw.out" 2>"$out/sw.err" &
+    sp=$!
+    sleep 1.5
+    bps=()
+    for c in $(seq 0 $((workers - 1))); do
+      ip netns exec $P-s0 $Q blast --iface eth0 --dst $R0 --len 60 --duration "${secs}s" \
+        --core "$c" >"$out/blast$c.json" 2>"$out/blast$c.err" &
+      bps+=($!)
+    done
+    sleep 1
+    window rx_packets $((secs - 2)) >"$out/rate" &
+    wp=$!
+    split=$(cpu_split $((secs - 2)))
+    wait $wp
+    for b in "${bps[@]}"; do wait "$b" || cat "$out"/blast*.err >&2; done
+    kill -TERM $sp; wait $sp || true
+    grep -h "on worker" "$out/sw.err" >&2 || true
+    rows+=("$n $(cat "$out/rate") $split")
+  done
+  printf '%s\n' "${rows[@]}" | awk -v q="$workers" '
+    BEGIN { printf "\n%d-queue veths, %d blasters (cores 0..%d), 64 B frames, AF_XDP\n", q, q, q - 1
+            print "| workers | Mpps | per-worker Mpps | ratio to n x one worker | CPU user % | CPU system + softirq % | CPU idle % |"
+            print "|---|---|---|---|---|---|---|" }
+    $1 == 1 { one = $2 }
+    { printf "| %d | %.3f | %.3f | %.2f | %s | %s | %s |\n", $1, $2 / 1e6, $2 / 1e6 / $1, $2 / ($1 * one), $3, $4, $5 }'
+  exit 0
+fi
 
 declare -A res
 # Starts forwarder $1 (quench, bridge, af_packet, af_xdp) on core 0 in the switch namespace, for

@@ -2,7 +2,7 @@
 # Builds (up) or removes (down) quench's veth testbed: N sender namespaces and M receiver
 # namespaces, each joined to one switch namespace by a veth pair.
 #
-#   scripts/testbed.sh up   [--senders N] [--receivers M] [--prefix P] [--appliance]
+#   scripts/testbed.sh up   [--senders N] [--receivers M] [--prefix P] [--appliance] [--queues Q]
 #   scripts/testbed.sh down [--prefix P]
 #   scripts/testbed.sh show [--prefix P]
 #
@@ -24,12 +24,14 @@ senders=2
 receivers=1
 prefix=${QN_PREFIX:-qn}
 appliance=0
+queues=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --senders) senders=$2; shift 2 ;;
     --receivers) receivers=$2; shift 2 ;;
     --prefix) prefix=$2; shift 2 ;;
     --appliance) appliance=1; shift ;;
+    --queues) queues=$2; shift 2 ;;
     *) echo "testbed.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -62,7 +64,10 @@ veth() {
   local na=$1 a=$2 nb=$3 b=$4
   if ! ip -n "$nb" link show "$b" >/dev/null 2>&1; then
     ip -n "$na" link del "$a" >/dev/null 2>&1 || true
-    ip link add "$b" netns "$nb" type veth peer name "$a" netns "$na"
+    # --queues Q: Q receive and transmit queues a side (a multi-queue port for several switch
+    # workers, one AF_XDP socket per queue).
+    ip link add "$b" netns "$nb" numrxqueues "$queues" numtxqueues "$queues" type veth \
+      peer name "$a" netns "$na" numrxqueues "$queues" numtxqueues "$queues"
   fi
   ip netns exec "$na" ethtool -K "$a" rxvlan off txvlan off gro on >/dev/null 2>&1 || true
   ip netns exec "$nb" ethtool -K "$b" rxvlan off txvlan off gro on >/dev/null 2>&1 || true

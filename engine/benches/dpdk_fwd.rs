@@ -348,6 +348,7 @@ fn main() -> anyhow::Result<()> {
                 .map(|q| q.drop_pkts.load(Ordering::Relaxed))
                 .sum()
         });
+        let received = sum(|c| c.rx_pkts.load(Ordering::Relaxed));
         let per: Vec<String> = counters
             .iter()
             .map(|cs| {
@@ -356,13 +357,16 @@ fn main() -> anyhow::Result<()> {
             })
             .collect();
         // Frames per CPU-second of all workers: what the workers would forward with a core
-        // each to themselves (the figure a loaded machine still gives).
+        // each to themselves (the figure a loaded machine still gives); and CPU time per frame
+        // received, dropped ones included (with --cross, twice its excess over the run without
+        // is what a crossing frame costs: half the frames cross).
         println!(
             "quench_workers workers={n} cross={} cores={cores:?} frames={sent} seconds={secs:.3} \
              cpu_seconds={cpu:.3} rx_mpps_per_worker={} cross_drops={cross_drops} \
-             queue_drops={queue_drops} rx_drops={rx_drops} mpps_per_cpu={:.2} mpps={:.2}",
+             queue_drops={queue_drops} rx_drops={rx_drops} cpu_ns_per_rx_frame={:.2} mpps_per_cpu={:.2} mpps={:.2}",
             u8::from(cross),
             per.join(","),
+            cpu * 1e9 / received as f64,
             sent as f64 / cpu / 1e6,
             sent as f64 / secs / 1e6
         );

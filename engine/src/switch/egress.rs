@@ -264,18 +264,22 @@ impl<F: Frame> TxBurst<F> {
     }
 }
 
-/// Transmit bursts a port may send per poll: one for the frames received in the poll (cut
-/// through or queued), the rest for what other workers handed over and what waits queued, so
-/// that a port fed by several workers drains as fast as they fill it.
-const TX_BURSTS: usize = 4;
+/// Transmit bursts an unpaced port of a multi-worker switch may send per poll: one for the
+/// frames received in the poll (cut through or queued), the rest for what other workers handed
+/// over and what waits queued, so that a port fed by several workers drains as fast as they
+/// fill it. A lone worker, and a paced port, send one burst per poll (a paced port's pacer sets
+/// its rate, and one that was late, after a PFC pause or a descheduled worker, catches up its
+/// credit a burst per poll rather than four).
+pub(super) const TX_BURSTS: usize = 4;
 
-/// Takes from `next` what the pacer allows, a burst at a time, and transmits, up to
-/// [`TX_BURSTS`] bursts while the device takes whole bursts. Returns frames sent. `next` is
-/// the switch core's `poll_transmit` for this port.
+/// Takes from `next` what the pacer allows, a burst at a time, and transmits, up to `bursts`
+/// bursts while the device takes whole bursts. Returns frames sent. `next` is the switch core's
+/// `poll_transmit` for this port.
 pub(super) fn transmit<P: Port>(
     op: &mut OwnedPort<P>,
     now: Instant,
     idle: bool,
+    bursts: usize,
     mut next: impl FnMut() -> Option<P::Frame>,
 ) -> usize {
     if let Some(p) = &mut op.pacer {
@@ -284,7 +288,7 @@ pub(super) fn transmit<P: Port>(
         }
     }
     let mut sent = 0;
-    for _ in 0..TX_BURSTS {
+    for _ in 0..bursts {
         while op.pending.len() < BURST {
             if let Some(p) = &op.pacer {
                 if !p.ready(now) {
