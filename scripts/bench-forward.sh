@@ -149,7 +149,11 @@ if [ -n "$workers" ]; then
     split=$(cpu_split $((secs - 2)))
     wait $wp
     for b in "${bps[@]}"; do wait "$b" || cat "$out"/blast*.err >&2; done
-    kill -TERM $sp; wait $sp || true
+    if ! kill -TERM $sp 2>/dev/null; then
+      echo "bench-forward.sh: quench switch --workers $n stopped early:" >&2
+      cat "$out/sw.err" >&2
+    fi
+    wait $sp || true
     grep -h "on worker" "$out/sw.err" >&2 || true
     rows+=("$n $(cat "$out/rate") $split")
   done
