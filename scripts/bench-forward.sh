@@ -73,7 +73,7 @@ cleanup() {
 }
 trap cleanup EXIT
 scripts/testbed.sh down --prefix $P >/dev/null
-scripts/testbed.sh up --senders 1 --receivers 1 --prefix $P --queues "${workers:-1}" >/dev/null
+scripts/testbed.sh up --senders 1 --receivers 1 --prefix $P ${workers:+--queues "$workers"} >/dev/null
 ncores=$(nproc)
 last=$((ncores - 1))
 

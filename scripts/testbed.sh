@@ -24,7 +24,7 @@ senders=2
 receivers=1
 prefix=${QN_PREFIX:-qn}
 appliance=0
-queues=1
+queues=
 while [ $# -gt 0 ]; do
   case "$1" in
     --senders) senders=$2; shift 2 ;;
@@ -65,9 +65,11 @@ veth() {
   if ! ip -n "$nb" link show "$b" >/dev/null 2>&1; then
     ip -n "$na" link del "$a" >/dev/null 2>&1 || true
     # --queues Q: Q receive and transmit queues a side (a multi-queue port for several switch
-    # workers, one AF_XDP socket per queue).
-    ip link add "$b" netns "$nb" numrxqueues "$queues" numtxqueues "$queues" type veth \
-      peer name "$a" netns "$na" numrxqueues "$queues" numtxqueues "$queues"
+    # workers, one AF_XDP socket per queue); without it the kernel's default (a veth has as
+    # many queues as there are possible CPUs).
+    local q=()
+    [ -n "$queues" ] && q=(numrxqueues "$queues" numtxqueues "$queues")
+    ip link add "$b" netns "$nb" "${q[@]}" type veth peer name "$a" netns "$na" "${q[@]}"
   fi
   ip netns exec "$na" ethtool -K "$a" rxvlan off txvlan off gro on >/dev/null 2>&1 || true
   ip netns exec "$nb" ethtool -K "$b" rxvlan off txvlan off gro on >/dev/null 2>&1 || true
