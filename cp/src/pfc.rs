@@ -318,7 +318,9 @@ impl PfcProfile {
     /// Headroom of ingress `port` (ns-3 `headroom[port]`).
     fn headroom_of(&self, port: u16) -> u64 {
         match &self.per_port {
-            Some(p) => p.get(usize::from(port)).map_or(self.headroom, |p| p.headroom_bytes),
+            Some(p) => p
+                .get(usize::from(port))
+                .map_or(self.headroom, |p| p.headroom_bytes),
             None => self.headroom,
         }
     }
@@ -326,7 +328,9 @@ impl PfcProfile {
     /// Dynamic-threshold shift of ingress `port` (ns-3 `pfc_a_shift[port]`).
     fn shift_of(&self, port: u16) -> u8 {
         match &self.per_port {
-            Some(p) => p.get(usize::from(port)).map_or(self.alpha_shift, |p| p.alpha_shift),
+            Some(p) => p
+                .get(usize::from(port))
+                .map_or(self.alpha_shift, |p| p.alpha_shift),
             None => self.alpha_shift,
         }
     }
@@ -474,8 +478,7 @@ impl PfcIngress {
             // ns-3 CheckShouldPause: "hdrm_bytes[port][qIndex] > 0 ||
             // GetSharedUsed(port, qIndex) >= GetPfcThreshold(port)"
             ThresholdMode::Dynamic => {
-                q.headroom_bytes > 0
-                    || Self::shared_of(profile, q) >= self.threshold(profile, port)
+                q.headroom_bytes > 0 || Self::shared_of(profile, q) >= self.threshold(profile, port)
             }
         }
     }

@@ -36,14 +36,20 @@ pub struct Clock {
     mult: u64,
 }
 
-#[allow(clippy::disallowed_methods)] // reason: this is the clock module; reading clocks is its job
 fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// Clock `id` now, in nanoseconds.
+#[allow(clippy::disallowed_methods)] // reason: this is the clock module; reading clocks is its job
+fn clock_ns(id: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // Safety: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    // Safety: `ts` is a valid, writable timespec; CLOCK_MONOTONIC and CLOCK_REALTIME always
+    // exist on Linux.
+    unsafe { libc::clock_gettime(id, &mut ts) };
     (ts.tv_sec as u64)
         .saturating_mul(1_000_000_000)
         .saturating_add(ts.tv_nsec as u64)
@@ -82,6 +88,66 @@ fn tsc_is_invariant() -> bool {
 /// Read it once per burst, like [`Clock::now`].
 pub fn shared_now() -> Instant {
     Instant::from_nanos(monotonic_ns())
+}
+
+/// `CLOCK_REALTIME` now, in nanoseconds since the Unix epoch: the clock AF_PACKET's software
+/// receive timestamps are in (packet(7), `tp_sec` / `tp_nsec`).
+fn realtime_ns() -> u64 {
+    clock_ns(libc::CLOCK_REALTIME)
+}
+
+/// Converts kernel receive timestamps (`CLOCK_REALTIME`, or a NIC clock that phc2sys keeps on
+/// it) into the [`shared_now`] time base, with one pair of clock reads per burst: a frame stamped
+/// `age` before the realtime read arrived `age` before the monotonic read. Only the age crosses
+/// between the clocks, so a realtime step (NTP, settimeofday) between two bursts cannot move a
+/// frame's time by more than the step that happened inside one burst.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelStamps {
+    real_ns: u64,
+    mono: Instant,
+}
+
+impl KernelStamps {
+    /// Reads both clocks now (after the burst was taken from the ring).
+    pub fn read() -> KernelStamps {
+        let mono = shared_now();
+        KernelStamps {
+            real_ns: realtime_ns(),
+            mono,
+        }
+    }
+
+    /// The [`shared_now`] time of a frame the kernel stamped `stamp_real_ns` (never later than
+    /// the read: a stamp from the future is taken as now).
+    pub fn to_shared(&self, stamp_real_ns: u64) -> Instant {
+        let age = self.real_ns.saturating_sub(stamp_real_ns);
+        Instant::from_nanos(self.mono.as_nanos().saturating_sub(age))
+    }
+}
+
+/// The clock domain of [`shared_now`] on this host, as 24 bits for the test header's clock
+/// field (never 0, which means "not said"): a hash of the kernel's boot id (a new one every
+/// boot: `CLOCK_MONOTONIC` restarts with it) and of this process's time namespace (which may
+/// offset `CLOCK_MONOTONIC`, time_namespaces(7)). Two processes whose ids are equal read the
+/// same `CLOCK_MONOTONIC`; different ids mean another machine, another boot or another time
+/// namespace, except for a 2^-24 chance of a collision between two machines.
+pub fn clock_id() -> u32 {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let timens = std::fs::read_link("/proc/self/ns/time")
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    clock_id_of(boot.trim(), &timens)
+}
+
+/// [`clock_id`] of a boot id and a time-namespace name: FNV-1a (64 bits) folded to 24.
+pub fn clock_id_of(boot_id: &str, timens: &str) -> u32 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in boot_id.bytes().chain([0]).chain(timens.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    let folded = ((h >> 48) ^ (h >> 24) ^ h) as u32 & 0xFF_FFFF;
+    folded.max(1)
 }
 
 impl Clock {
@@ -164,6 +230,36 @@ impl Default for Clock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clock_ids_are_24_bits_nonzero_and_tell_boots_and_namespaces_apart() {
+        let a = clock_id_of("0f1e2d3c-aaaa-bbbb-cccc-000000000001", "time:[4026531834]");
+        let b = clock_id_of("0f1e2d3c-aaaa-bbbb-cccc-000000000002", "time:[4026531834]");
+        let c = clock_id_of("0f1e2d3c-aaaa-bbbb-cccc-000000000001", "time:[4026532000]");
+        for id in [a, b, c, clock_id()] {
+            assert!(id > 0 && id <= 0xFF_FFFF, "{id:#x}");
+        }
+        assert_ne!(a, b);
+        assert_ne!(a, c);
+        assert_eq!(clock_id(), clock_id(), "one host, one id");
+    }
+
+    #[test]
+    fn kernel_stamps_keep_the_age_of_a_frame() {
+        let k = KernelStamps {
+            real_ns: 1_700_000_000_000_000_000,
+            mono: Instant::from_nanos(5_000_000),
+        };
+        assert_eq!(
+            k.to_shared(1_700_000_000_000_000_000 - 30_000),
+            Instant::from_nanos(4_970_000)
+        );
+        // A stamp after the read (clock stepped back in between) is taken as the read.
+        assert_eq!(
+            k.to_shared(1_700_000_000_000_000_000 + 7),
+            Instant::from_nanos(5_000_000)
+        );
+    }
 
     #[test]
     fn clock_is_monotonic_and_tracks_the_os_clock() {

@@ -98,15 +98,15 @@ fn run(flows_a: &[u32], flows_b: &[u32], ms: u64, cc: Cc) -> Run {
     let mut q = SwitchCore::new(2);
     q.attach(0, QueueLimits::default(), hook, Rate::from_gbps(1));
     let mut pacer = Shaper::new(Rate::from_gbps(1), Duration::from_micros(12));
+    // Latency is not measured here: a clock id no frame carries.
     let mut rx = RecvWorker::new(
-        RecvConfig::default(),
+        RecvConfig::on_clock(0),
         (cc == Cc::Dcqcn).then(|| np::NpParams::default().profile().unwrap()),
         Duration::from_millis(10),
         MacAddr::new(2, 0, 0, 0, 9, 1),
     );
     let mut in_flight: Vec<(Instant, usize, Vec<u8>)> = Vec::new();
     let mut buf = vec![0u8; 2048];
-    let mut cnp = vec![0u8; 128];
     let (mut q_sum, mut q_n) = (0f64, 0u64);
     let mut cnps = 0u64;
     let end = ms * 1_000_000;
@@ -133,11 +133,11 @@ fn run(flows_a: &[u32], flows_b: &[u32], ms: u64, cc: Cc) -> Run {
                 break;
             };
             pacer.on_send(now, f.frame.len() as u32);
-            if let Some(n) = rx.on_frame(now, f.frame.data(), &mut cnp) {
+            rx.on_frame(now, None, f.frame.data(), &mut |cnp| {
                 let to = usize::from(cnp[5] == 2);
-                in_flight.push((now + Duration::from_micros(10), to, cnp[..n].to_vec()));
+                in_flight.push((now + Duration::from_micros(10), to, cnp.to_vec()));
                 cnps += 1;
-            }
+            });
         }
         while let Some(Event::Cnm { cnm, .. }) = q.poll_event() {
             let to = usize::from(cnm[5] == 2);

@@ -1,7 +1,9 @@
 //! `quench recv`: the receiver and DCQCN notification point on one interface.
 //!
-//! Busy-polls a port for `--duration`, counts quench test frames per flow
-//! (goodput, loss, reordering, one-way latency against the senders' `CLOCK_MONOTONIC` stamps),
+//! Busy-polls a port for `--duration`, counts quench test frames per flow (goodput, loss,
+//! reordering, and one-way latency against the senders' `CLOCK_MONOTONIC` stamps when their
+//! clock id says they share this host's clock: refused with the reason otherwise), sends them
+//! back with `--reflect` (the sender then measures the round trip),
 //! answers CE marks with RoCEv2 CNPs as the np crate decides (`--preset NAME|FILE`, the `[np]`
 //! table of a preset such as `nvidia`; `--no-cnp` to stay silent), and at the end prints the
 //! summary table and one JSON line, and writes the report directory (`--out DIR`: summary.json,
@@ -44,6 +46,11 @@ pub struct Args {
     /// Flow-table size.
     #[arg(long, default_value_t = DEFAULT_MAX_FLOWS)]
     pub max_flows: usize,
+    /// Send every test frame back to its sender (addresses and UDP ports swapped, test header
+    /// and its transmit stamp kept), so that `quench send --out DIR` measures the round trip
+    /// on its own clock: latency between machines that share no clock.
+    #[arg(long)]
+    pub reflect: bool,
     /// Act as a receiver whose link pauses: every PERIOD_US send a PFC PAUSE for priority 3
     /// lasting PAUSE_US (quanta at 1 Gbit/s, 512 ns each): `--pfc-pause 400:200`. The switch
     /// port toward this receiver then goes OFF and ON (TCD's victim scenario).
@@ -75,17 +82,21 @@ pub(crate) fn finish_sink(sink: Sink, out: Option<&std::path::Path>) -> anyhow::
         report::write_report_dir(dir, &e.summary, &e.latency, &e.log)?;
     }
     out!("{}", e.summary.table())?;
-    if e.cnp_tx_drops > 0 {
-        outln!("CNPs not sent (transmit ring full): {}", e.cnp_tx_drops)?;
-    }
-    if e.pauses_sent > 0 {
-        outln!("PFC PAUSE frames sent (--pfc-pause): {}", e.pauses_sent)?;
-    }
-    if e.cnps_suppressed > 0 {
-        outln!(
-            "CNPs suppressed by the notification point's interval: {}",
-            e.cnps_suppressed
-        )?;
+    for (n, what) in [
+        (e.reflected, "test frames reflected to their senders"),
+        (
+            e.reply_tx_drops,
+            "CNPs and reflected frames not sent (transmit ring full)",
+        ),
+        (e.pauses_sent, "PFC PAUSE frames sent (--pfc-pause)"),
+        (
+            e.cnps_suppressed,
+            "CNPs suppressed by the notification point's interval",
+        ),
+    ] {
+        if n > 0 {
+            outln!("{what}: {n}")?;
+        }
     }
     if let Some(dir) = out {
         outln!("report written to {}", dir.display())?;
@@ -108,6 +119,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .max(Duration::from_millis(1)),
             max_flows: args.max_flows,
             pfc_pause: args.pfc_pause.clone(),
+            reflect: args.reflect,
+            clock: crate::time::clock_id(),
         },
     )?;
     let stop = crate::worker::stop_on_signals()?;

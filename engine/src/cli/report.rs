@@ -62,7 +62,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         if let Some(dir) = &args.plot {
             std::fs::create_dir_all(dir).with_context(|| format!("{}", dir.display()))?;
-            report::plot_log(log, &text, dir)?;
+            report::plot_log(log, &text, dir, report::log_kind(&text))?;
             outln!(
                 "wrote {} and {}",
                 dir.join("rate.svg").display(),

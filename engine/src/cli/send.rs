@@ -22,6 +22,8 @@ use crate::host::core::PacingConfig;
 use crate::host::rp::HostRp;
 use crate::port::{Port, MAX_FRAME};
 use crate::recv::sink::{Sink, SinkOptions};
+use crate::recv::worker::RecvWorker;
+use crate::report;
 use crate::send::audit::{share_within, LoopStalls};
 use crate::send::flowgen::{schedule, FlowGroup};
 use crate::send::run::{LoopLimits, SendPort};
@@ -155,6 +157,17 @@ pub struct Args {
     /// Deprecated: `--sink-linger`, in milliseconds.
     #[arg(long, hide = true, conflicts_with = "sink_linger")]
     pub sink_linger_ms: Option<f64>,
+    /// Round-trip report directory (as `quench recv --out`, with `rtt.hgrm` and latency kind
+    /// `rtt`): the frames a `quench recv --reflect` sends back, timed on this host's clock.
+    /// Once per `--iface`, in the same order. Without it the round trip is printed when
+    /// reflected frames come back.
+    #[arg(long, value_name = "DIR")]
+    pub out: Vec<PathBuf>,
+    /// Stamp this clock id (24 bits) into the test headers instead of this host's: a receiver
+    /// on this host then takes the sender for another machine and refuses one-way latency
+    /// (for tests).
+    #[arg(long, hide = true)]
+    pub clock_id: Option<u32>,
     /// How long to run, e.g. `10s` (SIGINT / SIGTERM end it early, with the report).
     #[arg(long, default_value = "10s", value_parser = super::duration_or_secs_arg,
           alias = "duration-s")]
@@ -318,6 +331,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "--sink ports",
         false,
     )?;
+    check_count("out", args.out.len(), nports, "--iface ports", false)?;
+    let clock_id = match args.clock_id {
+        Some(id) if id == 0 || id > 0xFF_FFFF => {
+            anyhow::bail!("--clock-id {id}: must be 1 ..= 0xffffff (24 bits, 0 means not said)")
+        }
+        Some(id) => id,
+        None => crate::time::clock_id(),
+    };
     let pauses = sink_pauses(&args)?;
     let mut configs = Vec::with_capacity(nports);
     for k in 0..nports {
@@ -361,6 +382,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .caps()
             .mac
             .unwrap_or(MacAddr(2, 0, 0, 0, 0, 1 + k as u8));
+        let src_ip = args.src_ip.get(k).copied().unwrap_or(cfg.src_ip);
         let w = SendWorker::new(
             pc.pacing,
             cfg.frame_len.min(MAX_FRAME as u32),
@@ -370,7 +392,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!("{file}: {e}"))?,
             Addressing {
                 src_mac: mac,
-                src_ip: args.src_ip.get(k).copied().unwrap_or(cfg.src_ip),
+                src_ip,
                 dst_ip: cfg.dst_ip,
                 vlan: cfg.vlan,
                 ecn: pc.ecn,
@@ -378,14 +400,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             },
         )
         .map_err(|e| anyhow::anyhow!("{file}: {e}"))?
-        .with_link_rate(line);
-        ports.push(SendPort::new(
-            label.clone(),
-            port,
-            w,
-            Duration::from_millis(100),
-            loop_catch_up,
-        ));
+        .with_link_rate(line)
+        .with_clock(clock_id);
+        let rtt = RecvWorker::round_trip(clock_id, src_ip, Duration::from_millis(100), mac);
+        ports.push(
+            SendPort::new(
+                label.clone(),
+                port,
+                w,
+                Duration::from_millis(100),
+                loop_catch_up,
+            )
+            .with_rtt(rtt),
+        );
     }
     let np = if args.sink_no_cnp {
         None
@@ -421,6 +448,26 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             rx_drops: o.port.kernel_rx_drops(),
         };
         report(o, configs[k].cc, secs, &stalls, &kernel)?;
+    }
+    for (k, o) in ports.into_iter().enumerate() {
+        let out = args.out.get(k);
+        let Some(rtt) = o.rtt else { continue };
+        if rtt.receiver().flows().is_empty() && out.is_none() {
+            continue;
+        }
+        let (summary, all, log) = rtt.finish(crate::time::shared_now());
+        if let Some(dir) = out {
+            report::write_report_dir(dir, &summary, &all, &log)?;
+        }
+        outln!(
+            "== rtt {} (frames reflected back by quench recv --reflect)",
+            o.label
+        )?;
+        out!("{}", summary.table())?;
+        if let Some(dir) = out {
+            outln!("report written to {}", dir.display())?;
+        }
+        outln!("{}", serde_json::json!({"port": o.label, "rtt": summary}))?;
     }
     for (k, (s, label)) in sinks.into_iter().zip(&args.sink).enumerate() {
         outln!("== sink {label}")?;

@@ -2,7 +2,7 @@
 //! ports without a device-shared pool (in-memory, AF_PACKET) hand out, and what a frame whose
 //! own buffer cannot change core (an AF_XDP UMEM frame) is copied into to cross to another
 //! worker ([`Carried`]). Dropping one frees it.
-use super::{Frame, MAX_FRAME};
+use super::{Frame, RxStamp, MAX_FRAME};
 
 /// A frame crossing to another worker's core ([`super::Port::carry`], [`super::Port::land`]):
 /// the received frame itself when its buffer may be freed from any thread (a heap buffer, a
@@ -59,19 +59,35 @@ impl Frame for Carried {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HeapFrame {
     buf: Vec<u8>,
+    /// When the kernel received it (AF_PACKET ports), if it said.
+    stamp: Option<RxStamp>,
 }
 
 impl HeapFrame {
     /// A zeroed frame of `len` octets, `None` above [`MAX_FRAME`].
     pub fn zeroed(len: usize) -> Option<HeapFrame> {
-        (len <= MAX_FRAME).then(|| HeapFrame { buf: vec![0; len] })
+        (len <= MAX_FRAME).then(|| HeapFrame {
+            buf: vec![0; len],
+            stamp: None,
+        })
     }
 
     /// A copy of `bytes`, `None` above [`MAX_FRAME`].
     pub fn copy_of(bytes: &[u8]) -> Option<HeapFrame> {
         (bytes.len() <= MAX_FRAME).then(|| HeapFrame {
             buf: bytes.to_vec(),
+            stamp: None,
         })
+    }
+
+    /// The same frame with its kernel receive time.
+    pub fn with_stamp(self, stamp: Option<RxStamp>) -> HeapFrame {
+        HeapFrame { stamp, ..self }
+    }
+
+    /// When the kernel received the frame, if the port asked it and it said.
+    pub fn rx_stamp(&self) -> Option<RxStamp> {
+        self.stamp
     }
 
     /// The buffer, for callers that keep frames as plain bytes.

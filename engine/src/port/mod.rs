@@ -66,6 +66,34 @@ pub trait Frame {
     }
 }
 
+/// Where a received frame's time came from, best first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum StampSource {
+    /// The NIC's clock (SO_TIMESTAMPING raw hardware stamp), taken as the frame arrived.
+    Hardware,
+    /// The kernel's software stamp, taken as the driver handed the frame to the stack.
+    Software,
+    /// The kernel's clock when it copied the frame into the AF_PACKET ring.
+    Ring,
+}
+
+impl StampSource {
+    pub fn name(self) -> &'static str {
+        match self {
+            StampSource::Hardware => "kernel hardware",
+            StampSource::Software => "kernel software",
+            StampSource::Ring => "kernel ring",
+        }
+    }
+}
+
+/// A frame's receive time from the kernel, in [`crate::time::shared_now`]'s time base.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RxStamp {
+    pub at: units::Instant,
+    pub source: StampSource,
+}
+
 /// How a port moves frames, as declared by the port itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PortKind {

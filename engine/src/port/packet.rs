@@ -6,12 +6,22 @@
 //! fills strictly in order). Transmit copies into the next free tx slot and kicks the kernel
 //! with one `send` per burst. The socket bypasses the qdisc and ignores its own outgoing frames.
 //!
+//! Receive timestamps: the socket asks for SO_TIMESTAMPING receive stamps and the ring for the
+//! NIC's raw hardware stamp (PACKET_TIMESTAMP), and where the device's hardware stamping is off
+//! it is switched on for all received frames (SIOCSHWTSTAMP, keeping its transmit setting), as
+//! ptp4l does; a device without it (veth) refuses and the ring carries the kernel's software
+//! stamp. Each frame carries its stamp and says which kind it is ([`super::RxStamp`]).
+//!
 //! VLAN: the kernel may strip an 802.1Q tag into the ring header (`TP_STATUS_VLAN_VALID`); such
 //! a tag is put back into the frame, so a port hands over frames as they were on the wire.
 use std::sync::atomic::{fence, Ordering};
 
 use super::heap::{Carried, HeapFrame};
-use super::{device_mac, if_index, Capabilities, Frame, Port, PortError, PortKind, MAX_FRAME};
+use super::{
+    device_mac, if_index, Capabilities, Frame, Port, PortError, PortKind, RxStamp, StampSource,
+    MAX_FRAME,
+};
+use crate::time::KernelStamps;
 
 /// Ring geometry: 2 KiB slots, 64 KiB blocks (page multiple), 2048 slots per direction.
 const SLOT: usize = 2048;
@@ -40,6 +50,24 @@ const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
 const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
 const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
+const TP_STATUS_TS_SOFTWARE: u32 = 1 << 29;
+const TP_STATUS_TS_RAW_HARDWARE: u32 = 1 << 31;
+/// linux/if_packet.h.
+const PACKET_TIMESTAMP: libc::c_int = 17;
+/// asm-generic/socket.h (SO_TIMESTAMPING_OLD: timespec stamps, all that a ring uses).
+const SO_TIMESTAMPING: libc::c_int = 37;
+/// linux/net_tstamp.h: enum hwtstamp_rx_filters.
+const HWTSTAMP_FILTER_NONE: libc::c_int = 0;
+const HWTSTAMP_FILTER_ALL: libc::c_int = 1;
+
+/// `struct hwtstamp_config` (linux/net_tstamp.h).
+#[repr(C)]
+#[derive(Default)]
+struct HwTstampConfig {
+    flags: libc::c_int,
+    tx_type: libc::c_int,
+    rx_filter: libc::c_int,
+}
 const TP_STATUS_AVAILABLE: u32 = 0;
 const TP_STATUS_SEND_REQUEST: u32 = 1;
 const TP_STATUS_SENDING: u32 = 2;
@@ -200,6 +228,19 @@ impl PacketPort {
         mreq.mr_ifindex = ifindex as i32;
         mreq.mr_type = PACKET_MR_PROMISC;
         sockopt(fd, sol, PACKET_ADD_MEMBERSHIP, &mreq).map_err(|e| open_err("promisc", e))?;
+        // Best effort: without them the ring still stamps each frame as it copies it in.
+        let rx_stamps = (libc::SOF_TIMESTAMPING_RX_SOFTWARE
+            | libc::SOF_TIMESTAMPING_SOFTWARE
+            | libc::SOF_TIMESTAMPING_RX_HARDWARE
+            | libc::SOF_TIMESTAMPING_RAW_HARDWARE) as libc::c_int;
+        let _ = sockopt(fd, libc::SOL_SOCKET, SO_TIMESTAMPING, &rx_stamps);
+        let _ = sockopt(
+            fd,
+            sol,
+            PACKET_TIMESTAMP,
+            &(libc::SOF_TIMESTAMPING_RAW_HARDWARE as libc::c_int),
+        );
+        let _ = enable_hw_rx_stamps(fd, ifname);
         Ok(port)
     }
 
@@ -221,6 +262,55 @@ impl PacketPort {
         fence(Ordering::Release);
         // Safety: as in `status`.
         unsafe { (*(hdr as *const std::sync::atomic::AtomicU32)).store(v, Ordering::Relaxed) };
+    }
+}
+
+/// Turns on the device's hardware receive stamps when they are off (SIOCGHWTSTAMP /
+/// SIOCSHWTSTAMP, needs CAP_NET_ADMIN), keeping its transmit setting; `Err` when the device has
+/// none (veth: EOPNOTSUPP) or we may not change it.
+fn enable_hw_rx_stamps(fd: libc::c_int, ifname: &str) -> std::io::Result<()> {
+    let ioctl = |req: libc::c_ulong, cfg: &mut HwTstampConfig| {
+        // Safety: ifreq is plain old data; zeroed is valid.
+        let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+        for (d, s) in ifr
+            .ifr_name
+            .iter_mut()
+            .zip(ifname.bytes().take(libc::IFNAMSIZ - 1))
+        {
+            *d = s as libc::c_char;
+        }
+        ifr.ifr_ifru.ifru_data = (cfg as *mut HwTstampConfig).cast();
+        // Safety: `ifr` names the device and points at `cfg`, a live hwtstamp_config borrowed
+        // for the duration of the call.
+        if unsafe { libc::ioctl(fd, req as _, &mut ifr as *mut libc::ifreq) } < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    };
+    let mut cfg = HwTstampConfig::default();
+    ioctl(libc::SIOCGHWTSTAMP, &mut cfg)?;
+    if cfg.rx_filter != HWTSTAMP_FILTER_NONE {
+        return Ok(());
+    }
+    cfg.rx_filter = HWTSTAMP_FILTER_ALL;
+    ioctl(libc::SIOCSHWTSTAMP, &mut cfg)
+}
+
+/// The receive stamp of a ring slot with status `status` and time `sec`.`nsec`, converted with
+/// `k` (read once for the burst).
+fn slot_stamp(status: u32, sec: u32, nsec: u32, k: &KernelStamps) -> RxStamp {
+    let source = if status & TP_STATUS_TS_RAW_HARDWARE != 0 {
+        StampSource::Hardware
+    } else if status & TP_STATUS_TS_SOFTWARE != 0 {
+        StampSource::Software
+    } else {
+        StampSource::Ring
+    };
+    let ns = u64::from(sec) * 1_000_000_000 + u64::from(nsec);
+    RxStamp {
+        at: k.to_shared(ns),
+        source,
     }
 }
 
@@ -258,16 +348,20 @@ impl Port for PacketPort {
         max: usize,
     ) -> Result<usize, PortError> {
         let mut n = 0;
+        let mut clocks = None;
         while n < max {
             let hdr = self.slot(false, self.rx_next);
             let status = Self::status(hdr);
             if status & TP_STATUS_USER == 0 {
                 break;
             }
+            // Read after the frame is in the ring, so no frame's age comes out negative.
+            let k = *clocks.get_or_insert_with(KernelStamps::read);
             // Safety: the slot is ours (TP_STATUS_USER) until we set it back to KERNEL; the
             // header and the frame it describes lie inside the slot.
             let frame = unsafe {
                 let h = &*(hdr as *const Tp2Hdr);
+                let stamp = Some(slot_stamp(status, h.tp_sec, h.tp_nsec, &k));
                 let len = (h.tp_snaplen as usize).min(SLOT - h.tp_mac as usize);
                 let data = std::slice::from_raw_parts(hdr.add(h.tp_mac as usize), len);
                 if status & TP_STATUS_VLAN_VALID != 0 && data.len() >= 12 {
@@ -285,6 +379,7 @@ impl Port for PacketPort {
                 } else {
                     HeapFrame::copy_of(data)
                 }
+                .map(|f| f.with_stamp(stamp))
             };
             Self::set_status(hdr, TP_STATUS_KERNEL);
             self.rx_next = (self.rx_next + 1) % SLOTS;

@@ -12,14 +12,21 @@
 //!   numbers become *missing*), a late arrival filling a missing number (*reordered*), a
 //!   duplicate, or *too old* to tell (behind the duplicate window). Loss at any time is the count
 //!   of numbers still missing.
-//! - Latency is `rx - tx` in nanoseconds; an arrival stamped in the future of the receive clock
-//!   (the two clocks disagree) is counted in `clock_skew` and not recorded.
+//! - Latency is `rx - tx` in nanoseconds, recorded only for an arrival whose clock id
+//!   ([`Arrival::clock`]) is the receiver's own ([`RecvConfig::clock`]): transmit and receive
+//!   stamps then come from one `CLOCK_MONOTONIC`. An arrival on another clock (another machine,
+//!   or a sender that did not say, id 0) is counted in `foreign_clock` and its latency refused;
+//!   one stamped in the future of the receive clock is counted in `clock_skew` and not recorded.
+//!   For a round trip ([`LatencyKind::Rtt`]) the receiver is the sender itself, reading frames
+//!   reflected back, and the clock is the one it stamped them with.
 use std::collections::HashMap;
 
 use hdrhistogram::Histogram;
 use units::{Duration, FlowId, Instant};
 
-use crate::report::{latency_histogram, FlowSummary, LatencySummary, Summary, MAX_LATENCY_NS};
+use crate::report::{
+    latency_histogram, FlowSummary, LatencyKind, LatencySummary, Summary, MAX_LATENCY_NS,
+};
 
 pub mod sink;
 pub mod worker;
@@ -35,21 +42,33 @@ const WINDOW_WORDS: usize = (WINDOW / 64) as usize;
 pub struct Arrival {
     pub flow: FlowId,
     pub seq: u64,
-    /// The sender's transmit timestamp (same clock domain as the receive time).
+    /// The sender's transmit timestamp.
     pub tx: Instant,
+    /// The clock domain of `tx` (the test header's clock id; 0 = not said).
+    pub clock: u32,
     /// Octets of the frame on the wire (Ethernet header to end of payload).
     pub len: u32,
 }
 
-/// Receiver limits.
+/// Receiver limits and clock.
 #[derive(Clone, Copy, Debug)]
 pub struct RecvConfig {
     pub max_flows: usize,
+    /// The receive clock's id (`crate::time::clock_id`): latency is recorded only for arrivals
+    /// stamped on it. 0 matches nothing.
+    pub clock: u32,
+    /// What the latency is: one way, or a round trip measured by the sender.
+    pub kind: LatencyKind,
 }
 
-impl Default for RecvConfig {
-    fn default() -> Self {
-        RecvConfig { max_flows: 4096 }
+impl RecvConfig {
+    /// A one-way receiver with the default flow table on clock `clock`.
+    pub fn on_clock(clock: u32) -> Self {
+        RecvConfig {
+            max_flows: 4096,
+            clock,
+            kind: LatencyKind::OneWay,
+        }
     }
 }
 
@@ -70,6 +89,8 @@ pub struct FlowStats {
     pub too_old: u64,
     /// Arrivals stamped later than the receive time (clocks disagree); not in the histogram.
     pub clock_skew: u64,
+    /// Arrivals stamped on another clock than the receiver's: latency refused.
+    pub foreign_clock: u64,
     /// Latencies larger than [`MAX_LATENCY_NS`], recorded as that value.
     pub clamped: u64,
     /// One-way latency in nanoseconds over the whole run.
@@ -98,6 +119,7 @@ impl FlowStats {
             duplicates: 0,
             too_old: 0,
             clock_skew: 0,
+            foreign_clock: 0,
             clamped: 0,
             latency: latency_histogram(),
             interval_latency: latency_histogram(),
@@ -189,6 +211,7 @@ impl FlowStats {
             duplicates: self.duplicates,
             too_old: self.too_old,
             clock_skew: self.clock_skew,
+            foreign_clock: self.foreign_clock,
             latency: LatencySummary::of(&self.latency),
         }
     }
@@ -214,6 +237,8 @@ pub struct Receiver {
     flows: HashMap<FlowId, usize>,
     stats: Vec<FlowStats>,
     overflow_frames: u64,
+    /// The last clock id seen that was not the receiver's, for the refusal's reason.
+    foreign: Option<u32>,
 }
 
 impl Receiver {
@@ -223,11 +248,13 @@ impl Receiver {
             flows: HashMap::new(),
             stats: Vec::new(),
             overflow_frames: 0,
+            foreign: None,
         }
     }
 
-    /// Counts one test frame received at `now`.
-    pub fn on_arrival(&mut self, now: Instant, a: Arrival) -> Accepted {
+    /// Counts one test frame received at `now`; returns what it did and the latency it recorded
+    /// (nanoseconds), if any.
+    pub fn on_arrival(&mut self, now: Instant, a: Arrival) -> (Accepted, Option<u64>) {
         let (idx, accepted) = match self.flows.get(&a.flow) {
             Some(&i) => (i, Accepted::Known),
             None if self.stats.len() < self.cfg.max_flows => {
@@ -238,7 +265,7 @@ impl Receiver {
             }
             None => {
                 self.overflow_frames += 1;
-                return Accepted::Overflow;
+                return (Accepted::Overflow, None);
             }
         };
         let f = &mut self.stats[idx];
@@ -247,8 +274,14 @@ impl Receiver {
         f.last_rx = now;
         f.on_seq(a.seq);
         let _ = f.interval_len.record(u64::from(a.len).max(1));
+        if a.clock == 0 || a.clock != self.cfg.clock {
+            f.foreign_clock += 1;
+            self.foreign = Some(a.clock);
+            return (accepted, None);
+        }
         if a.tx > now {
             f.clock_skew += 1;
+            (accepted, None)
         } else {
             let mut ns = (now - a.tx).as_nanos().max(1);
             if ns > MAX_LATENCY_NS {
@@ -258,8 +291,28 @@ impl Receiver {
             // Cannot fail: ns is within the histogram's bounds.
             let _ = f.latency.record(ns);
             let _ = f.interval_latency.record(ns);
+            (accepted, Some(ns))
         }
-        accepted
+    }
+
+    /// Why some arrivals have no latency figure: their clock is not the receiver's. `None` when
+    /// every arrival was on the receiver's clock.
+    pub fn refusal(&self) -> Option<String> {
+        let id = self.foreign?;
+        let frames: u64 = self.stats.iter().map(|f| f.foreign_clock).sum();
+        let whose = if id == 0 {
+            "carry no clock id (their sender did not say which clock stamped them)".to_string()
+        } else {
+            format!(
+                "were stamped on clock {id:#08x}, this receiver's is {:#08x} (another machine, \
+                 boot or time namespace)",
+                self.cfg.clock
+            )
+        };
+        Some(format!(
+            "{frames} frames {whose}: a one-way figure needs both ends on one clock; measure \
+             the round trip instead (`quench recv --reflect` here, `quench send --out DIR` there)"
+        ))
     }
 
     /// Flows in order of first arrival.
@@ -277,6 +330,12 @@ impl Receiver {
         let flows = self.stats.iter().map(FlowStats::summary).collect();
         Summary {
             overflow_frames: self.overflow_frames,
+            latency_kind: self.cfg.kind,
+            one_way_refused: match self.cfg.kind {
+                LatencyKind::OneWay => self.refusal(),
+                // The sender's own clock stamped and received: never foreign.
+                LatencyKind::Rtt => None,
+            },
             ..Summary::of(flows, duration_s, all)
         }
     }
@@ -300,18 +359,66 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    const CLOCK: u32 = 0x00ab_cdef;
+
     fn arr(flow: u32, seq: u64, tx_ns: u64) -> Arrival {
         Arrival {
             flow: FlowId(flow),
             seq,
             tx: Instant::from_nanos(tx_ns),
+            clock: CLOCK,
             len: 1000,
         }
     }
 
+    fn rx() -> Receiver {
+        Receiver::new(RecvConfig::on_clock(CLOCK))
+    }
+
+    #[test]
+    fn latency_only_on_a_shared_clock() {
+        let mut r = rx();
+        let t = Instant::from_nanos(50_000);
+        assert_eq!(r.on_arrival(t, arr(1, 0, 10_000)).1, Some(40_000));
+        let other = Arrival {
+            clock: 0x12_3456,
+            ..arr(1, 1, 10_000)
+        };
+        assert_eq!(r.on_arrival(t, other), (Accepted::Known, None));
+        let unsaid = Arrival {
+            clock: 0,
+            ..arr(1, 2, 10_000)
+        };
+        assert_eq!(r.on_arrival(t, unsaid).1, None);
+        let f = &r.flows()[0];
+        assert_eq!((f.frames, f.foreign_clock, f.latency.len()), (3, 2, 1));
+        let why = r.refusal().unwrap();
+        assert!(why.starts_with("2 frames carry no clock id"), "{why}");
+        let s = r.summary(1.0, &latency_histogram());
+        assert_eq!(s.one_way_refused, Some(why));
+        assert_eq!(s.flows[0].foreign_clock, 2);
+        let mut r = rx();
+        r.on_arrival(t, other);
+        let why = r.refusal().unwrap();
+        assert!(
+            why.contains("clock 0x123456, this receiver's is 0xabcdef"),
+            "{why}"
+        );
+        let mut rtt = Receiver::new(RecvConfig {
+            kind: LatencyKind::Rtt,
+            ..RecvConfig::on_clock(CLOCK)
+        });
+        rtt.on_arrival(t, arr(1, 0, 10_000));
+        let s = rtt.summary(1.0, &latency_histogram());
+        assert_eq!(
+            (s.latency_kind, s.one_way_refused, s.flows[0].latency.count),
+            (LatencyKind::Rtt, None, 1)
+        );
+    }
+
     #[test]
     fn in_order_gap_late_and_duplicate() {
-        let mut r = Receiver::new(RecvConfig::default());
+        let mut r = rx();
         let t = Instant::from_nanos(1_000_000);
         for seq in [0, 1, 2, 5, 3, 3, 6] {
             r.on_arrival(t, arr(1, seq, 0));
@@ -327,7 +434,7 @@ mod tests {
 
     #[test]
     fn far_behind_is_too_old_not_a_duplicate() {
-        let mut r = Receiver::new(RecvConfig::default());
+        let mut r = rx();
         let t = Instant::ZERO;
         r.on_arrival(t, arr(1, 5000, 0));
         r.on_arrival(t, arr(1, 10, 0));
@@ -337,7 +444,7 @@ mod tests {
 
     #[test]
     fn latency_goodput_and_skew() {
-        let mut r = Receiver::new(RecvConfig::default());
+        let mut r = rx();
         // 11 frames of 1000 octets 8 us apart = 1 Gb/s; each took 20 us.
         for i in 0..11u64 {
             let now = 100_000 + i * 8_000;
@@ -356,21 +463,24 @@ mod tests {
 
     #[test]
     fn table_is_bounded() {
-        let mut r = Receiver::new(RecvConfig { max_flows: 2 });
-        assert_eq!(r.on_arrival(Instant::ZERO, arr(1, 0, 0)), Accepted::New);
-        assert_eq!(r.on_arrival(Instant::ZERO, arr(2, 0, 0)), Accepted::New);
+        let mut r = Receiver::new(RecvConfig {
+            max_flows: 2,
+            ..RecvConfig::on_clock(CLOCK)
+        });
+        assert_eq!(r.on_arrival(Instant::ZERO, arr(1, 0, 0)).0, Accepted::New);
+        assert_eq!(r.on_arrival(Instant::ZERO, arr(2, 0, 0)).0, Accepted::New);
         assert_eq!(
-            r.on_arrival(Instant::ZERO, arr(3, 0, 0)),
+            r.on_arrival(Instant::ZERO, arr(3, 0, 0)).0,
             Accepted::Overflow
         );
-        assert_eq!(r.on_arrival(Instant::ZERO, arr(1, 1, 0)), Accepted::Known);
+        assert_eq!(r.on_arrival(Instant::ZERO, arr(1, 1, 0)).0, Accepted::Known);
         assert_eq!(r.overflow_frames(), 1);
         assert_eq!(r.flows().len(), 2);
     }
 
     #[test]
     fn interval_histograms_reset() {
-        let mut r = Receiver::new(RecvConfig::default());
+        let mut r = rx();
         r.on_arrival(Instant::from_nanos(10), arr(1, 0, 0));
         let mut seen = Vec::new();
         r.take_interval(|f, lat, len| seen.push((f, lat.len(), len.len(), len.mean())));
@@ -390,7 +500,7 @@ mod tests {
             n in 1u64..600,
             picks in proptest::collection::vec((0u64..600, any::<bool>()), 1..800),
         ) {
-            let mut r = Receiver::new(RecvConfig::default());
+            let mut r = rx();
             let mut delivered = std::collections::BTreeSet::new();
             let mut dups = 0u64;
             for (s, _) in &picks {

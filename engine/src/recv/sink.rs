@@ -53,6 +53,11 @@ pub struct SinkOptions {
     pub interval: Duration,
     pub max_flows: usize,
     pub pfc_pause: Option<String>,
+    /// Send every test frame back to its sender (`--reflect`).
+    pub reflect: bool,
+    /// This host's clock id ([`crate::time::clock_id`]): one-way latency only for frames
+    /// stamped on it.
+    pub clock: u32,
 }
 
 impl SinkOptions {
@@ -63,6 +68,8 @@ impl SinkOptions {
             interval: Duration::from_millis(DEFAULT_INTERVAL_MS),
             max_flows: DEFAULT_MAX_FLOWS,
             pfc_pause: None,
+            reflect: false,
+            clock: crate::time::clock_id(),
         }
     }
 }
@@ -75,7 +82,7 @@ pub struct Sink {
     w: RecvWorker,
     rx: Vec<AnyFrame>,
     tx: Vec<AnyFrame>,
-    cnp: [u8; 128],
+    /// CNPs and reflected frames the port had no buffer or ring space for.
     tx_drops: u64,
     pauser: Option<(Duration, [u8; crate::wire::pfc::FRAME_LEN])>,
     next_pause: units::Instant,
@@ -86,14 +93,18 @@ impl Sink {
     /// The receiver on `port`, opened by the caller.
     pub fn new(port: NsPort, opts: SinkOptions) -> anyhow::Result<Sink> {
         let mac = port.caps().mac.unwrap_or_else(MacAddr::zero);
-        let w = RecvWorker::new(
+        let mut w = RecvWorker::new(
             RecvConfig {
                 max_flows: opts.max_flows,
+                ..RecvConfig::on_clock(opts.clock)
             },
             opts.np,
             opts.interval,
             mac,
         );
+        if opts.reflect {
+            w = w.reflecting();
+        }
         let pauser = opts
             .pfc_pause
             .as_deref()
@@ -103,8 +114,7 @@ impl Sink {
             port,
             w,
             rx: Vec::with_capacity(BURST),
-            tx: Vec::with_capacity(BURST),
-            cnp: [0u8; 128],
+            tx: Vec::with_capacity(2 * BURST),
             tx_drops: 0,
             pauser,
             next_pause: shared_now(),
@@ -112,26 +122,31 @@ impl Sink {
         })
     }
 
-    /// Reads one burst, answers it, runs the timers. Returns the frames read and the time they
-    /// were stamped with (`CLOCK_MONOTONIC`, read after the burst arrived: a frame is never
-    /// stamped later than its receive time).
+    /// Reads one burst, answers it, runs the timers. Returns the frames read and the time the
+    /// burst was read (`CLOCK_MONOTONIC`, after the burst arrived); a frame's receive time is its
+    /// kernel stamp when the port has one, else this.
     pub fn step(&mut self) -> anyhow::Result<(usize, units::Instant)> {
         let port = &mut *self.port;
         port.rx_burst(0, &mut self.rx, BURST)?;
         let n = self.rx.len();
         let now = shared_now();
+        let (tx, tx_drops) = (&mut self.tx, &mut self.tx_drops);
         for f in self.rx.drain(..) {
             use crate::port::Frame as _;
-            if let Some(len) = self.w.on_frame(now, f.data(), &mut self.cnp) {
-                match port.import(&self.cnp[..len]) {
-                    Some(c) => self.tx.push(c),
-                    None => self.tx_drops += 1,
-                }
-            }
+            self.w.on_frame(
+                now,
+                f.rx_stamp(),
+                f.data(),
+                &mut |reply| match port.import(reply) {
+                    Some(c) => tx.push(c),
+                    None => *tx_drops += 1,
+                },
+            );
         }
         if !self.tx.is_empty() {
             port.tx_burst(0, &mut self.tx)?;
-            // CNPs the ring could not take are dropped (freed): the next mark asks again.
+            // Replies the ring could not take are dropped (freed): the next mark asks again,
+            // a reflected frame counts as lost on the way back.
             self.tx_drops += self.tx.len() as u64;
             self.tx.clear();
         }
@@ -162,7 +177,8 @@ impl Sink {
             summary,
             latency: all,
             log,
-            cnp_tx_drops: self.tx_drops,
+            reply_tx_drops: self.tx_drops,
+            reflected: c.reflected,
             pauses_sent: self.pauses_sent,
             cnps_suppressed: c.cnps_suppressed,
         }
@@ -175,8 +191,10 @@ pub struct SinkEnd {
     /// Every flow's latency, merged.
     pub latency: Histogram<u64>,
     pub log: IntervalLog,
-    /// CNPs not sent (transmit ring full).
-    pub cnp_tx_drops: u64,
+    /// CNPs and reflected frames not sent (no buffer, transmit ring full).
+    pub reply_tx_drops: u64,
+    /// Test frames sent back to their sender (`--reflect`).
+    pub reflected: u64,
     /// PFC PAUSE frames sent (`--pfc-pause`).
     pub pauses_sent: u64,
     /// CNPs the notification point's interval suppressed.

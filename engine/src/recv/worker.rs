@@ -8,13 +8,21 @@
 //! address, with DSCP 48 and 802.1p priority 6 (protocols.md, NVIDIA defaults), DestQP = the
 //! RoCEv2 frame's QP or, for quench test traffic over UDP, the flow id (quench's senders use the
 //! flow id as their QP).
+//!
+//! A reflector (`quench recv --reflect`, [`RecvWorker::reflecting`]) also sends every UDP test
+//! frame back to its sender ([`reflect_into`]). The sender measures the round trip with a worker
+//! of its own that takes only the frames reflected to it ([`RecvWorker::round_trip`]).
+use std::net::Ipv4Addr;
+
 use hdrhistogram::Histogram;
 use units::{Duration, Instant};
 
 use super::{Accepted, Arrival, Receiver, RecvConfig};
-use crate::report::{latency_histogram, IntervalLog, Summary, MAX_LATENCY_NS};
+use crate::port::{RxStamp, StampSource};
+use crate::report::{latency_histogram, IntervalLog, LatencyKind, RxTimestamps, Summary};
 use crate::wire::frame::{decode, emit_cnp_reply, Body, IpBody, UdpBody};
 use crate::wire::roce::MAX_QP;
+use crate::wire::testhdr::UDP_PORT;
 use crate::wire::MacAddr;
 
 pub use crate::wire::frame::CNP_PRIORITY;
@@ -28,6 +36,36 @@ pub struct RecvCounters {
     pub other: u64,
     pub cnps_sent: u64,
     pub cnps_suppressed: u64,
+    /// Test frames sent back to their sender (`--reflect`).
+    pub reflected: u64,
+}
+
+/// Writes into `out` the IPv4/UDP test frame `frame` (its L2 header `l2_len` octets) sent back to
+/// its sender: Ethernet addresses swapped (the new source is `mac` unless it is zero), IPv4
+/// addresses and UDP ports swapped; tags, ECN and the test header with its transmit stamp and
+/// clock id stay as they came. Both checksums stay valid: each is a ones' complement sum of
+/// 16-bit words (RFC 1071), which a swap of words does not change. `None` when the frame is too
+/// short for the headers it claims.
+pub fn reflect_into(frame: &[u8], l2_len: usize, mac: MacAddr, out: &mut Vec<u8>) -> Option<()> {
+    let ihl = usize::from(*frame.get(l2_len)? & 0x0f) * 4;
+    let udp = l2_len + ihl;
+    if ihl < 20 || frame.len() < udp + 8 {
+        return None;
+    }
+    out.clear();
+    out.extend_from_slice(frame);
+    out[0..6].copy_from_slice(&frame[6..12]);
+    if mac != MacAddr::zero() {
+        out[6..12].copy_from_slice(&mac.octets());
+    } else {
+        out[6..12].copy_from_slice(&frame[0..6]);
+    }
+    let ip = l2_len;
+    out[ip + 12..ip + 16].copy_from_slice(&frame[ip + 16..ip + 20]);
+    out[ip + 16..ip + 20].copy_from_slice(&frame[ip + 12..ip + 16]);
+    out[udp..udp + 2].copy_from_slice(&frame[udp + 2..udp + 4]);
+    out[udp + 2..udp + 4].copy_from_slice(&frame[udp..udp + 2]);
+    Some(())
 }
 
 /// One flow's closed interval on its way to the log: flow, start and duration (s), latency and
@@ -72,11 +110,18 @@ pub struct RecvWorker {
     counters: RecvCounters,
     np: Option<np::Np>,
     mac: MacAddr,
+    /// `Some(ip)`: a round-trip meter taking only test frames reflected to `ip`.
+    reflected_to: Option<Ipv4Addr>,
+    /// Send every UDP test frame back (`--reflect`).
+    reflect: bool,
+    reflect_buf: Vec<u8>,
+    stamps: RxTimestamps,
 }
 
 impl RecvWorker {
-    /// `mac` is this receiver's MAC (the CNP source); `np` the notification point (`None`: no
-    /// CNPs); intervals of `interval` go to the log, whose times count from the first frame.
+    /// `mac` is this receiver's MAC (the CNP and reflection source); `np` the notification point
+    /// (`None`: no CNPs); intervals of `interval` go to the log, whose times count from the
+    /// first frame.
     pub fn new(
         cfg: RecvConfig,
         np: Option<np::NpProfile>,
@@ -86,7 +131,14 @@ impl RecvWorker {
         RecvWorker {
             rx: Receiver::new(cfg),
             all: latency_histogram(),
-            log: IntervalLog::new(0.0, "quench recv"),
+            log: IntervalLog::new(
+                0.0,
+                match cfg.kind {
+                    LatencyKind::OneWay => "quench recv",
+                    LatencyKind::Rtt => "quench send: round trip of reflected frames",
+                },
+                cfg.kind,
+            ),
             unlogged: std::collections::VecDeque::new(),
             interval,
             interval_start: Instant::ZERO,
@@ -96,6 +148,30 @@ impl RecvWorker {
             counters: RecvCounters::default(),
             np: np.map(np::Np::new),
             mac,
+            reflected_to: None,
+            reflect: false,
+            reflect_buf: Vec::new(),
+            stamps: RxTimestamps::default(),
+        }
+    }
+
+    /// This receiver also sends every UDP test frame back to its sender (see [`reflect_into`]).
+    pub fn reflecting(mut self) -> Self {
+        self.reflect = true;
+        self
+    }
+
+    /// The sender's round-trip meter: takes only test frames reflected back to `src_ip` (UDP
+    /// source port [`UDP_PORT`], a reflector's answer) and measures them against `clock`, the
+    /// clock id the sender stamps; no notification point.
+    pub fn round_trip(clock: u32, src_ip: Ipv4Addr, interval: Duration, mac: MacAddr) -> Self {
+        let cfg = RecvConfig {
+            kind: LatencyKind::Rtt,
+            ..RecvConfig::on_clock(clock)
+        };
+        RecvWorker {
+            reflected_to: Some(src_ip),
+            ..RecvWorker::new(cfg, None, interval, mac)
         }
     }
 
@@ -107,64 +183,111 @@ impl RecvWorker {
         self.counters
     }
 
-    /// Counts one frame; returns a CNP to send back when the notification point wants one,
-    /// written into `cnp_buf` (its length is returned).
-    pub fn on_frame(&mut self, now: Instant, frame: &[u8], cnp_buf: &mut [u8]) -> Option<usize> {
+    /// Counts one frame read in the burst of `now` (the loop's clock read after the burst), which
+    /// the kernel stamped `stamp` when the port asks it for stamps; latency and goodput use the
+    /// stamp when there is one. Hands `reply` each frame to send back (a CNP when the
+    /// notification point wants one, the frame itself when reflecting). Returns whether the
+    /// frame was a test frame this worker took (a round-trip meter takes only reflections to
+    /// its sender and leaves the rest, uncounted, to the caller).
+    pub fn on_frame(
+        &mut self,
+        now: Instant,
+        stamp: Option<RxStamp>,
+        frame: &[u8],
+        reply: &mut impl FnMut(&[u8]),
+    ) -> bool {
         let Ok(d) = decode(frame) else {
-            self.counters.malformed += 1;
-            return None;
+            if self.reflected_to.is_none() {
+                self.counters.malformed += 1;
+            }
+            return false;
         };
         let Body::Ipv4 {
             ip,
             body: IpBody::Udp { udp, body },
         } = d.body
         else {
-            self.counters.other += 1;
-            return None;
+            if self.reflected_to.is_none() {
+                self.counters.other += 1;
+            }
+            return false;
         };
         let (hdr, qp) = match body {
             UdpBody::Test(h) => (h, h.flow.0 & MAX_QP),
             UdpBody::Roce { bth, test: Some(h) } => (h, bth.dest_qp),
             _ => {
-                self.counters.other += 1;
-                return None;
+                if self.reflected_to.is_none() {
+                    self.counters.other += 1;
+                }
+                return false;
             }
         };
+        if let Some(me) = self.reflected_to {
+            if ip.dst != me || udp.src_port != UDP_PORT {
+                return false;
+            }
+        }
         if self.start.is_none() {
             self.start = Some(now);
             self.interval_start = now;
         }
         self.last = now;
-        let acc = self.rx.on_arrival(
-            now,
+        let at = match stamp {
+            Some(s) => {
+                match s.source {
+                    StampSource::Hardware => self.stamps.hardware += 1,
+                    StampSource::Software => self.stamps.software += 1,
+                    StampSource::Ring => self.stamps.ring += 1,
+                }
+                s.at
+            }
+            None => {
+                self.stamps.poll_loop += 1;
+                now
+            }
+        };
+        let (acc, latency) = self.rx.on_arrival(
+            at,
             Arrival {
                 flow: hdr.flow,
                 seq: hdr.seq,
                 tx: hdr.tx,
+                clock: hdr.clock,
                 len: frame.len() as u32,
             },
         );
         if acc == Accepted::Overflow {
-            return None;
+            return true;
         }
-        if hdr.tx <= now {
-            let ns = (now - hdr.tx).as_nanos().clamp(1, MAX_LATENCY_NS);
+        if let Some(ns) = latency {
             let _ = self.all.record(ns);
         }
         self.ecn[usize::from(ip.ecn.bits())] += 1;
-        let np = self.np.as_mut()?;
+        if self.reflect && matches!(body, UdpBody::Test(_)) {
+            let l2_len = d.l2.buffer_len();
+            if reflect_into(frame, l2_len, self.mac, &mut self.reflect_buf).is_some() {
+                reply(&self.reflect_buf);
+                self.counters.reflected += 1;
+            }
+        }
+        let Some(np) = self.np.as_mut() else {
+            return true;
+        };
         match crate::host::rp::np_arrival(np, now, hdr.flow, ip.ecn) {
             np::Decision::SendCnp => {}
             np::Decision::CnpSuppressed | np::Decision::TableFull => {
                 self.counters.cnps_suppressed += 1;
-                return None;
+                return true;
             }
-            _ => return None,
+            _ => return true,
         }
         // The CNP goes back where the data came from.
-        let n = emit_cnp_reply(&d.l2, ip.src, ip.dst, udp.dst_port, self.mac, qp, cnp_buf).ok()?;
-        self.counters.cnps_sent += 1;
-        Some(n)
+        let mut cnp = [0u8; 128];
+        if let Ok(n) = emit_cnp_reply(&d.l2, ip.src, ip.dst, udp.dst_port, self.mac, qp, &mut cnp) {
+            self.counters.cnps_sent += 1;
+            reply(&cnp[..n]);
+        }
+        true
     }
 
     /// Closes the interval when it has passed, and writes at most one flow's interval to the
@@ -226,14 +349,19 @@ impl RecvWorker {
         };
         let mut s = self.rx.summary(dur, &self.all);
         s.ecn = self.ecn;
+        s.rx_timestamps = self.stamps.clone();
         s.cnps_sent = self.counters.cnps_sent;
         s.other_frames = self.counters.other + self.counters.malformed;
         (s, self.all, self.log)
     }
 }
 
+/// The clock id [`test_frame`] stamps.
+#[cfg(test)]
+pub(crate) const TEST_CLOCK: u32 = 0x00c1_0c4e;
+
 /// A 1000-octet test frame from 02:..:01:01 / 10.0.0.1 to 02:..:09:01 / 10.0.0.9, VLAN 1
-/// priority 3, for unit tests here and in the switch.
+/// priority 3, clock [`TEST_CLOCK`], for unit tests here and in the switch.
 #[cfg(test)]
 pub(crate) fn test_frame(flow: u32, seq: u64, tx: u64, ecn: Ecn, rpid: Option<u16>) -> Vec<u8> {
     use crate::wire::ethernet::{ethertype, L2Repr, VlanTci};
@@ -263,7 +391,8 @@ pub(crate) fn test_frame(flow: u32, seq: u64, tx: u64, ecn: Ecn, rpid: Option<u1
         dst_port: UDP_PORT,
     };
     let mut buf = vec![0; 1600];
-    let hdr = TestHdrRepr::new(units::FlowId(flow), seq, Instant::from_nanos(tx));
+    let hdr =
+        TestHdrRepr::new(units::FlowId(flow), seq, Instant::from_nanos(tx)).with_clock(TEST_CLOCK);
     let n = emit_test_frame(&h, &hdr, 1000, &mut buf).unwrap();
     buf.truncate(n);
     buf
@@ -290,28 +419,28 @@ mod tests {
             ..np::NpParams::default()
         };
         let mut w = RecvWorker::new(
-            RecvConfig::default(),
+            RecvConfig::on_clock(TEST_CLOCK),
             Some(np.profile().unwrap()),
             Duration::from_millis(1),
             MacAddr::new(2, 0, 0, 0, 9, 1),
         );
-        let mut cnp = [0u8; 128];
         let mut cnps = Vec::new();
         for i in 0..100u64 {
             let now = 1_000_000 + i * 10_000; // 10 us apart
             let ecn = if i % 2 == 0 { Ecn::Ce } else { Ecn::Ect0 };
-            if let Some(n) = w.on_frame(
+            w.on_frame(
                 Instant::from_nanos(now),
+                None,
                 &data(7, i, now - 3_000, ecn),
-                &mut cnp,
-            ) {
-                cnps.push(cnp[..n].to_vec());
-            }
+                &mut |f| cnps.push(f.to_vec()),
+            );
             w.on_tick(Instant::from_nanos(now));
         }
-        assert!(w
-            .on_frame(Instant::from_nanos(5), b"junk", &mut cnp)
-            .is_none());
+        assert!(
+            !w.on_frame(Instant::from_nanos(5), None, b"junk", &mut |_| panic!(
+                "reply"
+            ))
+        );
         // 50 CE frames 20 us apart over 1 ms, at most one CNP per 50 us: 17 (t = 0, 60, 120...).
         assert_eq!(cnps.len(), 17);
         let d = decode(&cnps[0]).unwrap();
@@ -378,22 +507,111 @@ mod tests {
             ..np::NpParams::default()
         };
         let mut w = RecvWorker::new(
-            RecvConfig::default(),
+            RecvConfig::on_clock(TEST_CLOCK),
             Some(np.profile().unwrap()),
             Duration::from_millis(1),
             MacAddr::zero(),
         );
-        let mut cnp = [0u8; 128];
-        let n = (0..10u64)
-            .filter(|&i| {
-                w.on_frame(
-                    Instant::from_nanos(1000 + i),
-                    &data(1, i, 0, Ecn::Ce),
-                    &mut cnp,
-                )
-                .is_some()
-            })
-            .count();
+        let mut n = 0;
+        for i in 0..10u64 {
+            w.on_frame(
+                Instant::from_nanos(1000 + i),
+                None,
+                &data(1, i, 0, Ecn::Ce),
+                &mut |_| n += 1,
+            );
+        }
         assert_eq!(n, 10);
+    }
+
+    #[test]
+    fn a_reflected_frame_goes_back_intact_and_the_sender_times_its_round_trip() {
+        let me = MacAddr::new(2, 0, 0, 0, 9, 1);
+        let mut reflector = RecvWorker::new(
+            RecvConfig::on_clock(0x77),
+            None,
+            Duration::from_millis(1),
+            me,
+        )
+        .reflecting();
+        let sent = data(4, 0, 1_000, Ecn::Ect0);
+        let mut back = Vec::new();
+        let kernel = RxStamp {
+            at: Instant::from_nanos(2_000),
+            source: StampSource::Software,
+        };
+        assert!(
+            reflector.on_frame(Instant::from_nanos(9_000), Some(kernel), &sent, &mut |f| {
+                back.push(f.to_vec())
+            })
+        );
+        assert_eq!(back.len(), 1);
+        let b = decode(&back[0]).unwrap();
+        let f = decode(&sent).unwrap();
+        assert_eq!((b.l2.dst, b.l2.src), (f.l2.src, me));
+        assert_eq!(b.l2.tags, f.l2.tags);
+        let (
+            Body::Ipv4 {
+                ip: bip,
+                body:
+                    IpBody::Udp {
+                        udp: budp,
+                        body: UdpBody::Test(bh),
+                    },
+            },
+            Body::Ipv4 {
+                ip: fip,
+                body:
+                    IpBody::Udp {
+                        udp: fudp,
+                        body: UdpBody::Test(fh),
+                    },
+            },
+        ) = (b.body, f.body)
+        else {
+            panic!("{:?}", b.body)
+        };
+        // decode checks both checksums: the swap kept them valid.
+        assert_eq!((bip.src, bip.dst), (fip.dst, fip.src));
+        assert_eq!(
+            (budp.src_port, budp.dst_port),
+            (fudp.dst_port, fudp.src_port)
+        );
+        assert_eq!(bh, fh, "test header (stamp and clock) untouched");
+        // The reflector's clock is not the sender's: its one-way figure is refused.
+        let (s, _, _) = reflector.finish(Instant::from_nanos(10_000));
+        assert_eq!(s.flows[0].foreign_clock, 1);
+        assert!(s.one_way_refused.is_some());
+        assert_eq!(s.rx_timestamps.software, 1);
+        // The sender (10.0.0.1) takes the reflection, not its own forward frame.
+        let mut rtt = RecvWorker::round_trip(
+            TEST_CLOCK,
+            Ipv4Addr::new(10, 0, 0, 1),
+            Duration::from_millis(1),
+            MacAddr::new(2, 0, 0, 0, 1, 1),
+        );
+        assert!(!rtt.on_frame(Instant::from_nanos(50_000), None, &sent, &mut |_| panic!()));
+        assert!(!rtt.on_frame(
+            Instant::from_nanos(50_000),
+            None,
+            b"junk",
+            &mut |_| panic!()
+        ));
+        assert!(rtt.on_frame(
+            Instant::from_nanos(51_000),
+            None,
+            &back[0],
+            &mut |_| panic!()
+        ));
+        let (s, all, log) = rtt.finish(Instant::from_nanos(60_000));
+        assert_eq!(s.latency_kind, LatencyKind::Rtt);
+        assert_eq!(s.one_way_refused, None);
+        assert_eq!((s.flows[0].frames, s.other_frames), (1, 0));
+        assert!(all.equivalent(all.value_at_quantile(0.5), 50_000));
+        let text = String::from_utf8_lossy(log.as_bytes()).to_string();
+        assert!(text.contains("lat.<flow> = rtt (ns)"), "{text}");
+        // Too short for the headers it claims: nothing to send back.
+        let mut out = Vec::new();
+        assert!(reflect_into(&sent[..40], 18, me, &mut out).is_none());
     }
 }

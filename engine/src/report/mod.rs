@@ -34,7 +34,7 @@ pub mod summary;
 
 pub use plot::Series;
 
-pub use summary::{jain_index, FlowSummary, LatencySummary, Summary};
+pub use summary::{jain_index, FlowSummary, LatencyKind, LatencySummary, RxTimestamps, Summary};
 
 /// Largest latency the histograms hold: 10 s in nanoseconds. Larger values are clamped (and
 /// counted by the receiver) rather than lost.
@@ -139,18 +139,20 @@ pub struct IntervalLog {
 }
 
 impl IntervalLog {
-    /// A log whose interval timestamps count from `base_unix_s` (seconds since the Unix epoch).
-    pub fn new(base_unix_s: f64, comment: &str) -> Self {
+    /// A log whose interval timestamps count from `base_unix_s` (seconds since the Unix epoch),
+    /// its `lat.<flow>` histograms holding `kind`.
+    pub fn new(base_unix_s: f64, comment: &str, kind: LatencyKind) -> Self {
         let mut text = Vec::new();
         let mut serializer = V2DeflateSerializer::new();
         let base = StdDuration::from_secs_f64(base_unix_s.max(0.0));
         // Writing into a Vec cannot fail.
         let _ = IntervalLogWriterBuilder::new()
             .add_comment(comment)
-            .add_comment(
-                "quench interval log: lat.<flow> = one-way latency (ns), len.<flow> = frame \
-                 octets, untagged = latency of all flows (ns)",
-            )
+            .add_comment(&format!(
+                "quench interval log: lat.<flow> = {k} (ns), len.<flow> = frame octets, \
+                 untagged = {k} of all flows (ns)",
+                k = kind.label()
+            ))
             .with_start_time(std::time::UNIX_EPOCH + base)
             .with_base_time(std::time::UNIX_EPOCH + base)
             .begin_log_with(&mut text, &mut serializer);
@@ -202,6 +204,18 @@ impl IntervalLog {
 
     pub fn as_bytes(&self) -> &[u8] {
         &self.text
+    }
+}
+
+/// What the `lat.<flow>` histograms of a log written by [`IntervalLog`] hold, from its header
+/// comment (a log without that comment is taken as one-way).
+pub fn log_kind(text: &[u8]) -> LatencyKind {
+    let rtt = format!("lat.<flow> = {} (ns)", LatencyKind::Rtt.label());
+    let head = &text[..text.len().min(1024)];
+    if String::from_utf8_lossy(head).contains(&rtt) {
+        LatencyKind::Rtt
+    } else {
+        LatencyKind::OneWay
     }
 }
 
@@ -359,8 +373,8 @@ pub fn read_file(path: &Path) -> Result<Vec<u8>, ReportError> {
     std::fs::read(path).map_err(io_err(path))
 }
 
-/// Writes the report directory of a run: `summary.json`, `latency.hgrm`, `intervals.hlog`,
-/// `rate.svg`, `latency.svg`.
+/// Writes the report directory of a run: `summary.json`, `latency.hgrm` (`rtt.hgrm` for a
+/// round-trip report), `intervals.hlog`, `rate.svg`, `latency.svg`.
 pub fn write_report_dir(
     dir: &Path,
     summary: &Summary,
@@ -373,14 +387,30 @@ pub fn write_report_dir(
         source,
     })?;
     write_file(&dir.join("summary.json"), &json)?;
-    write_file(&dir.join("latency.hgrm"), hgrm(latency).as_bytes())?;
+    write_file(
+        &dir.join(hgrm_name(summary.latency_kind)),
+        hgrm(latency).as_bytes(),
+    )?;
     let log_path = dir.join("intervals.hlog");
     write_file(&log_path, log.as_bytes())?;
-    plot_log(&log_path, log.as_bytes(), dir)
+    plot_log(&log_path, log.as_bytes(), dir, summary.latency_kind)
 }
 
-/// Redraws `rate.svg` and `latency.svg` into `out_dir` from an interval log.
-pub fn plot_log(path: &Path, text: &[u8], out_dir: &Path) -> Result<(), ReportError> {
+/// The percentile file of a report directory holding `kind`.
+pub fn hgrm_name(kind: LatencyKind) -> &'static str {
+    match kind {
+        LatencyKind::OneWay => "latency.hgrm",
+        LatencyKind::Rtt => "rtt.hgrm",
+    }
+}
+
+/// Redraws `rate.svg` and `latency.svg` into `out_dir` from an interval log of `kind`.
+pub fn plot_log(
+    path: &Path,
+    text: &[u8],
+    out_dir: &Path,
+    kind: LatencyKind,
+) -> Result<(), ReportError> {
     let ivs = read_interval_log(path, text)?;
     plot_svg(
         &out_dir.join("rate.svg"),
@@ -391,9 +421,12 @@ pub fn plot_log(path: &Path, text: &[u8], out_dir: &Path) -> Result<(), ReportEr
     )?;
     plot_svg(
         &out_dir.join("latency.svg"),
-        "One-way latency percentiles (all flows)",
+        match kind {
+            LatencyKind::OneWay => "One-way latency percentiles (all flows)",
+            LatencyKind::Rtt => "Round-trip time percentiles (all flows)",
+        },
         "time (s)",
-        "latency (us)",
+        &format!("{} (us)", kind.label()),
         &latency_series(&ivs),
     )
 }
@@ -429,7 +462,7 @@ mod tests {
 
     #[test]
     fn interval_log_round_trips_rates_and_latency() {
-        let mut log = IntervalLog::new(1_700_000_000.0, "test");
+        let mut log = IntervalLog::new(1_700_000_000.0, "test", LatencyKind::OneWay);
         // flow 3: 100 frames of 1500 octets in 0.1 s = 12 Mb/s; latency 50 us.
         let lat = hist(&[50_000; 100]);
         let len = hist(&[1500; 100]);
@@ -437,6 +470,11 @@ mod tests {
         log.add(3, 0.1, 0.1, &hist(&[70_000; 10]), &hist(&[1000; 10]))
             .unwrap();
         let text = String::from_utf8(log.as_bytes().to_vec()).unwrap();
+        assert_eq!(log_kind(log.as_bytes()), LatencyKind::OneWay);
+        assert_eq!(
+            log_kind(IntervalLog::new(0.0, "t", LatencyKind::Rtt).as_bytes()),
+            LatencyKind::Rtt
+        );
         assert!(text.contains("#[BaseTime: 1700000000.000"));
         assert!(text.contains("Tag=lat.3,"));
         let ivs = read_interval_log(Path::new("x.hlog"), log.as_bytes()).unwrap();
@@ -460,14 +498,19 @@ mod tests {
     #[test]
     fn report_dir_has_all_files() {
         let dir = std::env::temp_dir().join(format!("quench-report-{}", std::process::id()));
-        let mut log = IntervalLog::new(0.0, "t");
+        let mut log = IntervalLog::new(0.0, "t", LatencyKind::Rtt);
         log.add(1, 0.0, 0.5, &hist(&[10_000, 20_000]), &hist(&[64, 64]))
             .unwrap();
         let s = Summary::default();
         write_report_dir(&dir, &s, &hist(&[10_000, 20_000]), &log).unwrap();
+        let s = Summary {
+            latency_kind: LatencyKind::Rtt,
+            ..s
+        };
+        write_report_dir(&dir, &s, &hist(&[10_000, 20_000]), &log).unwrap();
         for f in [
             "summary.json",
-            "latency.hgrm",
+            "rtt.hgrm",
             "intervals.hlog",
             "rate.svg",
             "latency.svg",

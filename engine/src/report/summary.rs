@@ -32,6 +32,64 @@ impl LatencySummary {
     }
 }
 
+/// What a report's latency measures.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum LatencyKind {
+    /// Receive time minus the sender's transmit stamp, on a clock both share (`quench recv`).
+    #[default]
+    OneWay,
+    /// Round trip: the sender's receive time of a reflected frame (`quench recv --reflect`)
+    /// minus its own transmit stamp (`quench send --out`).
+    Rtt,
+}
+
+impl LatencyKind {
+    /// How reports name it: `one-way latency`, `rtt`.
+    pub fn label(self) -> &'static str {
+        match self {
+            LatencyKind::OneWay => "one-way latency",
+            LatencyKind::Rtt => "rtt",
+        }
+    }
+}
+
+/// Where the receive times of a run came from: frames per source.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RxTimestamps {
+    /// The NIC's hardware stamp (SO_TIMESTAMPING raw hardware).
+    pub hardware: u64,
+    /// The kernel's software stamp as the driver handed the frame up.
+    pub software: u64,
+    /// The kernel's clock as it copied the frame into the AF_PACKET ring.
+    pub ring: u64,
+    /// The poll loop's clock after the burst (AF_XDP, DPDK: no kernel stamp).
+    pub poll_loop: u64,
+}
+
+impl RxTimestamps {
+    /// The sources that stamped frames, best first, with their counts: `kernel software
+    /// (1200 frames)`.
+    pub fn describe(&self) -> String {
+        let parts: Vec<String> = [
+            ("kernel hardware", self.hardware),
+            ("kernel software", self.software),
+            ("kernel ring copy", self.ring),
+            ("poll loop", self.poll_loop),
+        ]
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(name, n)| format!("{name} ({n} frames)"))
+        .collect();
+        if parts.is_empty() {
+            "none (no test frame)".to_string()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
 /// One flow as the receiver saw it.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -46,6 +104,9 @@ pub struct FlowSummary {
     pub duplicates: u64,
     pub too_old: u64,
     pub clock_skew: u64,
+    /// Frames stamped on another clock than the receiver's (one-way latency refused).
+    #[serde(default)]
+    pub foreign_clock: u64,
     pub latency: LatencySummary,
 }
 
@@ -70,6 +131,16 @@ pub struct Summary {
     pub ecn: [u64; 4],
     /// All flows' latencies together.
     pub latency: LatencySummary,
+    /// What `latency` measures.
+    #[serde(default)]
+    pub latency_kind: LatencyKind,
+    /// Why there is no one-way figure for some or all frames (their sender's clock is not the
+    /// receiver's); `None` when every frame shared the receiver's clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub one_way_refused: Option<String>,
+    /// Where the receive times came from.
+    #[serde(default)]
+    pub rx_timestamps: RxTimestamps,
     /// Frames the kernel dropped before the receiver read them (its receive ring was full):
     /// lost on this host, not on the path. `None` when the port cannot tell.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -121,6 +192,12 @@ impl Summary {
             "{:>6} {:>10} {:>12} {:>8} {:>8} {:>10} {:>10} {:>10}",
             "flow", "frames", "Mb/s", "lost", "reord", "p50 us", "p99 us", "p99.9 us"
         );
+        if self.latency_kind == LatencyKind::Rtt {
+            let _ = writeln!(
+                s,
+                "(round trip: frames reflected back to the sender; p = rtt)"
+            );
+        }
         for f in &self.flows {
             let _ = writeln!(
                 s,
@@ -137,7 +214,7 @@ impl Summary {
         }
         let _ = writeln!(
             s,
-            "total {:.1} Mb/s over {:.1} s, Jain {}, CNPs sent {}, ECN [not-ECT {} ECT1 {} ECT0 {} CE {}], latency p50/p99/p99.9 {:.1}/{:.1}/{:.1} us",
+            "total {:.1} Mb/s over {:.1} s, Jain {}, CNPs sent {}, ECN [not-ECT {} ECT1 {} ECT0 {} CE {}], {} p50/p99/p99.9 {:.1}/{:.1}/{:.1} us",
             self.aggregate_bps / 1e6,
             self.duration_s,
             self.jain_index
@@ -147,10 +224,15 @@ impl Summary {
             self.ecn[1],
             self.ecn[2],
             self.ecn[3],
+            self.latency_kind.label(),
             us(self.latency.p50_ns),
             us(self.latency.p99_ns),
             us(self.latency.p999_ns)
         );
+        let _ = writeln!(s, "receive timestamps: {}", self.rx_timestamps.describe());
+        if let Some(why) = &self.one_way_refused {
+            let _ = writeln!(s, "one-way latency refused: {why}");
+        }
         if let Some(d) = self.rx_kernel_drops.filter(|&d| d > 0) {
             let _ = writeln!(
                 s,

@@ -13,6 +13,7 @@ use crate::port::any::AnyFrame;
 use crate::port::netns::NsPort;
 use crate::port::{Frame as _, Port, BURST, MAX_FRAME};
 use crate::recv::sink::Sink;
+use crate::recv::worker::RecvWorker;
 use crate::time::{shared_now, Clock};
 
 /// One port of the sender and what is its own: its flows and their reaction points, the frames
@@ -27,6 +28,9 @@ pub struct SendPort {
     /// Frames built that found no transmit buffer (dropped).
     pub no_buffer: u64,
     pub audit: PaceAudit,
+    /// The round-trip meter: takes the test frames a reflector (`quench recv --reflect`) sends
+    /// back to this port, before the sender sees them.
+    pub rtt: Option<RecvWorker>,
 }
 
 impl SendPort {
@@ -45,6 +49,15 @@ impl SendPort {
             tx: Vec::with_capacity(BURST),
             no_buffer: 0,
             audit: PaceAudit::new(window, stall),
+            rtt: None,
+        }
+    }
+
+    /// With round-trip meter `rtt` ([`RecvWorker::round_trip`]).
+    pub fn with_rtt(self, rtt: RecvWorker) -> Self {
+        SendPort {
+            rtt: Some(rtt),
+            ..self
         }
     }
 }
@@ -84,14 +97,11 @@ pub fn run(
                 tx,
                 no_buffer,
                 audit,
+                rtt,
                 ..
             } = o;
             audit.sample(now, &w.core, |f| w.paced_rate(now, f));
-            port.rx_burst(0, &mut rx, BURST)?;
-            work += rx.len();
-            for f in rx.drain(..) {
-                w.on_rx(now, f.data());
-            }
+            work += receive(port, w, rtt, now, stamp, &mut rx)?;
             w.on_timeout(now);
             while tx.len() < BURST {
                 let Some((_, n)) = w.next_frame(now, stamp, &mut buf) else {
@@ -131,13 +141,50 @@ pub fn run(
             }
         }
     }
+    // Frames still on their way (to the sinks, or reflected back to a port) arrive during the
+    // linger instead of counting as lost.
     let linger_end = clock.now() + limits.linger;
-    while !sinks.is_empty() && clock.now() < linger_end && !limits.stop.load(Ordering::Relaxed) {
+    let lingering = !sinks.is_empty() || ports.iter().any(|o| o.rtt.is_some());
+    while lingering && clock.now() < linger_end && !limits.stop.load(Ordering::Relaxed) {
+        let (now, stamp) = (clock.now(), shared_now());
         let mut work = 0;
         for s in sinks.iter_mut() {
             work += s.step()?.0;
         }
+        for o in ports.iter_mut().filter(|o| o.rtt.is_some()) {
+            work += receive(&mut o.port, &mut o.w, &mut o.rtt, now, stamp, &mut rx)?;
+        }
         idle.after(work);
     }
     Ok(secs)
+}
+
+/// Reads one burst of a sender port: reflected test frames to the round-trip meter `rtt`, the
+/// rest (feedback, PFC) to the sender. `now` is the loop's clock, `stamp` the shared clock read
+/// with it. Returns the frames read.
+fn receive(
+    port: &mut NsPort,
+    w: &mut SendWorker,
+    rtt: &mut Option<RecvWorker>,
+    now: Instant,
+    stamp: Instant,
+    rx: &mut Vec<AnyFrame>,
+) -> anyhow::Result<usize> {
+    port.rx_burst(0, rx, BURST)?;
+    let n = rx.len();
+    // A reflected frame without a kernel stamp is timed after the burst arrived, on the clock
+    // its transmit stamp was read from.
+    let rx_at = if n == 0 { stamp } else { shared_now() };
+    for f in rx.drain(..) {
+        let reflected = rtt
+            .as_mut()
+            .is_some_and(|m| m.on_frame(rx_at, f.rx_stamp(), f.data(), &mut |_| {}));
+        if !reflected {
+            w.on_rx(now, f.data());
+        }
+    }
+    if let Some(m) = rtt {
+        m.on_tick(rx_at);
+    }
+    Ok(n)
 }

@@ -87,6 +87,8 @@ pub struct SendWorker {
     /// Priorities stopped by PFC frames received on the port (802.1Qbb: quanta are bit times
     /// of this port's link).
     paused: cp::pfc::PausedState,
+    /// The clock id written into every test header ([`crate::time::clock_id`]; 0 = not said).
+    clock: u32,
 }
 
 impl SendWorker {
@@ -124,7 +126,15 @@ impl SendWorker {
             addr,
             counters: SendCounters::default(),
             paused: cp::pfc::PausedState::new(Rate::from_gbps(1)),
+            clock: 0,
         })
+    }
+
+    /// Stamps the test headers with clock id `clock`, the domain of the `stamp` passed to
+    /// [`SendWorker::next_frame`], so receivers can tell whether they share it.
+    pub fn with_clock(mut self, clock: u32) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// The port's link rate, for the quanta of received PFC frames (default 1 Gbit/s).
@@ -179,7 +189,7 @@ impl SendWorker {
         let h = headers(&self.addr, spec);
         let n = emit_test_frame(
             &h,
-            &TestHdrRepr::new(d.id, d.seq, stamp),
+            &TestHdrRepr::new(d.id, d.seq, stamp).with_clock(self.clock),
             d.len as usize,
             buf,
         )

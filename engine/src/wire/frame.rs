@@ -7,6 +7,7 @@
 //! | kind | layout |
 //! |---|---|
 //! | test data | Ethernet [/ VLAN] [/ CN-TAG] / IPv4 / UDP [`testhdr::UDP_PORT`] / test header / filler |
+//! | reflected test data | the same with addresses and UDP ports swapped (from [`testhdr::UDP_PORT`]) |
 //! | CNM | Ethernet [/ VLAN] [/ CN-TAG] / 0x22E7 / CNM PDU (see [`emit_cnm`]) |
 //! | PFC | [`pfc::emit_frame`] |
 //! | RoCEv2 data | Ethernet [/ VLAN] / IPv4 / UDP 4791 / BTH (RC SEND Only) / test header / filler / ICRC |
@@ -239,7 +240,7 @@ pub enum UdpBody {
         /// The test header at the start of the BTH payload, if it is quench traffic.
         test: Option<TestHdrRepr>,
     },
-    /// quench test traffic (UDP [`testhdr::UDP_PORT`]).
+    /// quench test traffic (to UDP [`testhdr::UDP_PORT`], or from it: reflected back).
     Test(TestHdrRepr),
     /// Some other UDP port: payload not read.
     Other,
@@ -338,6 +339,10 @@ fn decode_udp(ip_packet: &[u8], ip: &Ipv4Repr, hl: usize) -> Result<IpBody, Fram
         }
     } else if udp.dst_port == testhdr::UDP_PORT {
         UdpBody::Test(TestHdrRepr::parse(payload)?)
+    } else if udp.src_port == testhdr::UDP_PORT {
+        // A test frame a reflector sent back (ports swapped); another application's datagram
+        // from that port is not an error.
+        TestHdrRepr::parse(payload).map_or(UdpBody::Other, UdpBody::Test)
     } else {
         UdpBody::Other
     };

@@ -6,13 +6,16 @@
 //! |---|---|---|
 //! | 0-3 | magic | 0x514E4348, ASCII "QNCH": tells quench traffic from anything else |
 //! | 4 | version | 1; a receiver drops other versions (typed error) |
-//! | 5-7 | reserved | zero on send, kept (round-trips) on receive |
+//! | 5-7 | clock | the sender's clock domain (`time::clock_id`, 24 bits); 0 = not said |
 //! | 8-11 | flow id | sender's flow (`units::FlowId`) |
 //! | 12-19 | sequence | per-flow sequence number, starting at 0, +1 per frame |
 //! | 20-27 | tx timestamp | sender's clock in ns when the frame was queued for transmit |
 //!
-//! The receiver computes one-way delay as its receive time minus the tx timestamp, which is
-//! meaningful when both ends read the same clock (veth pairs on one host) and gaps from the
+//! The receiver computes one-way delay as its receive time minus the tx timestamp only when the
+//! clock field equals its own clock id (both ends read one `CLOCK_MONOTONIC`: one host, its
+//! network namespaces); otherwise it refuses the figure and says why. A reflector (`quench recv
+//! --reflect`) sends the frame back with its addresses and UDP ports swapped and the header
+//! untouched, so the sender measures the round trip against its own clock. Gaps come from the
 //! sequence numbers. Bytes after the header are filler up to the frame size.
 
 use pnet_macros::packet;
@@ -65,7 +68,7 @@ impl Prefix {
 pub struct TestHdr {
     pub magic: u32be,
     pub version: u8,
-    pub reserved: u24be,
+    pub clock: u24be,
     pub flow_id: u32be,
     pub seq: u64be,
     pub tx_ns: u64be,
@@ -90,8 +93,8 @@ pub enum TestHdrError {
 /// What a test header says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TestHdrRepr {
-    /// Reserved 24 bits (zero on send).
-    pub reserved: u32,
+    /// The sender's clock domain, 24 bits (`crate::time::clock_id`); 0 = not said.
+    pub clock: u32,
     /// Sender's flow.
     pub flow: FlowId,
     /// Per-flow sequence number.
@@ -101,14 +104,19 @@ pub struct TestHdrRepr {
 }
 
 impl TestHdrRepr {
-    /// A header for frame `seq` of `flow` sent at `tx`.
+    /// A header for frame `seq` of `flow` sent at `tx`, its clock domain not said.
     pub fn new(flow: FlowId, seq: u64, tx: Instant) -> Self {
         Self {
-            reserved: 0,
+            clock: 0,
             flow,
             seq,
             tx,
         }
+    }
+
+    /// The same header stamped with clock domain `clock` (24 bits, see [`crate::time::clock_id`]).
+    pub fn with_clock(self, clock: u32) -> Self {
+        Self { clock, ..self }
     }
 
     /// Parses the header at the start of `buf`.
@@ -123,7 +131,7 @@ impl TestHdrRepr {
             return Err(TestHdrError::BadVersion(version));
         }
         Ok(Self {
-            reserved: p.get_reserved(),
+            clock: p.get_clock(),
             flow: FlowId(p.get_flow_id()),
             seq: p.get_seq(),
             tx: Instant::from_nanos(p.get_tx_ns()),
@@ -137,11 +145,11 @@ impl TestHdrRepr {
 
     /// Writes the header into `buf[..28]`.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, EmitError> {
-        check_range("test header", "reserved", self.reserved.into(), 0xFF_FFFF)?;
+        check_range("test header", "clock", self.clock.into(), 0xFF_FFFF)?;
         let mut p = view_mut("test header", buf, LEN, MutableTestHdrPacket::new)?;
         p.set_magic(MAGIC);
         p.set_version(VERSION);
-        p.set_reserved(self.reserved);
+        p.set_clock(self.clock);
         p.set_flow_id(self.flow.0);
         p.set_seq(self.seq);
         p.set_tx_ns(self.tx.as_nanos());
@@ -155,7 +163,7 @@ mod tests {
     use proptest::prelude::*;
 
     const BYTES: [u8; 28] = [
-        b'Q', b'N', b'C', b'H', 1, 0, 0, 0, // magic, version, reserved
+        b'Q', b'N', b'C', b'H', 1, 0, 0, 0, // magic, version, clock (not said)
         0, 0, 0, 7, // flow 7
         0, 0, 0, 0, 0, 0, 0x01, 0x00, // seq 256
         0, 0, 0, 0, 0x3B, 0x9A, 0xCA, 0x00, // tx 1 s
@@ -209,8 +217,8 @@ mod tests {
 
     proptest! {
         #[test]
-        fn round_trip(reserved in 0u32..0x100_0000, flow: u32, seq: u64, tx: u64) {
-            let r = TestHdrRepr { reserved, flow: FlowId(flow), seq, tx: Instant::from_nanos(tx) };
+        fn round_trip(clock in 0u32..0x100_0000, flow: u32, seq: u64, tx: u64) {
+            let r = TestHdrRepr { clock, flow: FlowId(flow), seq, tx: Instant::from_nanos(tx) };
             let mut out = [0u8; 28];
             r.emit(&mut out).unwrap();
             prop_assert_eq!(TestHdrRepr::parse(&out), Ok(r));
