@@ -21,6 +21,8 @@ pub enum Kind {
     Send,
     /// `quench switch --config`.
     Switch,
+    /// `quench appliance --config`.
+    Appliance,
     /// `quench sim --scenario` (see [`crate::sim::scenario`]).
     Scenario,
     /// A flow-size distribution in the ns-3 HPCC `traffic_gen` format (`size_cdf`, `cdf`).
@@ -34,6 +36,7 @@ impl Kind {
             Kind::Preset => "preset",
             Kind::Send => "sender configuration",
             Kind::Switch => "switch configuration",
+            Kind::Appliance => "appliance configuration",
             Kind::Scenario => "simulation scenario",
             Kind::Cdf => "flow-size distribution",
         }
@@ -116,6 +119,12 @@ pub const BUNDLED: &[Bundled] = &[
         Switch,
         "switch-pfc.toml",
         "quench switch: the testbed's ports with PFC on priority 3, 1 Gbit/s to the receiver"
+    ),
+    bundled!(
+        "appliance",
+        Appliance,
+        "appliance.toml",
+        "quench appliance: reaction points for the hosts behind it, 1 Gbit/s line rate"
     ),
     bundled!(
         "incast",
@@ -232,6 +241,7 @@ pub fn listing() -> String {
         Kind::Preset,
         Kind::Send,
         Kind::Switch,
+        Kind::Appliance,
         Kind::Scenario,
         Kind::Cdf,
     ] {
@@ -239,6 +249,7 @@ pub fn listing() -> String {
             Kind::Preset => "Presets (--preset NAME):",
             Kind::Send => "Sender configurations (quench send --config NAME):",
             Kind::Switch => "Switch configurations (quench switch --config NAME):",
+            Kind::Appliance => "Appliance configurations (quench appliance --config NAME):",
             Kind::Scenario => "Simulation scenarios (quench sim --scenario NAME):",
             Kind::Cdf => "Flow-size distributions (size_cdf = \"NAME\", cdf = \"NAME\"):",
         };

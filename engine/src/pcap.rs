@@ -92,6 +92,11 @@ impl<W: Write> PcapWriter<W> {
         self.out.write_all(&frame[..incl as usize])
     }
 
+    /// Flushes what was written so far.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+
     /// Flushes and returns the underlying writer.
     pub fn finish(mut self) -> io::Result<W> {
         self.out.flush()?;

@@ -303,3 +303,55 @@ fn scapy_verifies_the_icrcs() {
     );
     assert!(text.contains("opcode 0x81"), "the CNP was checked: {text}");
 }
+
+/// `frames --decode` reads the pcapng tshark writes (the default format of dumpcap and
+/// Wireshark) as it reads the classic pcap, line for line; a cut pcapng ends in an error line,
+/// not a panic.
+#[test]
+fn decode_reads_pcapng_written_by_tshark() {
+    if !have("tshark", "--version") {
+        eprintln!("skipping decode_reads_pcapng_written_by_tshark: tshark not installed");
+        return;
+    }
+    let pcap = write_pcap("ng");
+    let ng = pcap.with_extension("pcapng");
+    let conv = Command::new("tshark")
+        .args(["-r"])
+        .arg(&pcap)
+        .args(["-F", "pcapng", "-w"])
+        .arg(&ng)
+        .output()
+        .expect("run tshark");
+    assert!(
+        conv.status.success(),
+        "{}",
+        String::from_utf8_lossy(&conv.stderr)
+    );
+    let decode = |p: &Path| {
+        let out = Command::new(QUENCH)
+            .args(["frames", "--decode"])
+            .arg(p)
+            .output()
+            .expect("run quench frames --decode");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let bytes = std::fs::read(&ng).unwrap();
+    assert_eq!(
+        &bytes[..4],
+        &[0x0A, 0x0D, 0x0D, 0x0A],
+        "tshark wrote pcapng"
+    );
+    let (classic, from_ng) = (decode(&pcap), decode(&ng));
+    assert_eq!(from_ng.lines().count(), 9, "{from_ng}");
+    assert_eq!(from_ng, classic);
+    std::fs::write(&ng, &bytes[..bytes.len() - 30]).unwrap();
+    let cut = decode(&ng);
+    assert!(cut.lines().last().unwrap().contains("error"), "{cut}");
+    let _ = std::fs::remove_file(&pcap);
+    let _ = std::fs::remove_file(&ng);
+}

@@ -4,11 +4,12 @@
 //! outside frames in (feedback consumed or passed inside), due frames out, timers. Ports open
 //! as `quench send`'s do ([`crate::port::netns::NsPort`], `[NETNS/]IFACE`, `--driver`). At the end: per pair,
 //! the counters, the flows and the latency the appliance added, and one JSON line.
-use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use anyhow::Context as _;
 use serde_json::json;
+
+use super::progress::{per_s, Delta, Progress};
 use units::{Duration, Instant, ParamError, Rate};
 
 use serde::Deserialize;
@@ -32,8 +33,10 @@ pub struct Args {
     pub outside: Vec<String>,
     #[command(flatten)]
     pub port: super::PortArgs,
-    #[arg(long, default_value = "configs/appliance.toml")]
-    pub config: PathBuf,
+    /// The appliance configuration: a bundled name (`appliance`, `quench presets` lists them)
+    /// or a TOML file.
+    #[arg(long, value_name = "NAME|FILE", default_value = "appliance")]
+    pub config: String,
     /// Override the config's `cc`.
     #[arg(long, value_enum)]
     pub cc: Option<Cc>,
@@ -48,6 +51,10 @@ pub struct Args {
     /// report); without it, run until a signal.
     #[arg(long, value_parser = super::duration_or_secs_arg)]
     pub duration: Option<Duration>,
+    /// JSON lines on standard output: one progress object per second, then the summary; the
+    /// human report goes to standard error.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// configs/appliance.toml: what `quench appliance` reads, validated into the pieces an
@@ -180,10 +187,9 @@ impl ApplianceConfig {
 }
 
 fn load(args: &Args) -> anyhow::Result<ApplianceConfig> {
-    let path: &Path = &args.config;
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut cfg = ApplianceConfig::parse(&text).with_context(|| format!("{}", path.display()))?;
+    let src = crate::bundled::open(&args.config, crate::bundled::Kind::Appliance, None)
+        .with_context(|| format!("--config {}", args.config))?;
+    let mut cfg = ApplianceConfig::parse(&src.text).with_context(|| src.origin.clone())?;
     if let Some(cc) = args.cc {
         cfg.cc = cc;
     }
@@ -330,7 +336,51 @@ impl Pair {
     }
 }
 
+/// The progress status of the appliance's pairs: release rate over the interval, totals of
+/// frames, drops, feedback accepted, CNPs sent, PFC (MAC control) frames passed, flows held.
+fn show_progress(
+    p: &mut Progress,
+    now: Instant,
+    pairs: &[Pair],
+    released: &mut Delta,
+) -> std::io::Result<()> {
+    let (mut bytes, mut inside, mut outside, mut drops) = (0, 0, 0, 0);
+    let (mut feedback, mut cnps, mut pfc, mut flows) = (0, 0, 0, 0);
+    for pr in pairs {
+        let c = pr.app.counters();
+        let t = pr.app.table().counters();
+        bytes += t.released_bytes;
+        inside += c.inside_frames;
+        outside += c.outside_frames;
+        drops += t.queue_drops + t.full_drops + pr.tx_dropped;
+        feedback += c.cnms_accepted + c.cnps_accepted;
+        cnps += c.cnps_sent;
+        pfc += c.pass_mac_control;
+        flows += pr.app.table().flows() as u64;
+    }
+    let db = released.step(bytes);
+    p.show(
+        now,
+        |dt| {
+            format!(
+                "released {:.1} Mb/s | in {inside} out {outside} frames | {drops} drops | feedback {feedback}, {cnps} CNPs sent | {pfc} PFC frames | {flows} flows",
+                per_s(db * 8, dt, 1e6)
+            )
+        },
+        |dt| {
+            json!({
+                "released_bps": per_s(db * 8, dt, 1.0), "inside_frames": inside,
+                "outside_frames": outside, "drops": drops, "feedback": feedback,
+                "cnps_sent": cnps, "pfc_frames": pfc, "flows": flows,
+            })
+        },
+    )
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.json {
+        super::human_to_stderr();
+    }
     if args.inside.len() != args.outside.len() {
         anyhow::bail!(
             "{} --inside but {} --outside: give them in pairs",
@@ -339,8 +389,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     let cfg = load(&args)?;
-    let path = args.config.display();
-    let table = cfg.table().with_context(|| format!("{path}"))?;
+    let path = &args.config;
+    let table = cfg.table().with_context(|| path.to_string())?;
     let mut pairs = Vec::new();
     for (i, o) in args.inside.iter().zip(&args.outside) {
         let app = Appliance::new(
@@ -348,8 +398,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             cfg.cn_tag,
             cfg.ect0,
             table,
-            cfg.rp().with_context(|| format!("{path}"))?,
-            cfg.np().with_context(|| format!("{path}"))?,
+            cfg.rp().with_context(|| path.to_string())?,
+            cfg.np().with_context(|| path.to_string())?,
         )?;
         pairs.push(Pair {
             label: format!("{i}<->{o}"),
@@ -379,6 +429,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let clock = Clock::new();
     let t0 = clock.now();
     let end = args.duration.map(|d| t0 + d);
+    let mut progress = Progress::new("appliance", args.json, t0);
+    let mut released = Delta::default();
     loop {
         let now = clock.now();
         if end.is_some_and(|e| now >= e) || stop.load(Ordering::Relaxed) {
@@ -387,7 +439,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         for p in &mut pairs {
             p.poll(now).with_context(|| p.label.clone())?;
         }
+        if progress.due(now) {
+            show_progress(&mut progress, now, &pairs, &mut released)?;
+        }
     }
+    progress.done();
     let secs = (clock.now() - t0).as_secs_f64();
     let mut all = Vec::new();
     for p in &pairs {
@@ -430,7 +486,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         )?;
         all.push(s);
     }
-    outln!("{}", json!({"appliance": all, "secs": secs}))?;
+    jsonln!("{}", json!({"appliance": all, "secs": secs}))?;
     Ok(())
 }
 

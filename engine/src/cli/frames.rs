@@ -1,5 +1,7 @@
 //! `quench frames`: write one of each frame kind quench emits to a pcap file, or decode a pcap
-//! file one line per frame (Wireshark has no CNM dissector; this is how a user reads CNMs).
+//! or pcapng file one line per frame (Wireshark has no CNM dissector; this is how a user reads
+//! CNMs). Classic pcap is read by [`crate::pcap::PcapReader`]; pcapng (what dumpcap and
+//! Wireshark write by default) by the `pcap-file` crate.
 //!
 //! `--pcap FILE` writes, in this order ([`sample_frames`]):
 //! 1. a test data frame: VLAN (PCP 3, VID 10) + CN-TAG (RPID 7) / IPv4 / UDP 50101 / test header;
@@ -36,8 +38,9 @@ pub struct Args {
     /// Write one frame of each kind quench emits to FILE (classic pcap, Ethernet).
     #[arg(long, value_name = "FILE", required_unless_present = "decode")]
     pub pcap: Option<PathBuf>,
-    /// Print one line per frame of FILE.pcap with the fields quench cares about.
-    #[arg(long, value_name = "FILE.pcap", conflicts_with = "pcap")]
+    /// Print one line per frame of FILE (classic pcap or pcapng) with the fields quench cares
+    /// about.
+    #[arg(long, value_name = "FILE", conflicts_with = "pcap")]
     pub decode: Option<PathBuf>,
     /// Link rate used to show PFC pause quanta as time (e.g. 10gbit, 100gbit).
     #[arg(long, default_value = "100gbit", value_parser = parse_rate)]
@@ -272,6 +275,58 @@ fn write_test(s: &mut String, t: &TestHdrRepr) {
     );
 }
 
+/// The first octets of a pcapng file: a Section Header Block's type, 0x0A0D0D0A.
+const PCAPNG_MAGIC: [u8; 4] = [0x0A, 0x0D, 0x0D, 0x0A];
+
+/// One line per frame of a classic pcap file.
+fn decode_pcap(path: &std::path::Path, bytes: &[u8], rate: Rate) -> anyhow::Result<()> {
+    let reader = PcapReader::new(bytes).with_context(|| format!("reading {}", path.display()))?;
+    if reader.linktype() != LINKTYPE_ETHERNET {
+        bail!(
+            "{}: link type {} is not Ethernet (1)",
+            path.display(),
+            reader.linktype()
+        );
+    }
+    for (i, rec) in reader.enumerate() {
+        match rec {
+            Ok(r) => outln!("{} {}B {}", i + 1, r.data.len(), describe(r.data, rate))?,
+            Err(e) => outln!("{} error: {e}", i + 1)?,
+        }
+    }
+    Ok(())
+}
+
+/// One line per packet block of a pcapng file; packets of an interface whose link type is not
+/// Ethernet get an error line. A malformed block ends the listing with an error line.
+fn decode_pcapng(path: &std::path::Path, bytes: &[u8], rate: Rate) -> anyhow::Result<()> {
+    use pcap_file::pcapng::{Block, PcapNgReader};
+    use pcap_file::DataLink;
+    let mut reader = PcapNgReader::new(bytes)
+        .map_err(|e| anyhow::anyhow!("{}: not a pcapng file: {e}", path.display()))?;
+    let mut n = 0;
+    while let Some(block) = reader.next_block() {
+        let (iface, data) = match block {
+            Ok(Block::EnhancedPacket(p)) => (Some(p.interface_id), p.data.into_owned()),
+            Ok(Block::SimplePacket(p)) => (Some(0), p.data.into_owned()),
+            Ok(Block::Packet(p)) => (Some(u32::from(p.interface_id)), p.data.into_owned()),
+            Ok(_) => continue,
+            Err(e) => {
+                outln!("{} error: {e}", n + 1)?;
+                break;
+            }
+        };
+        n += 1;
+        let link = iface.and_then(|i| reader.interfaces().get(i as usize).map(|d| d.linktype));
+        match link {
+            Some(DataLink::ETHERNET) => outln!("{n} {}B {}", data.len(), describe(&data, rate))?,
+            Some(other) => outln!("{n} error: link type {other:?} is not Ethernet")?,
+            None => outln!("{n} error: packet of an interface the file never described")?,
+        }
+    }
+    Ok(())
+}
+
 /// Runs `quench frames`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(path) = &args.pcap {
@@ -288,25 +343,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if let Some(path) = &args.decode {
         let bytes = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        let reader =
-            PcapReader::new(&bytes).with_context(|| format!("reading {}", path.display()))?;
-        if reader.linktype() != LINKTYPE_ETHERNET {
-            bail!(
-                "{}: link type {} is not Ethernet (1)",
-                path.display(),
-                reader.linktype()
-            );
-        }
-        for (i, rec) in reader.enumerate() {
-            match rec {
-                Ok(r) => outln!(
-                    "{} {}B {}",
-                    i + 1,
-                    r.data.len(),
-                    describe(r.data, args.link_rate)
-                )?,
-                Err(e) => outln!("{} error: {e}", i + 1)?,
-            }
+        if bytes.starts_with(&PCAPNG_MAGIC) {
+            decode_pcapng(path, &bytes, args.link_rate)?;
+        } else {
+            decode_pcap(path, &bytes, args.link_rate)?;
         }
     }
     Ok(())

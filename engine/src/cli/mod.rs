@@ -18,19 +18,61 @@ use crate::port::netns::NsPort;
 
 // Defined above the `mod` lines, so every subcommand's module sees them (textual scope).
 
-/// `println!` that returns the `std::io::Result` of the write (use it with `?`).
+/// `println!` of the human report that returns the `std::io::Result` of the write (use it with
+/// `?`): to standard output, or to standard error once a command with `--json` called
+/// [`human_to_stderr`].
 macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!($crate::cli::Human, $($arg)*)
+    }};
+}
+/// `print!` of the human report, as [`outln!`].
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!($crate::cli::Human, $($arg)*)
+    }};
+}
+/// `println!` of a machine-readable JSON line: always standard output.
+macro_rules! jsonln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
         writeln!(std::io::stdout().lock(), $($arg)*)
     }};
 }
-/// `print!` that returns the `std::io::Result` of the write (use it with `?`).
-macro_rules! out {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        write!(std::io::stdout().lock(), $($arg)*)
-    }};
+
+/// Where the human report goes: set once, by a command given `--json`, before it prints.
+static HUMAN_TO_STDERR: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `--json`: the human report (tables, notes) goes to standard error from now on, so standard
+/// output carries only JSON lines (progress and summaries).
+pub fn human_to_stderr() {
+    HUMAN_TO_STDERR.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The human report's stream (see [`outln!`]).
+pub struct Human;
+
+impl std::io::Write for Human {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if HUMAN_TO_STDERR.load(std::sync::atomic::Ordering::Relaxed) {
+            std::io::stderr().lock().write(buf)
+        } else {
+            std::io::stdout().lock().write(buf)
+        }
+    }
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        if HUMAN_TO_STDERR.load(std::sync::atomic::Ordering::Relaxed) {
+            std::io::stderr().lock().write_all(buf)
+        } else {
+            std::io::stdout().lock().write_all(buf)
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stdout().flush()?;
+        std::io::stderr().flush()
+    }
 }
 
 /// True when `e` comes from writing to a pipe whose reader has gone (`| head`): not a failure of
@@ -45,6 +87,7 @@ pub fn closed_pipe(e: &anyhow::Error) -> bool {
 pub mod appliance;
 pub mod blast;
 pub mod frames;
+pub mod progress;
 pub mod recv;
 pub mod replay;
 pub mod report;

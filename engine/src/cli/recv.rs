@@ -12,6 +12,7 @@ use std::path::PathBuf;
 
 use units::Duration;
 
+use super::progress::{per_s, Delta, Progress};
 use crate::recv::sink::{Sink, SinkOptions, DEFAULT_MAX_FLOWS};
 use crate::report;
 use crate::time::shared_now;
@@ -46,6 +47,10 @@ pub struct Args {
     /// Flow-table size.
     #[arg(long, default_value_t = DEFAULT_MAX_FLOWS)]
     pub max_flows: usize,
+    /// JSON lines on standard output: one progress object per second, then the summary; the
+    /// human table goes to standard error.
+    #[arg(long)]
+    pub json: bool,
     /// Send every test frame back to its sender (addresses and UDP ports swapped, test header
     /// and its transmit stamp kept), so that `quench send --out DIR` measures the round trip
     /// on its own clock: latency between machines that share no clock.
@@ -104,7 +109,56 @@ pub(crate) fn finish_sink(sink: Sink, out: Option<&std::path::Path>) -> anyhow::
     Ok(serde_json::to_string(&e.summary)?)
 }
 
+/// The progress status of a receiver: receive rate and frames over the interval, totals of
+/// frames, lost, CNPs and reflected frames.
+#[derive(Default)]
+pub(crate) struct RecvProgress {
+    frames: Delta,
+    bytes: Delta,
+}
+
+impl RecvProgress {
+    pub(crate) fn show(
+        &mut self,
+        p: &mut Progress,
+        now: units::Instant,
+        w: &crate::recv::worker::RecvWorker,
+    ) -> std::io::Result<()> {
+        let flows = w.receiver().flows();
+        let frames: u64 = flows.iter().map(|f| f.frames).sum();
+        let bytes: u64 = flows.iter().map(|f| f.bytes).sum();
+        let lost: u64 = flows.iter().map(|f| f.missing).sum();
+        let c = w.counters();
+        let (df, db) = (self.frames.step(frames), self.bytes.step(bytes));
+        p.show(
+            now,
+            |dt| {
+                format!(
+                    "rx {:.1} Mb/s {:.0} frames/s | {} frames, {} lost, {} flows | {} CNPs, {} reflected",
+                    per_s(db * 8, dt, 1e6),
+                    per_s(df, dt, 1.0),
+                    frames,
+                    lost,
+                    flows.len(),
+                    c.cnps_sent,
+                    c.reflected
+                )
+            },
+            |dt| {
+                serde_json::json!({
+                    "rx_bps": per_s(db * 8, dt, 1.0), "rx_fps": per_s(df, dt, 1.0),
+                    "frames": frames, "bytes": bytes, "lost": lost, "flows": flows.len(),
+                    "cnps_sent": c.cnps_sent, "reflected": c.reflected,
+                })
+            },
+        )
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.json {
+        super::human_to_stderr();
+    }
     let np = if args.no_cnp {
         None
     } else {
@@ -124,16 +178,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         },
     )?;
     let stop = crate::worker::stop_on_signals()?;
-    let end = shared_now() + args.duration;
+    let t0 = shared_now();
+    let end = t0 + args.duration;
     let mut idle = crate::worker::Idle::default();
+    let mut progress = Progress::new("recv", args.json, t0);
+    let mut status = RecvProgress::default();
     loop {
         let (n, now) = sink.step()?;
         idle.after(n);
+        if progress.due(now) {
+            status.show(&mut progress, now, sink.worker())?;
+        }
         if now >= end || stop.load(std::sync::atomic::Ordering::Relaxed) {
             break;
         }
     }
+    progress.done();
     let json = finish_sink(sink, args.out.as_deref())?;
-    outln!("{json}")?;
+    jsonln!("{json}")?;
     Ok(())
 }

@@ -18,6 +18,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Deserialize;
 use units::{Duration, Rate};
 
+use super::progress::{per_s, Delta, Progress};
 use crate::host::core::PacingConfig;
 use crate::host::rp::HostRp;
 use crate::port::{Port, MAX_FRAME};
@@ -163,6 +164,10 @@ pub struct Args {
     /// reflected frames come back.
     #[arg(long, value_name = "DIR")]
     pub out: Vec<PathBuf>,
+    /// JSON lines on standard output: one progress object per second, then the summaries; the
+    /// human report goes to standard error.
+    #[arg(long)]
+    pub json: bool,
     /// Stamp this clock id (24 bits) into the test headers instead of this host's: a receiver
     /// on this host then takes the sender for another machine and refuses one-way latency
     /// (for tests).
@@ -319,6 +324,9 @@ fn sink_pauses(args: &Args) -> anyhow::Result<Vec<Option<String>>> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.json {
+        super::human_to_stderr();
+    }
     let nports = args.iface.len();
     let config_of = per_port("config", &args.config, nports)?;
     let rate_of = per_port("rate", &args.rate, nports)?;
@@ -435,7 +443,67 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     // Gaps longer than the catch-up bound (or 1 ms) are reported as stalls.
     let mut stalls = LoopStalls::new(loop_catch_up);
-    let secs = crate::send::run::run(&mut ports, &mut sinks, &clock, t0, &limits, &mut stalls)?;
+    let mut progress = Progress::new("send", args.json, t0);
+    let (mut tx_bytes, mut tx_frames) = (Delta::default(), Delta::default());
+    let mut show = |now, ports: &[SendPort], sinks: &[Sink]| {
+        if !progress.due(now) {
+            return Ok(());
+        }
+        let mut c = crate::send::worker::SendCounters::default();
+        let mut paused = 0u8;
+        for o in ports {
+            let k = o.w.counters();
+            (c.frames, c.bytes) = (c.frames + k.frames, c.bytes + k.bytes);
+            (c.cnms, c.cnps, c.pfc_rx) = (c.cnms + k.cnms, c.cnps + k.cnps, c.pfc_rx + k.pfc_rx);
+            paused |= o.w.paused_mask(now);
+        }
+        let rtt_back: u64 = ports
+            .iter()
+            .filter_map(|o| o.rtt.as_ref())
+            .flat_map(|m| m.receiver().flows())
+            .map(|f| f.frames)
+            .sum();
+        let sink_rx: u64 = sinks
+            .iter()
+            .flat_map(|s| s.worker().receiver().flows())
+            .map(|f| f.frames)
+            .sum();
+        let (db, df) = (tx_bytes.step(c.bytes), tx_frames.step(c.frames));
+        progress.show(
+            now,
+            |dt| {
+                format!(
+                    "tx {:.1} Mb/s {:.0} frames/s | {} frames | feedback {} CNMs {} CNPs | {} PFC frames, paused {:#04x} | {} reflected back{}",
+                    per_s(db * 8, dt, 1e6),
+                    per_s(df, dt, 1.0),
+                    c.frames,
+                    c.cnms,
+                    c.cnps,
+                    c.pfc_rx,
+                    paused,
+                    rtt_back,
+                    if sinks.is_empty() { String::new() } else { format!(" | sinks rx {sink_rx}") }
+                )
+            },
+            |dt| {
+                serde_json::json!({
+                    "tx_bps": per_s(db * 8, dt, 1.0), "tx_fps": per_s(df, dt, 1.0),
+                    "frames": c.frames, "cnms": c.cnms, "cnps": c.cnps, "pfc_rx": c.pfc_rx,
+                    "paused_mask": paused, "reflected_back": rtt_back, "sink_frames": sink_rx,
+                })
+            },
+        )
+    };
+    let secs = crate::send::run::run(
+        &mut ports,
+        &mut sinks,
+        &clock,
+        t0,
+        &limits,
+        &mut stalls,
+        &mut show,
+    )?;
+    progress.done();
     for (k, o) in ports.iter_mut().enumerate() {
         if nports > 1 {
             outln!("== port {}", o.label)?;
@@ -467,12 +535,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if let Some(dir) = out {
             outln!("report written to {}", dir.display())?;
         }
-        outln!("{}", serde_json::json!({"port": o.label, "rtt": summary}))?;
+        jsonln!("{}", serde_json::json!({"port": o.label, "rtt": summary}))?;
     }
     for (k, (s, label)) in sinks.into_iter().zip(&args.sink).enumerate() {
         outln!("== sink {label}")?;
         let json = super::recv::finish_sink(s, args.sink_out.get(k).map(PathBuf::as_path))?;
-        outln!("{{\"sink\":{json}}}")?;
+        jsonln!("{{\"sink\":{json}}}")?;
     }
     Ok(())
 }
@@ -567,7 +635,7 @@ fn report(
         stalls.longest.as_nanos() as f64 / 1e6,
         w.core.lag_dropped().as_nanos() as f64 / 1e6
     )?;
-    outln!(
+    jsonln!(
         "{}",
         serde_json::json!({
             "port": o.label,

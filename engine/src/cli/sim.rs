@@ -112,6 +112,10 @@ pub struct Args {
     /// No progress bar, no summary on stdout.
     #[arg(long, short)]
     pub quiet: bool,
+    /// JSON lines on standard output: one progress object per second of wall time (virtual
+    /// time, flows done, events), then the summary; the human table goes to standard error.
+    #[arg(long, conflicts_with = "quiet")]
+    pub json: bool,
 }
 
 /// Everything needed to run, assembled from the arguments and files.
@@ -385,7 +389,11 @@ pub fn run_one(
     }
     let cc_name = p.cc.kind.name();
     let mut world = World::new(&p.topo, &p.flows, p.cc, p.cfg)?;
-    let show = !args.quiet && !sweeping && std::io::stderr().is_terminal();
+    let json = args.json && !sweeping;
+    if json {
+        super::human_to_stderr();
+    }
+    let show = !args.quiet && !sweeping && !json && std::io::stderr().is_terminal();
     let bar = if show {
         let b = indicatif::ProgressBar::new(world.flows.len() as u64);
         b.set_style(
@@ -398,9 +406,34 @@ pub fn run_one(
     } else {
         None
     };
+    let wall = crate::time::Clock::monotonic();
+    let mut progress = super::progress::Progress::new("sim", json, wall.now());
+    let mut events = super::progress::Delta::default();
+    let mut show_json = |pr: &crate::sim::world::Progress| -> std::io::Result<()> {
+        let now = wall.now();
+        if !progress.due(now) {
+            return Ok(());
+        }
+        let de = events.step(pr.events);
+        progress.show(
+            now,
+            |_| String::new(),
+            |dt| {
+                serde_json::json!({
+                    "virtual_ms": pr.now.as_nanos() as f64 * 1e-6, "flows_done": pr.flows_done,
+                    "flows": pr.flows, "events": pr.events,
+                    "events_per_s": super::progress::per_s(de, dt, 1.0),
+                })
+            },
+        )
+    };
+    let mut shown = Ok(());
     let go_on = || !stop.load(std::sync::atomic::Ordering::Relaxed);
     let finished = world.run_while(
         &mut |pr| {
+            if json && shown.is_ok() {
+                shown = show_json(&pr);
+            }
             if let Some(b) = &bar {
                 b.set_position(pr.flows_done as u64);
                 b.set_message(format!(
@@ -415,6 +448,7 @@ pub fn run_one(
     if let Some(b) = bar {
         b.finish_and_clear();
     }
+    shown?;
     if !finished {
         eprintln!(
             "quench sim: interrupted at virtual time {:.3} ms; {} holds the run up to then",
@@ -427,6 +461,9 @@ pub fn run_one(
     if !args.quiet && !sweeping {
         out!("{}", summary.table())?;
         outln!("outputs in {}", out.display())?;
+    }
+    if json {
+        jsonln!("{}", serde_json::to_string(&summary)?)?;
     }
     Ok(summary)
 }

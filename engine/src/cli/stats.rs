@@ -136,7 +136,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     loop {
         let snap = get()?;
         if args.json {
-            outln!("{}", serde_json::to_string(&snap)?)?;
+            jsonln!("{}", serde_json::to_string(&snap)?)?;
         } else {
             out!("{}", table(&snap, prev.as_ref()))?;
         }

@@ -48,6 +48,64 @@ pub struct Args {
     /// Stop by itself after this long, e.g. `30s`.
     #[arg(long, value_parser = super::duration_or_secs_arg)]
     pub duration: Option<Duration>,
+    /// JSON lines on standard output: one progress object per second (totals and each port's
+    /// counters), then the final snapshot; the human table goes to standard error.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The progress status of the switch from a counters snapshot: forwarding rate over the
+/// interval, totals of frames, drops, control frames it originated (CNMs, PFC) and PFC pauses.
+#[derive(Default)]
+struct SwitchProgress {
+    rx_bytes: super::progress::Delta,
+    tx_bytes: super::progress::Delta,
+}
+
+impl SwitchProgress {
+    fn show(
+        &mut self,
+        p: &mut super::progress::Progress,
+        now: units::Instant,
+        snap: &crate::switch::stats::Snapshot,
+    ) -> std::io::Result<()> {
+        use super::progress::per_s;
+        let sum = |f: fn(&crate::switch::stats::PortSnapshot) -> u64| -> u64 {
+            snap.ports.iter().map(f).sum()
+        };
+        let (rx, tx) = (sum(|p| p.rx_pkts), sum(|p| p.tx_pkts));
+        let drops = sum(|p| p.rx_drops + p.tx_drops + p.queue_drops + p.pfc_headroom_drops);
+        let ctl = sum(|p| {
+            p.queues
+                .iter()
+                .filter(|q| q.class == "ctl")
+                .map(|q| q.counters.enq_pkts)
+                .sum()
+        });
+        let (sent, got) = (sum(|p| p.pfc_pauses_sent), sum(|p| p.pfc_pauses_received));
+        let (drx, dtx) = (
+            self.rx_bytes.step(sum(|p| p.rx_bytes)),
+            self.tx_bytes.step(sum(|p| p.tx_bytes)),
+        );
+        p.show(
+            now,
+            |dt| {
+                format!(
+                    "rx {:.1} Mb/s tx {:.1} Mb/s | {rx} in {tx} out | {drops} drops | {ctl} CNM/PFC frames sent | pauses {sent} sent {got} received",
+                    per_s(drx * 8, dt, 1e6),
+                    per_s(dtx * 8, dt, 1e6)
+                )
+            },
+            |dt| {
+                serde_json::json!({
+                    "rx_bps": per_s(drx * 8, dt, 1.0), "tx_bps": per_s(dtx * 8, dt, 1.0),
+                    "rx_frames": rx, "tx_frames": tx, "drops": drops, "control_frames": ctl,
+                    "pauses_sent": sent, "pauses_received": got, "fdb_entries": snap.fdb_entries,
+                    "ports": snap.ports,
+                })
+            },
+        )
+    }
 }
 
 /// The switch's port type: any port, optionally captured.
@@ -145,6 +203,9 @@ fn open_port(
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.json {
+        super::human_to_stderr();
+    }
     let src = crate::bundled::open(&args.config, crate::bundled::Kind::Switch, None)
         .with_context(|| format!("--config {}", args.config))?;
     let mut profile = SwitchConfig::parse(&src.text, &src.origin)?;
@@ -373,14 +434,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ctl_path.display()
     );
     let deadline = args.duration.map(|d| clock.now() + d);
+    let mut progress = super::progress::Progress::new("switch", args.json, clock.now());
+    let mut status = SwitchProgress::default();
     while !stop.load(Ordering::Relaxed) {
-        if deadline.is_some_and(|d| clock.now() >= d) {
+        let now = clock.now();
+        if deadline.is_some_and(|d| now >= d) {
             stop.store(true, Ordering::Relaxed);
             break;
         }
-        // The main thread only waits: the workers do the work.
+        if progress.due(now) {
+            // A closed standard output does not stop the switch: the workers go on.
+            let _ = status.show(&mut progress, now, &registry.snapshot());
+        }
+        // The main thread only waits and reports: the workers do the work.
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    progress.done();
     for h in handles {
         let _ = h.join();
     }
@@ -402,6 +471,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let snap = registry.snapshot();
     outln!("{}", crate::cli::stats::table(&snap, None))?;
+    if args.json {
+        jsonln!("{}", serde_json::to_string(&snap)?)?;
+    }
     Ok(())
 }
 

@@ -55,18 +55,17 @@ impl Frame for AnyFrame {
             AnyFrame::Dpdk(f) => f.set_len(len),
         }
     }
+    fn rx_stamp(&self) -> Option<super::RxStamp> {
+        match self {
+            AnyFrame::Heap(f) => f.rx_stamp(),
+            AnyFrame::Xdp(f) => f.rx_stamp(),
+            #[cfg(feature = "dpdk")]
+            AnyFrame::Dpdk(f) => f.rx_stamp(),
+        }
+    }
 }
 
 impl AnyFrame {
-    /// When the kernel received the frame (AF_PACKET ports stamp their frames; AF_XDP and DPDK
-    /// frames carry no stamp: their receive time is the poll loop's read after the burst).
-    pub fn rx_stamp(&self) -> Option<super::RxStamp> {
-        match self {
-            AnyFrame::Heap(f) => f.rx_stamp(),
-            _ => None,
-        }
-    }
-
     /// A `Send` copy, for crossing to another core.
     pub fn to_heap(&self) -> Option<HeapFrame> {
         match self {

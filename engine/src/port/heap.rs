@@ -85,11 +85,6 @@ impl HeapFrame {
         HeapFrame { stamp, ..self }
     }
 
-    /// When the kernel received the frame, if the port asked it and it said.
-    pub fn rx_stamp(&self) -> Option<RxStamp> {
-        self.stamp
-    }
-
     /// The buffer, for callers that keep frames as plain bytes.
     pub fn into_vec(self) -> Vec<u8> {
         self.buf
@@ -106,6 +101,9 @@ impl Frame for HeapFrame {
     fn set_len(&mut self, len: usize) -> usize {
         self.buf.resize(len.min(MAX_FRAME), 0);
         self.buf.len()
+    }
+    fn rx_stamp(&self) -> Option<RxStamp> {
+        self.stamp
     }
 }
 

@@ -64,6 +64,11 @@ pub trait Frame {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// When the kernel received the frame, for ports that ask it (AF_PACKET); `None` for the
+    /// others, whose receive time is the poll loop's clock after the burst.
+    fn rx_stamp(&self) -> Option<RxStamp> {
+        None
+    }
 }
 
 /// Where a received frame's time came from, best first.

@@ -166,6 +166,11 @@ impl Sink {
         Ok((n, now))
     }
 
+    /// The receiver, for progress.
+    pub fn worker(&self) -> &RecvWorker {
+        &self.w
+    }
+
     /// Closes the last interval and summarises the run.
     pub fn finish(mut self) -> SinkEnd {
         use crate::port::Port as _;

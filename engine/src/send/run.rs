@@ -70,7 +70,8 @@ pub struct LoopLimits<'a> {
 }
 
 /// Runs the loop until `limits.end` or a stop; returns the seconds from `t0` to the loop's end.
-/// `stalls` records the loop's scheduling gaps.
+/// `stalls` records the loop's scheduling gaps; `status` is called once per iteration with the
+/// loop's clock (the command's live progress: it checks whether one is due).
 pub fn run(
     ports: &mut [SendPort],
     sinks: &mut [Sink],
@@ -78,6 +79,7 @@ pub fn run(
     t0: Instant,
     limits: &LoopLimits,
     stalls: &mut LoopStalls,
+    status: &mut impl FnMut(Instant, &[SendPort], &[Sink]) -> std::io::Result<()>,
 ) -> anyhow::Result<f64> {
     let mut rx = Vec::with_capacity(BURST);
     let mut buf = vec![0u8; MAX_FRAME + 64];
@@ -122,6 +124,7 @@ pub fn run(
         for s in sinks.iter_mut() {
             work += s.step()?.0;
         }
+        status(now, ports, sinks)?;
         idle.after(work);
     }
     let secs = (clock.now() - t0).as_secs_f64();
