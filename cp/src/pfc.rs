@@ -110,6 +110,13 @@ pub struct PfcParams {
     pub pause_quanta: u16,
     /// Refresh mode: re-send PAUSE after this share of the pause time, 1..=99. Default 50.
     pub refresh_percent: u8,
+    /// PFC watchdog ([`PauseWatchdog`]): a priority a port has received PAUSE for without a
+    /// break for this many milliseconds is a storm, and the port stops honouring PAUSE for it.
+    /// 0..=60000; default 0, off (a commodity switch's default detection is 100-200 ms).
+    pub watchdog_ms: u64,
+    /// PFC watchdog: the storm ends when no PAUSE for the priority has arrived for this many
+    /// milliseconds. 1..=60000; default 200.
+    pub watchdog_restore_ms: u64,
 }
 
 impl Default for PfcParams {
@@ -129,6 +136,8 @@ impl Default for PfcParams {
             pause: PauseMode::UntilResume,
             pause_quanta: QUANTA_MAX,
             refresh_percent: 50,
+            watchdog_ms: 0,
+            watchdog_restore_ms: 200,
         }
     }
 }
@@ -158,6 +167,8 @@ pub struct PfcProfile {
     pause_quanta: u16,
     /// Refresh mode: time from one PAUSE to its refresh; `None` in until-resume mode.
     refresh_after: Option<Duration>,
+    /// The watchdog's detection and restoration times; `None`: off.
+    watchdog: Option<(Duration, Duration)>,
 }
 
 impl PfcProfile {
@@ -172,6 +183,8 @@ impl PfcProfile {
         ] {
             units::within(param, v, 0, units::MAX_BUFFER_BYTES)?;
         }
+        units::within("watchdog_ms", p.watchdog_ms, 0, 60_000)?;
+        units::within("watchdog_restore_ms", p.watchdog_restore_ms, 1, 60_000)?;
         let mut lossless = 0u8;
         for &prio in &p.lossless_priorities {
             if usize::from(prio) >= PRIORITIES {
@@ -268,7 +281,18 @@ impl PfcProfile {
             total_reserve,
             pause_quanta: p.pause_quanta,
             refresh_after,
+            watchdog: (p.watchdog_ms > 0).then(|| {
+                (
+                    Duration::from_millis(p.watchdog_ms),
+                    Duration::from_millis(p.watchdog_restore_ms),
+                )
+            }),
         })
+    }
+
+    /// A fresh watchdog for one port, if the profile has one.
+    pub fn watchdog(&self) -> Option<PauseWatchdog> {
+        self.watchdog.map(|(d, r)| PauseWatchdog::new(d, r))
     }
 
     pub fn link_rate(&self) -> Rate {
@@ -721,9 +745,135 @@ impl PausedState {
     }
 }
 
+/// The PFC watchdog of one port's received pauses, as commodity switches have it (SONiC
+/// `pfcwd`, Arista and Cisco "PFC watchdog"): a priority paused without a break for `detect`
+/// is a PFC storm (a host or link that pauses for ever holds the priority, and through PFC its
+/// senders); from then on the port stops honouring PAUSE for that priority, so its queue drains
+/// towards the storming peer, until no PAUSE for it has arrived for `restore`.
+///
+/// Inputs: [`on_paused`](Self::on_paused) / [`on_resumed`](Self::on_resumed) as the port's
+/// priority starts and stops being paused, [`on_pause_frame`](Self::on_pause_frame) for each
+/// received PAUSE naming it (the answer says whether to honour it), and
+/// [`on_timeout`](Self::on_timeout) at [`next_deadline`](Self::next_deadline).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PauseWatchdog {
+    detect: Duration,
+    restore: Duration,
+    /// When each priority's current pause began.
+    since: [Option<Instant>; PRIORITIES],
+    /// Priorities in a storm: until when PAUSE for them is ignored (each ignored PAUSE moves
+    /// it to `restore` after that frame).
+    storm_until: [Option<Instant>; PRIORITIES],
+}
+
+/// What a watchdog timeout found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WatchdogTimeout {
+    /// Priorities found storming now (bit n = priority n): the caller ends their pause.
+    pub storms: u8,
+    /// Priorities whose storm ended (PAUSE honoured again).
+    pub restored: u8,
+}
+
+impl PauseWatchdog {
+    pub fn new(detect: Duration, restore: Duration) -> Self {
+        PauseWatchdog {
+            detect,
+            restore,
+            since: [None; PRIORITIES],
+            storm_until: [None; PRIORITIES],
+        }
+    }
+
+    /// `prio` is paused from `now` (a pause already running keeps its start).
+    pub fn on_paused(&mut self, now: Instant, prio: u8) {
+        if let Some(s) = self.since.get_mut(usize::from(prio)) {
+            s.get_or_insert(now);
+        }
+    }
+
+    /// `prio` may send again.
+    pub fn on_resumed(&mut self, prio: u8) {
+        if let Some(s) = self.since.get_mut(usize::from(prio)) {
+            *s = None;
+        }
+    }
+
+    /// A received PAUSE names `prio`: whether to honour it (false while `prio` storms, which
+    /// this frame prolongs).
+    pub fn on_pause_frame(&mut self, now: Instant, prio: u8) -> bool {
+        match self.storm_until.get_mut(usize::from(prio)) {
+            Some(Some(until)) => {
+                *until = now + self.restore;
+                false
+            }
+            _ => true,
+        }
+    }
+
+    /// Whether `prio` is in a storm (its PAUSE frames ignored).
+    pub fn storming(&self, prio: u8) -> bool {
+        self.storm_until
+            .get(usize::from(prio))
+            .is_some_and(Option::is_some)
+    }
+
+    /// The earliest detection or restoration due.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let detect = self.since.iter().flatten().map(|&s| s + self.detect);
+        detect
+            .chain(self.storm_until.iter().flatten().copied())
+            .min()
+    }
+
+    /// Detections and restorations due at `now` (a spurious call finds none).
+    pub fn on_timeout(&mut self, now: Instant) -> WatchdogTimeout {
+        let mut out = WatchdogTimeout::default();
+        for prio in 0..PRIORITIES {
+            if self.storm_until[prio].is_some_and(|t| t <= now) {
+                self.storm_until[prio] = None;
+                out.restored |= 1 << prio;
+            }
+            if self.since[prio].is_some_and(|s| s + self.detect <= now) {
+                self.since[prio] = None;
+                self.storm_until[prio] = Some(now + self.restore);
+                out.storms |= 1 << prio;
+            }
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_watchdog_finds_an_unbroken_pause_and_restores_after_a_quiet_spell() {
+        let ms = |m: u64| Instant::ZERO + Duration::from_millis(m);
+        let mut w = PauseWatchdog::new(Duration::from_millis(100), Duration::from_millis(200));
+        assert_eq!(w.next_deadline(), None);
+        // A pause with a break before 100 ms: nothing.
+        w.on_paused(ms(0), 3);
+        w.on_paused(ms(50), 3); // refreshed: the pause still began at 0
+        assert_eq!(w.next_deadline(), Some(ms(100)));
+        w.on_resumed(3);
+        assert_eq!(w.next_deadline(), None);
+        // Unbroken from 200 ms: a storm at 300 ms.
+        w.on_paused(ms(200), 3);
+        assert_eq!(w.on_timeout(ms(299)), WatchdogTimeout::default());
+        let t = w.on_timeout(ms(300));
+        assert_eq!((t.storms, t.restored), (1 << 3, 0));
+        assert!(w.storming(3) && !w.storming(2));
+        // PAUSE during the storm is not honoured and prolongs it.
+        assert!(!w.on_pause_frame(ms(350), 3));
+        assert!(w.on_pause_frame(ms(350), 2));
+        assert_eq!(w.on_timeout(ms(500)), WatchdogTimeout::default());
+        assert_eq!(w.next_deadline(), Some(ms(550)));
+        let t = w.on_timeout(ms(550));
+        assert_eq!((t.storms, t.restored), (0, 1 << 3));
+        assert!(w.on_pause_frame(ms(560), 3));
+    }
     use proptest::prelude::*;
 
     fn t(ns: u64) -> Instant {
@@ -1096,6 +1246,7 @@ mod tests {
                 pause: if refresh { PauseMode::Refresh } else { PauseMode::UntilResume },
                 pause_quanta: if refresh { quanta } else { QUANTA_MAX },
                 refresh_percent: pct,
+                ..PfcParams::default()
             }).unwrap();
             let dur = prof.pause_duration();
             let mut sw = PfcIngress::new(&prof);

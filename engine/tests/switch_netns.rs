@@ -13,7 +13,7 @@ use engine::time::Clock;
 use units::Duration;
 
 mod common;
-use common::{lock, netns_or_skip, repo, Testbed};
+use common::{lock, netns_or_skip, repo, xdp_progs, Testbed};
 
 const S0: [u8; 6] = [0x02, 0x71, 0x6e, 0x01, 0, 0];
 const R0: [u8; 6] = [0x02, 0x71, 0x6e, 0x02, 0, 0];
@@ -174,16 +174,6 @@ fn collect(ns: &str, want: usize, ms: u64) -> std::thread::JoinHandle<Vec<Vec<u8
     });
     ready_rx.recv().unwrap();
     h
-}
-
-fn xdp_progs(ns: &str) -> usize {
-    let out = Command::new("ip")
-        .args(["-n", ns, "link", "show"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .matches("prog/xdp")
-        .count()
 }
 
 #[test]

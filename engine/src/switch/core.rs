@@ -26,7 +26,7 @@
 //! Every frame handed in is queued or handed back to be freed, exactly once ([`Handled`]).
 use std::collections::VecDeque;
 
-use cp::pfc::{PausedState, PfcAction, PfcIngress, PfcProfile};
+use cp::pfc::{PauseWatchdog, PausedState, PfcAction, PfcIngress, PfcProfile};
 use cp::qcn::{QcnCp, QcnCpProfile, QcnFeedback};
 use cp::red::{Mark, RedProfile};
 use cp::tcd::{TcdCodepoint, TcdPort, TcdProfile};
@@ -315,6 +315,10 @@ pub struct PfcCounters {
     pub pauses_received: u64,
     /// Lossless frames from this port dropped for want of headroom.
     pub headroom_drops: u64,
+    /// PFC watchdog: storms found on this port (a priority paused without a break for the
+    /// detection time), and PAUSE frames for a storming priority not honoured.
+    pub watchdog_storms: u64,
+    pub watchdog_ignored: u64,
 }
 
 /// One egress port of the core.
@@ -322,6 +326,8 @@ struct CorePort<F: CoreFrame> {
     queue: EgressQueue<F, PortCp<F::Cnm>>,
     /// Pauses received on this port (cp::pfc).
     paused: PausedState,
+    /// The PFC watchdog of those pauses, when PFC has one.
+    watchdog: Option<PauseWatchdog>,
 }
 
 /// The switch core. See the module docs.
@@ -357,6 +363,7 @@ impl<F: CoreFrame> SwitchCore<F> {
             *slot = Some(CorePort {
                 queue: EgressQueue::with_hook(limits, cp),
                 paused: PausedState::new(rate),
+                watchdog: self.pfc.as_ref().and_then(|(p, _)| p.watchdog()),
             });
         }
     }
@@ -378,6 +385,9 @@ impl<F: CoreFrame> SwitchCore<F> {
     /// Turns PFC on with `profile` (its `ports` must cover this core's ports).
     pub fn set_pfc(&mut self, profile: PfcProfile) {
         let ingress = PfcIngress::new(&profile);
+        for p in self.ports.iter_mut().flatten() {
+            p.watchdog = profile.watchdog();
+        }
         self.pfc = Some((profile, ingress));
     }
 
@@ -576,6 +586,16 @@ impl<F: CoreFrame> SwitchCore<F> {
         let Some(Some(p)) = self.ports.get_mut(port) else {
             return false;
         };
+        let honour = match &mut p.watchdog {
+            Some(w) if quanta > 0 => w.on_pause_frame(now, prio),
+            _ => true,
+        };
+        if !honour {
+            if let Some(c) = self.counters.get_mut(port) {
+                c.watchdog_ignored += 1;
+            }
+            return false;
+        }
         p.paused.on_pause_frame(now, prio, quanta);
         let paused = p.paused.is_paused(now, prio);
         if paused {
@@ -601,11 +621,20 @@ impl<F: CoreFrame> SwitchCore<F> {
         }
         p.queue.set_paused(prio, paused);
         p.queue.hook_mut().on_pause(now, prio, paused);
+        if let Some(w) = &mut p.watchdog {
+            if paused {
+                w.on_paused(now, prio);
+            } else {
+                w.on_resumed(prio);
+            }
+        }
     }
 
     /// When `port`'s earliest received pause runs out.
     pub fn port_deadline(&self, port: usize) -> Option<Instant> {
-        self.ports.get(port)?.as_ref()?.paused.next_deadline()
+        let p = self.ports.get(port)?.as_ref()?;
+        let wd = p.watchdog.as_ref().and_then(PauseWatchdog::next_deadline);
+        p.paused.next_deadline().into_iter().chain(wd).min()
     }
 
     /// Ends `port`'s pauses that ran out by `now`; returns them as a bit mask (0: spurious).
@@ -613,7 +642,20 @@ impl<F: CoreFrame> SwitchCore<F> {
         let Some(Some(p)) = self.ports.get_mut(port) else {
             return 0;
         };
-        let expired = p.paused.on_timeout(now);
+        let mut expired = p.paused.on_timeout(now);
+        // PFC watchdog: a storm's pause ends now, and its PAUSE frames are not honoured until
+        // it is over.
+        if let Some(t) = p.watchdog.as_mut().map(|w| w.on_timeout(now)) {
+            if let Some(c) = self.counters.get_mut(port) {
+                c.watchdog_storms += u64::from(t.storms.count_ones());
+            }
+            for prio in 0..PRIORITIES as u8 {
+                if t.storms & (1 << prio) != 0 {
+                    p.paused.on_pause_frame(now, prio, 0);
+                }
+            }
+            expired |= t.storms;
+        }
         for prio in 0..PRIORITIES as u8 {
             if expired & (1 << prio) != 0 {
                 Self::set_paused(p, now, prio, false);

@@ -254,6 +254,79 @@ mod tests {
         }
     }
 
+    /// A one-port core with PFC on priority 3 (static thresholds) and `watchdog_ms`.
+    fn pfc_core(watchdog_ms: u64) -> Core {
+        let mut c = core("port = \"p\"\npriorities = [3]\nqcn = {}");
+        let params = ::cp::pfc::PfcParams {
+            ports: 1,
+            lossless_priorities: vec![3],
+            threshold: ::cp::pfc::ThresholdMode::Static,
+            link_rate: Rate::from_gbps(1),
+            watchdog_ms,
+            watchdog_restore_ms: 200,
+            ..Default::default()
+        };
+        c.set_pfc(::cp::pfc::PfcProfile::new(&params).unwrap());
+        c
+    }
+
+    /// A host pausing priority 3 of port 0 from `from` to `to`, refreshing every 10 ms (0xFFFF
+    /// quanta at 1 Gbit/s last 33.5 ms), the core's timers run as a driver runs them; returns
+    /// whether the last PAUSE was honoured and frames sent in that time.
+    fn storm(c: &mut Core, from: u64, to: u64) -> (bool, usize) {
+        let (mut honoured, mut sent) = (false, 0);
+        for ms in (from..to).step_by(10) {
+            let now = Instant::from_nanos(ms * 1_000_000);
+            while let Some(t) = c.next_deadline().filter(|&t| t <= now) {
+                c.handle_timeout(t);
+            }
+            honoured = c.handle_pause(now, 0, 3, 0xFFFF);
+            while pop(c, now).is_some() {
+                sent += 1;
+            }
+        }
+        (honoured, sent)
+    }
+
+    #[test]
+    fn pfc_watchdog_stops_honouring_a_pause_storm_and_restores_after_it() {
+        let f = frame(Ecn::NotEct, None);
+        // Off by default: a second of PAUSE holds the queue.
+        let mut c = pfc_core(0);
+        push(&mut c, Instant::ZERO, 3, &f);
+        assert_eq!(storm(&mut c, 0, 1000), (true, 0));
+        assert_eq!(c.pfc_counters(0).watchdog_storms, 0);
+
+        // 100 ms: pauses of 50 ms with breaks are honoured and are no storm.
+        let mut c = pfc_core(100);
+        for k in 0..5 {
+            push(&mut c, Instant::ZERO, 3, &f);
+            assert_eq!(storm(&mut c, 100 * k, 100 * k + 50), (true, 0), "pause {k}");
+            let resume = Instant::from_nanos((100 * k + 50) * 1_000_000);
+            assert!(!c.handle_pause(resume, 0, 3, 0));
+            assert!(pop(&mut c, resume).is_some());
+        }
+        assert_eq!(c.pfc_counters(0).watchdog_storms, 0);
+
+        // An unbroken storm from 1 s: honoured for 100 ms, then ignored; the queue drains.
+        for _ in 0..3 {
+            push(&mut c, Instant::from_nanos(1_000_000_000), 3, &f);
+        }
+        assert_eq!(storm(&mut c, 1000, 1100), (true, 0));
+        let (honoured, sent) = storm(&mut c, 1100, 1400);
+        assert!(!honoured);
+        assert_eq!(sent, 3);
+        let n = c.pfc_counters(0);
+        assert_eq!(n.watchdog_storms, 1);
+        assert_eq!(n.watchdog_ignored, 30, "{n:?}");
+        // No PAUSE since 1.39 s: at 1.59 s the storm is over and PAUSE is honoured again.
+        let after = Instant::from_nanos(1_600_000_000);
+        c.handle_timeout(after);
+        push(&mut c, after, 3, &f);
+        assert!(c.handle_pause(after, 0, 3, 0xFFFF));
+        assert!(pop(&mut c, after).is_none());
+    }
+
     const TCD: &str = "port = \"p\"\npriorities = [3]\ntcd = { link_rate = \"1gbit\", congestion_threshold_bytes = 20000, non_congestion_threshold_bytes = 5000 }";
 
     #[test]

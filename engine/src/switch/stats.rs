@@ -54,6 +54,9 @@ pub struct PortCounters {
     pub pfc_sent: AtomicU64,
     pub pfc_received: AtomicU64,
     pub pfc_headroom_drops: AtomicU64,
+    /// PFC watchdog: storms found on this port, PAUSE frames for a storming priority ignored.
+    pub pfc_watchdog_storms: AtomicU64,
+    pub pfc_watchdog_ignored: AtomicU64,
     /// Frames the kernel (DPDK: the device) dropped before this port's receive ring (ring full,
     /// no buffer), as the port last reported it.
     pub rx_kernel_drops: AtomicU64,
@@ -86,6 +89,10 @@ impl PortCounters {
         self.pfc_received.store(c.received, Ordering::Relaxed);
         self.pfc_headroom_drops
             .store(c.headroom_drops, Ordering::Relaxed);
+        self.pfc_watchdog_storms
+            .store(c.watchdog_storms, Ordering::Relaxed);
+        self.pfc_watchdog_ignored
+            .store(c.watchdog_ignored, Ordering::Relaxed);
     }
 
     /// Publishes the queue's own counters (called by the owning worker, about every ms).
@@ -202,6 +209,11 @@ pub struct PortSnapshot {
     pub pfc_pauses_received: u64,
     #[serde(default)]
     pub pfc_headroom_drops: u64,
+    /// PFC watchdog: storms found, PAUSE frames ignored during them.
+    #[serde(default)]
+    pub pfc_watchdog_storms: u64,
+    #[serde(default)]
+    pub pfc_watchdog_ignored: u64,
     /// Frames dropped by the kernel before the port's receive ring (AF_XDP: rx ring full or
     /// no fill buffer; AF_PACKET: ring full; DPDK: the device's `imissed`): the switch never
     /// saw them.
@@ -281,6 +293,8 @@ impl Registry {
                     pfc_pauses_sent: ld(&c.pfc_sent),
                     pfc_pauses_received: ld(&c.pfc_received),
                     pfc_headroom_drops: ld(&c.pfc_headroom_drops),
+                    pfc_watchdog_storms: ld(&c.pfc_watchdog_storms),
+                    pfc_watchdog_ignored: ld(&c.pfc_watchdog_ignored),
                     rx_kernel_drops: ld(&c.rx_kernel_drops),
                     tx_refusals: ld(&c.tx_refusals),
                     tx_kernel_drops: ld(&c.tx_kernel_drops),

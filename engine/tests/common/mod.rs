@@ -9,6 +9,17 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// XDP programs attached to the links of namespace `ns`.
+pub fn xdp_progs(ns: &str) -> usize {
+    let out = Command::new("ip")
+        .args(["-n", ns, "link", "show"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .matches("prog/xdp")
+        .count()
+}
+
 /// The file every netns test, and every benchmark script run by hand, locks.
 pub const LOCK_PATH: &str = "/tmp/quench-netns-tests.lock";
 
