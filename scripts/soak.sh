@@ -63,7 +63,7 @@ sed -e 's/^destination = .*/destination = "02:71:6e:02:00:01"/' -e 's/^dst_ip = 
   configs/send.toml > "$out/send-incast.toml"
 
 ip netns exec "$prefix-sw" taskset -c "$sw_cpus" "$quench" switch --config "$cfg" \
-  --duration $((secs + 6))s > "$out/switch.log" 2>&1 &
+  --duration $((secs + 120))s > "$out/switch.log" 2>&1 &
 swpid=$!
 pids+=($swpid)
 sleep 1
@@ -114,11 +114,11 @@ while [ $((t + settle)) -lt "$secs" ]; do
 done
 [ "$sampled" = 1 ] || sample > "$out/sample.start"
 sample > "$out/sample.end"
-"$quench" stats --json --control-socket "$sock" > "$out/stats.json" 2>/dev/null || true
 wait "$qcnpid" "$incpid" || true
 qn_backlog_drops > "$out/softnet.after"
 qn_save_links
-"$quench" stats --json --control-socket "$sock" > "$out/stats.json" 2>/dev/null || true
+# The switch runs on (its --duration has two minutes to spare) until its counters are read.
+"$quench" stats --json --control-socket "$sock" > "$out/stats.json"
 for log in send-qcn send-incast; do
   sed -n '/^== sink/,$p' "$out/$log.log" | sed -e '1d' -e 's/^{"sink":\(.*\)}$/\1/' > "$out/$log.sink"
 done
