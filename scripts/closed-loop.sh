@@ -79,6 +79,8 @@ for cc in ${CCS:-qcn dcqcn}; do
   capture=()
   if [ -n "${CAPTURE:-}" ]; then capture=(--capture "s0=$out/s0-$cc.pcap"); fi
   sock=/run/quench/$prefix-$cc.sock
+  # The CPUs' backlog drops over the run (frames a veth handed to a backlog that was full).
+  qn_backlog_drops > "$out/softnet-$cc.before"
   ip netns exec "$prefix-sw" taskset -c "$sw_cpus" "$quench" switch --config "$cfg" \
     "${capture[@]}" --duration $((secs + 4))s > "$out/switch-$cc.log" 2>&1 &
   swpid=$!
@@ -129,6 +131,7 @@ for cc in ${CCS:-qcn dcqcn}; do
     sed -n '/^== sink/,$p' "$out/send-$cc-all.log" | sed -e '1d' -e 's/^{"sink":\(.*\)}$/\1/' > "$out/recv-$cc.log"
   fi
   sleep 3
+  qn_backlog_drops > "$out/softnet-$cc.after"
   echo "-- receiver ($cc)"
   grep -v '^{' "$out/recv-$cc.log" || true
   echo "-- senders ($cc)"
