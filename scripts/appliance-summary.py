@@ -51,8 +51,10 @@ def run(out, cc):
     tcp = [iperf(out / f"iperf-{cc}-tcp-{i}.json", False) for i in (0, 1)]
     mean, p99, n, drops, pauses = loop_summary.queue_stats(out / f"queue-{cc}.jsonl")
     app = last_json(out / f"appliance-{cc}.log") or {}
-    np_ = last_json(out / f"np-{cc}.log") or {}
-    pairs = app.get("appliance", [])
+    # The hosts' pairs (reaction points) and the receiver's (notification point), one process.
+    every = app.get("appliance", [])
+    pairs = [p for p in every if p.get("role") != "np"]
+    nps = [p for p in every if p.get("role") == "np"]
     tab = [p["table"] for p in pairs]
     cnt = [p["counters"] for p in pairs]
     lat = [p["latency_us"] for p in pairs]
@@ -71,7 +73,7 @@ def run(out, cc):
         "cnms_accepted": sum(c["cnms_accepted"] for c in cnt),
         "cnps_accepted": sum(c["cnps_accepted"] for c in cnt),
         "feedback_refused": sum(c["unknown_flow"] + c["forged"]["total"] for c in cnt),
-        "np_cnps_sent": sum(p["counters"]["cnps_sent"] for p in np_.get("appliance", [])),
+        "np_cnps_sent": sum(p["counters"]["cnps_sent"] for p in nps),
         "appliance_latency_us": [max((l[k] for l in lat), default=None) for k in ("p50", "p99")],
         "tcp_mbps": [None if x is None else round(x / 1e6, 1) for x in tcp],
     }

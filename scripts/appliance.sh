@@ -10,9 +10,11 @@
 #   scripts/appliance.sh [SECONDS] [OUT_DIR]      (root; default 10 s per run, out/appliance)
 #
 # Topology (scripts/testbed.sh --appliance): P-s0, P-s1, P-r0 -- P-ap -- P-sw. Each run's logs:
-# OUT_DIR/{switch,appliance,np,queue}-CC*.{log,jsonl}, iperf3 JSON in OUT_DIR/iperf-CC-PROTO-I.json.
+# OUT_DIR/{switch,appliance,queue,appliance-trace}-CC*.{log,jsonl}, iperf3 JSON in OUT_DIR/iperf-CC-PROTO-I.json.
 # CAPTURE=1 writes OUT_DIR/outside-CC.pcap (the outside link, by the switch) and decodes it.
-# CC list: CCS="qcn dcqcn" (default). DRIVER=af_xdp (default) or af_packet for every port; with
+# APPLIANCE_ARGS adds options to `quench appliance` (e.g. --busy-poll).
+# CC list: CCS="qcn dcqcn" (default); "none" is the same path with no reaction point in the
+# appliance (the switch keeps its QCN config): what the testbed forwards without congestion control. DRIVER=af_xdp (default) or af_packet for every port; with
 # af_packet, TCP suffers: the testbed's veths have GRO on (XDP redirects need it), so an
 # AF_PACKET socket reads merged TCP segments larger than a frame; XDP sees frames before GRO.
 set -euo pipefail
@@ -36,7 +38,7 @@ for cc in ${CCS:-qcn dcqcn}; do
   # The shipped switch config with this testbed's ports, the chosen driver, the congestion
   # point on priority 0 (iperf3's frames are untagged) and the control socket of this run.
   sed -e "s/qn-sw-/$prefix-sw-/" -e "s|/run/quench/switch.sock|/run/quench/$prefix-$cc.sock|" \
-    -e 's/^priorities = .*/priorities = [0]/' "configs/switch-$cc.toml" > "$cfg"
+    -e 's/^priorities = .*/priorities = [0]/' "configs/switch-${cc/none/qcn}.toml" > "$cfg"
   sed -i "/^iface = /a driver = \"$driver\"" "$cfg"
   sock=/run/quench/$prefix-$cc.sock
   total=$((2 * secs + 8))
@@ -48,23 +50,25 @@ for cc in ${CCS:-qcn dcqcn}; do
   ip netns exec "$prefix-sw" "$quench" switch --config "$cfg" --duration "${total}s" \
     "${capture[@]}" > "$out/switch-$cc.log" 2>&1 &
   pids+=($!)
-  "$quench" appliance --driver "$driver" --cc "$cc" --duration "${total}s" \
+  apsock=/run/quench/$prefix-ap-$cc.sock
+  # One process, one loop: the hosts' pairs (reaction points) and, in front of the receiver,
+  # the notification-point pair (CE marks become CNPs under DCQCN; CN-TAGs are removed).
+  "$quench" appliance --driver "$driver" --cc "$cc" --duration "${total}s" --control-socket "$apsock" \
     --inside "$ap/$ap-is0" --outside "$ap/$ap-os0" --inside "$ap/$ap-is1" --outside "$ap/$ap-os1" \
+    --np-inside "$ap/$ap-ir0" --np-outside "$ap/$ap-or0" ${APPLIANCE_ARGS:-} \
     > "$out/appliance-$cc.log" 2>&1 &
   appid=$!
   pids+=($appid)
-  # In front of the receiver: the notification point (DCQCN), or a plain bump (QCN).
-  role=(--cc none)
-  if [ "$cc" = dcqcn ]; then role=(--role np); fi
-  "$quench" appliance --driver "$driver" "${role[@]}" --duration "${total}s" \
-    --inside "$ap/$ap-ir0" --outside "$ap/$ap-or0" > "$out/np-$cc.log" 2>&1 &
-  npid=$!
-  pids+=($npid)
   sleep 1.5
   : > "$out/queue-$cc.jsonl"
   "$quench" stats --json --watch --interval 50ms --control-socket "$sock" >> "$out/queue-$cc.jsonl" 2>/dev/null &
   statpid=$!
   pids+=($statpid)
+  # The appliance's flows over time (RP rates, queues, drops, feedback by outcome).
+  : > "$out/appliance-trace-$cc.jsonl"
+  "$quench" stats --json --watch --interval 100ms --control-socket "$apsock" >> "$out/appliance-trace-$cc.jsonl" 2>/dev/null &
+  apstatpid=$!
+  pids+=($apstatpid)
   # Servers as jobs of this script (not -D daemons: those would outlive it and keep any lock
   # it inherited), one test each, killed by the cleanup if a client never came.
   for port in 5201 5202; do
@@ -92,17 +96,17 @@ for cc in ${CCS:-qcn dcqcn}; do
     pids+=($!)
   done
   wait "${pids[@]: -2}" || true
-  kill -INT "$appid" "$npid" 2>/dev/null || true
-  wait "$appid" "$npid" 2>/dev/null || true
-  kill "$statpid" 2>/dev/null || true
+  kill -INT "$appid" 2>/dev/null || true
+  wait "$appid" 2>/dev/null || true
+  kill "$statpid" "$apstatpid" 2>/dev/null || true
   # The switch (started by this script, the only job left).
   for p in $(jobs -p); do kill -INT "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   pids=()
 done
 
-# The outside captures (written by the switch) in tshark, with the 802.1Qau dissector when it is there.
-lua=../shared/tools/wireshark/qau.lua
+# The outside captures (written by the switch) in tshark, with the project's dissector.
+lua=tools/wireshark/quench.lua
 targs=()
 if [ -f "$lua" ]; then targs=(-X "lua_script:$lua"); fi
 for cc in ${CCS:-qcn dcqcn}; do

@@ -26,6 +26,9 @@
 # (HdrHistogram, 3 digits) go side by side in one table; sender, veths and receiver are common
 # to the three, so the differences are what the forwarders add.
 #
+#   --appliance      only this: 64 B forwarding through `quench appliance` (no congestion control,
+#                    no limit, --busy-poll, one inside/outside pair, pinned to core 0) against
+#                    `quench switch`, same testbed, same run; prints both, the ratio, and JSON
 #   --latency-only   skip the rate and shaping runs
 #   --keep DIR       copy the raw outputs (sink reports, send and forwarder logs) into DIR
 #   --workers N      instead: the scaling table. The switch's veths get N queues a side
@@ -43,8 +46,10 @@ secs=4
 rates=1
 keep=
 workers=
+appliance=0
 while [ $# -gt 0 ]; do
   case "$1" in
+    --appliance) appliance=1; shift ;;
     --secs) secs=$2; shift 2 ;;
     --latency-only) rates=0; shift ;;
     --keep) keep=$2; shift 2 ;;
@@ -177,6 +182,12 @@ start_forwarder() {
       ip netns exec $P-sw $Q switch --config "$out/sw.toml" --workers 1 >"$out/sw.out" 2>"$out/sw.err" &
       fwd_pid=$!
       sleep 1.5 ;;
+    appliance)
+      # Every frame classified (UDP 5-tuple) and forwarded at once: no reaction point.
+      ip netns exec $P-sw taskset -c 0 $Q appliance --config configs/appliance.toml --cc none \
+        --busy-poll --driver af_xdp --inside $P-sw-s0 --outside $P-sw-r0 >"$out/ap.out" 2>"$out/ap.err" &
+      fwd_pid=$!
+      sleep 1.5 ;;
     bridge)
       ip -n $P-sw link add br0 type bridge
       ip -n $P-sw link set $P-sw-s0 master br0
@@ -200,11 +211,33 @@ start_forwarder() {
 stop_forwarder() {
   case "$1" in
     quench) kill -TERM "$fwd_pid"; wait "$fwd_pid" || true ;;
+    appliance) kill -INT "$fwd_pid"; wait "$fwd_pid" || true ;;
     bridge) ip -n $P-sw link del br0 ;;
     *) kill -INT "$fwd_pid" 2>/dev/null || true; wait "$fwd_pid" 2>/dev/null || true
        cp "$out/pmd.out" "$out/pmd-$1-$(date +%s).out" ;;
   esac
 }
+
+if [ "$appliance" = 1 ]; then
+  src=$(measure 60 $P-sw $P-sw-s0)
+  for fwd in quench appliance; do
+    start_forwarder $fwd $((secs + 5))
+    res[$fwd]=$(measure 60)
+    stop_forwarder $fwd
+  done
+  grep -h "direct\|inside" "$out/ap.out" | head -2 >&2 || true
+  python3 - "$src" "${res[quench]}" "${res[appliance]}" <<'PY'
+import json, sys
+o, q, a = map(float, sys.argv[1:])
+print()
+print("| frame | source offers Mpps | quench switch Mpps | quench appliance Mpps | appliance/switch |")
+print("|---|---|---|---|---|")
+print(f"| 64 B | {o:.3f} | {q:.3f} | {a:.3f} | {a / q if q > 0 else float('nan'):.2f} |")
+print(json.dumps({"mpps_64": {"source": o, "switch": q, "appliance": a},
+                  "appliance_over_switch": a / q if q > 0 else None}))
+PY
+  exit 0
+fi
 
 # Frame lengths without FCS: 60 (64 B on the wire) and 1500.
 [ "$rates" = 1 ] && for len in 60 1500; do

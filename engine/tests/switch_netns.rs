@@ -896,6 +896,9 @@ fn kernel_tcp_through_the_appliance_is_classified_paced_and_reported() {
     }
     std::fs::write(&cfg, body).unwrap();
     let quench = env!("CARGO_BIN_EXE_quench");
+    // The switch records its port toward the sender's appliance: the appliance's outside link
+    // (an AF_XDP port is invisible to a capture on its own veth).
+    let pcap = dir.join("outside.pcap");
     let switch = Command::new("ip")
         .args([
             "netns",
@@ -906,6 +909,8 @@ fn kernel_tcp_through_the_appliance_is_classified_paced_and_reported() {
             "--config",
         ])
         .arg(&cfg)
+        .arg("--capture")
+        .arg(format!("s0={}", pcap.display()))
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
@@ -950,6 +955,7 @@ fn kernel_tcp_through_the_appliance_is_classified_paced_and_reported() {
     // Safety: signalling our own child by its pid.
     unsafe { libc::kill(switch.id() as i32, libc::SIGTERM) };
     let _ = switch.wait_with_output();
+    let decoded = tshark_cn_tags(&pcap);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(out.status.success(), "iperf3 failed: {text}\n{s_out}");
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -982,4 +988,58 @@ fn kernel_tcp_through_the_appliance_is_classified_paced_and_reported() {
         r["appliance"][0]["counters"]["direct"].as_u64().unwrap() > 0,
         "{r_out}"
     );
+    // The outside link in tshark with the project's dissector: the data segments carry the
+    // CN-TAG the appliance added (the RPID of the flow that sent the most), TCP decoded after it.
+    if let Some(rows) = decoded {
+        // tshark prints the RPID as the dissector's base.HEX_DEC field: 0x followed by 4 digits.
+        let rpid = format!("{:#06x}", pair["top_flows"][0]["rpid"].as_u64().unwrap());
+        let tagged = rows
+            .iter()
+            .filter(|r| r[0] == rpid && r[1] == "10.71.0.1" && r[2] == "5201")
+            .count();
+        assert!(
+            tagged > 100,
+            "{tagged} frames with CN-TAG RPID {rpid} from 10.71.0.1 to port 5201 in tshark's \
+             decode of {} rows: {:?}",
+            rows.len(),
+            &rows[..rows.len().min(5)]
+        );
+    }
+}
+
+/// The first 2000 frames of `pcap` as tshark decodes them with tools/wireshark/quench.lua:
+/// (CN-TAG RPID, IPv4 source, TCP destination port) per frame; `None` (and a line saying
+/// so) when tshark is not installed.
+fn tshark_cn_tags(pcap: &std::path::Path) -> Option<Vec<[String; 3]>> {
+    let lua = repo().join("tools/wireshark/quench.lua");
+    let out = match Command::new("tshark")
+        .arg("-X")
+        .arg(format!("lua_script:{}", lua.display()))
+        .arg("-r")
+        .arg(pcap)
+        .args(["-c", "2000", "-T", "fields", "-E", "separator=|"])
+        .args(["-e", "cntag.rpid", "-e", "ip.src", "-e", "tcp.dstport"])
+        .output()
+    {
+        Ok(o) => o,
+        Err(_) => {
+            println!("SKIP the tshark decode: tshark not installed (scripts/setup.sh)");
+            return None;
+        }
+    };
+    assert!(
+        out.status.success(),
+        "tshark on {}: {}",
+        pcap.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| {
+                let mut f = l.split('|').map(str::to_string);
+                [0; 3].map(|_| f.next().unwrap_or_default())
+            })
+            .collect(),
+    )
 }

@@ -99,6 +99,34 @@ pub enum FlowKey {
     Ip(FiveTuple),
 }
 
+/// `Udp 10.0.0.1:5000 > 10.0.0.2:9`, `roce 10.0.0.1 > 10.0.0.2 qp 17`, `cn-tag
+/// 02:00:00:00:00:01 rpid 3`: how the control socket and the report name a flow.
+impl std::fmt::Display for FlowKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FlowKey::CnTag { src, rpid } => write!(f, "cn-tag {src} rpid {rpid}"),
+            FlowKey::RoceQp { src, dst, qp } => write!(f, "roce {src} > {dst} qp {qp}"),
+            FlowKey::Ip(t) => {
+                // The protocol by its name where pnet knows it ("Tcp", "Udp"), else its number.
+                let proto = pnet_packet::ip::IpNextHeaderProtocol(t.protocol);
+                match t.v4_addrs() {
+                    Some((s, d)) => {
+                        write!(f, "{proto} {s}:{} > {d}:{}", t.src_port, t.dst_port)
+                    }
+                    None => write!(
+                        f,
+                        "{proto} [{}]:{} > [{}]:{}",
+                        Ipv6Addr::from(t.src),
+                        t.src_port,
+                        Ipv6Addr::from(t.dst),
+                        t.dst_port
+                    ),
+                }
+            }
+        }
+    }
+}
+
 impl FlowKey {
     /// The (queue pair, flow source, flow destination) a CNP for this flow names (the CNP comes
     /// from the destination, addressed to the source); `None` for flows no CNP can name (CN-TAG

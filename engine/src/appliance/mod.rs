@@ -127,6 +127,9 @@ pub struct Appliance<F> {
     latency: Histogram<u64>,
 }
 
+/// Flows [`Appliance::report`] lists.
+pub const TOP_FLOWS: usize = 16;
+
 /// Largest latency recorded, ns (anything above is clamped): 10 s.
 const MAX_LATENCY_NS: u64 = 10_000_000_000;
 
@@ -174,6 +177,42 @@ impl<F: Frame> Appliance<F> {
 
     pub fn np_counters(&self) -> Option<np::NpCounters> {
         self.np.as_ref().map(|n| n.counters())
+    }
+
+    /// Counters, flows held, the latency added (us) and the [`TOP_FLOWS`] flows that sent the
+    /// most (their RP rate, mean sent rate over `secs`, queue and drops), as JSON: what the
+    /// control socket answers and the report at exit prints.
+    pub fn report(&self, secs: f64) -> serde_json::Value {
+        let h = &self.latency;
+        let q = |p: f64| h.value_at_quantile(p) as f64 / 1e3;
+        let flows: Vec<serde_json::Value> = self
+            .table
+            .top(TOP_FLOWS)
+            .iter()
+            .map(|f| {
+                serde_json::json!({
+                    "flow": f.key.to_string(),
+                    "rpid": f.rpid,
+                    "rate_mbps": f.rate.as_bps() as f64 / 1e6,
+                    "sent_mbps": f.sent_bytes as f64 * 8.0 / secs.max(1e-9) / 1e6,
+                    "sent_bytes": f.sent_bytes,
+                    "sent_frames": f.sent_frames,
+                    "queued_bytes": f.queued_bytes,
+                    "drops": f.drops,
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "role": self.role,
+            "counters": self.counters,
+            "table": self.table.counters(),
+            "flows_held": self.table.flows(),
+            "latency_us": {"count": h.len(), "p50": q(0.5), "p99": q(0.99), "p999": q(0.999),
+                           "max": h.max() as f64 / 1e3},
+            "np": self.np_counters().map(|n| serde_json::json!({"ce": n.ce, "cnps": n.cnps,
+                                                                 "suppressed": n.suppressed})),
+            "top_flows": flows,
+        })
     }
 
     /// Copies `src` unchanged into a frame from `alloc`.
@@ -485,7 +524,7 @@ pub mod table_error {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::port::heap::HeapFrame;
     use crate::wire::cnm::{encap_msdu, CnmRepr};
@@ -501,7 +540,8 @@ mod tests {
     const SRC: Ipv4Addr = Ipv4Addr::new(10, 71, 0, 1);
     const DST: Ipv4Addr = Ipv4Addr::new(10, 71, 0, 101);
 
-    fn data(sport: u16, ecn: Ecn, vlan: bool) -> Vec<u8> {
+    /// A UDP test frame from 10.71.0.1:`sport` to 10.71.0.101 (the test header's port).
+    pub(crate) fn data(sport: u16, ecn: Ecn, vlan: bool) -> Vec<u8> {
         let mut l2 = L2Repr::new(RCV, HOST, ethertype::IPV4);
         if vlan {
             l2 = l2.with_vlan(VlanTci {
@@ -550,10 +590,14 @@ mod tests {
     }
 
     fn release_all(a: &mut Appliance<HeapFrame>, now: Instant) -> Vec<Vec<u8>> {
+        // A new flow's first poll puts it on the wheel at that poll's time; a second poll a
+        // tick later takes the frame.
         let mut out = Vec::new();
-        while let Some(r) = a.poll_release(now) {
-            a.on_sent(now, r.arrived);
-            out.push(r.frame.into_vec());
+        for now in [now, now + Duration::from_micros(1)] {
+            while let Some(r) = a.poll_release(now) {
+                a.on_sent(now, r.arrived);
+                out.push(r.frame.into_vec());
+            }
         }
         out
     }

@@ -1,11 +1,13 @@
-//! The sender appliance's flows, sans-IO: a bounded flow table, one octet-bounded queue per flow,
-//! one reaction point per flow, and the release of each flow's frames at its RP rate.
+//! The sender appliance's flows, sans-IO: a bounded flow table in front of the host core
+//! ([`HostCore`] with a [`Queued`] source per flow: one octet-bounded queue, one reaction point
+//! and the one scheduler per flow).
 //!
-//! Call order: [`FlowTable::on_inside`] per classified data frame; [`FlowTable::poll_release`]
-//! in a loop with the burst's `now` until `None`; [`FlowTable::on_cnm`] /
-//! [`FlowTable::on_cnp`] per validated feedback; [`FlowTable::on_timeout`] when
-//! [`FlowTable::next_deadline`] has passed (a spurious call does nothing);
-//! [`FlowTable::on_housekeeping`] once per poll (bounded idle eviction).
+//! Call order: [`FlowTable::on_inside`] (or [`FlowTable::slot_for`] then
+//! [`FlowTable::enqueue`]) per classified data frame; [`FlowTable::poll_release`] in a loop
+//! with the burst's `now` until `None`; [`FlowTable::on_cnm`] / [`FlowTable::on_cnp`] per
+//! validated feedback; [`FlowTable::on_timeout`] when [`FlowTable::next_deadline`] has passed
+//! (a spurious call does nothing); [`FlowTable::on_housekeeping`] once per poll (bounded idle
+//! eviction).
 //!
 //! - **Bounded table** ([`TableConfig::max_flows`], default 1M). Flows with an empty queue that
 //!   saw no frame for [`TableConfig::idle_timeout`] are evicted by a clock hand that looks at a
@@ -16,23 +18,23 @@
 //!   start at the line rate"), `drop` drops it. Both are counted.
 //! - **Per-flow queues are bounded in octets** ([`TableConfig::queue_bytes`]); a frame that does
 //!   not fit is dropped and counted: the appliance stands where a NIC's send queue would be.
-//! - **Pacing**: each flow has an [`rp::Pacer`], the one pacer (exact fixed-point release
-//!   times; an idle flow keeps no credit, a busy one at most [`MAX_CATCH_UP`]). The head frame of a flow waits on the timing wheel until the pacer's earliest
-//!   release; when it leaves, its own length at the rate in force then spaces the next one.
-//! - **Reaction points**: QCN keeps one pool of rate limiters (the `rp` crate's [`QcnRp`], keyed
-//!   by a flow id unique over the table's lifetime, so a recycled slot never inherits a
-//!   limiter); DCQCN keeps a [`DcqcnState`] per flow, created by its first CNP (a flow no CNP
-//!   named runs at the line rate, as DCQCN's RP starts at it).
+//! - **Release and reaction points**: the host core's (host/core.rs): each flow's frames leave
+//!   on its pacer's schedule at its RP rate, a late loop catching up at most [`MAX_CATCH_UP`];
+//!   feedback and RP timers re-time the release a flow waits for, rises included. Each flow's
+//!   reaction-point id is a [`FlowId`] unique over the table's lifetime, so a recycled slot never
+//!   inherits QCN's limiter; DCQCN's state is the core's per flow.
 //!
-//! Memory per flow: [`FlowTable::bytes_per_flow`] (the slot, one entry in each index, no frames
-//! queued; a DCQCN flow that was cut adds its boxed state).
-use std::collections::{HashMap, VecDeque};
+//! Memory per flow: [`FlowTable::bytes_per_flow`] (the table's slot and the core's flow, one
+//! entry in each index, no frames queued).
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
-use rp::DcqcnState;
 use units::{Duration, FlowId, Instant, Rate};
 
 use super::classify::{CnpKey, FlowKey};
-use crate::send::wheel::{Wheel, WheelError};
+use crate::host::core::{Flow, FlowHandle, FlowSpec, HostCore, PacingConfig, Queued};
+use crate::host::rp::{Feedback, HostRp, Refused};
+use crate::send::wheel::WheelError;
 use crate::wire::MacAddr;
 
 /// Entries the clock hand looks at for an idle slot when the table is full.
@@ -43,6 +45,71 @@ pub const FULL_SCAN: usize = 64;
 pub const MAX_CATCH_UP: Duration = Duration::from_micros(50);
 /// Entries the clock hand looks at per [`FlowTable::on_housekeeping`] call for idle eviction.
 pub const IDLE_SCAN: usize = 16;
+
+/// Hashes the table's keys (flow keys, CNP keys, RPIDs): per 8 octets a rotate, an exclusive or
+/// and a multiplication by an odd constant (FxHash's step), then one 64 x 64 -> 128-bit
+/// multiplication with the halves folded, so every key bit reaches the bits hashbrown uses.
+/// std's SipHash was the largest share of the per-frame cost in perf on
+/// `cargo bench --bench appliance`; its defence against chosen keys buys little here, since the
+/// hosts behind the appliance choose their flows anyway and the table is bounded.
+#[derive(Default)]
+pub struct FlowHasher(u64);
+
+/// 2^64 / golden ratio, odd.
+const FLOW_HASH_K: u64 = 0x9E37_79B9_7F4A_7C15;
+
+impl FlowHasher {
+    #[inline]
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(FLOW_HASH_K);
+    }
+}
+
+impl Hasher for FlowHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        let m = u128::from(self.0) * u128::from(FLOW_HASH_K);
+        (m >> 64) as u64 ^ m as u64
+    }
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(w);
+            self.add(u64::from_le_bytes(b));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut b = [0u8; 8];
+            b[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(b) ^ ((rest.len() as u64) << 56));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, v: u8) {
+        self.add(u64::from(v));
+    }
+    #[inline]
+    fn write_u16(&mut self, v: u16) {
+        self.add(u64::from(v));
+    }
+    #[inline]
+    fn write_u32(&mut self, v: u32) {
+        self.add(u64::from(v));
+    }
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        self.add(v);
+    }
+    #[inline]
+    fn write_usize(&mut self, v: usize) {
+        self.add(v as u64);
+    }
+}
+
+/// A map keyed through [`FlowHasher`].
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FlowHasher>>;
 
 /// What to do with a new flow's frame when the table is full of busy flows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -86,8 +153,6 @@ impl Default for TableConfig {
         }
     }
 }
-
-use crate::host::rp::{Feedback, FlowRp, HostRp, Refused};
 
 /// Counters of the flow table.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -137,24 +202,16 @@ pub struct Release<F> {
     pub frame: F,
 }
 
-/// One flow.
-struct Slot<F> {
+/// One flow: what the table knows of it besides the core's flow.
+struct Slot {
     key: FlowKey,
     live: bool,
     src_mac: MacAddr,
     dst_mac: MacAddr,
-    fid: FlowId,
+    /// Its flow in the core.
+    handle: FlowHandle,
     rpid: Option<u16>,
-    queue: VecDeque<(u32, Instant, F)>,
-    queued: u32,
-    scheduled: bool,
-    pacer: rp::Pacer,
     last_active: Instant,
-    dcqcn: Option<Box<DcqcnState>>,
-    /// On the `limited` list (its DCQCN timers are watched).
-    timed: bool,
-    sent_bytes: u64,
-    sent_frames: u64,
     drops: u64,
 }
 
@@ -174,15 +231,14 @@ pub struct FlowView {
 /// The flow table. See the module docs.
 pub struct FlowTable<F> {
     cfg: TableConfig,
-    rp: HostRp,
-    slots: Vec<Slot<F>>,
+    core: HostCore<Queued<F>>,
+    slots: Vec<Slot>,
+    /// The table slot of each core flow handle.
+    slot_of: Vec<u32>,
     free: Vec<u32>,
-    by_key: HashMap<FlowKey, u32>,
-    by_cnp: HashMap<CnpKey, u32>,
-    by_rpid: HashMap<u16, u32>,
-    wheel: Wheel<u32>,
-    /// Slots with a DCQCN state whose timers may be due.
-    limited: Vec<u32>,
+    by_key: FastMap<FlowKey, u32>,
+    by_cnp: FastMap<CnpKey, u32>,
+    by_rpid: FastMap<u16, u32>,
     hand: usize,
     next_fid: u32,
     next_rpid: u16,
@@ -192,16 +248,22 @@ pub struct FlowTable<F> {
 
 impl<F> FlowTable<F> {
     pub fn new(cfg: TableConfig, rp: HostRp) -> Result<Self, WheelError> {
+        // No priority of the appliance's flows is ever paused (it does not take part in PFC).
+        let pacing = PacingConfig {
+            tick: cfg.tick,
+            max_catch_up: MAX_CATCH_UP,
+            catch_up_speed: None,
+            ..PacingConfig::default()
+        };
         Ok(FlowTable {
             cfg,
-            rp,
+            core: HostCore::new(pacing, rp, None)?,
             slots: Vec::new(),
+            slot_of: Vec::new(),
             free: Vec::new(),
-            by_key: HashMap::new(),
-            by_cnp: HashMap::new(),
-            by_rpid: HashMap::new(),
-            wheel: Wheel::new(cfg.tick, 4096)?,
-            limited: Vec::new(),
+            by_key: FastMap::default(),
+            by_cnp: FastMap::default(),
+            by_rpid: FastMap::default(),
             hand: 0,
             next_fid: 0,
             next_rpid: 0,
@@ -216,7 +278,17 @@ impl<F> FlowTable<F> {
 
     /// The flows' reaction points.
     pub fn rp(&self) -> &HostRp {
-        &self.rp
+        self.core.host_rp()
+    }
+
+    /// The host core the flows are released by (for the pacing audit).
+    pub fn core(&self) -> &HostCore<Queued<F>> {
+        &self.core
+    }
+
+    /// Frames queued on all flows.
+    pub fn backlog(&self) -> u64 {
+        self.counters.queued_frames - self.counters.released_frames
     }
 
     /// Flows held.
@@ -224,25 +296,28 @@ impl<F> FlowTable<F> {
         self.live
     }
 
-    /// Octets of table memory one flow costs with nothing queued: its slot and its entries in
-    /// the key and CNP indexes (a hashbrown entry is the key, the value and one control octet,
-    /// at a load factor of at most 7/8).
+    /// Octets of memory one flow costs with nothing queued: the table's slot, the core's flow
+    /// and its slot's generation, and the entries in the key, CNP and core id indexes (a
+    /// hashbrown entry is the key, the value and one control octet, at a load factor of at
+    /// most 7/8) and the handle-to-slot map.
     pub fn bytes_per_flow() -> usize {
         let entry = |k: usize| (k + 4 + 1) * 8 / 7;
-        std::mem::size_of::<Slot<F>>()
+        std::mem::size_of::<Slot>()
+            + std::mem::size_of::<Option<Flow<Queued<F>>>>()
+            + 4
             + entry(std::mem::size_of::<FlowKey>())
             + entry(std::mem::size_of::<CnpKey>())
+            + entry(std::mem::size_of::<FlowId>())
+            + 4
+    }
+
+    fn flow(&self, i: u32) -> Option<&Flow<Queued<F>>> {
+        self.core.flow(self.slots[i as usize].handle)
     }
 
     /// The flow's current rate: its RP's, capped at the line rate.
     fn rate(&self, i: u32) -> Rate {
-        let s = &self.slots[i as usize];
-        let rp = match &self.rp {
-            HostRp::None => self.cfg.line_rate,
-            HostRp::Qcn(q) => q.rate(s.fid),
-            HostRp::Dcqcn(_) => s.dcqcn.as_ref().map_or(self.cfg.line_rate, |d| d.rate()),
-        };
-        rp.min(self.cfg.line_rate)
+        self.core.rate(self.slots[i as usize].handle)
     }
 
     fn alloc_rpid(&mut self) -> Option<u16> {
@@ -257,15 +332,10 @@ impl<F> FlowTable<F> {
         }
     }
 
-    /// Removes slot `i`'s flow from the indexes (the slot must be idle: empty, unscheduled).
+    /// Removes slot `i`'s flow from the indexes and the core (the slot must be idle).
     fn unlink(&mut self, i: u32) {
         let s = &mut self.slots[i as usize];
         s.live = false;
-        s.dcqcn = None;
-        if s.timed {
-            s.timed = false;
-            self.limited.retain(|&j| j != i);
-        }
         self.by_key.remove(&s.key);
         if let Some(k) = s.key.cnp_key() {
             if self.by_cnp.get(&k) == Some(&i) {
@@ -275,19 +345,21 @@ impl<F> FlowTable<F> {
         if let Some(r) = s.rpid.take() {
             self.by_rpid.remove(&r);
         }
+        self.core.remove_flow(s.handle);
         self.live -= 1;
     }
 
-    fn idle(s: &Slot<F>) -> bool {
-        s.live && s.queue.is_empty() && !s.scheduled
+    /// Slot `i` holds a flow with nothing queued.
+    fn idle(&self, i: u32) -> bool {
+        self.slots[i as usize].live && self.flow(i).is_some_and(|f| f.source.is_empty())
     }
 
     /// Advances the clock hand over at most `n` slots; the first for which `pick` holds.
-    fn sweep(&mut self, n: usize, mut pick: impl FnMut(&Slot<F>) -> bool) -> Option<u32> {
+    fn sweep(&mut self, n: usize, pick: impl Fn(&Self, u32) -> bool) -> Option<u32> {
         let len = self.slots.len();
         for _ in 0..n.min(len) {
             self.hand = (self.hand + 1) % len;
-            if pick(&self.slots[self.hand]) {
+            if pick(self, self.hand as u32) {
                 return Some(self.hand as u32);
             }
         }
@@ -311,6 +383,21 @@ impl<F> FlowTable<F> {
     fn create(&mut self, now: Instant, key: FlowKey, src: MacAddr, dst: MacAddr) -> Option<u32> {
         let i = self.new_slot()?;
         self.next_fid = self.next_fid.wrapping_add(1);
+        let spec = FlowSpec {
+            id: FlowId(self.next_fid),
+            // The appliance does not take part in PFC: no priority of its flows is paused.
+            priority: 0,
+            cap: self.cfg.line_rate,
+            start: now,
+        };
+        let queue = Queued::new(u64::from(self.cfg.queue_bytes));
+        let Ok(handle) = self.core.add_flow(spec, queue) else {
+            // A flow id still held after 2^32 flows: the slot goes back unused.
+            if (i as usize) < self.slots.len() {
+                self.free.push(i);
+            }
+            return None;
+        };
         let rpid = if self.cfg.rpids {
             let r = self.alloc_rpid();
             if r.is_none() {
@@ -325,27 +412,21 @@ impl<F> FlowTable<F> {
             live: true,
             src_mac: src,
             dst_mac: dst,
-            fid: FlowId(self.next_fid),
+            handle,
             rpid,
-            queue: VecDeque::new(),
-            queued: 0,
-            scheduled: false,
-            pacer: rp::Pacer::new(),
             last_active: now,
-            dcqcn: None,
-            timed: false,
-            sent_bytes: 0,
-            sent_frames: 0,
             drops: 0,
         };
         if (i as usize) < self.slots.len() {
-            // Keep the recycled queue's allocation.
-            let old = &mut self.slots[i as usize];
-            let queue = std::mem::take(&mut old.queue);
-            *old = Slot { queue, ..slot };
+            self.slots[i as usize] = slot;
         } else {
             self.slots.push(slot);
         }
+        let h = handle.0 as usize;
+        if self.slot_of.len() <= h {
+            self.slot_of.resize(h + 1, 0);
+        }
+        self.slot_of[h] = i;
         self.by_key.insert(key, i);
         if let Some(k) = key.cnp_key() {
             self.by_cnp.entry(k).or_insert(i);
@@ -383,20 +464,18 @@ impl<F> FlowTable<F> {
     pub fn enqueue(&mut self, now: Instant, slot: u32, len: u32, frame: F) -> Admitted<F> {
         let s = &mut self.slots[slot as usize];
         s.last_active = now;
-        if s.queued.saturating_add(len) > self.cfg.queue_bytes {
-            s.drops += 1;
+        let h = s.handle;
+        let Some(queue) = self.core.source_mut(h) else {
+            return Admitted::Dropped(frame);
+        };
+        if let Err(frame) = queue.push(len, now, frame) {
+            self.slots[slot as usize].drops += 1;
             self.counters.queue_drops += 1;
             return Admitted::Dropped(frame);
         }
-        s.queue.push_back((len, now, frame));
-        s.queued += len;
         self.counters.queued_frames += 1;
-        if !s.scheduled {
-            // An idle flow keeps no credit: its first frame goes at once, the next on its rate.
-            s.pacer.forget_credit(now, Duration::ZERO);
-            s.scheduled = true;
-            self.wheel.insert(s.pacer.earliest(now), slot);
-        }
+        // An idle flow keeps no credit: its first frame goes at once, the next on its rate.
+        self.core.wake(now, h);
         Admitted::Queued(slot)
     }
 
@@ -420,49 +499,17 @@ impl<F> FlowTable<F> {
 
     /// The next frame due at `now`, if any.
     pub fn poll_release(&mut self, now: Instant) -> Option<Release<F>> {
-        loop {
-            let (_, i) = self.wheel.pop_due(now)?;
-            let rate = self.rate(i);
-            let s = &mut self.slots[i as usize];
-            let Some((len, arrived, frame)) = s.queue.pop_front() else {
-                // A scheduled slot always has a frame; an empty one is unscheduled and skipped.
-                s.scheduled = false;
-                continue;
-            };
-            s.queued -= len;
-            // The frame leaves on the schedule it was due at, not when the loop got to it, so
-            // polling lateness does not accumulate; lateness beyond MAX_CATCH_UP is given up.
-            s.pacer
-                .next_release(now, u64::from(len), rate, MAX_CATCH_UP);
-            s.sent_bytes += u64::from(len);
-            s.sent_frames += 1;
-            if s.queue.is_empty() {
-                s.scheduled = false;
-            } else {
-                self.wheel.insert(s.pacer.earliest(now), i);
-            }
-            let (fid, empty) = (s.fid, s.queue.is_empty());
-            match &mut self.rp {
-                HostRp::None => {}
-                HostRp::Qcn(q) => {
-                    // An empty queue lets a limiter back at C free itself (000:101-110).
-                    q.on_tx(now, fid, u64::from(len), empty);
-                }
-                HostRp::Dcqcn(p) => {
-                    if let Some(d) = s.dcqcn.as_mut() {
-                        d.on_tx(p, now, u64::from(len));
-                    }
-                }
-            }
-            self.counters.released_frames += 1;
-            self.counters.released_bytes += u64::from(len);
-            return Some(Release {
-                slot: i,
-                len,
-                arrived,
-                frame,
-            });
-        }
+        let tx = self.core.poll_transmit(now)?;
+        let slot = self.slot_of[tx.handle.0 as usize];
+        self.counters.released_frames += 1;
+        self.counters.released_bytes += u64::from(tx.len);
+        let (arrived, frame) = tx.item;
+        Some(Release {
+            slot,
+            len: tx.len,
+            arrived,
+            frame,
+        })
     }
 
     /// The slot of the flow with `key`, if held.
@@ -491,77 +538,40 @@ impl<F> FlowTable<F> {
         self.slots[slot as usize].rpid
     }
 
+    fn feedback(&mut self, now: Instant, slot: u32, fb: Feedback) {
+        let h = self.slots[slot as usize].handle;
+        if self.core.handle_feedback(now, h, fb) == Err(Refused::Rejected) {
+            self.counters.refused_feedback += 1;
+        }
+    }
+
     /// A validated CNM for the flow in `slot` with quantised feedback `qntz_fb`.
     pub fn on_cnm(&mut self, now: Instant, slot: u32, qntz_fb: u8) {
         self.counters.cnms += 1;
-        let fid = self.slots[slot as usize].fid;
-        // QCN keeps no per-flow state outside its limiter pool.
-        let refused = self
-            .rp
-            .on_feedback(&mut FlowRp::None, fid, now, Feedback::Cnm(qntz_fb));
-        if refused == Err(Refused::Rejected) {
-            self.counters.refused_feedback += 1;
-        }
+        self.feedback(now, slot, Feedback::Cnm(qntz_fb));
     }
 
     /// A validated CNP for the flow in `slot`.
     pub fn on_cnp(&mut self, now: Instant, slot: u32) {
         self.counters.cnps += 1;
-        if let HostRp::Dcqcn(p) = &self.rp {
-            let s = &mut self.slots[slot as usize];
-            let d = s.dcqcn.get_or_insert_with(|| Box::new(DcqcnState::new(p)));
-            d.on_cnp(p, now);
-            if !s.timed {
-                s.timed = true;
-                self.limited.push(slot);
-            }
-        }
+        self.feedback(now, slot, Feedback::Cnp);
     }
 
     /// Runs the reaction points' timers due at `now`.
     pub fn on_timeout(&mut self, now: Instant) {
-        if self.rp.host_deadline().is_some_and(|t| t <= now) {
-            self.rp.on_host_timeout(now);
-        }
-        if let HostRp::Dcqcn(p) = &self.rp {
-            let slots = &mut self.slots;
-            // A flow leaves the list when no timer of its can change its rate (quiet timers run
-            // inside its next `on_tx`); its next CNP puts it back.
-            self.limited.retain(|&i| {
-                let s = &mut slots[i as usize];
-                let keep = s.dcqcn.as_mut().is_some_and(|d| {
-                    if d.next_deadline().is_some_and(|t| t <= now) {
-                        d.on_timeout(p, now);
-                    }
-                    d.next_deadline().is_some()
-                });
-                s.timed = keep;
-                keep
-            });
-        }
+        self.core.handle_timeout(now);
     }
 
-    /// When the wheel or a reaction point's timer is next due.
+    /// When a release or a reaction point's timer is next due.
     pub fn next_deadline(&self) -> Option<Instant> {
-        let rp = match &self.rp {
-            HostRp::Dcqcn(_) => self
-                .limited
-                .iter()
-                .filter_map(|&i| self.slots[i as usize].dcqcn.as_ref()?.next_deadline())
-                .min(),
-            _ => self.rp.host_deadline(),
-        };
-        match (self.wheel.next_deadline(), rp) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.core.next_deadline()
     }
 
     /// Bounded idle eviction: looks at [`IDLE_SCAN`] slots.
     pub fn on_housekeeping(&mut self, now: Instant) {
         let timeout = self.cfg.idle_timeout;
-        if let Some(i) = self.sweep(IDLE_SCAN, |s| {
-            Self::idle(s) && now.saturating_since(s.last_active) >= timeout
+        if let Some(i) = self.sweep(IDLE_SCAN, |t, i| {
+            t.idle(i) && now.saturating_since(t.slots[i as usize].last_active) >= timeout
         }) {
             self.unlink(i);
             self.free.push(i);
@@ -572,29 +582,33 @@ impl<F> FlowTable<F> {
     /// The flow in `slot`.
     pub fn view(&self, slot: u32) -> FlowView {
         let s = &self.slots[slot as usize];
+        let f = self.flow(slot);
         FlowView {
             key: s.key,
-            fid: s.fid,
+            fid: f.map_or(FlowId(0), |f| f.spec.id),
             rpid: s.rpid,
             rate: self.rate(slot),
-            queued_bytes: s.queued,
-            sent_bytes: s.sent_bytes,
-            sent_frames: s.sent_frames,
+            queued_bytes: f.map_or(0, |f| f.source.bytes() as u32),
+            sent_bytes: f.map_or(0, |f| f.bytes_sent),
+            sent_frames: f.map_or(0, |f| f.seq),
             drops: s.drops,
         }
     }
 
-    /// The `n` flows that have sent the most octets.
+    /// The `n` flows that have sent the most octets, most first: one pass over the table
+    /// (a selection, not a sort of every flow).
     pub fn top(&self, n: usize) -> Vec<FlowView> {
         let mut v: Vec<(u64, u32)> = self
-            .slots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.live)
-            .map(|(i, s)| (s.sent_bytes, i as u32))
+            .core
+            .flows()
+            .map(|(h, f)| (f.bytes_sent, self.slot_of[h.0 as usize]))
             .collect();
+        if v.len() > n && n > 0 {
+            v.select_nth_unstable_by(n - 1, |a, b| b.cmp(a));
+        }
+        v.truncate(n);
         v.sort_unstable_by(|a, b| b.cmp(a));
-        v.into_iter().take(n).map(|(_, i)| self.view(i)).collect()
+        v.into_iter().map(|(_, i)| self.view(i)).collect()
     }
 }
 
@@ -619,6 +633,14 @@ mod tests {
 
     fn table(cfg: TableConfig) -> FlowTable<u32> {
         FlowTable::new(cfg, HostRp::None).unwrap()
+    }
+
+    /// Releases everything due by `at`: a flow's first poll puts it on the wheel at that
+    /// poll's time, so a second poll a tick later takes what the first started.
+    fn drain(t: &mut FlowTable<u32>, at: Instant) {
+        for now in [at, at + Duration::from_micros(1)] {
+            while t.poll_release(now).is_some() {}
+        }
     }
 
     fn queued(a: Admitted<u32>) -> u32 {
@@ -665,6 +687,46 @@ mod tests {
         assert_eq!(t.counters().released_frames, 75);
     }
 
+    /// The pacing audit `quench send` has, on the appliance's queued flows: a flow kept
+    /// backlogged is within 1 % of its rate's integral in every window; a flow whose queue ran
+    /// dry is left out (it sent less than its rate by design).
+    #[test]
+    fn backlogged_flows_are_audited_and_flows_that_ran_dry_are_not() {
+        use crate::send::audit::PaceAudit;
+        let line = Rate::from_mbps(100);
+        let mut t = table(TableConfig {
+            line_rate: line,
+            ..TableConfig::default()
+        });
+        let mut audit = PaceAudit::new(Duration::from_millis(100), MAX_CATCH_UP);
+        let t0 = Instant::from_nanos(1_000_000);
+        let busy = queued(t.on_inside(t0, tuple(1), M1, M2, 1000, 0));
+        // Backlogged when the first window opens, dry 400 us later.
+        for _ in 0..5 {
+            queued(t.on_inside(t0, tuple(2), M1, M2, 1000, 0));
+        }
+        let mut sent = [0u32; 2];
+        let mut now = t0;
+        while now < t0 + Duration::from_millis(350) {
+            if t.view(busy).queued_bytes < 3000 {
+                queued(t.on_inside(now, tuple(1), M1, M2, 1000, 0));
+            }
+            let core = t.core();
+            audit.sample(now, core, |id| {
+                core.find(id).map_or(Rate::ZERO, |h| core.rate(h))
+            });
+            while let Some(r) = t.poll_release(now) {
+                sent[usize::from(r.slot != busy)] += 1;
+            }
+            now += Duration::from_micros(1);
+        }
+        assert_eq!(sent[1], 5);
+        // 100 Mb/s: a 1000-octet frame every 80 us.
+        assert!((4370..=4380).contains(&sent[0]), "{sent:?}");
+        assert_eq!(audit.deviations.len(), 3, "{:?}", audit.deviations);
+        assert_eq!(audit.within(0.01), Some(1.0), "{:?}", audit.deviations);
+    }
+
     #[test]
     fn per_flow_queue_is_bounded_in_octets() {
         let mut t = table(TableConfig {
@@ -703,7 +765,7 @@ mod tests {
             }
             // Drain both: idle; the new flow takes a slot and the old key is gone.
             let t1 = Instant::from_nanos(1_000_000);
-            while t.poll_release(t1).is_some() {}
+            drain(&mut t, t1);
             queued(t.on_inside(t1, tuple(3), M1, M2, 100, 4));
             let c = t.counters();
             assert_eq!(c.full_evictions, 1);
@@ -730,7 +792,7 @@ mod tests {
             queued(t.on_inside(t0, tuple(p), M1, M2, 100, 0));
         }
         let t1 = t0 + Duration::from_millis(1);
-        while t.poll_release(t1).is_some() {}
+        drain(&mut t, t1);
         for _ in 0..100 {
             t.on_housekeeping(t0 + Duration::from_millis(4));
         }
@@ -790,7 +852,7 @@ mod tests {
         let (ra, rb) = (t.rpid(a).unwrap(), t.rpid(b).unwrap());
         assert_ne!(ra, rb);
         assert_eq!(t.find_rpid(ra), Some(a));
-        while t.poll_release(t0 + Duration::from_millis(1)).is_some() {}
+        drain(&mut t, t0 + Duration::from_millis(1));
         for _ in 0..10 {
             t.on_housekeeping(t0 + Duration::from_millis(2));
         }

@@ -1,10 +1,16 @@
 //! `quench appliance`: the sender appliance (engine/src/appliance) on real ports. Each
-//! `--inside`/`--outside` pair gets its own [`Appliance`]; one busy-polling loop reads the clock
-//! once per iteration and serves every pair: inside frames in (classified, queued or passed),
-//! outside frames in (feedback consumed or passed inside), due frames out, timers. Ports open
-//! as `quench send`'s do ([`crate::port::netns::NsPort`], `[NETNS/]IFACE`, `--driver`). At the end: per pair,
-//! the counters, the flows and the latency the appliance added, and one JSON line.
-use std::sync::atomic::Ordering;
+//! `--inside`/`--outside` pair (and each `--np-inside`/`--np-outside` pair, in the
+//! notification-point role) gets its own [`Appliance`]; one polling loop reads the clock once
+//! per iteration and serves every pair: inside frames in (classified, queued or passed),
+//! outside frames in (feedback consumed or passed inside), due frames out, timers; it sleeps
+//! while every queued frame waits for a release more than [`SLEEP_MIN`] away (not with
+//! `--busy-poll`). Ports open as `quench send`'s do ([`crate::port::netns::NsPort`],
+//! `[NETNS/]IFACE`, `--driver`). `--control-socket` serves live counters to `quench stats`.
+//! At the end: per pair, the counters, the flows, the latency the appliance added and the
+//! pacing audit; the loop's stalls; one JSON line.
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use anyhow::Context as _;
 use serde_json::json;
@@ -15,11 +21,13 @@ use units::{Duration, Instant, ParamError, Rate};
 use serde::Deserialize;
 
 use super::send::Cc;
-use crate::appliance::table::{TableConfig, WhenFull};
+use crate::appliance::table::{TableConfig, WhenFull, MAX_CATCH_UP};
 use crate::appliance::{Appliance, InsideAction, OutsideAction, Role};
 use crate::host::rp::HostRp;
 use crate::port::any::{AnyFrame, Scratch};
 use crate::port::{Frame as _, Port, BURST};
+use crate::send::audit::{LoopStalls, PaceAudit};
+use crate::switch::control::ControlSocket;
 use crate::time::Clock;
 
 #[derive(clap::Args, Debug)]
@@ -31,6 +39,18 @@ pub struct Args {
     /// Port toward the network, `[NETNS/]IFACE`.
     #[arg(long, required = true)]
     pub outside: Vec<String>,
+    /// Pairs in front of a receiver, served by the same loop in the notification-point role
+    /// whatever `role` says: `--np-inside` toward the receiver, `--np-outside` toward the
+    /// network (repeat in pairs). One process for both sides of a testbed takes one CPU less.
+    #[arg(long)]
+    pub np_inside: Vec<String>,
+    #[arg(long)]
+    pub np_outside: Vec<String>,
+    /// Never sleep: spin on the ports even while every queued frame waits for its release time
+    /// (for a CPU of its own). By default the loop sleeps until the next release when no frame
+    /// moved and that release is more than 20 us away, at most 100 us.
+    #[arg(long)]
+    pub busy_poll: bool,
     #[command(flatten)]
     pub port: super::PortArgs,
     /// The appliance configuration: a bundled name (`appliance`, `quench presets` lists them)
@@ -55,6 +75,10 @@ pub struct Args {
     /// human report goes to standard error.
     #[arg(long)]
     pub json: bool,
+    /// Serve live counters on this Unix socket (mode 0660) for `quench stats --control-socket
+    /// PATH`; overrides the config's `control_socket`. Without either, no socket.
+    #[arg(long)]
+    pub control_socket: Option<PathBuf>,
 }
 
 /// configs/appliance.toml: what `quench appliance` reads, validated into the pieces an
@@ -107,7 +131,7 @@ pub struct ApplianceConfig {
     /// flows.
     #[serde(default)]
     pub when_full: WhenFull,
-    /// Control socket for `quench stats`.
+    /// Control socket for `quench stats` (none when absent).
     pub control_socket: Option<std::path::PathBuf>,
     pub qcn_rp: Option<rp::QcnParams>,
     pub dcqcn_rp: Option<rp::DcqcnParams>,
@@ -176,13 +200,18 @@ impl ApplianceConfig {
         if self.role != Role::Np {
             return Ok(None);
         }
+        self.notification_point().map(Some)
+    }
+
+    /// A notification point from the `[np]` table (or its defaults).
+    pub fn notification_point(&self) -> anyhow::Result<np::Np> {
         let p = self
             .np
             .clone()
             .unwrap_or_default()
             .profile()
             .map_err(|e| anyhow::anyhow!("[np] {e}"))?;
-        Ok(Some(np::Np::new(p)))
+        Ok(np::Np::new(p))
     }
 }
 
@@ -192,6 +221,9 @@ fn load(args: &Args) -> anyhow::Result<ApplianceConfig> {
     let mut cfg = ApplianceConfig::parse(&src.text).with_context(|| src.origin.clone())?;
     if let Some(cc) = args.cc {
         cfg.cc = cc;
+    }
+    if let Some(c) = &args.control_socket {
+        cfg.control_socket = Some(c.clone());
     }
     if let Some(role) = &args.role {
         cfg.role = if role == "np" { Role::Np } else { Role::Rp };
@@ -223,6 +255,8 @@ struct Pair {
     rx: Vec<AnyFrame>,
     scratch_out: Scratch,
     scratch_in: Scratch,
+    /// Each backlogged flow's octets against its RP rate's integral per 100 ms window.
+    audit: PaceAudit,
     /// Frames the ports did not take (ring full beyond the backlog bound) or had no buffer for.
     tx_dropped: u64,
     /// Sends or housekeeping calls a port refused, and the last reason.
@@ -230,11 +264,29 @@ struct Pair {
     last_error: Option<String>,
 }
 
+/// The loop sleeps only when the next release is further away than this (a sleep's own cost and
+/// overshoot are a few microseconds).
+pub const SLEEP_MIN: Duration = Duration::from_micros(20);
+/// It wakes this much before the release, for the sleep's overshoot.
+pub const SLEEP_EARLY: Duration = Duration::from_micros(5);
+/// Longest sleep: what a frame arriving meanwhile may wait in the receive ring (at 1 Gbit/s,
+/// ~9 full-size frames of the ring's 2048).
+pub const SLEEP_MAX: Duration = Duration::from_micros(100);
+
+/// The pacing audit's window (as `quench send`'s).
+const AUDIT_WINDOW: Duration = Duration::from_millis(100);
+
 /// Frames a pair keeps waiting for a full transmit ring before it drops (and counts) the rest.
 const TX_BACKLOG: usize = 4 * BURST;
 
 impl Pair {
+    /// One pass over the pair; true when a frame moved or waits for ring space.
     fn poll(&mut self, now: Instant) -> anyhow::Result<bool> {
+        // Before this iteration changes any rate (PaceAudit::sample's contract).
+        let core = self.app.table().core();
+        self.audit.sample(now, core, |id| {
+            core.find(id).map_or(Rate::ZERO, |h| core.rate(h))
+        });
         let mut busy = false;
         self.rx.clear();
         self.inside.rx_burst(0, &mut self.rx, BURST)?;
@@ -296,43 +348,20 @@ impl Pair {
                 self.last_error = Some(e.to_string());
             }
         }
-        Ok(busy)
+        Ok(busy || !self.to_out.is_empty())
     }
 
+    /// The pair's counters, flows and latency as JSON: the live answer on the control socket
+    /// and the report at exit have this one shape.
     fn summary(&self, secs: f64) -> serde_json::Value {
-        let c = self.app.counters();
-        let t = self.app.table().counters();
-        let h = self.app.latency();
-        let q = |p: f64| h.value_at_quantile(p) as f64 / 1e3;
-        let flows: Vec<serde_json::Value> = self
-            .app
-            .table()
-            .top(16)
-            .iter()
-            .map(|f| {
-                json!({
-                    "flow": format!("{:?}", f.key),
-                    "rpid": f.rpid,
-                    "rate_mbps": f.rate.as_bps() as f64 / 1e6,
-                    "sent_mbps": f.sent_bytes as f64 * 8.0 / secs.max(1e-9) / 1e6,
-                    "sent_frames": f.sent_frames,
-                    "queued_bytes": f.queued_bytes,
-                    "drops": f.drops,
-                })
-            })
-            .collect();
-        json!({
-            "pair": self.label,
-            "counters": c,
-            "table": t,
-            "flows_held": self.app.table().flows(),
-            "tx_dropped": self.tx_dropped,
-            "tx_errors": self.tx_errors,
-            "last_error": self.last_error,
-            "latency_us": {"count": h.len(), "p50": q(0.5), "p99": q(0.99), "p999": q(0.999), "max": h.max() as f64 / 1e3},
-            "np": self.app.np_counters().map(|n| json!({"ce": n.ce, "cnps": n.cnps, "suppressed": n.suppressed})),
-            "top_flows": flows,
-        })
+        let mut v = self.app.report(secs);
+        v["pair"] = json!(self.label);
+        v["pacing"] = self.audit.to_json();
+        v["lag_dropped_ms"] = json!(self.app.table().core().lag_dropped().as_nanos() as f64 / 1e6);
+        v["tx_dropped"] = json!(self.tx_dropped);
+        v["tx_errors"] = json!(self.tx_errors);
+        v["last_error"] = json!(self.last_error);
+        v
     }
 }
 
@@ -377,6 +406,60 @@ fn show_progress(
     )
 }
 
+/// The loop's answers for the control socket. The loop owns the appliance state, so the control
+/// thread does not read it: it raises `wanted` and waits; the loop, between two iterations,
+/// builds the snapshot and hands it over. The loop's cost is one relaxed load per iteration
+/// while nobody asks.
+struct Published {
+    wanted: AtomicBool,
+    /// (generation, the last snapshot).
+    latest: Mutex<(u64, String)>,
+    fresh: Condvar,
+}
+
+/// How long the control thread waits for the loop's snapshot before it answers with the last
+/// one (the loop has ended, or is descheduled).
+const SNAPSHOT_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+impl Published {
+    fn new(first: String) -> Self {
+        Published {
+            wanted: AtomicBool::new(false),
+            latest: Mutex::new((0, first)),
+            fresh: Condvar::new(),
+        }
+    }
+
+    /// Control thread: a snapshot the loop made after this call, or the last one.
+    fn ask(&self) -> String {
+        let g = self.latest.lock().unwrap_or_else(PoisonError::into_inner);
+        let seen = g.0;
+        self.wanted.store(true, Ordering::Release);
+        let (g, _) = self
+            .fresh
+            .wait_timeout_while(g, SNAPSHOT_WAIT, |l| l.0 == seen)
+            .unwrap_or_else(PoisonError::into_inner);
+        g.1.clone()
+    }
+
+    /// Loop: true when a snapshot is wanted (then call [`Published::publish`]).
+    fn wanted(&self) -> bool {
+        self.wanted.load(Ordering::Relaxed) && self.wanted.swap(false, Ordering::Acquire)
+    }
+
+    fn publish(&self, body: String) {
+        let mut g = self.latest.lock().unwrap_or_else(PoisonError::into_inner);
+        g.0 += 1;
+        g.1 = body;
+        self.fresh.notify_all();
+    }
+}
+
+/// Every pair's summary: `{"appliance": [PAIR...], "secs": S}`, live and at exit.
+fn snapshot(pairs: &[Pair], secs: f64) -> serde_json::Value {
+    json!({"appliance": pairs.iter().map(|p| p.summary(secs)).collect::<Vec<_>>(), "secs": secs})
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.json {
         super::human_to_stderr();
@@ -388,18 +471,43 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.outside.len()
         );
     }
+    if args.np_inside.len() != args.np_outside.len() {
+        anyhow::bail!(
+            "{} --np-inside but {} --np-outside: give them in pairs",
+            args.np_inside.len(),
+            args.np_outside.len()
+        );
+    }
     let cfg = load(&args)?;
     let path = &args.config;
     let table = cfg.table().with_context(|| path.to_string())?;
+    // A loop gap is a stall (time the flows may have lost) when it exceeds a planned sleep by
+    // more than the catch-up bound.
+    let stall = if args.busy_poll {
+        MAX_CATCH_UP
+    } else {
+        SLEEP_MAX + MAX_CATCH_UP
+    };
+    let mut stalls = LoopStalls::new(stall);
     let mut pairs = Vec::new();
-    for (i, o) in args.inside.iter().zip(&args.outside) {
+    let rp_pairs = args.inside.iter().zip(&args.outside).map(|p| (p, cfg.role));
+    let np_pairs = args
+        .np_inside
+        .iter()
+        .zip(&args.np_outside)
+        .map(|p| (p, Role::Np));
+    for ((i, o), role) in rp_pairs.chain(np_pairs) {
+        let (rp, np) = match role {
+            Role::Rp => (cfg.rp(), cfg.np()),
+            Role::Np => (Ok(HostRp::None), cfg.notification_point().map(Some)),
+        };
         let app = Appliance::new(
-            cfg.role,
+            role,
             cfg.cn_tag,
             cfg.ect0,
             table,
-            cfg.rp().with_context(|| path.to_string())?,
-            cfg.np().with_context(|| path.to_string())?,
+            rp.with_context(|| path.to_string())?,
+            np.with_context(|| path.to_string())?,
         )?;
         pairs.push(Pair {
             label: format!("{i}<->{o}"),
@@ -411,6 +519,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             rx: Vec::with_capacity(BURST),
             scratch_out: Scratch::default(),
             scratch_in: Scratch::default(),
+            audit: PaceAudit::new(AUDIT_WINDOW, stall),
             tx_dropped: 0,
             tx_errors: 0,
             last_error: None,
@@ -429,25 +538,86 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let clock = Clock::new();
     let t0 = clock.now();
     let end = args.duration.map(|d| t0 + d);
+    // The control socket, bound once the ports are open (their errors come first); its thread
+    // ends with the loop (`ctl_stop`), and the socket file with it.
+    let published = Arc::new(Published::new(snapshot(&pairs, 0.0).to_string()));
+    let ctl_stop = Arc::new(AtomicBool::new(false));
+    let ctl = match &cfg.control_socket {
+        Some(path) => {
+            let sock = ControlSocket::bind(path)
+                .with_context(|| format!("control_socket {}", path.display()))?;
+            eprintln!("quench appliance: control socket {}", path.display());
+            let (p, s) = (published.clone(), ctl_stop.clone());
+            Some(
+                std::thread::Builder::new()
+                    .name("quench-ctl".into())
+                    .spawn(move || sock.serve_with(&clock, &|| p.ask(), s))?,
+            )
+        }
+        None => None,
+    };
     let mut progress = Progress::new("appliance", args.json, t0);
     let mut released = Delta::default();
-    loop {
-        let now = clock.now();
-        if end.is_some_and(|e| now >= e) || stop.load(Ordering::Relaxed) {
-            break;
+    let mut idle = crate::worker::Idle::default();
+    if !args.busy_poll {
+        // Safety: PR_SET_TIMERSLACK takes one integer argument and changes only this thread's
+        // timer slack (prctl(2)); the default 50 us would make every sleep below overshoot the
+        // release it waits for by up to the pacer's whole catch-up bound.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1_000 as libc::c_ulong) };
+    }
+    let looped = (|| -> anyhow::Result<()> {
+        loop {
+            let now = clock.now();
+            if end.is_some_and(|e| now >= e) || stop.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            stalls.tick(now);
+            let mut moved = false;
+            for p in &mut pairs {
+                moved |= p.poll(now).with_context(|| p.label.clone())?;
+            }
+            if published.wanted() {
+                published.publish(snapshot(&pairs, (now - t0).as_secs_f64()).to_string());
+            }
+            if progress.due(now) {
+                show_progress(&mut progress, now, &pairs, &mut released)?;
+            }
+            if moved {
+                continue;
+            }
+            let next = pairs.iter().filter_map(|p| p.app.next_deadline()).min();
+            match next {
+                // Every queued frame waits for its release time (or an RP timer): the CPU
+                // is given away until shortly before, instead of spinning on it. A frame that
+                // arrives meanwhile waits at most SLEEP_MAX in the receive ring.
+                Some(t) if !args.busy_poll && t.saturating_since(now) > SLEEP_MIN => {
+                    let d = (t.saturating_since(now) - SLEEP_EARLY).min(SLEEP_MAX);
+                    std::thread::sleep(std::time::Duration::from_nanos(d.as_nanos()));
+                }
+                // Due at once: spin.
+                Some(_) => {}
+                None => idle.after(0),
+            }
         }
-        for p in &mut pairs {
-            p.poll(now).with_context(|| p.label.clone())?;
-        }
-        if progress.due(now) {
-            show_progress(&mut progress, now, &pairs, &mut released)?;
-        }
+    })();
+    ctl_stop.store(true, Ordering::Relaxed);
+    if let Some(h) = ctl {
+        let _ = h.join();
     }
     progress.done();
+    looped?;
     let secs = (clock.now() - t0).as_secs_f64();
-    let mut all = Vec::new();
-    for p in &pairs {
-        let s = p.summary(secs);
+    let mut all = snapshot(&pairs, secs);
+    all["scheduling"] = json!({
+        "stall_threshold_us": stalls.threshold().as_nanos() / 1000,
+        "stalls": stalls.count,
+        "stalled_ms": stalls.total.as_nanos() as f64 / 1e6,
+        "longest_stall_ms": stalls.longest.as_nanos() as f64 / 1e6,
+    });
+    for (p, s) in pairs
+        .iter()
+        .zip(all["appliance"].as_array().into_iter().flatten())
+    {
         let c = p.app.counters();
         let t = p.app.table().counters();
         outln!("== {}", p.label)?;
@@ -484,15 +654,95 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             s["latency_us"]["p50"],
             s["latency_us"]["p99"]
         )?;
-        all.push(s);
+        let pacing = &s["pacing"];
+        if pacing["windows"].as_u64().unwrap_or(0) > 0 {
+            let pct = |v: &serde_json::Value| v.as_f64().map_or(0.0, |x| 100.0 * x);
+            outln!(
+                "  pacing (backlogged flows, 100 ms windows): {} windows, {:.1} % within 1 % of \
+                 the RP rate's integral, largest {:.3} %; {} windows no stall touched: {:.1} % \
+                 within 1 %, largest {:.3} %",
+                pacing["windows"],
+                pct(&pacing["within_1pct"]),
+                pct(&pacing["max_abs_dev"]),
+                pacing["unstalled_windows"],
+                pct(&pacing["unstalled_within_1pct"]),
+                pct(&pacing["unstalled_max_abs_dev"])
+            )?;
+        }
     }
-    jsonln!("{}", json!({"appliance": all, "secs": secs}))?;
+    outln!("scheduling: {stalls}")?;
+    jsonln!("{all}")?;
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::port::heap::HeapFrame;
+    use crate::switch::control::query_json;
+    use crate::wire::testhdr::UDP_PORT;
+
+    /// `quench stats` against a running appliance: the control thread asks, the loop (here the
+    /// test's thread) answers between two iterations, the client gets the loop's figures and
+    /// the stats table names the flow with its RP rate; the socket is 0660 and goes at the end.
+    #[test]
+    fn the_control_socket_serves_the_loops_snapshot() {
+        let line = Rate::from_gbps(1);
+        let rp = HostRp::qcn(rp::QcnParams::default().profile(line).unwrap());
+        let mut app: Appliance<HeapFrame> =
+            Appliance::new(Role::Rp, true, false, TableConfig::default(), rp, None).unwrap();
+        let frame = crate::appliance::tests::data(5000, units::Ecn::NotEct, false);
+        let t0 = Instant::from_nanos(1_000);
+        assert!(matches!(
+            app.on_inside(t0, &frame, HeapFrame::zeroed),
+            InsideAction::Queued
+        ));
+        assert!(
+            app.poll_release(t0).is_none(),
+            "put on the wheel, due a tick later"
+        );
+        let r = app.poll_release(t0 + Duration::from_micros(1)).unwrap();
+        app.on_sent(t0 + Duration::from_micros(3), r.arrived);
+
+        let path = std::env::temp_dir().join(format!("qn-appl-ctl-{}.sock", std::process::id()));
+        let sock = ControlSocket::bind(&path).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o660, "{mode:o}");
+        let published = Arc::new(Published::new("{}".into()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let server = {
+            let (p, s) = (published.clone(), stop.clone());
+            std::thread::spawn(move || sock.serve_with(&Clock::monotonic(), &|| p.ask(), s))
+        };
+        let client = {
+            let path = path.clone();
+            std::thread::spawn(move || query_json(&path))
+        };
+        let mut answered = 0;
+        while !client.is_finished() {
+            if published.wanted() {
+                let body = json!({"appliance": [app.report(2.0)], "secs": 2.0});
+                published.publish(body.to_string());
+                answered += 1;
+            }
+            std::thread::yield_now();
+        }
+        let v = client.join().unwrap().unwrap();
+        assert_eq!(answered, 1);
+        let pair = &v["appliance"][0];
+        assert_eq!(pair["table"]["released_frames"], 1);
+        assert_eq!(pair["flows_held"], 1);
+        assert_eq!(pair["top_flows"][0]["rate_mbps"], 1000.0);
+        let table = crate::cli::stats::appliance_table(&v, None);
+        assert!(
+            table.contains(&format!("Udp 10.71.0.1:5000 > 10.71.0.101:{UDP_PORT}")),
+            "{table}"
+        );
+        stop.store(true, Ordering::Relaxed);
+        server.join().unwrap().unwrap();
+        assert!(!path.exists());
+    }
 
     #[test]
     fn the_shipped_config_parses_and_validates() {

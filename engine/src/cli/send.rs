@@ -628,22 +628,14 @@ fn report(
         )?;
     }
     outln!(
-        "scheduling: {} loop gaps over {} us, {:.1} ms in all, longest {:.1} ms; transmission time given up at the catch-up bound: {:.1} ms",
-        stalls.count,
-        stalls.threshold().as_nanos() / 1000,
-        stalls.total.as_nanos() as f64 / 1e6,
-        stalls.longest.as_nanos() as f64 / 1e6,
+        "scheduling: {stalls}; transmission time given up at the catch-up bound: {:.1} ms",
         w.core.lag_dropped().as_nanos() as f64 / 1e6
     )?;
     jsonln!(
         "{}",
         serde_json::json!({
             "port": o.label,
-            "pacing": {"windows": audit.deviations.len(), "max_abs_dev": dev,
-                       "within_1pct": audit.within(0.01), "deviations": audit.deviations,
-                       "stalled": audit.stalled, "unstalled_windows": unstalled,
-                       "unstalled_within_1pct": unstalled_within,
-                       "unstalled_max_abs_dev": unstalled_dev},
+            "pacing": audit.to_json(),
             "scheduling": {"stalls": stalls.count, "stalled_ms": stalls.total.as_nanos() as f64 / 1e6,
                            "longest_stall_ms": stalls.longest.as_nanos() as f64 / 1e6,
                            "lag_dropped_ms": w.core.lag_dropped().as_nanos() as f64 / 1e6},

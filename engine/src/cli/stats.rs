@@ -1,12 +1,13 @@
 //! `quench stats [--json] [--watch] [--control-socket PATH]`: live per-port and per-queue counters of a running
-//! `quench switch`, read from its control socket, in the spirit of testpmd's `show port stats`.
+//! `quench switch`, read from its control socket, in the spirit of testpmd's `show port stats`;
+//! or, from a `quench appliance --control-socket PATH`, its pairs' counters and top flows.
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::Context;
 
 use crate::switch::config::DEFAULT_CONTROL_SOCKET;
-use crate::switch::control::query;
+use crate::switch::control::query_json;
 use crate::switch::stats::Snapshot;
 
 #[derive(clap::Args, Debug)]
@@ -116,14 +117,109 @@ pub fn table(now: &Snapshot, prev: Option<&Snapshot>) -> String {
     s
 }
 
+/// What a control socket answered: a switch's snapshot or an appliance's.
+enum Answer {
+    Switch(Box<Snapshot>),
+    Appliance(serde_json::Value),
+}
+
+impl Answer {
+    fn parse(v: serde_json::Value) -> anyhow::Result<Answer> {
+        if v.get("appliance").is_some() {
+            return Ok(Answer::Appliance(v));
+        }
+        Ok(Answer::Switch(Box::new(
+            serde_json::from_value(v)
+                .context("the answer is neither a switch's nor an appliance's")?,
+        )))
+    }
+}
+
+/// The appliance's table (`quench appliance`'s control-socket answer, cli/appliance.rs
+/// `snapshot`); with `prev`, the released rate is over the interval since it.
+pub fn appliance_table(now: &serde_json::Value, prev: Option<&serde_json::Value>) -> String {
+    let mut s = String::new();
+    let secs = now["secs"].as_f64().unwrap_or(0.0);
+    let dt = prev
+        .and_then(|p| p["secs"].as_f64())
+        .map(|p| secs - p)
+        .filter(|&d| d > 0.0);
+    let _ = writeln!(s, "######## quench appliance: {secs:.1} s up ########");
+    let u = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    let pairs = now["appliance"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    for (i, p) in pairs.iter().enumerate() {
+        let (c, t) = (&p["counters"], &p["table"]);
+        let old = prev.and_then(|pr| pr["appliance"].get(i));
+        let rate = match (dt, old) {
+            (Some(dt), Some(o)) => si(u(&t["released_bytes"])
+                .saturating_sub(u(&o["table"]["released_bytes"]))
+                as f64
+                * 8.0
+                / dt),
+            _ => "-".into(),
+        };
+        let _ = writeln!(
+            s,
+            "{}: in {} frames, released {} ({} b/s), queue drops {}, bypass {}, full drops {}, \
+             flows {}",
+            p["pair"].as_str().unwrap_or("?"),
+            u(&c["inside_frames"]),
+            u(&t["released_frames"]),
+            rate,
+            u(&t["queue_drops"]),
+            u(&t["bypass_frames"]),
+            u(&t["full_drops"]),
+            u(&p["flows_held"]),
+        );
+        let _ = writeln!(
+            s,
+            "  feedback: CNMs {} CNPs {} accepted; refused: unknown flow {}, forged {}, other cc \
+             {}, by the RP {}; CNPs sent {}; latency added p50 {} us p99 {} us",
+            u(&c["cnms_accepted"]),
+            u(&c["cnps_accepted"]),
+            u(&c["unknown_flow"]),
+            u(&c["forged"]["total"]),
+            u(&c["other_cc_feedback"]),
+            u(&t["refused_feedback"]),
+            u(&c["cnps_sent"]),
+            p["latency_us"]["p50"],
+            p["latency_us"]["p99"],
+        );
+        let _ = writeln!(
+            s,
+            "  {:<44} {:>6} {:>10} {:>10} {:>12} {:>10}",
+            "flow", "rpid", "RP Mb/s", "sent Mb/s", "queued B", "drops"
+        );
+        for f in p["top_flows"].as_array().into_iter().flatten() {
+            let _ = writeln!(
+                s,
+                "  {:<44} {:>6} {:>10.1} {:>10.1} {:>12} {:>10}",
+                f["flow"].as_str().unwrap_or("?"),
+                f["rpid"].as_u64().map_or("-".into(), |r| r.to_string()),
+                f["rate_mbps"].as_f64().unwrap_or(0.0),
+                f["sent_mbps"].as_f64().unwrap_or(0.0),
+                u(&f["queued_bytes"]),
+                u(&f["drops"]),
+            );
+        }
+    }
+    s
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     let get = || {
-        query(&args.control_socket).with_context(|| {
-            format!(
-                "no quench switch answering on {} (is it running, in this network namespace?)",
-                args.control_socket.display()
-            )
-        })
+        query_json(&args.control_socket)
+            .with_context(|| {
+                format!(
+                    "no quench switch or appliance answering on {} (is it running, in this \
+                     network namespace?)",
+                    args.control_socket.display()
+                )
+            })
+            .and_then(Answer::parse)
     };
     // SIGINT / SIGTERM end a watch with status 0 (every table printed is complete).
     let stop = crate::worker::stop_on_signals().context("installing signal handlers")?;
@@ -131,14 +227,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let every = super::legacy_ms("interval-ms", "interval", args.interval_ms)
         .unwrap_or(args.interval)
         .max(units::Duration::from_millis(1));
-    let mut prev: Option<Snapshot> = None;
+    let mut prev: Option<Answer> = None;
     let mut n = 0u64;
     loop {
         let snap = get()?;
-        if args.json {
-            jsonln!("{}", serde_json::to_string(&snap)?)?;
-        } else {
-            out!("{}", table(&snap, prev.as_ref()))?;
+        match (&snap, &prev) {
+            (Answer::Switch(s), _) if args.json => jsonln!("{}", serde_json::to_string(s)?)?,
+            (Answer::Appliance(v), _) if args.json => jsonln!("{v}")?,
+            (Answer::Switch(s), Some(Answer::Switch(p))) => out!("{}", table(s, Some(p)))?,
+            (Answer::Switch(s), _) => out!("{}", table(s, None))?,
+            (Answer::Appliance(v), Some(Answer::Appliance(p))) => {
+                out!("{}", appliance_table(v, Some(p)))?
+            }
+            (Answer::Appliance(v), _) => out!("{}", appliance_table(v, None))?,
         }
         n += 1;
         if !args.watch || args.count.is_some_and(|c| n >= c) {

@@ -88,6 +88,12 @@ pub trait Source {
     fn endless(&self) -> bool {
         false
     }
+    /// The flow has frames waiting now and is audited for as long as it keeps some (a pacing
+    /// audit leaves out a window in which the flow ran dry: [`Flow::ran_dry`]); by default
+    /// [`Source::endless`].
+    fn backlogged(&self) -> bool {
+        self.endless()
+    }
 }
 
 /// Generated traffic (`quench send`, the simulator's flows): frames of one length until the
@@ -168,6 +174,10 @@ impl<F> Source for Queued<F> {
     /// When the frame arrived, and the frame.
     type Item = (Instant, F);
 
+    fn backlogged(&self) -> bool {
+        !self.frames.is_empty()
+    }
+
     #[inline]
     fn peek(&self) -> Option<u32> {
         self.frames.front().map(|&(len, _, _)| len)
@@ -238,6 +248,8 @@ pub struct Flow<S> {
     pub started_at: Option<Instant>,
     /// When its source last ran dry (for a generated flow of a given size: when it finished).
     pub finished_at: Option<Instant>,
+    /// How many times its source ran dry (a queued source between bursts).
+    pub ran_dry: u64,
     /// The release the flow waits for or last had, and the rate that set it (`None` before the
     /// first frame).
     pending: Option<Pending>,
@@ -388,6 +400,7 @@ impl<S: Source> HostCore<S> {
             lag_dropped: Duration::ZERO,
             started_at: None,
             finished_at: None,
+            ran_dry: 0,
             pending: None,
             scheduled: false,
             timer_at: None,
@@ -697,6 +710,7 @@ impl<S: Source> HostCore<S> {
         } else {
             f.scheduled = false;
             f.finished_at = Some(now);
+            f.ran_dry += 1;
         }
         self.rp
             .on_tx(&mut f.rp, f.spec.id, now, u64::from(len), more);

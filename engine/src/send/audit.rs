@@ -50,6 +50,20 @@ impl LoopStalls {
     }
 }
 
+/// `N loop gaps over T us, X ms in all, longest Y ms`, as the reports print it.
+impl std::fmt::Display for LoopStalls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} loop gaps over {} us, {:.1} ms in all, longest {:.1} ms",
+            self.count,
+            self.threshold.as_nanos() / 1000,
+            self.total.as_nanos() as f64 / 1e6,
+            self.longest.as_nanos() as f64 / 1e6
+        )
+    }
+}
+
 /// Checks a running sender against its reaction points: per long-running flow and per window
 /// (100 ms), the octets it sent against the integral of the flow's RP rate over the window.
 /// Issue 5's target is within 1 % per window.
@@ -60,10 +74,11 @@ pub struct PaceAudit {
     stall: Duration,
     /// The open window saw such a gap.
     gap_in_window: bool,
-    /// Per flow whose source never runs dry (the only ones audited: a sized flow ends
-    /// mid-window by design): (the flow, octets sent and time given up at the window start,
-    /// bits the RP rate allowed so far).
-    open: Vec<(FlowHandle, u64, Duration, f64)>,
+    /// Per flow whose source is backlogged at the window's start (the only ones audited: a
+    /// sized flow ends mid-window by design, a queued one sends less than its rate while its
+    /// queue is empty): (the flow, octets sent, time given up and times run dry at the window
+    /// start, bits the RP rate allowed so far).
+    open: Vec<(FlowHandle, u64, Duration, u64, f64)>,
     window_start: Option<Instant>,
     last_sample: Option<Instant>,
     /// `sent / allowed - 1` of each closed window of each flow.
@@ -104,7 +119,7 @@ impl PaceAudit {
         self.gap_in_window |= now - last > self.stall;
         let dt = (now - last).as_secs_f64();
         self.last_sample = Some(now);
-        for (h, _, _, allowed) in &mut self.open {
+        for (h, _, _, _, allowed) in &mut self.open {
             if let Some(f) = g.flow(*h) {
                 *allowed += rate_of(f.spec.id).as_bps() as f64 * dt;
             }
@@ -112,12 +127,12 @@ impl PaceAudit {
         let Some(start) = self.window_start.filter(|&w| now - w >= self.window) else {
             return;
         };
-        for &(h, sent0, lag0, allowed) in &self.open {
+        for &(h, sent0, lag0, dry0, allowed) in &self.open {
             let Some(f) = g.flow(h) else {
                 continue;
             };
-            // Only flows that ran the whole window.
-            if allowed > 0.0 && f.started_at.is_some_and(|s| s <= start) {
+            // Only flows that ran the whole window and never ran dry in it.
+            if allowed > 0.0 && f.started_at.is_some_and(|s| s <= start) && f.ran_dry == dry0 {
                 let sent = (f.bytes_sent - sent0) as f64 * 8.0;
                 self.deviations.push(sent / allowed - 1.0);
                 self.stalled
@@ -133,8 +148,8 @@ impl PaceAudit {
         self.gap_in_window = false;
         self.open = g
             .flows()
-            .filter(|(_, f)| f.source.endless())
-            .map(|(h, f)| (h, f.bytes_sent, f.lag_dropped, 0.0))
+            .filter(|(_, f)| f.source.backlogged())
+            .map(|(h, f)| (h, f.bytes_sent, f.lag_dropped, f.ran_dry, 0.0))
             .collect();
     }
 
@@ -146,6 +161,22 @@ impl PaceAudit {
     /// The share of windows within `tol` (e.g. 0.01).
     pub fn within(&self, tol: f64) -> Option<f64> {
         share_within(self.deviations.iter().copied(), tol)
+    }
+
+    /// The audit as its reports print it: windows, the share within 1 % and the largest
+    /// deviation, over all windows and over those no stall touched (the pacer's own error),
+    /// and every window's deviation and stall flag.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "windows": self.deviations.len(),
+            "max_abs_dev": self.max_abs(),
+            "within_1pct": self.within(0.01),
+            "deviations": self.deviations,
+            "stalled": self.stalled,
+            "unstalled_windows": self.unstalled().count(),
+            "unstalled_within_1pct": share_within(self.unstalled(), 0.01),
+            "unstalled_max_abs_dev": self.unstalled().map(f64::abs).reduce(f64::max),
+        })
     }
 
     /// The deviations of the windows no stall touched: the pacer's own error, apart from the

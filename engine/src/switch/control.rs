@@ -31,6 +31,7 @@ use mio::{Events, Interest, Poll, Token};
 use units::{Duration, Instant};
 
 use super::stats::{Registry, Snapshot};
+use crate::time::Clock;
 
 /// Longest request, octets (the one request there is takes 16).
 pub const MAX_REQUEST: usize = 1024;
@@ -123,11 +124,10 @@ pub fn parse_request(bytes: &[u8]) -> Result<Request, RequestError> {
     Ok(req)
 }
 
-/// The answer to `req`, one JSON document and a newline.
-fn answer(req: Result<Request, RequestError>, registry: &Registry) -> Vec<u8> {
+/// The answer to `req`, one JSON document and a newline; `stats` gives the `stats` answer.
+fn answer(req: Result<Request, RequestError>, stats: &dyn Fn() -> String) -> Vec<u8> {
     let mut body = match req {
-        Ok(Request::Stats) => serde_json::to_string(&registry.snapshot())
-            .unwrap_or_else(|e| RequestError::NotJson(e.to_string()).to_json()),
+        Ok(Request::Stats) => stats(),
         Err(e) => e.to_json(),
     }
     .into_bytes();
@@ -155,14 +155,14 @@ enum Next {
 impl Conn {
     /// Reads and writes until the socket would block; `Close` once the answer is written or the
     /// connection failed.
-    fn serve(&mut self, now: Instant, registry: &Registry) -> Next {
+    fn serve(&mut self, now: Instant, stats: &dyn Fn() -> String) -> Next {
         if self.answer.is_none() {
             let mut buf = [0u8; 512];
             loop {
                 match self.stream.read(&mut buf) {
                     Ok(0) => {
                         // EOF: what came is the request (an empty one is refused).
-                        self.answer = Some((answer(parse_request(&self.request), registry), 0));
+                        self.answer = Some((answer(parse_request(&self.request), stats), 0));
                         break;
                     }
                     Ok(n) => {
@@ -170,7 +170,7 @@ impl Conn {
                         let keep = (MAX_REQUEST + 1).saturating_sub(self.request.len());
                         self.request.extend_from_slice(&buf[..n.min(keep)]);
                         if self.request.contains(&b'\n') || self.request.len() > MAX_REQUEST {
-                            self.answer = Some((answer(parse_request(&self.request), registry), 0));
+                            self.answer = Some((answer(parse_request(&self.request), stats), 0));
                             break;
                         }
                     }
@@ -234,8 +234,30 @@ impl ControlSocket {
         })
     }
 
-    /// Serves requests until `stop` is set; the socket file is removed when this returns.
-    pub fn serve(mut self, registry: Arc<Registry>, stop: Arc<AtomicBool>) -> std::io::Result<()> {
+    /// Serves the switch's `registry` until `stop` is set; the socket file is removed when this
+    /// returns.
+    pub fn serve(self, registry: Arc<Registry>, stop: Arc<AtomicBool>) -> std::io::Result<()> {
+        let clock = registry.clock;
+        self.serve_with(
+            &clock,
+            &|| {
+                serde_json::to_string(&registry.snapshot())
+                    .unwrap_or_else(|e| RequestError::NotJson(e.to_string()).to_json())
+            },
+            stop,
+        )
+    }
+
+    /// Serves requests until `stop` is set, answering `stats` with what `stats()` returns (one
+    /// JSON document): the protocol and bounds of the module docs for any process that has
+    /// counters to show (the switch, `quench appliance`). The socket file is removed when this
+    /// returns.
+    pub fn serve_with(
+        mut self,
+        clock: &Clock,
+        stats: &dyn Fn() -> String,
+        stop: Arc<AtomicBool>,
+    ) -> std::io::Result<()> {
         let mut poll = Poll::new()?;
         poll.registry()
             .register(&mut self.listener, LISTENER, Interest::READABLE)?;
@@ -250,7 +272,7 @@ impl ControlSocket {
                 Err(e) => return Err(e),
                 Ok(()) => {}
             }
-            let now = registry.clock.now();
+            let now = clock.now();
             // Accept until the listener has no connection left, even without an event.
             loop {
                 match self.listener.accept() {
@@ -284,7 +306,7 @@ impl ControlSocket {
                 }
             }
             conns.retain(|_, c| {
-                let open = matches!(c.serve(now, &registry), Next::Keep)
+                let open = matches!(c.serve(now, stats), Next::Keep)
                     && now.saturating_since(c.active) < IDLE_TIMEOUT;
                 if !open {
                     let _ = poll.registry().deregister(&mut c.stream);
@@ -306,6 +328,12 @@ impl Drop for ControlSocket {
 /// Asks the switch at `path` for a snapshot; an error answer becomes an `io::Error` carrying its
 /// message.
 pub fn query(path: &Path) -> std::io::Result<Snapshot> {
+    serde_json::from_value(query_json(path)?).map_err(std::io::Error::other)
+}
+
+/// Asks the process serving `path` (a switch, an appliance) for its `stats` answer, as JSON; an
+/// error answer becomes an `io::Error` carrying its message.
+pub fn query_json(path: &Path) -> std::io::Result<serde_json::Value> {
     let mut s = std::os::unix::net::UnixStream::connect(path)?;
     s.set_read_timeout(Some(std::time::Duration::from_secs(2)))?;
     s.write_all(b"{\"cmd\":\"stats\"}\n")?;
@@ -314,9 +342,9 @@ pub fn query(path: &Path) -> std::io::Result<Snapshot> {
     let v: serde_json::Value = serde_json::from_str(&body).map_err(std::io::Error::other)?;
     if let Some(e) = v.get("error") {
         let msg = e.get("message").and_then(|m| m.as_str()).unwrap_or("?");
-        return Err(std::io::Error::other(format!("the switch refused: {msg}")));
+        return Err(std::io::Error::other(format!("the server refused: {msg}")));
     }
-    serde_json::from_value(v).map_err(std::io::Error::other)
+    Ok(v)
 }
 
 #[cfg(test)]
