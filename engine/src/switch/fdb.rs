@@ -528,6 +528,10 @@ mod tests {
             let mut f = Fdb::new(ageing, cap);
             // address -> (port, last_seen, static)
             let mut model: HashMap<u64, (PortIdx, Instant, bool)> = HashMap::new();
+            // The learn memo as documented: slot `port % MEMOS` holds (address, port, until)
+            // of the last learn it made a no-op; an entry's move drops its address's memos, a
+            // sweep or a static entry drops them all.
+            let mut memo: [Option<(u64, PortIdx, Instant)>; MEMOS] = [None; MEMOS];
             let mut full = 0u64;
             let mut now = Instant::from_nanos(1);
             for op in ops {
@@ -536,27 +540,39 @@ mod tests {
                     Op::Static(a, p) => {
                         f.add_static(mac(a), p);
                         model.insert(a, (p, Instant::ZERO, true));
+                        memo = [None; MEMOS];
                     }
                     Op::Age => {
                         f.age(now);
                         model.retain(|_, e| e.2 || now - e.1 < ageing);
+                        memo = [None; MEMOS];
                     }
                     Op::Learn(a, p) => {
                         f.learn(now, mac(a), p);
-                        if a & GROUP_BIT == 0 {
+                        let slot = usize::from(p) % MEMOS;
+                        let noop = memo[slot].is_some_and(|(ma, mp, until)| {
+                            ma == a && mp == p && now < until
+                        });
+                        if a & GROUP_BIT == 0 && !noop {
                             let len = model.len();
                             match model.get_mut(&a) {
-                                Some(e) if e.2 => {}
-                                // The refresh memo may leave last_seen up to REFRESH behind.
+                                Some(e) if e.2 => memo[slot] = Some((a, p, Instant::MAX)),
                                 Some(e) => {
-                                    if e.0 != p || now - e.1 >= REFRESH {
-                                        e.1 = now;
+                                    e.1 = now;
+                                    if e.0 != p {
+                                        e.0 = p;
+                                        for m in memo.iter_mut() {
+                                            if m.is_some_and(|(ma, _, _)| ma == a) {
+                                                *m = None;
+                                            }
+                                        }
                                     }
-                                    e.0 = p;
+                                    memo[slot] = Some((a, p, now + REFRESH));
                                 }
                                 None if len >= cap => full += 1,
                                 None => {
                                     model.insert(a, (p, now, false));
+                                    memo[slot] = Some((a, p, now + REFRESH));
                                 }
                             }
                         }
