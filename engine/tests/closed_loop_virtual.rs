@@ -154,7 +154,8 @@ fn run(flows_a: &[u32], flows_b: &[u32], ms: u64, cc: Cc) -> Run {
     let cnms = q.queue(0).unwrap().hook().counters().cnms + cnps;
     let (_, _, log) = rx.finish(Instant::from_nanos(end));
     // Rates over the second half of the run, from the interval log.
-    let ivs = engine::report::read_interval_log(std::path::Path::new("-"), log.as_bytes()).unwrap();
+    let ivs = engine::report::read_interval_log(std::path::Path::new("-"), &log.bytes().unwrap())
+        .unwrap();
     let half = ms as f64 / 2e3;
     let mut bytes = std::collections::BTreeMap::<u32, f64>::new();
     let mut span = (f64::INFINITY, 0f64);

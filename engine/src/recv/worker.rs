@@ -469,14 +469,15 @@ mod tests {
         assert_eq!(s.cnps_sent, 17);
         assert_eq!(s.other_frames, 1);
         assert!(all.equivalent(all.value_at_quantile(0.5), 3_000));
-        let ivs = read_interval_log(std::path::Path::new("t"), log.as_bytes()).unwrap();
+        let ivs = read_interval_log(std::path::Path::new("t"), &log.bytes().unwrap()).unwrap();
         assert_eq!(ivs.iter().map(|i| i.len.len()).sum::<u64>(), 100);
         // The untagged all-flows histograms, merged, are the run's latency histogram.
         let mut merged = crate::report::latency_histogram();
         let mut untagged = 0;
         let mut de = hdrhistogram::serialization::Deserializer::new();
-        for e in hdrhistogram::serialization::interval_log::IntervalLogIterator::new(log.as_bytes())
-        {
+        for e in hdrhistogram::serialization::interval_log::IntervalLogIterator::new(
+            &log.bytes().unwrap(),
+        ) {
             let hdrhistogram::serialization::interval_log::LogEntry::Interval(iv) = e.unwrap()
             else {
                 continue;
@@ -608,7 +609,7 @@ mod tests {
         assert_eq!(s.one_way_refused, None);
         assert_eq!((s.flows[0].frames, s.other_frames), (1, 0));
         assert!(all.equivalent(all.value_at_quantile(0.5), 50_000));
-        let text = String::from_utf8_lossy(log.as_bytes()).to_string();
+        let text = String::from_utf8_lossy(&log.bytes().unwrap()).to_string();
         assert!(text.contains("lat.<flow> = rtt (ns)"), "{text}");
         // Too short for the headers it claims: nothing to send back.
         let mut out = Vec::new();

@@ -133,10 +133,21 @@ pub fn hgrm(h: &Histogram<u64>) -> String {
 }
 
 /// Writes an interval log: one `lat.<flow>` and one `len.<flow>` histogram per flow and interval.
+///
+/// Memory stays bounded over a run of any length: once [`SPILL_AT`] octets of log text have
+/// built up they move to an unnamed temporary file (`O_TMPFILE` in the temporary directory,
+/// gone when the log is dropped), and [`IntervalLog::bytes`] reads them back at the end. Where
+/// no temporary file can be made the text stays in memory.
 pub struct IntervalLog {
+    /// Text written since the last spill.
     text: Vec<u8>,
+    /// The text spilled so far, in order.
+    spill: Option<std::fs::File>,
     serializer: V2DeflateSerializer,
 }
+
+/// Log text an [`IntervalLog`] holds in memory before it spills to its temporary file.
+pub const SPILL_AT: usize = 256 * 1024;
 
 impl IntervalLog {
     /// A log whose interval timestamps count from `base_unix_s` (seconds since the Unix epoch),
@@ -156,7 +167,37 @@ impl IntervalLog {
             .with_start_time(std::time::UNIX_EPOCH + base)
             .with_base_time(std::time::UNIX_EPOCH + base)
             .begin_log_with(&mut text, &mut serializer);
-        IntervalLog { text, serializer }
+        IntervalLog {
+            text,
+            spill: None,
+            serializer,
+        }
+    }
+
+    /// Moves the text in memory to the temporary file once there is [`SPILL_AT`] of it.
+    fn maybe_spill(&mut self) {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        if self.text.len() < SPILL_AT {
+            return;
+        }
+        if self.spill.is_none() {
+            self.spill = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .mode(0o600)
+                .custom_flags(libc::O_TMPFILE)
+                .open(std::env::temp_dir())
+                .ok();
+        }
+        if let Some(f) = self.spill.as_mut() {
+            if f.write_all(&self.text).is_ok() {
+                self.text.clear();
+            } else {
+                // The file's end is unknown after a failed write: keep everything in memory.
+                self.spill = None;
+            }
+        }
     }
 
     /// Appends the histograms of one flow for the interval `[start, start + dur)` (seconds since
@@ -179,6 +220,7 @@ impl IntervalLog {
             w.write_histogram(h, start, dur, Tag::new(&tag))
                 .map_err(|e| e.to_string())?;
         }
+        self.maybe_spill();
         Ok(())
     }
 
@@ -199,11 +241,22 @@ impl IntervalLog {
             StdDuration::from_secs_f64(dur_s.max(0.0)),
             None,
         )
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+        self.maybe_spill();
+        Ok(())
     }
 
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.text
+    /// The whole log: what was spilled to the temporary file, then what is in memory.
+    pub fn bytes(&self) -> io::Result<std::borrow::Cow<'_, [u8]>> {
+        use std::io::{Read as _, Seek as _};
+        let Some(mut f) = self.spill.as_ref() else {
+            return Ok(std::borrow::Cow::Borrowed(&self.text));
+        };
+        let mut all = Vec::new();
+        f.rewind()?;
+        f.read_to_end(&mut all)?;
+        all.extend_from_slice(&self.text);
+        Ok(std::borrow::Cow::Owned(all))
     }
 }
 
@@ -392,8 +445,9 @@ pub fn write_report_dir(
         hgrm(latency).as_bytes(),
     )?;
     let log_path = dir.join("intervals.hlog");
-    write_file(&log_path, log.as_bytes())?;
-    plot_log(&log_path, log.as_bytes(), dir, summary.latency_kind)
+    let text = log.bytes().map_err(io_err(&log_path))?;
+    write_file(&log_path, &text)?;
+    plot_log(&log_path, &text, dir, summary.latency_kind)
 }
 
 /// The percentile file of a report directory holding `kind`.
@@ -469,15 +523,19 @@ mod tests {
         log.add(3, 0.0, 0.1, &lat, &len).unwrap();
         log.add(3, 0.1, 0.1, &hist(&[70_000; 10]), &hist(&[1000; 10]))
             .unwrap();
-        let text = String::from_utf8(log.as_bytes().to_vec()).unwrap();
-        assert_eq!(log_kind(log.as_bytes()), LatencyKind::OneWay);
+        let text = String::from_utf8(log.bytes().unwrap().to_vec()).unwrap();
+        assert_eq!(log_kind(&log.bytes().unwrap()), LatencyKind::OneWay);
         assert_eq!(
-            log_kind(IntervalLog::new(0.0, "t", LatencyKind::Rtt).as_bytes()),
+            log_kind(
+                &IntervalLog::new(0.0, "t", LatencyKind::Rtt)
+                    .bytes()
+                    .unwrap()
+            ),
             LatencyKind::Rtt
         );
         assert!(text.contains("#[BaseTime: 1700000000.000"));
         assert!(text.contains("Tag=lat.3,"));
-        let ivs = read_interval_log(Path::new("x.hlog"), log.as_bytes()).unwrap();
+        let ivs = read_interval_log(Path::new("x.hlog"), &log.bytes().unwrap()).unwrap();
         assert_eq!(ivs.len(), 2);
         assert!((ivs[0].rate_bps() - 12e6).abs() < 1.0);
         assert!((ivs[1].rate_bps() - 0.8e6).abs() < 1.0);
@@ -487,6 +545,23 @@ mod tests {
         let r = rate_series(&ivs);
         assert_eq!(r.len(), 1);
         assert_eq!(r[0].points.len(), 2);
+    }
+
+    #[test]
+    fn a_long_log_spills_and_reads_back_whole() {
+        let mut log = IntervalLog::new(0.0, "t", LatencyKind::OneWay);
+        let (lat, len) = (hist(&[50_000, 60_000, 70_000]), hist(&[1500; 3]));
+        let mut n = 0;
+        while log.spill.is_none() || log.text.len() > SPILL_AT / 2 {
+            log.add(n % 4, f64::from(n) * 0.1, 0.1, &lat, &len).unwrap();
+            n += 1;
+            assert!(log.text.len() < 2 * SPILL_AT, "memory grows with the run");
+        }
+        let text = log.bytes().unwrap();
+        assert!(text.len() > SPILL_AT);
+        let ivs = read_interval_log(Path::new("x.hlog"), &text).unwrap();
+        assert_eq!(ivs.len(), n as usize);
+        assert!(ivs.iter().all(|iv| iv.latency.len() == 3));
     }
 
     #[test]
