@@ -32,6 +32,8 @@ use engine::time::Clock;
 
 /// How long a foreground line may run before it gets SIGINT.
 const BUDGET: Duration = Duration::from_secs(12);
+/// How long a `cargo install` line may run (a release build from scratch on two cores).
+const INSTALL_BUDGET: Duration = Duration::from_secs(30 * 60);
 /// How long a line may take to end after SIGINT.
 const GRACE: Duration = Duration::from_secs(15);
 
@@ -379,7 +381,12 @@ fn every_readme_command_runs_as_written() {
                 std::thread::sleep(Duration::from_secs(3));
                 continue;
             }
-            if let Err(e) = finish(child, BUDGET) {
+            let budget = if text.starts_with("cargo install ") {
+                INSTALL_BUDGET
+            } else {
+                BUDGET
+            };
+            if let Err(e) = finish(child, budget) {
                 failures.push(format!("{text}: {e}"));
             }
             // This machine's run is over: the other machine's commands are stopped (Ctrl-C),
