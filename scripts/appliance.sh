@@ -32,6 +32,26 @@ qn_setup appliance.sh "${2:-out/appliance}"
 scripts/testbed.sh up --senders 2 --receivers 1 --prefix "$prefix" --appliance
 ap="$prefix-ap"
 
+# iperf_round NAME [CLIENT_ARGS...]: one iperf3 server per host on r0 and one client per host,
+# for $secs; waits for the clients. Servers are jobs of this script (not -D daemons: those would
+# outlive it and keep any lock it inherited), one test each, killed by the cleanup if a client
+# never came.
+iperf_round() {
+  local name=$1 port i
+  shift
+  for port in 5201 5202; do
+    ip netns exec "$prefix-r0" iperf3 -s -p "$port" -1 > "$out/iperf-server-$cc-$name-$port.log" 2>&1 &
+    pids+=($!)
+  done
+  sleep 0.5
+  for i in 0 1; do
+    ip netns exec "$prefix-s$i" iperf3 -c 10.71.0.101 -p $((5201 + i)) "$@" \
+      -t "$secs" -J --connect-timeout 3000 > "$out/iperf-$cc-$name-$i.json" 2>&1 &
+    pids+=($!)
+  done
+  wait "${pids[@]: -2}" || true
+}
+
 for cc in ${CCS:-qcn dcqcn}; do
   echo "== $cc: switch (CP on r0's 1 Gbit/s egress), appliance, iperf3 UDP then TCP, ${secs}s each"
   cfg="$out/switch-$cc.toml"
@@ -69,33 +89,11 @@ for cc in ${CCS:-qcn dcqcn}; do
   "$quench" stats --json --watch --interval 100ms --control-socket "$apsock" >> "$out/appliance-trace-$cc.jsonl" 2>/dev/null &
   apstatpid=$!
   pids+=($apstatpid)
-  # Servers as jobs of this script (not -D daemons: those would outlive it and keep any lock
-  # it inherited), one test each, killed by the cleanup if a client never came.
-  for port in 5201 5202; do
-    ip netns exec "$prefix-r0" iperf3 -s -p "$port" -1 > "$out/iperf-server-$cc-udp-$port.log" 2>&1 &
-    pids+=($!)
-  done
-  sleep 0.5
-  # UDP: each host offers 800 Mb/s (1.6 Gb/s into the 1 Gbit/s bottleneck).
-  for i in 0 1; do
-    ip netns exec "$prefix-s$i" iperf3 -c 10.71.0.101 -p $((5201 + i)) -u -b 800M -l 1400 \
-      -t "$secs" -J --connect-timeout 3000 > "$out/iperf-$cc-udp-$i.json" 2>&1 &
-    pids+=($!)
-  done
-  wait "${pids[@]: -2}" || true
+  # UDP: each host offers 800 Mb/s (1.6 Gb/s into the 1 Gbit/s bottleneck); then TCP: one
+  # connection per host.
+  iperf_round udp -u -b 800M -l 1400
   sleep 1
-  for port in 5201 5202; do
-    ip netns exec "$prefix-r0" iperf3 -s -p "$port" -1 > "$out/iperf-server-$cc-tcp-$port.log" 2>&1 &
-    pids+=($!)
-  done
-  sleep 0.5
-  # TCP: one connection per host.
-  for i in 0 1; do
-    ip netns exec "$prefix-s$i" iperf3 -c 10.71.0.101 -p $((5201 + i)) -t "$secs" -J --connect-timeout 3000 \
-      > "$out/iperf-$cc-tcp-$i.json" 2>&1 &
-    pids+=($!)
-  done
-  wait "${pids[@]: -2}" || true
+  iperf_round tcp
   kill -INT "$appid" 2>/dev/null || true
   wait "$appid" 2>/dev/null || true
   kill "$statpid" "$apstatpid" 2>/dev/null || true
