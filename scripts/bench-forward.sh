@@ -30,6 +30,10 @@
 #                    no limit, --busy-poll, one inside/outside pair, pinned to core 0) against
 #                    `quench switch`, same testbed, same run; prints both, the ratio, and JSON
 #   --latency-only   skip the rate and shaping runs
+#   --forwarders L   the latency part's forwarders, of quench bridge af_xdp (default: all three,
+#                    in that order; the table's ratio column needs quench and bridge)
+#   --loads L        the latency part's loads in % of 1 Gbit/s (default "10 50 90")
+#   --lat-secs S     seconds per latency cell (default 4)
 #   --keep DIR       copy the raw outputs (sink reports, send and forwarder logs) into DIR
 #   --workers N      instead: the scaling table. The switch's veths get N queues a side
 #                    (testbed.sh --queues N: one AF_XDP socket per queue); N blasters, one
@@ -47,6 +51,9 @@ rates=1
 keep=
 workers=
 appliance=0
+lat_fwds="quench bridge af_xdp"
+lat_loads="10 50 90"
+lsecs=4
 while [ $# -gt 0 ]; do
   case "$1" in
     --appliance) appliance=1; shift ;;
@@ -54,6 +61,9 @@ while [ $# -gt 0 ]; do
     --latency-only) rates=0; shift ;;
     --keep) keep=$2; shift 2 ;;
     --workers) workers=$2; shift 2 ;;
+    --forwarders) lat_fwds=$2; shift 2 ;;
+    --loads) lat_loads=$2; shift 2 ;;
+    --lat-secs) lsecs=$2; shift 2 ;;
     *) echo "bench-forward.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -64,8 +74,9 @@ scripts/setup.sh >/dev/null
 if ! command -v dpdk-testpmd >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpdk >/dev/null
 fi
-cargo build --release -p engine >/dev/null 2>&1 || cargo build --release -p engine
-Q=target/release/quench
+[ -n "${QUENCH:-}" ] || cargo build --release -p engine >/dev/null 2>&1 || cargo build --release -p engine
+# QUENCH=<binary>: another build's quench (an A/B in one session); default this tree's.
+Q=${QUENCH:-$PWD/target/release/quench}
 P=qb
 R0=02:71:6e:02:00:00
 out=$(mktemp -d)
@@ -273,19 +284,25 @@ if [ "$rates" = 1 ]; then
 fi
 
 # Latency: one paced flow through each forwarder at each load; the sink's summary.json.
-lsecs=4
-loads=(10 50 90)
+read -ra loads <<<"$lat_loads"
 lat_args=()
-for fwd in quench bridge af_xdp; do
-  start_forwarder $fwd $(( ${#loads[@]} * (lsecs + 3) + 5 ))
+# quench's switch starts afresh for each load, so that its final table (sw-LOAD.out) gives
+# that load's loop gaps: where a latency tail comes from the switch's own loop, it shows there.
+for fwd in $lat_fwds; do
+  [ $fwd = quench ] || start_forwarder $fwd $(( ${#loads[@]} * (lsecs + 3) + 5 ))
   for load in "${loads[@]}"; do
     d="$out/lat-$fwd-$load"
+    [ $fwd = quench ] && start_forwarder quench 0
     taskset -c $last $Q send --iface $P-s0/eth0 --config configs/send.toml --cc none \
       --rate "$((load * 10))mbit" --duration "${lsecs}s" --sink $P-r0/eth0 --sink-no-cnp \
       --sink-out "$d" >"$d.log" 2>&1 || { cat "$d.log" >&2; exit 1; }
     lat_args+=("$fwd" "$load" "$d/summary.json")
+    if [ $fwd = quench ]; then
+      stop_forwarder quench
+      cp "$out/sw.out" "$out/sw-$load.out"
+    fi
   done
-  stop_forwarder $fwd
+  [ $fwd = quench ] || stop_forwarder $fwd
 done
 python3 - "${lat_args[@]}" <<'PY'
 import json, sys
@@ -298,7 +315,7 @@ for fwd, load, path in zip(a[0::3], a[1::3], a[2::3]):
         "p50_us": lat["p50_ns"] / 1e3, "p99_us": lat["p99_ns"] / 1e3,
         "p999_us": lat["p999_ns"] / 1e3, "frames": lat["count"],
         "lost": sum(f["lost"] for f in s["flows"]), "mbps": s["aggregate_bps"] / 1e6}
-fwds = ["quench", "bridge", "af_xdp"]
+fwds = [f for f in ["quench", "bridge", "af_xdp"] if any(f in r for r in runs.values())]
 names = {"quench": "quench", "bridge": "bridge", "af_xdp": "testpmd af_xdp"}
 print()
 print("| load (of 1 Gbit/s) | " + " | ".join(
@@ -310,10 +327,14 @@ for load, r in runs.items():
         x = r[f]
         cells.append(f"{x['p50_us']:.1f} / {x['p99_us']:.1f} / {x['p999_us']:.1f}"
                      + (f" ({x['lost']} lost)" if x["lost"] else ""))
-    ratio = r["quench"]["p99_us"] / r["bridge"]["p99_us"] if r["bridge"]["p99_us"] else float("nan")
+    q, b = r.get("quench"), r.get("bridge")
+    ratio = q["p99_us"] / b["p99_us"] if q and b and b["p99_us"] else float("nan")
     print(f"| {load} % | " + " | ".join(cells) + f" | {ratio:.2f} |")
 print(json.dumps({"latency": runs}))
 PY
+for load in "${loads[@]}"; do
+  [ -f "$out/sw-$load.out" ] && sed -n "s/^worker/quench at $load %: worker/p" "$out/sw-$load.out"
+done
 [ "$rates" = 1 ] || exit 0
 
 python3 - "${res[source_60]}" "${res[quench_60]}" "${res[bridge_60]}" "${res[af_packet_60]}" \

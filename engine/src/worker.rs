@@ -34,6 +34,28 @@ pub fn spawn_pinned<T: Send + 'static>(
     })
 }
 
+/// Moves the calling thread (and the threads it spawns afterwards) off the cores that
+/// [`spawn_pinned`] gives indices `0..workers`, onto the usable cores left, if any are left;
+/// else it stays where it may run. For a process's threads that only wait and report (the
+/// switch's main and control-socket threads): each wake-up on a worker's core preempts the
+/// worker for tens of microseconds, the frames it holds waiting meanwhile. Returns whether the
+/// thread moved.
+pub fn keep_off_workers(workers: usize) -> bool {
+    let rest: Vec<_> = cores().into_iter().skip(workers).collect();
+    if rest.is_empty() {
+        return false;
+    }
+    // Safety: a zeroed cpu_set_t is an empty set; CPU_SET writes inside it (ids come from the
+    // kernel's own affinity mask, below CPU_SETSIZE); sched_setaffinity reads `size_of` bytes.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for c in &rest {
+            libc::CPU_SET(c.id, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
 /// Polls `step(now)` until `stop` is set, reading the clock once per iteration. `step` returns
 /// the work it did; idle iterations back off as [`Idle`] says.
 pub fn run_loop(clock: &Clock, stop: &AtomicBool, mut step: impl FnMut(Instant) -> usize) {

@@ -114,6 +114,26 @@ pub fn table(now: &Snapshot, prev: Option<&Snapshot>) -> String {
             );
         }
     }
+    for (w, l) in now.workers.iter().enumerate() {
+        let us = |ns: u64| ns as f64 / 1e3;
+        let g = |x: &crate::switch::stats::GapSummary| {
+            format!(
+                "{} x {:.1}/{:.1}/{:.1}/{:.1}",
+                x.iterations,
+                us(x.p50_ns),
+                us(x.p99_ns),
+                us(x.p999_ns),
+                us(x.max_ns)
+            )
+        };
+        let _ = writeln!(
+            s,
+            "worker {w} loop gaps, us p50/p99/p99.9/max: after frames {}, housekeeping {}, idle {}",
+            g(&l.frames),
+            g(&l.housekeeping),
+            g(&l.idle)
+        );
+    }
     s
 }
 

@@ -21,7 +21,7 @@ use crate::switch::config::{PortProfile, SwitchConfig, SwitchProfile};
 use crate::switch::control::ControlSocket;
 use crate::switch::fdb::{Fdb, PortIdx, DEFAULT_CAPACITY};
 use crate::switch::forward::{links, OwnedPort, Worker};
-use crate::switch::stats::{FdbCounters, PortCounters, PortInfo, Registry};
+use crate::switch::stats::{PortCounters, PortInfo, Registry, WorkerCounters};
 use crate::time::Clock;
 use crate::wire::MacAddr;
 use crate::worker;
@@ -202,6 +202,10 @@ fn open_port(
     }
 }
 
+/// The main thread's longest sleep: how late it sees the stop flag and a deadline, and how
+/// often it wakes (progress is shown each second).
+const MAIN_NAP: Duration = Duration::from_millis(100);
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.json {
         super::human_to_stderr();
@@ -251,7 +255,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .iter()
         .map(|_| (0..workers).map(|_| Arc::default()).collect())
         .collect();
-    let fdb_counters: Vec<Arc<FdbCounters>> = (0..workers).map(|_| Arc::default()).collect();
+    let fdb_counters: Vec<Arc<WorkerCounters>> = (0..workers).map(|_| Arc::default()).collect();
     let mut links = links(workers).into_iter();
     let (ready_tx, ready_rx) = mpsc::channel::<Result<Vec<(usize, Capabilities)>, String>>();
     let mut handles = Vec::new();
@@ -420,6 +424,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .unwrap_or_default()
         );
     }
+    // The threads that only wait and report (this one and the control socket's, spawned
+    // below) run where no worker polls, when the machine has a core to spare.
+    worker::keep_off_workers(workers);
     let ctl_path = profile.control_socket.clone();
     let ctl = {
         let (r, s) = (registry.clone(), stop.clone());
@@ -446,8 +453,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             // A closed standard output does not stop the switch: the workers go on.
             let _ = status.show(&mut progress, now, &registry.snapshot());
         }
-        // The main thread only waits and reports: the workers do the work.
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        // The main thread only waits and reports (progress each second, the stop flag, the
+        // deadline): the workers do the work. Each wake-up may take a worker's CPU.
+        let nap = deadline.map_or(MAIN_NAP, |d| MAIN_NAP.min(d - now));
+        std::thread::sleep(std::time::Duration::from_nanos(nap.as_nanos()));
     }
     progress.done();
     for h in handles {

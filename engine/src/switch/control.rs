@@ -356,7 +356,7 @@ mod tests {
 
     use super::*;
     use crate::switch::queue::CLASSES;
-    use crate::switch::stats::{bump, FdbCounters, PortCounters, PortInfo};
+    use crate::switch::stats::{bump, PortCounters, PortInfo, WorkerCounters};
     use crate::time::Clock;
 
     fn registry() -> Arc<Registry> {
@@ -373,9 +373,10 @@ mod tests {
                 rate_bps: None,
             }],
             counters: vec![vec![counters]],
-            fdb: vec![Arc::new(FdbCounters {
+            fdb: vec![Arc::new(WorkerCounters {
                 entries: AtomicU64::new(3),
                 refused: AtomicU64::new(4),
+                ..Default::default()
             })],
             clock: Clock::monotonic(),
         })

@@ -42,7 +42,7 @@ use super::fdb::{self, Fdb, Lookup, PortIdx, DEFAULT_CAPACITY};
 use super::queue::Class;
 pub use super::rings::{links, Crossing, Learned, Links, CROSS_RING};
 use super::routing::{classify, Dest, Run, SameHeaders};
-use super::stats::bump;
+use super::stats::{bump, Iteration, LoopGaps};
 use crate::port::heap::Carried;
 use crate::port::{Frame, Port, BURST};
 use crate::wire::pfc::{emit_frame, PfcRepr, FRAME_LEN};
@@ -79,7 +79,9 @@ pub struct Worker<P: Port> {
     last_publish: Instant,
     last_kernel_drops: Instant,
     last_age: Instant,
-    fdb_counters: Arc<super::stats::FdbCounters>,
+    fdb_counters: Arc<super::stats::WorkerCounters>,
+    /// The loop's iteration gaps, published with the kernel counts.
+    gaps: LoopGaps,
     /// Frames lost crossing to another worker (its ring full).
     pub cross_drops: u64,
     /// Per port: the source address of the PAUSE frames it sends.
@@ -88,7 +90,8 @@ pub struct Worker<P: Port> {
 
 /// How often counters are published and the MAC table swept.
 const PUBLISH_EVERY: Duration = Duration::from_millis(1);
-/// How often the ports' kernel drop counts are read (a system call per port and queue).
+/// How often the ports' kernel drop counts are read (a system call per port and queue) and
+/// the loop's gap histograms published.
 const KERNEL_DROPS_EVERY: Duration = Duration::from_millis(100);
 const AGE_EVERY: Duration = Duration::from_secs(1);
 
@@ -101,7 +104,7 @@ impl<P: Port> Worker<P> {
         owner: Vec<usize>,
         links: Links,
         fdb: Fdb,
-        fdb_counters: Arc<super::stats::FdbCounters>,
+        fdb_counters: Arc<super::stats::WorkerCounters>,
     ) -> Self {
         let n = ports.len();
         let mut core = SwitchCore::new(n);
@@ -133,6 +136,7 @@ impl<P: Port> Worker<P> {
             last_kernel_drops: Instant::ZERO,
             last_age: Instant::ZERO,
             fdb_counters,
+            gaps: LoopGaps::default(),
             cross_drops: 0,
             macs: (0..n)
                 .map(|i| MacAddr(0x02, 0x71, 0x6e, 0xfe, 0, i as u8))
@@ -321,7 +325,17 @@ impl<P: Port> Worker<P> {
         work += self.take_crossings(now);
         work += self.transmit(now);
         self.flush_all();
-        self.housekeeping(now);
+        let house = self.housekeeping(now);
+        self.gaps.record(
+            now,
+            if work > 0 {
+                Iteration::Frames
+            } else if house {
+                Iteration::Housekeeping
+            } else {
+                Iteration::Idle
+            },
+        );
         work
     }
 
@@ -439,15 +453,19 @@ impl<P: Port> Worker<P> {
         work + self.handle_events(now)
     }
 
-    /// 4. Counters and the MAC table.
-    fn housekeeping(&mut self, now: Instant) {
+    /// 4. Counters and the MAC table. Returns whether any of it was due.
+    fn housekeeping(&mut self, now: Instant) -> bool {
+        let mut did = false;
         if now - self.last_kernel_drops >= KERNEL_DROPS_EVERY {
             self.last_kernel_drops = now;
+            did = true;
             for op in self.ports.iter_mut().flatten() {
                 op.counters.publish_kernel_counts(&mut op.port);
             }
+            self.gaps.publish(&self.fdb_counters.loops);
         }
         if now - self.last_publish >= PUBLISH_EVERY {
+            did = true;
             self.last_publish = now;
             for (e, op) in self.ports.iter().enumerate() {
                 let Some(op) = op else { continue };
@@ -464,8 +482,10 @@ impl<P: Port> Worker<P> {
         }
         if now - self.last_age >= AGE_EVERY {
             self.last_age = now;
+            did = true;
             self.fdb.age(now);
         }
+        did
     }
 
     /// Forwards the first `n` (at most [`BURST`]) frames of `rx`, received on port `i`, in two
@@ -677,6 +697,7 @@ impl<P: Port> Worker<P> {
             freed += op.clear_pending();
             let _ = op.port.poll();
         }
+        self.gaps.publish(&self.fdb_counters.loops);
         freed + self.core.clear()
     }
 }

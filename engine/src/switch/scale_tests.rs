@@ -28,7 +28,7 @@ use super::core::{CpCounters, CpProfiles, PfcCounters};
 use super::fdb::{Fdb, Lookup, DEFAULT_CAPACITY};
 use super::forward::{links, OwnedPort, Worker};
 use super::queue::QueueLimits;
-use super::stats::{FdbCounters, PortCounters};
+use super::stats::{PortCounters, WorkerCounters};
 use crate::port::mem::{MemPeer, MemPort};
 use crate::wire::pfc::{emit_frame, PfcRepr};
 use crate::wire::MacAddr;
@@ -197,7 +197,7 @@ fn switch(n: usize, pfc: bool) -> Switch {
             ports.push(Some(op));
         }
         let fdb = Fdb::new(Duration::from_secs(60), DEFAULT_CAPACITY);
-        let fc = Arc::new(FdbCounters::default());
+        let fc = Arc::new(WorkerCounters::default());
         let mut wk = Worker::new(w, ports, owner.clone(), links.next().unwrap(), fdb, fc);
         if pfc {
             let rates = [
