@@ -81,6 +81,7 @@ P=qb
 R0=02:71:6e:02:00:00
 out=$(mktemp -d)
 cleanup() {
+  if [ -n "${shield_state:-}" ]; then scripts/cpu-shield.sh off "$shield_state" >&2 || true; fi
   if [ -n "$keep" ]; then mkdir -p "$keep" && cp -r "$out"/. "$keep"/; fi
   for pid in $(jobs -p); do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
@@ -190,7 +191,10 @@ start_forwarder() {
   case "$1" in
     quench)
       switch_cfg ""
-      ip netns exec $P-sw $Q switch --config "$out/sw.toml" --workers 1 >"$out/sw.out" 2>"$out/sw.err" &
+      # Every CPU allowed (a shielded caller has only the last): the worker takes core 0, the
+      # main and control-socket threads the rest (worker::keep_off_workers).
+      ip netns exec $P-sw taskset -c 0-$last $Q switch --config "$out/sw.toml" --workers 1 \
+        >"$out/sw.out" 2>"$out/sw.err" &
       fwd_pid=$!
       sleep 1.5 ;;
     appliance)
@@ -285,6 +289,15 @@ fi
 
 # Latency: one paced flow through each forwarder at each load; the sink's summary.json.
 read -ra loads <<<"$lat_loads"
+# SHIELD=1 (two CPUs): for the latency part, the machine's other work (other processes, kernel
+# reclaim and RCU threads: scripts/cpu-shield.sh) moves onto the last CPU, the sender's and
+# sink's, leaving core 0 to the forwarder under test, the same for the three. Without it, on a
+# machine where anything else runs, the figures measure who else got core 0.
+shield_state=
+if [ "${SHIELD:-0}" = 1 ] && [ "$ncores" -eq 2 ]; then
+  shield_state="$out/shield"
+  echo "== $(scripts/cpu-shield.sh on $last "$shield_state")" >&2
+fi
 lat_args=()
 # quench's switch starts afresh for each load, so that its final table (sw-LOAD.out) gives
 # that load's loop gaps: where a latency tail comes from the switch's own loop, it shows there.
@@ -304,6 +317,10 @@ for fwd in $lat_fwds; do
   done
   [ $fwd = quench ] || stop_forwarder $fwd
 done
+if [ -n "$shield_state" ]; then
+  scripts/cpu-shield.sh off "$shield_state" >&2
+  shield_state=
+fi
 python3 - "${lat_args[@]}" <<'PY'
 import json, sys
 a = sys.argv[1:]
