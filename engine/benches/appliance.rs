@@ -2,7 +2,10 @@
 //! the CN-TAG the QCN appliance adds) + enqueue on the flow + release, with 1k, 100k and 1M
 //! active flows (64-octet UDP frames, flows visited in a scattered order). Frames come from a
 //! recycled pool, as a port's UMEM or mbuf pool would give them: no allocation per frame.
-//! Prints the table memory per flow and the process's RSS once the flows exist.
+//! `one/N` hands the frames over one at a time (`Appliance::on_inside`); `burst32/N` in
+//! bursts of 32 as the driver receives them (`Appliance::on_inside_burst`, whose lookups
+//! overlap); both report the time per frame. Prints the table memory per flow and the
+//! process's RSS once the flows exist.
 //!
 //!   cargo bench -p engine --bench appliance
 use std::net::Ipv4Addr;
@@ -18,6 +21,9 @@ use engine::wire::ipv4::Ecn;
 use engine::wire::testhdr::TestHdrRepr;
 use engine::wire::MacAddr;
 use units::{FlowId, Instant, Rate};
+
+/// Frames per burst (as the driver's receive burst).
+const BURST: usize = 32;
 
 /// A pooled frame buffer.
 struct PoolFrame {
@@ -93,7 +99,7 @@ fn bench(c: &mut Criterion) {
         };
         let mut app: Appliance<PoolFrame> =
             Appliance::new(Role::Rp, true, false, cfg, rp, None).expect("appliance");
-        let mut pool: Vec<PoolFrame> = (0..64)
+        let mut pool: Vec<PoolFrame> = (0..128)
             .map(|_| PoolFrame {
                 buf: Box::new([0; 2048]),
                 len: 0,
@@ -124,11 +130,12 @@ fn bench(c: &mut Criterion) {
             rss_mib() - rss0,
             (rss_mib() - rss0) * (1 << 20) as f64 / f64::from(flows)
         );
-        // Visit the flows in a scattered order (a multiplicative step coprime to the count).
+        // Visit the flows in a scattered order (a step coprime to the count).
+        let step = 2_654_435_761u32 % flows;
         let mut k = 0u32;
-        g.bench_with_input(BenchmarkId::from_parameter(flows), &flows, |b, &flows| {
+        g.bench_with_input(BenchmarkId::new("one", flows), &flows, |b, &flows| {
             b.iter(|| {
-                k = (k + 2_654_435_761u32 % flows) % flows;
+                k = (k + step) % flows;
                 set_flow(&mut frame, k);
                 let t = Instant::from_nanos(now);
                 let a = app.on_inside(t, &frame, |n| {
@@ -142,6 +149,42 @@ fn bench(c: &mut Criterion) {
                 while let Some(r) = app.poll_release(Instant::from_nanos(now)) {
                     pool.push(r.frame);
                 }
+            })
+        });
+        let mut burst: Vec<Vec<u8>> = vec![frame.clone(); BURST];
+        let clock = engine::time::Clock::monotonic();
+        g.bench_with_input(BenchmarkId::new("burst32", flows), &flows, |b, &flows| {
+            // Criterion's iterations are frames: `iters` frames in bursts of 32.
+            b.iter_custom(|iters| {
+                let t0 = clock.now();
+                let mut left = iters;
+                while left > 0 {
+                    let n = left.min(BURST as u64) as usize;
+                    left -= n as u64;
+                    for f in &mut burst[..n] {
+                        k = (k + step) % flows;
+                        set_flow(f, k);
+                    }
+                    let t = Instant::from_nanos(now);
+                    app.on_inside_burst(
+                        t,
+                        &burst[..n],
+                        |f| f.as_slice(),
+                        |n| {
+                            pool.pop().map(|mut f| {
+                                f.set_len(n);
+                                f
+                            })
+                        },
+                        |a| debug_assert!(matches!(a, InsideAction::Queued)),
+                    );
+                    // The same 1 us of time per frame as `one`.
+                    now += 1_000 * n as u64;
+                    while let Some(r) = app.poll_release(Instant::from_nanos(now)) {
+                        pool.push(r.frame);
+                    }
+                }
+                std::time::Duration::from_nanos((clock.now() - t0).as_nanos())
             })
         });
     }

@@ -3,6 +3,7 @@
 //! and `np`; the engine feeds them `(now, event)` and turns their decisions into frames.
 pub mod appliance;
 pub mod bundled;
+pub mod cache;
 pub mod cli;
 pub mod config_file;
 #[cfg(test)]

@@ -27,7 +27,7 @@
 //! Memory per flow: [`FlowTable::bytes_per_flow`] (the table's slot and the core's flow, one
 //! entry in each index, no frames queued).
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
 use units::{Duration, FlowId, Instant, Rate};
 
@@ -110,6 +110,109 @@ impl Hasher for FlowHasher {
 
 /// A map keyed through [`FlowHasher`].
 type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FlowHasher>>;
+
+/// The table's slots by flow key: open addressing with linear probing over a power-of-two array
+/// of at least twice `max_flows` entries, allocated once (the table is bounded, so it never
+/// grows and a probe always ends at an empty entry). An entry is the key hash's high half
+/// (which also gives its home position) and the slot + 1; 0 is empty. A lookup compares the
+/// hash half first and the key (in the slot) only when it matches. Removal moves later entries
+/// of the run back into the hole (Knuth, TAOCP vol. 3, 6.4, Algorithm R), so there are no
+/// tombstones. A frame's lookup touches one entry's cache line, which a driver can ask for
+/// ahead of time ([`FlowTable::prefetch`]), unlike a hashbrown map's.
+struct KeyIndex {
+    entries: Vec<u64>,
+    mask: u32,
+}
+
+impl KeyIndex {
+    fn new(max_flows: usize) -> Self {
+        let n = (max_flows.max(8) * 2).next_power_of_two().min(1 << 32);
+        KeyIndex {
+            entries: vec![0; n],
+            mask: (n - 1) as u32,
+        }
+    }
+
+    #[inline]
+    fn home(&self, tag: u32) -> u32 {
+        tag & self.mask
+    }
+
+    /// The slot whose entry carries `hash` and for which `is` holds.
+    #[inline]
+    fn find(&self, hash: u64, is: impl Fn(u32) -> bool) -> Option<u32> {
+        let tag = (hash >> 32) as u32;
+        let mut pos = self.home(tag);
+        loop {
+            let e = self.entries[pos as usize];
+            if e == 0 {
+                return None;
+            }
+            if (e >> 32) as u32 == tag && is(e as u32 - 1) {
+                return Some(e as u32 - 1);
+            }
+            pos = (pos + 1) & self.mask;
+        }
+    }
+
+    /// Adds `slot` under `hash` (its key must not be in the index).
+    fn insert(&mut self, hash: u64, slot: u32) {
+        let tag = (hash >> 32) as u32;
+        let mut pos = self.home(tag);
+        while self.entries[pos as usize] != 0 {
+            pos = (pos + 1) & self.mask;
+        }
+        self.entries[pos as usize] = (u64::from(tag) << 32) | u64::from(slot + 1);
+    }
+
+    /// Removes `slot`'s entry (added under `hash`).
+    fn remove(&mut self, hash: u64, slot: u32) {
+        let Some(mut hole) = self.position(hash, slot) else {
+            return;
+        };
+        let mut pos = hole;
+        loop {
+            pos = (pos + 1) & self.mask;
+            let e = self.entries[pos as usize];
+            if e == 0 {
+                break;
+            }
+            // The entry may fill the hole if its home is not cyclically within (hole, pos].
+            let home = self.home((e >> 32) as u32);
+            if pos.wrapping_sub(home) & self.mask >= pos.wrapping_sub(hole) & self.mask {
+                self.entries[hole as usize] = e;
+                hole = pos;
+            }
+        }
+        self.entries[hole as usize] = 0;
+    }
+
+    fn position(&self, hash: u64, slot: u32) -> Option<u32> {
+        let mut pos = self.home((hash >> 32) as u32);
+        loop {
+            let e = self.entries[pos as usize];
+            if e == 0 {
+                return None;
+            }
+            if e as u32 == slot + 1 {
+                return Some(pos);
+            }
+            pos = (pos + 1) & self.mask;
+        }
+    }
+
+    /// The entry a lookup of `hash` starts at, for [`crate::cache::prefetch`].
+    #[inline]
+    fn first(&self, hash: u64) -> &u64 {
+        &self.entries[self.home((hash >> 32) as u32) as usize]
+    }
+}
+
+/// The hash [`FlowTable`] indexes `key` by.
+#[inline]
+pub fn key_hash(key: &FlowKey) -> u64 {
+    BuildHasherDefault::<FlowHasher>::default().hash_one(key)
+}
 
 /// What to do with a new flow's frame when the table is full of busy flows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -202,14 +305,13 @@ pub struct Release<F> {
     pub frame: F,
 }
 
-/// One flow: what the table knows of it besides the core's flow.
+/// One flow: what the table knows of it besides the core's flow (slot `i` is the core's flow
+/// [`FlowHandle`]`(i)`).
 struct Slot {
     key: FlowKey,
     live: bool,
     src_mac: MacAddr,
     dst_mac: MacAddr,
-    /// Its flow in the core.
-    handle: FlowHandle,
     rpid: Option<u16>,
     last_active: Instant,
     drops: u64,
@@ -232,11 +334,10 @@ pub struct FlowView {
 pub struct FlowTable<F> {
     cfg: TableConfig,
     core: HostCore<Queued<F>>,
+    /// Indexed as the core's flows: slot `i` belongs to [`FlowHandle`]`(i)`, so a slot freed in
+    /// the core is the one the core hands the next new flow.
     slots: Vec<Slot>,
-    /// The table slot of each core flow handle.
-    slot_of: Vec<u32>,
-    free: Vec<u32>,
-    by_key: FastMap<FlowKey, u32>,
+    by_key: KeyIndex,
     by_cnp: FastMap<CnpKey, u32>,
     by_rpid: FastMap<u16, u32>,
     hand: usize,
@@ -259,9 +360,7 @@ impl<F> FlowTable<F> {
             cfg,
             core: HostCore::new(pacing, rp, None)?,
             slots: Vec::new(),
-            slot_of: Vec::new(),
-            free: Vec::new(),
-            by_key: FastMap::default(),
+            by_key: KeyIndex::new(cfg.max_flows),
             by_cnp: FastMap::default(),
             by_rpid: FastMap::default(),
             hand: 0,
@@ -297,27 +396,45 @@ impl<F> FlowTable<F> {
     }
 
     /// Octets of memory one flow costs with nothing queued: the table's slot, the core's flow
-    /// and its slot's generation, and the entries in the key, CNP and core id indexes (a
-    /// hashbrown entry is the key, the value and one control octet, at a load factor of at
-    /// most 7/8) and the handle-to-slot map.
+    /// and its slot's generation, two key index entries (the index holds twice `max_flows`),
+    /// and the entries in the CNP and core id indexes (a hashbrown entry is the key, the value
+    /// and one control octet, at a load factor of at most 7/8).
     pub fn bytes_per_flow() -> usize {
         let entry = |k: usize| (k + 4 + 1) * 8 / 7;
         std::mem::size_of::<Slot>()
             + std::mem::size_of::<Option<Flow<Queued<F>>>>()
             + 4
-            + entry(std::mem::size_of::<FlowKey>())
+            + 2 * 8
             + entry(std::mem::size_of::<CnpKey>())
             + entry(std::mem::size_of::<FlowId>())
-            + 4
     }
 
     fn flow(&self, i: u32) -> Option<&Flow<Queued<F>>> {
-        self.core.flow(self.slots[i as usize].handle)
+        self.core.flow(FlowHandle(i))
     }
 
     /// The flow's current rate: its RP's, capped at the line rate.
     fn rate(&self, i: u32) -> Rate {
-        self.core.rate(self.slots[i as usize].handle)
+        self.core.rate(FlowHandle(i))
+    }
+
+    /// Asks the cache for the key index entry a lookup of `hash` ([`key_hash`]) starts at: the
+    /// first stage of a burst's lookups, [`FlowTable::prefetch_flow`] the second.
+    #[inline]
+    pub fn prefetch(&self, hash: u64) {
+        crate::cache::prefetch(self.by_key.first(hash), 1);
+    }
+
+    /// Asks the cache for the state of the flow whose index entry carries `hash` (its slot and
+    /// the core's flow), reading the index entry [`FlowTable::prefetch`] asked for.
+    #[inline]
+    pub fn prefetch_flow(&self, hash: u64) {
+        if let Some(i) = self.by_key.find(hash, |_| true) {
+            if let Some(s) = self.slots.get(i as usize) {
+                crate::cache::prefetch(s, 2);
+            }
+            self.core.prefetch(FlowHandle(i));
+        }
     }
 
     fn alloc_rpid(&mut self) -> Option<u16> {
@@ -336,7 +453,7 @@ impl<F> FlowTable<F> {
     fn unlink(&mut self, i: u32) {
         let s = &mut self.slots[i as usize];
         s.live = false;
-        self.by_key.remove(&s.key);
+        self.by_key.remove(key_hash(&s.key), i);
         if let Some(k) = s.key.cnp_key() {
             if self.by_cnp.get(&k) == Some(&i) {
                 self.by_cnp.remove(&k);
@@ -345,7 +462,7 @@ impl<F> FlowTable<F> {
         if let Some(r) = s.rpid.take() {
             self.by_rpid.remove(&r);
         }
-        self.core.remove_flow(s.handle);
+        self.core.remove_flow(FlowHandle(i));
         self.live -= 1;
     }
 
@@ -366,22 +483,25 @@ impl<F> FlowTable<F> {
         None
     }
 
-    /// A slot for a new flow: a free one, a fresh one, or (table full) an idle one.
-    fn new_slot(&mut self) -> Option<u32> {
-        if let Some(i) = self.free.pop() {
-            return Some(i);
+    /// Makes room for a new flow when the table is full: the slot of an idle flow the clock
+    /// hand finds, freed in the core (which hands it to the next flow it adds).
+    fn make_room(&mut self) -> bool {
+        if self.live < self.cfg.max_flows {
+            return true;
         }
-        if self.slots.len() < self.cfg.max_flows {
-            return Some(self.slots.len() as u32);
-        }
-        let i = self.sweep(FULL_SCAN, Self::idle)?;
+        let Some(i) = self.sweep(FULL_SCAN, Self::idle) else {
+            return false;
+        };
         self.unlink(i);
         self.counters.full_evictions += 1;
-        Some(i)
+        true
     }
 
-    fn create(&mut self, now: Instant, key: FlowKey, src: MacAddr, dst: MacAddr) -> Option<u32> {
-        let i = self.new_slot()?;
+    /// Adds flow `key` (key hash `hash`); `None` when the table is full of busy flows.
+    fn create(&mut self, now: Instant, hash: u64, key: FlowKey, macs: [MacAddr; 2]) -> Option<u32> {
+        if !self.make_room() {
+            return None;
+        }
         self.next_fid = self.next_fid.wrapping_add(1);
         let spec = FlowSpec {
             id: FlowId(self.next_fid),
@@ -391,13 +511,9 @@ impl<F> FlowTable<F> {
             start: now,
         };
         let queue = Queued::new(u64::from(self.cfg.queue_bytes));
-        let Ok(handle) = self.core.add_flow(spec, queue) else {
-            // A flow id still held after 2^32 flows: the slot goes back unused.
-            if (i as usize) < self.slots.len() {
-                self.free.push(i);
-            }
-            return None;
-        };
+        // A flow id still held after 2^32 flows: no flow (the slot stays free in the core).
+        let handle = self.core.add_flow(spec, queue).ok()?;
+        let i = handle.0;
         let rpid = if self.cfg.rpids {
             let r = self.alloc_rpid();
             if r.is_none() {
@@ -410,24 +526,20 @@ impl<F> FlowTable<F> {
         let slot = Slot {
             key,
             live: true,
-            src_mac: src,
-            dst_mac: dst,
-            handle,
+            src_mac: macs[0],
+            dst_mac: macs[1],
             rpid,
             last_active: now,
             drops: 0,
         };
+        // The core reuses a freed slot or adds one at the end: the table's slots follow.
         if (i as usize) < self.slots.len() {
             self.slots[i as usize] = slot;
         } else {
+            debug_assert_eq!(i as usize, self.slots.len());
             self.slots.push(slot);
         }
-        let h = handle.0 as usize;
-        if self.slot_of.len() <= h {
-            self.slot_of.resize(h + 1, 0);
-        }
-        self.slot_of[h] = i;
-        self.by_key.insert(key, i);
+        self.by_key.insert(hash, i);
         if let Some(k) = key.cnp_key() {
             self.by_cnp.entry(k).or_insert(i);
         }
@@ -448,10 +560,23 @@ impl<F> FlowTable<F> {
         src: MacAddr,
         dst: MacAddr,
     ) -> Result<u32, WhenFull> {
-        if let Some(&i) = self.by_key.get(&key) {
+        self.slot_for_hashed(now, key_hash(&key), key, src, dst)
+    }
+
+    /// [`FlowTable::slot_for`] with the key's [`key_hash`] already computed (for a burst whose
+    /// lookups were prefetched with it).
+    pub fn slot_for_hashed(
+        &mut self,
+        now: Instant,
+        hash: u64,
+        key: FlowKey,
+        src: MacAddr,
+        dst: MacAddr,
+    ) -> Result<u32, WhenFull> {
+        if let Some(i) = self.find_hashed(hash, &key) {
             return Ok(i);
         }
-        self.create(now, key, src, dst).ok_or_else(|| {
+        self.create(now, hash, key, [src, dst]).ok_or_else(|| {
             match self.cfg.when_full {
                 WhenFull::Bypass => self.counters.bypass_frames += 1,
                 WhenFull::Drop => self.counters.full_drops += 1,
@@ -464,7 +589,7 @@ impl<F> FlowTable<F> {
     pub fn enqueue(&mut self, now: Instant, slot: u32, len: u32, frame: F) -> Admitted<F> {
         let s = &mut self.slots[slot as usize];
         s.last_active = now;
-        let h = s.handle;
+        let h = FlowHandle(slot);
         let Some(queue) = self.core.source_mut(h) else {
             return Admitted::Dropped(frame);
         };
@@ -500,7 +625,7 @@ impl<F> FlowTable<F> {
     /// The next frame due at `now`, if any.
     pub fn poll_release(&mut self, now: Instant) -> Option<Release<F>> {
         let tx = self.core.poll_transmit(now)?;
-        let slot = self.slot_of[tx.handle.0 as usize];
+        let slot = tx.handle.0;
         self.counters.released_frames += 1;
         self.counters.released_bytes += u64::from(tx.len);
         let (arrived, frame) = tx.item;
@@ -514,7 +639,12 @@ impl<F> FlowTable<F> {
 
     /// The slot of the flow with `key`, if held.
     pub fn find(&self, key: &FlowKey) -> Option<u32> {
-        self.by_key.get(key).copied()
+        self.find_hashed(key_hash(key), key)
+    }
+
+    fn find_hashed(&self, hash: u64, key: &FlowKey) -> Option<u32> {
+        self.by_key
+            .find(hash, |i| self.slots[i as usize].key == *key)
     }
 
     /// The slot of the flow a CNP names, if held.
@@ -539,8 +669,7 @@ impl<F> FlowTable<F> {
     }
 
     fn feedback(&mut self, now: Instant, slot: u32, fb: Feedback) {
-        let h = self.slots[slot as usize].handle;
-        if self.core.handle_feedback(now, h, fb) == Err(Refused::Rejected) {
+        if self.core.handle_feedback(now, FlowHandle(slot), fb) == Err(Refused::Rejected) {
             self.counters.refused_feedback += 1;
         }
     }
@@ -574,7 +703,6 @@ impl<F> FlowTable<F> {
             t.idle(i) && now.saturating_since(t.slots[i as usize].last_active) >= timeout
         }) {
             self.unlink(i);
-            self.free.push(i);
             self.counters.idle_evictions += 1;
         }
     }
@@ -601,7 +729,7 @@ impl<F> FlowTable<F> {
         let mut v: Vec<(u64, u32)> = self
             .core
             .flows()
-            .map(|(h, f)| (f.bytes_sent, self.slot_of[h.0 as usize]))
+            .map(|(h, f)| (f.bytes_sent, h.0))
             .collect();
         if v.len() > n && n > 0 {
             v.select_nth_unstable_by(n - 1, |a, b| b.cmp(a));
@@ -647,6 +775,40 @@ mod tests {
         match a {
             Admitted::Queued(i) => i,
             other => panic!("{other:?}"),
+        }
+    }
+
+    /// The key index against a map, through random inserts and removals in a small array
+    /// where runs wrap around the end and hashes share home positions and tags.
+    #[test]
+    fn key_index_agrees_with_a_map_through_inserts_and_removals() {
+        let mut idx = KeyIndex::new(8);
+        assert_eq!(idx.entries.len(), 16);
+        let mut model: HashMap<u32, u64> = HashMap::new();
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let slot = (x % 12) as u32;
+            // Tags whose home positions collide (15 and 31 at 15, 0 and 16 at 0; 15's run wraps).
+            let hash = [15u64, 31, 0, 16, 14, 7][(x >> 8) as usize % 6] << 32 | (x >> 40);
+            match model.get(&slot) {
+                Some(&h) if x & 1 == 0 => {
+                    idx.remove(h, slot);
+                    model.remove(&slot);
+                }
+                None if model.len() < 8 => {
+                    idx.insert(hash, slot);
+                    model.insert(slot, hash);
+                }
+                _ => {}
+            }
+            for s in 0..12u32 {
+                let got = model.get(&s).and_then(|&h| idx.find(h, |i| i == s));
+                assert_eq!(got, model.get(&s).map(|_| s), "slot {s}");
+            }
+            assert_eq!(idx.entries.iter().filter(|&&e| e != 0).count(), model.len());
         }
     }
 

@@ -290,14 +290,19 @@ impl Pair {
         let mut busy = false;
         self.rx.clear();
         self.inside.rx_burst(0, &mut self.rx, BURST)?;
-        for f in self.rx.drain(..) {
-            busy = true;
-            let out = &mut self.outside;
-            match self.app.on_inside(now, f.data(), |n| out.alloc(n)) {
-                InsideAction::Send(f) => self.to_out.push(f),
+        busy |= !self.rx.is_empty();
+        let (out, to_out) = (&mut self.outside, &mut self.to_out);
+        self.app.on_inside_burst(
+            now,
+            &self.rx,
+            |f| f.data(),
+            |n| out.alloc(n),
+            |a| match a {
+                InsideAction::Send(f) => to_out.push(f),
                 InsideAction::Queued | InsideAction::Dropped => {}
-            }
-        }
+            },
+        );
+        self.rx.clear();
         self.outside.rx_burst(0, &mut self.rx, BURST)?;
         for f in self.rx.drain(..) {
             busy = true;

@@ -439,6 +439,15 @@ impl<S: Source> HostCore<S> {
         self.slots.get(h.0 as usize)?.flow.as_ref()
     }
 
+    /// Asks the cache for the flow's state ahead of a call that will touch it
+    /// ([`crate::cache::prefetch`]): for a driver that looks a burst of flows up first.
+    #[inline]
+    pub fn prefetch(&self, h: FlowHandle) {
+        if let Some(s) = self.slots.get(h.0 as usize) {
+            crate::cache::prefetch(s, 8);
+        }
+    }
+
     /// The flow's source, to give it frames (then [`HostCore::wake`]).
     pub fn source_mut(&mut self, h: FlowHandle) -> Option<&mut S> {
         Some(&mut self.slots.get_mut(h.0 as usize)?.flow.as_mut()?.source)
