@@ -55,7 +55,7 @@ pub mod qcn;
 pub use dcqcn::{
     DcqcnParams, DcqcnProfile, DcqcnRp, DcqcnSnapshot, DcqcnState, UeReaction, Variant,
 };
-pub use pacer::Pacer;
+pub use pacer::{Pacer, Spacing};
 pub use params::ParamError;
 pub use qcn::{
     CnmError, CnmOutcome, QcnCounters, QcnParams, QcnProfile, QcnRp, QcnSnapshot, TxOutcome,

@@ -38,7 +38,25 @@
 //! assert_eq!(second - first, Duration::from_nanos(1200));
 //! ```
 
-use units::{Duration, Instant, Rate};
+use units::{Duration, Instant, Rate, TxTime};
+
+/// How a schedule spaces consecutive frames.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Spacing {
+    /// Each frame's exact serialisation time at the rate, carried in fixed point: over any
+    /// number of frames the schedule is within a nanosecond of `total_bits / rate`.
+    #[default]
+    Exact,
+    /// As ns-3 HPCC's NIC: the next frame may leave a whole number of nanoseconds after this
+    /// one's release, the frame's serialisation time truncated as ns-3 truncates it
+    /// ([`TxTime::Ns3`]). `RdmaHw::UpdateNextAvail` (simulation/src/point-to-point/model/
+    /// rdma-hw.cc): "sendingTime = interframeGap + Seconds(qp->m_rate.CalculateTxTime(pkt_size));
+    /// qp->m_nextAvail = Simulator::Now() + sendingTime;" with `DataRate::CalculateTxTime`
+    /// "static_cast<double>(bytes)*8/m_bps" and `Seconds(double)` keeping the integer part of
+    /// the nanoseconds. No fraction carries: at line rate a flow of 1048-octet frames on a
+    /// 100 Gb/s NIC sends every 83 ns (100.97 Gb/s), where `Exact` averages 83.84 ns.
+    Ns3,
+}
 
 const FRAC_BITS: u32 = 32;
 const ONE: u128 = 1 << FRAC_BITS;
@@ -91,11 +109,33 @@ impl Pacer {
         rate: Rate,
         credit: Duration,
     ) -> Instant {
+        self.next_release_spaced(now, len, rate, credit, Spacing::Exact)
+    }
+
+    /// [`Pacer::next_release`] with the frames spaced as `spacing` says.
+    #[inline]
+    pub fn next_release_spaced(
+        &mut self,
+        now: Instant,
+        len: u64,
+        rate: Rate,
+        credit: Duration,
+        spacing: Spacing,
+    ) -> Instant {
         if rate == Rate::ZERO {
             return Instant::MAX;
         }
         let release_fp = self.next_fp.max(fp(now).saturating_sub(fp_d(credit)));
-        self.next_fp = release_fp.saturating_add(gap_fp(len, rate));
+        let (release_fp, gap) = match spacing {
+            Spacing::Exact => (release_fp, gap_fp(len, rate)),
+            // From the release rounded up to the nanosecond it happens at (ns-3 counts from
+            // `Simulator::Now()`, an integer), by a whole number of nanoseconds.
+            Spacing::Ns3 => (
+                u128::from(ceil_ns(release_fp)) << FRAC_BITS,
+                fp_d(TxTime::Ns3.of(rate, len)),
+            ),
+        };
+        self.next_fp = release_fp.saturating_add(gap);
         Instant::from_nanos(ceil_ns(release_fp))
     }
 
@@ -197,6 +237,34 @@ mod tests {
             last = p.next_release(Instant::ZERO, 1, r, Duration::ZERO);
         }
         assert_eq!(last, Instant::from_nanos(8000));
+    }
+
+    #[test]
+    fn ns3_spacing_truncates_each_gap_to_the_nanosecond() {
+        // 1048 octets at 100 Gb/s: 83.84 ns exact, 83 ns in ns-3 (RdmaHw::UpdateNextAvail);
+        // 25 frames at line rate: the last leaves at 24 x 83 = 1992 ns, exact at ceil(24 x
+        // 83.84) = 2013 ns.
+        let r = Rate::from_gbps(100);
+        let last = |spacing| {
+            let mut p = Pacer::new();
+            let mut t = Instant::ZERO;
+            for _ in 0..25 {
+                t = p.next_release_spaced(Instant::ZERO, 1048, r, Duration::ZERO, spacing);
+            }
+            t
+        };
+        assert_eq!(last(Spacing::Ns3), Instant::from_nanos(1992));
+        assert_eq!(last(Spacing::Exact), Instant::from_nanos(2013));
+        // A frame offered late starts the schedule again from its own release, a whole
+        // nanosecond: 1000 octets at 100 Gb/s are 79 ns in ns-3 (8e-8 s as a double is below).
+        let mut p = Pacer::new();
+        let t = Instant::from_nanos(500);
+        assert_eq!(p.next_release_spaced(t, 1000, r, Duration::ZERO, Spacing::Ns3), t);
+        assert_eq!(p.release_time(), Instant::from_nanos(579));
+        assert_eq!(
+            p.next_release_spaced(t, 1, Rate::ZERO, Duration::ZERO, Spacing::Ns3),
+            Instant::MAX
+        );
     }
 
     #[test]

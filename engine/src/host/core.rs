@@ -26,10 +26,12 @@
 //! many times the flow's rate (a peak rate over the committed one, as in a two-rate shaper).
 //! Every change of a flow's rate (feedback, a reaction-point timer, QCN's byte counter after a
 //! frame, a new cap) re-times the release the flow waits for, rises included: a hardware rate
-//! limiter accrues credit at its current rate.
+//! limiter accrues credit at its current rate. One timing mode differs, ns-3 HPCC's NIC
+//! ([`PacingConfig::spacing`]): whole-nanosecond gaps and no re-timing.
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
+use rp::Spacing;
 use units::{Duration, Ecn, FlowId, Instant, Rate, PRIORITIES};
 
 use super::rp::{np_decide, Feedback, FlowRp, HostRp, Refused};
@@ -54,6 +56,17 @@ pub struct PacingConfig {
     /// leaves when it ends (ns-3 HPCC's `RdmaHw`, whose `m_nextAvail` PFC does not move: the
     /// simulator's hosts).
     pub pause_shifts_schedule: bool,
+    /// How a flow's frames are spaced, and whether a rate change re-times the release a flow
+    /// waits for. [`Spacing::Exact`] (every driver but one): the exact schedule, and every rate
+    /// change re-times the pending release (see the module doc). [`Spacing::Ns3`] (the
+    /// simulator under an ns-3 HPCC configuration, `sim::config::HostConfig::spacing`): ns-3's
+    /// NIC arithmetic, each gap truncated to the nanosecond from the frame's own release
+    /// ([`rp::Spacing::Ns3`] quotes it), and a rate change applies from the next frame on:
+    /// ns-3's DCQCN ("mlx", `CC_MODE 1`) assigns `qp->m_rate` in `cnp_received_mlx`,
+    /// `CheckRateDecreaseMlx` and the three increase steps and never calls
+    /// `RdmaHw::ChangeRate`, the one function that moves `m_nextAvail` (only HPCC's rate
+    /// updates do), so the release already computed stands.
+    pub spacing: Spacing,
 }
 
 impl Default for PacingConfig {
@@ -65,6 +78,7 @@ impl Default for PacingConfig {
             max_catch_up: Duration::from_micros(50),
             catch_up_speed: None,
             pause_shifts_schedule: true,
+            spacing: Spacing::Exact,
         }
     }
 }
@@ -688,7 +702,7 @@ impl<S: Source> HostCore<S> {
         // exact. With a zero bound a late frame pushes the schedule (a NIC that earns nothing
         // while it cannot send: the simulator's hosts).
         f.lag_dropped = f.lag_dropped + due.forget_credit(now, self.cfg.max_catch_up);
-        due.next_release(now, u64::from(len), rate, Duration::MAX);
+        due.next_release_spaced(now, u64::from(len), rate, Duration::MAX, self.cfg.spacing);
         // A zero rate never releases again (until a retime at a rate that is not zero).
         let next = if rate == Rate::ZERO {
             Instant::MAX
@@ -817,7 +831,11 @@ impl<S: Source> HostCore<S> {
     /// whole interval while its reaction point had long raised the rate again. A flow behind
     /// its schedule (catching up) keeps the octets it owes: the time owed is re-timed the same
     /// way.
+    /// With [`Spacing::Ns3`] nothing is re-timed: the new rate spaces the flow's next frame.
     fn retime(&mut self, now: Instant, i: u32) {
+        if self.cfg.spacing == Spacing::Ns3 {
+            return;
+        }
         let slot = &mut self.slots[i as usize];
         let Some(f) = slot.flow.as_mut() else {
             return;

@@ -4,6 +4,7 @@
 //! (../shared/reference/dcqcn.md): 1000-octet payloads, a 32 MB shared switch buffer, one ACK per
 //! data packet, control frames in a strict-priority queue.
 
+pub use units::TxTime;
 use units::{Duration, Instant, Rate};
 
 /// End-host (NIC) behaviour.
@@ -25,6 +26,10 @@ pub struct HostConfig {
     /// Retransmission timeout: with no ACK progress for this long, go back to the first
     /// unacknowledged octet (covers tail loss, which a NACK cannot report).
     pub rto: Duration,
+    /// How the NIC spaces a flow's frames: exactly (quench's own), or as ns-3 HPCC's `RdmaHw`
+    /// does, whole nanoseconds and no re-timing on a rate change (`rp::Spacing::Ns3`, set with
+    /// the rest of ns-3's arithmetic by `sim::ns3::Ns3Config::apply`).
+    pub spacing: rp::Spacing,
 }
 
 impl Default for HostConfig {
@@ -36,6 +41,7 @@ impl Default for HostConfig {
             ack_every: 1,
             nack_interval: Duration::from_micros(500),
             rto: Duration::from_millis(4),
+            spacing: rp::Spacing::Exact,
         }
     }
 }
@@ -78,41 +84,6 @@ pub struct LinkChange {
     pub rate: Rate,
 }
 
-/// How a link turns a frame's length into its serialisation time.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum TxTime {
-    /// Rounded up to the nanosecond: a link never carries more than its rate.
-    #[default]
-    Ceil,
-    /// As ns-3's `QbbNetDevice::TransmitStart`: "Seconds(m_bps.CalculateTxTime(p->GetSize()))",
-    /// the double `bytes * 8 / bps` turned into nanoseconds by `int64x64_t`, which truncates
-    /// (`Time (const int64x64_t &value) : m_data (value.GetHigh ())`). A 1048-octet frame takes
-    /// 83 ns at 100 Gb/s and 20 ns at 400 Gb/s (83.84 and 20.96 exactly).
-    Ns3,
-}
-
-impl TxTime {
-    pub fn of(self, rate: Rate, bytes: u64) -> Duration {
-        match self {
-            TxTime::Ceil => rate.tx_time(bytes),
-            TxTime::Ns3 => {
-                if rate == Rate::ZERO {
-                    return Duration::MAX;
-                }
-                // DataRate::CalculateTxTime: "static_cast<double>(bytes)*8/m_bps".
-                let s = bytes as f64 * 8.0 / rate.as_bps() as f64;
-                // int64x64_t(double): "double hi = std::floor (value); double lo = (value -
-                // hi) * HP128_MAX_64;" then `(int128_t)lo` (truncated), times the 1e9 of the
-                // nanosecond resolution in 64.64 fixed point, integer part.
-                let hi = s.floor();
-                let lo = ((s - hi) * 18_446_744_073_709_551_616.0) as u128;
-                let ns = hi as u128 * 1_000_000_000 + ((lo * 1_000_000_000) >> 64);
-                Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
-            }
-        }
-    }
-}
-
 /// Everything a run needs besides topology, flows and the congestion-control choice.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunConfig {
@@ -152,25 +123,5 @@ impl Default for RunConfig {
             pfc_log: false,
             tx_time: TxTime::Ceil,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ns3_serialisation_times_truncate() {
-        let (g100, g400) = (Rate::from_gbps(100), Rate::from_gbps(400));
-        let ns = |t: TxTime, r, b| t.of(r, b).as_nanos();
-        // 1048 octets: 83.84 ns and 20.96 ns; a 60-octet ACK 4.8 ns.
-        assert_eq!(ns(TxTime::Ns3, g100, 1048), 83);
-        assert_eq!(ns(TxTime::Ns3, g400, 1048), 20);
-        assert_eq!(ns(TxTime::Ns3, g100, 60), 4);
-        assert_eq!(ns(TxTime::Ceil, g100, 1048), 84);
-        assert_eq!(ns(TxTime::Ceil, g400, 1048), 21);
-        // An exact quotient: the double nearest 8e-8 s lies below 80 ns, so ns-3 takes 79.
-        assert_eq!(ns(TxTime::Ns3, g100, 1000), 79);
-        assert_eq!(ns(TxTime::Ceil, g100, 1000), 80);
     }
 }

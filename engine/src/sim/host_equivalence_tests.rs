@@ -90,12 +90,13 @@ fn cc(kind: CcKind) -> CcSetup {
     c
 }
 
-fn through_the_simulator(kind: CcKind) -> Trace {
+fn through_the_simulator(kind: CcKind, spacing: rp::Spacing) -> Trace {
     let topo = star(2, "10Gbps");
     let flows = vec![crate::sim::tests::flow(0, 1, 1 << 40, 0)];
     let mut cfg = RunConfig::default();
     cfg.host.ack_every = 0;
     cfg.host.mtu = FRAME - cfg.host.header_bytes;
+    cfg.host.spacing = spacing;
     let mut w = World::new(&topo, &flows, cc(kind), cfg).unwrap();
     let mut inputs = script().into_iter().peekable();
     let mut marked = arrivals().into_iter().peekable();
@@ -224,7 +225,7 @@ fn pause_frame(quanta: u16) -> Vec<u8> {
     b
 }
 
-fn through_the_worker(kind: CcKind) -> Trace {
+fn through_the_worker(kind: CcKind, spacing: rp::Spacing) -> Trace {
     let setup = cc(kind);
     let rp = super::cc::host_rp(&setup, line()).unwrap();
     let flows = vec![FlowStart {
@@ -243,7 +244,11 @@ fn through_the_worker(kind: CcKind) -> Trace {
         ecn: WireEcn::Ect0,
         cn_tag: kind == CcKind::Qcn,
     };
-    let mut w = SendWorker::new(SIM_PACING, FRAME, flows, Instant::ZERO, rp, addr)
+    let pacing = PacingConfig {
+        spacing,
+        ..SIM_PACING
+    };
+    let mut w = SendWorker::new(pacing, FRAME, flows, Instant::ZERO, rp, addr)
         .unwrap()
         .with_link_rate(line());
     let (mut port, peer): (MemPort, MemPeer) = MemPort::with_peer("a");
@@ -319,14 +324,14 @@ fn through_the_worker(kind: CcKind) -> Trace {
     trace
 }
 
-fn check(kind: CcKind) {
+fn check(kind: CcKind, spacing: rp::Spacing) {
     // Frames that started in the last microseconds have not reached the simulator's switch.
     let cut = |mut t: Trace| {
         t.starts.retain(|&s| s < ns((END_US - 5) * 1_000));
         t
     };
-    let sim = cut(through_the_simulator(kind));
-    let wire = cut(through_the_worker(kind));
+    let sim = cut(through_the_simulator(kind, spacing));
+    let wire = cut(through_the_worker(kind, spacing));
     // The script exercises what it compares: every feedback moved the rate, and frames left
     // throughout.
     assert_eq!(sim.rates.len(), 7, "{sim:?}");
@@ -353,10 +358,17 @@ fn check(kind: CcKind) {
 
 #[test]
 fn qcn_the_simulator_and_the_sender_release_the_same_frames_at_the_same_rates() {
-    check(CcKind::Qcn);
+    check(CcKind::Qcn, rp::Spacing::Exact);
 }
 
 #[test]
 fn dcqcn_the_simulator_and_the_sender_release_the_same_frames_at_the_same_rates() {
-    check(CcKind::Dcqcn);
+    check(CcKind::Dcqcn, rp::Spacing::Exact);
+}
+
+/// ns-3's NIC arithmetic (whole-nanosecond gaps, a new rate from the next frame on) is the
+/// core's, so both drivers run it alike.
+#[test]
+fn dcqcn_with_ns3_spacing_the_simulator_and_the_sender_release_the_same_frames() {
+    check(CcKind::Dcqcn, rp::Spacing::Ns3);
 }

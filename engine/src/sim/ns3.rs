@@ -452,6 +452,7 @@ impl Ns3Config {
         cfg.host.ctrl_bytes = NS3_ACK_BYTES;
         cfg.switch.pfc_frame_bytes = NS3_PFC_BYTES;
         cfg.tx_time = TxTime::Ns3;
+        cfg.host.spacing = rp::Spacing::Ns3;
         cfg.switch.acks_with_data = true;
         cfg.host.ack_every = 1;
         cfg.switch.buffer_bytes = self.buffer_bytes;

@@ -346,6 +346,7 @@ impl Scenario {
             ack_every,
             nack_interval,
             rto,
+            spacing: _,
         } = &mut cfg.host;
         if let Some(v) = h.mtu {
             if !(64..=65_000).contains(&v) {

@@ -136,13 +136,15 @@ struct Host {
 /// How a simulated host paces (ns-3 HPCC's `RdmaHw`): releases to the nanosecond (a wheel of
 /// 1 ns ticks, 64 of them before the heap); no catch-up: a frame that leaves late (the port was
 /// busy with another flow's frame or a control frame) pushes the flow's schedule; a PFC pause
-/// does not move the schedule: the frame it held leaves when it ends.
+/// does not move the schedule: the frame it held leaves when it ends. Frames are spaced exactly
+/// unless the run's [`HostConfig::spacing`](super::config::HostConfig::spacing) says ns-3's way.
 const SIM_PACING: PacingConfig = PacingConfig {
     tick: Duration::from_nanos(1),
     wheel_slots: 64,
     max_catch_up: Duration::ZERO,
     catch_up_speed: None,
     pause_shifts_schedule: false,
+    spacing: rp::Spacing::Exact,
 };
 
 /// A simulated flow's data as its host core sends it: payloads of at most an MTU from
@@ -390,7 +392,11 @@ impl World {
         for &h in &host_nodes {
             let port = nodes[h as usize].first_port;
             let rp = cc::host_rp(&cc, ports[port as usize].rate).map_err(WorldError::Cc)?;
-            let core = HostCore::new(SIM_PACING, rp, cc::receiver(&cc))
+            let pacing = PacingConfig {
+                spacing: cfg.host.spacing,
+                ..SIM_PACING
+            };
+            let core = HostCore::new(pacing, rp, cc::receiver(&cc))
                 .map_err(|e| WorldError::Cc(e.into()))?;
             hosts.push(Host {
                 node: h,
