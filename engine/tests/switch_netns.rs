@@ -510,6 +510,120 @@ fn two_workers_learn_across_cores() {
     );
 }
 
+/// Frames from `ns`'s eth0 sent by a thread on CPU `cpu`: an AF_PACKET socket that bypasses the
+/// qdisc puts a frame on transmit queue `cpu % queues` (packet_pick_tx_queue records the CPU as
+/// the queue), and a veth delivers it on the peer's receive queue of that index.
+fn send_from_cpu(ns: &str, cpu: usize, frames: Vec<Vec<u8>>) {
+    let ns = ns.to_string();
+    engine::worker::spawn_pinned(cpu, "send".into(), move || send(&ns, frames))
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
+/// `ethtool -S` counter `name` of `dev` in `ns` (0 when absent).
+fn ethtool_stat(ns: &str, dev: &str, name: &str) -> u64 {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "ethtool", "-S", dev])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().split_once(": "))
+        .find(|(k, _)| *k == name)
+        .and_then(|(_, v)| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Two AF_XDP workers on two-queue veths (testbed.sh --queues 2): each worker has its own UMEM
+/// and one socket per port, on its own queue, in the one XDP program per device. Frames arriving
+/// on both receive queues are all forwarded, learning crosses workers, and the counters add up.
+#[test]
+fn two_xdp_workers_on_two_queue_veths_forward_every_frame() {
+    if !netns_or_skip("two_xdp_workers_on_two_queue_veths_forward_every_frame") {
+        return;
+    }
+    let _l = lock();
+    let tb = Testbed::up_with(
+        format!("q{}x", std::process::id() % 1000),
+        1,
+        1,
+        &["--queues", "2"],
+    );
+    let mut ports = String::new();
+    for name in ["s0", "r0"] {
+        ports += &format!(
+            "[[ports]]\nname = \"{name}\"\niface = \"{}-sw-{name}\"\ndriver = \"af_xdp\"\n",
+            tb.prefix
+        );
+    }
+    let mut sw = Switch::start_with(&tb, &format!("workers = 2\n{ports}"));
+    let sw_if = |n: &str| format!("{}-sw-{n}", tb.prefix);
+    // R0 answers first, from each CPU (so from each queue): both workers learn it on r0.
+    let s0 = collect(&tb.ns("s0"), 2, 2000);
+    for cpu in 0..2 {
+        send_from_cpu(
+            &tb.ns("r0"),
+            cpu,
+            vec![test_frame(S0, R0, None, cpu as u32, 200)],
+        );
+    }
+    assert_eq!(s0.join().unwrap().len(), 2, "r0's frames (flooded) lost");
+    // 200 frames from each CPU of s0: they arrive on s0's queues 0 and 1, one per worker.
+    const N: u32 = 200;
+    let r0 = collect(&tb.ns("r0"), 2 * N as usize, 4000);
+    for cpu in 0..2 {
+        let base = 1000 * (cpu as u32 + 1);
+        send_from_cpu(
+            &tb.ns("s0"),
+            cpu,
+            (base..base + N)
+                .map(|i| test_frame(R0, S0, None, i, 200))
+                .collect(),
+        );
+    }
+    let got = r0.join().unwrap();
+    let st = sw.stats();
+    let by_name = |n: &str| st.ports.iter().find(|p| p.info.name == n).unwrap().clone();
+    let (ps0, pr0) = (by_name("s0"), by_name("r0"));
+    let drops = |p: &engine::switch::stats::PortSnapshot| {
+        p.rx_drops + p.tx_drops + p.queue_drops + p.rx_kernel_drops + p.tx_kernel_drops
+    };
+    // Both queues carried frames (XDP redirected them to a socket), so both workers forwarded.
+    for q in 0..2 {
+        let n = ethtool_stat(
+            &tb.ns("sw"),
+            &sw_if("s0"),
+            &format!("rx_queue_{q}_xdp_redirect"),
+        );
+        assert!(
+            n > 0,
+            "no frame redirected on s0 queue {q}: the test does not spread"
+        );
+    }
+    // Every frame was forwarded exactly once (none counted as dropped on this quiet path).
+    assert_eq!(ps0.rx_pkts, 2 * N as u64, "s0 {ps0:?}");
+    assert_eq!((drops(&ps0), drops(&pr0)), (0, 0), "s0 {ps0:?} r0 {pr0:?}");
+    assert_eq!(pr0.tx_pkts, 2 * N as u64, "r0 {pr0:?}");
+    assert_eq!(
+        got.len(),
+        2 * N as usize,
+        "frames lost between the switch and r0"
+    );
+    let mut seqs: Vec<u32> = got
+        .iter()
+        .map(|f| u32::from_be_bytes(f[14..18].try_into().unwrap()))
+        .collect();
+    seqs.sort_unstable();
+    seqs.dedup();
+    assert_eq!(seqs.len(), 2 * N as usize, "a frame forwarded twice");
+    // The learned R0 keeps s0's frames off every other port: none were flooded back.
+    assert_eq!(ps0.tx_pkts, 2, "s0 sent more than r0's two flooded frames");
+    let status = sw.stop().unwrap();
+    assert!(status.success(), "switch exit {status:?}");
+    assert_eq!(xdp_progs(&tb.ns("sw")), 0, "XDP program left attached");
+}
+
 /// One `quench send` drives the eth0 of two sender namespaces from one poll loop (the closed-loop
 /// scripts run it so on two cores): each port's flows leave from its own namespace with its own
 /// MAC and flow-id range, and every frame reaches `quench recv`.

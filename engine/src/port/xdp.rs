@@ -13,16 +13,27 @@
 //!
 //! # Program lifecycle
 //! libxdp loads its default redirect program when the first socket binds and removes it when
-//! the last socket on the device is deleted (on drop, so a clean stop detaches it). A process
-//! killed without cleanup leaves the program attached and the next attach fails; so on open we
-//! look at what is attached: a libxdp AF_XDP program whose owner (recorded in a pid file) is no
-//! longer alive is stale and removed; anything else is an attach conflict, reported with the
-//! program id, unless the caller forces the replacement.
+//! the last socket on the device is deleted (on drop, so a clean stop detaches it). There is one
+//! program per device: it redirects a frame to `xsks_map[rx_queue_index]`, and every socket
+//! bound to a queue of the device, on any UMEM, inserts itself at its queue's index (libxdp
+//! `__xsk_setup_xdp_prog`: look the program up, attach it if absent, insert the socket; the
+//! program's refcount counts the sockets). Several workers each open their own queues of one
+//! device, so a process-wide table ([`DEVICES`]) counts this process's open ports per device:
+//! it serialises socket set-up (libxdp's look-up-else-attach is not atomic: two threads both
+//! attach and the second fails EEXIST/EBUSY), and it tells our own program in use from a stale
+//! one. A process killed without cleanup leaves the program attached and the next attach fails;
+//! so the first open of a device in a process looks at what is attached: a libxdp AF_XDP
+//! program whose owner (recorded in a pid file) is no longer alive is stale and removed;
+//! anything else is an attach conflict, reported with the program id, unless the caller forces
+//! the replacement.
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::num::NonZeroU32;
 use std::os::unix::io::AsRawFd;
+use std::path::PathBuf;
 use std::rc::Rc;
+use std::sync::{Mutex, MutexGuard};
 
 use xsk_rs::config::{
     BindFlags, FrameSize, Interface, LibxdpFlags, QueueSize, SocketConfig, UmemConfig, XdpFlags,
@@ -234,7 +245,8 @@ pub struct XdpPort {
     scratch: Vec<FrameDesc>,
     /// Descriptors on their way from the pool to a fill ring; empty between uses.
     fill: Vec<FrameDesc>,
-    _owner: OwnerFile,
+    /// This port's entry in [`DEVICES`] (and its owner file's path).
+    device: PathBuf,
 }
 
 /// Options for [`XdpPort::open`].
@@ -287,15 +299,15 @@ pub fn memlock_limit() -> u64 {
     r.rlim_cur
 }
 
-/// Records which process owns the AF_XDP program on a device, so a later start can tell a
-/// stale program (owner dead) from a live one. Removed on drop.
-struct OwnerFile(std::path::PathBuf);
-
 const OWNER_DIR: &str = "/run/quench";
 
-fn owner_path(ifname: &str) -> std::path::PathBuf {
-    // Network namespaces share /run; the namespace inode keeps names apart.
-    let ns = std::fs::read_link("/proc/self/ns/net")
+/// The owner file of `ifname` in the calling thread's network namespace: it records which
+/// process owns the AF_XDP program on the device, so a later start can tell a stale program
+/// (owner dead) from a live one. The path is also the device's key in [`DEVICES`].
+fn owner_path(ifname: &str) -> PathBuf {
+    // Network namespaces share /run; the namespace inode keeps names apart. The thread's own
+    // namespace: a process may open ports in several (crate::port::netns).
+    let ns = std::fs::read_link("/proc/thread-self/ns/net")
         .map(|p| p.to_string_lossy().replace(['[', ']', ':'], ""))
         .unwrap_or_default();
     std::path::Path::new(OWNER_DIR).join(format!("xdp-{ns}-{ifname}.pid"))
@@ -312,19 +324,13 @@ fn owner_alive(ifname: &str) -> Option<u32> {
     alive.then_some(pid as u32)
 }
 
-impl OwnerFile {
-    fn claim(ifname: &str) -> OwnerFile {
-        let p = owner_path(ifname);
-        let _ = std::fs::create_dir_all(OWNER_DIR);
-        let _ = std::fs::write(&p, std::process::id().to_string());
-        OwnerFile(p)
-    }
-}
+/// This process's open [`XdpPort`]s per device, keyed by [`owner_path`] (see the module docs,
+/// "Program lifecycle"). Held while sockets are created or deleted.
+static DEVICES: Mutex<BTreeMap<PathBuf, usize>> = Mutex::new(BTreeMap::new());
 
-impl Drop for OwnerFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
+fn devices() -> MutexGuard<'static, BTreeMap<PathBuf, usize>> {
+    // The table stays consistent if a holder panicked: counts change after the sockets do.
+    DEVICES.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// An XDP program attached to a device: id, name and mode flag.
@@ -426,8 +432,12 @@ impl XdpPort {
                 uid: unsafe { libc::getuid() },
             });
         }
-        clear_stale(ifname, ifindex, opts.force)?;
-        let owner = OwnerFile::claim(ifname);
+        let device = owner_path(ifname);
+        let mut open = devices();
+        let first = !open.contains_key(&device);
+        if first {
+            clear_stale(ifname, ifindex, opts.force)?;
+        }
         let qids: Vec<u16> = match &opts.queues {
             Some(q) => q.clone(),
             None => (0..device_queues(ifname)).collect(),
@@ -483,6 +493,11 @@ impl XdpPort {
                         if native { "native" } else { "generic" },
                         if zc { "zero-copy" } else { "copy" }
                     );
+                    if first {
+                        let _ = std::fs::create_dir_all(OWNER_DIR);
+                        let _ = std::fs::write(&device, std::process::id().to_string());
+                    }
+                    *open.entry(device.clone()).or_insert(0) += 1;
                     return Ok(XdpPort {
                         caps: Capabilities {
                             name: ifname.to_string(),
@@ -498,7 +513,7 @@ impl XdpPort {
                         queues,
                         scratch: vec![FrameDesc::default(); RING as usize],
                         fill: Vec::with_capacity(RING as usize),
-                        _owner: owner,
+                        device,
                     });
                 }
                 Err(e) => last_err = Some(e),
@@ -508,6 +523,23 @@ impl XdpPort {
             name: ifname.to_string(),
             what: "no AF_XDP mode to try".into(),
         }))
+    }
+}
+
+impl Drop for XdpPort {
+    fn drop(&mut self) {
+        let mut open = devices();
+        // Deleting the sockets removes them from the device's XSKMAP; the last one detaches the
+        // program (libxdp's refcount), under the table's lock so no open runs meanwhile.
+        self.queues.clear();
+        let n = open.get_mut(&self.device).map(|n| {
+            *n = n.saturating_sub(1);
+            *n
+        });
+        if n == Some(0) {
+            open.remove(&self.device);
+            let _ = std::fs::remove_file(&self.device);
+        }
     }
 }
 
