@@ -63,6 +63,14 @@ impl Frame for AnyFrame {
             AnyFrame::Dpdk(f) => f.rx_stamp(),
         }
     }
+    fn into_carried(self) -> Option<Carried> {
+        match self {
+            AnyFrame::Heap(f) => f.into_carried(),
+            AnyFrame::Xdp(f) => f.into_carried(),
+            #[cfg(feature = "dpdk")]
+            AnyFrame::Dpdk(f) => f.into_carried(),
+        }
+    }
 }
 
 impl AnyFrame {
@@ -215,15 +223,6 @@ impl Port for AnyPort {
             AnyPort::Xdp(p) => p.alloc(len).map(AnyFrame::Xdp),
             #[cfg(feature = "dpdk")]
             AnyPort::Dpdk(p) => p.alloc(len).map(AnyFrame::Dpdk),
-        }
-    }
-
-    fn carry(frame: AnyFrame) -> Option<Carried> {
-        match frame {
-            AnyFrame::Heap(f) => Some(Carried::Heap(f)),
-            AnyFrame::Xdp(f) => Carried::copy_of(f.data()),
-            #[cfg(feature = "dpdk")]
-            AnyFrame::Dpdk(f) => Some(Carried::Dpdk(f)),
         }
     }
 

@@ -21,12 +21,12 @@ impl Carried {
         HeapFrame::copy_of(bytes).map(Carried::Heap)
     }
 
-    /// As a heap frame: itself, or a copy of an mbuf.
-    pub fn into_heap(self) -> Option<HeapFrame> {
-        match self {
-            Carried::Heap(f) => Some(f),
-            #[cfg(feature = "dpdk")]
-            Carried::Dpdk(f) => HeapFrame::copy_of(f.data()),
+    /// Starts loading what landing the frame reads first (an mbuf's header, see
+    /// `DpdkFrame::prefetch`); a heap frame needs nothing.
+    pub fn prefetch(&self) {
+        #[cfg(feature = "dpdk")]
+        if let Carried::Dpdk(f) = self {
+            f.prefetch();
         }
     }
 }
@@ -104,6 +104,16 @@ impl Frame for HeapFrame {
     }
     fn rx_stamp(&self) -> Option<RxStamp> {
         self.stamp
+    }
+    fn into_carried(self) -> Option<Carried> {
+        Some(Carried::Heap(self))
+    }
+    fn from_carried(frame: Carried) -> Result<HeapFrame, Carried> {
+        match frame {
+            Carried::Heap(f) => Ok(f),
+            #[allow(unreachable_patterns)] // without DPDK, Heap is the only kind
+            other => Err(other),
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crossbeam_queue::ArrayQueue;
 
-use super::heap::{Carried, HeapFrame};
+use super::heap::HeapFrame;
 use super::{Capabilities, Port, PortError, PortKind, MAX_FRAME};
 use crate::wire::MacAddr;
 
@@ -97,14 +97,6 @@ impl MemPeer {
 
 impl Port for MemPort {
     type Frame = HeapFrame;
-
-    fn carry(frame: HeapFrame) -> Option<Carried> {
-        Some(Carried::Heap(frame))
-    }
-
-    fn land(&mut self, frame: Carried) -> Option<HeapFrame> {
-        frame.into_heap()
-    }
 
     fn caps(&self) -> &Capabilities {
         &self.caps

@@ -69,6 +69,23 @@ pub trait Frame {
     fn rx_stamp(&self) -> Option<RxStamp> {
         None
     }
+    /// This frame, ready to cross to another worker's core ([`Port::carry`]): moved as it is
+    /// when its buffer may be freed from any thread (a heap buffer, an mbuf), else copied to
+    /// the heap (`None`: it could not be).
+    fn into_carried(self) -> Option<heap::Carried>
+    where
+        Self: Sized,
+    {
+        heap::Carried::copy_of(self.data())
+    }
+    /// A frame that crossed, as a frame of this type when it is one (no copy); else handed
+    /// back, for the landing port to [`import`](Port::import) ([`Port::land`]).
+    fn from_carried(frame: heap::Carried) -> Result<Self, heap::Carried>
+    where
+        Self: Sized,
+    {
+        Err(frame)
+    }
 }
 
 /// Where a received frame's time came from, best first.
@@ -267,16 +284,19 @@ pub trait Port {
         Some(f)
     }
 
-    /// `frame`, made ready to cross to another worker's core: moved as it is when its buffer
-    /// may be freed from any thread, else copied to the heap (`None`: it could not be).
+    /// `frame`, made ready to cross to another worker's core ([`Frame::into_carried`]).
     fn carry(frame: Self::Frame) -> Option<heap::Carried> {
-        heap::Carried::copy_of(frame.data())
+        frame.into_carried()
     }
 
     /// A frame that crossed from another worker, as a frame of this port: without a copy when
-    /// it is of this port's kind, else [`import`](Self::import)ed.
+    /// it is of this port's frame type ([`Frame::from_carried`]), else
+    /// [`import`](Self::import)ed.
     fn land(&mut self, frame: heap::Carried) -> Option<Self::Frame> {
-        self.import(frame.data())
+        match Self::Frame::from_carried(frame) {
+            Ok(f) => Some(f),
+            Err(other) => self.import(other.data()),
+        }
     }
 }
 

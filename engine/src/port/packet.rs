@@ -16,7 +16,7 @@
 //! a tag is put back into the frame, so a port hands over frames as they were on the wire.
 use std::sync::atomic::{fence, Ordering};
 
-use super::heap::{Carried, HeapFrame};
+use super::heap::HeapFrame;
 use super::{
     device_mac, if_index, Capabilities, Frame, Port, PortError, PortKind, RxStamp, StampSource,
     MAX_FRAME,
@@ -328,14 +328,6 @@ impl Drop for PacketPort {
 
 impl Port for PacketPort {
     type Frame = HeapFrame;
-
-    fn carry(frame: HeapFrame) -> Option<Carried> {
-        Some(Carried::Heap(frame))
-    }
-
-    fn land(&mut self, frame: Carried) -> Option<HeapFrame> {
-        frame.into_heap()
-    }
 
     fn caps(&self) -> &Capabilities {
         &self.caps

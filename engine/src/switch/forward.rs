@@ -385,6 +385,13 @@ impl<P: Port> Worker<P> {
         for ring in &mut self.links.from {
             room -= ring.pop_burst(&mut inbox, room);
         }
+        // The frames' buffers were last written on the sending core: their loads overlap when
+        // all are issued before the first frame is used.
+        for c in &inbox {
+            if let Crossing::Frame { frame, .. } = c {
+                frame.prefetch();
+            }
+        }
         let work = inbox.len();
         for c in inbox.drain(..) {
             match c {
