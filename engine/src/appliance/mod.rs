@@ -35,7 +35,7 @@ use units::{FlowId, Instant};
 use crate::host::rp::HostRp;
 use crate::host::validate::{self, CnmExpect, ForgedCounts};
 use classify::{
-    classify, encapsulated_key, feedback, Class, Feedback, FlowFrame, FlowKey, PassReason, L3,
+    classify, encapsulated_key, feedback, Class, CnpKey, Feedback, FlowFrame, FlowKey, PassReason, L3,
 };
 use table::{key_hash, Admitted, FlowTable, Release, TableConfig};
 
@@ -83,9 +83,9 @@ pub struct Counters {
     pub cnps_accepted: u64,
     /// Feedback naming no flow the table holds (passed inside).
     pub unknown_flow: u64,
-    /// CNMs naming a held flow whose addresses or encapsulated frame do not match it, by reason
-    /// ([`validate`]). A CNP is looked up by its QP and addresses together, so one from a third
-    /// host names no held flow and counts as `unknown_flow`.
+    /// Feedback naming a held flow that cannot answer it, by reason ([`validate`]): a CNM whose
+    /// addresses or encapsulated frame do not match the flow, a CNP for a QP a flow to its
+    /// addressee holds but not from that flow's destination (`cnp_source`).
     pub forged: ForgedCounts,
     /// Feedback of the congestion control not in use (CNPs under QCN, CNMs under DCQCN).
     pub other_cc_feedback: u64,
@@ -444,6 +444,25 @@ impl<F: Frame> Appliance<F> {
         }
     }
 
+    /// The slot of the flow a CNP answers: among the flows holding its DestQP with its
+    /// addressee as source, the one [`validate::check_cnp`] accepts it for. One for a held QP
+    /// from another address counts as forged, one naming no held QP as `unknown_flow`.
+    fn validate_cnp(&mut self, cnp: &CnpKey) -> Option<u32> {
+        let mut refused = None;
+        for (slot, flow) in self.table.cnp_flows(cnp.qp, cnp.src) {
+            // The CNP travels from the flow's destination (`cnp.dst`) to its source.
+            match validate::check_cnp(flow.src, flow.dst, cnp.dst, cnp.src) {
+                Ok(()) => return Some(slot),
+                Err(why) => refused = Some(why),
+            }
+        }
+        match refused {
+            Some(why) => self.counters.forged.count(why),
+            None => self.counters.unknown_flow += 1,
+        }
+        None
+    }
+
     /// A frame arrived on the outside port; `alloc_in(len)` gives a frame of the inside port,
     /// `alloc_out(len)` one of the outside port (for a CNP in the NP role).
     pub fn on_outside(
@@ -480,12 +499,10 @@ impl<F: Frame> Appliance<F> {
             Some(Feedback::Cnp { key }) => {
                 if !matches!(self.table.rp(), HostRp::Dcqcn(_)) {
                     self.counters.other_cc_feedback += 1;
-                } else if let Some(slot) = self.table.find_cnp(&key) {
+                } else if let Some(slot) = self.validate_cnp(&key) {
                     self.counters.cnps_accepted += 1;
                     self.table.on_cnp(now, slot);
                     return OutsideAction::Consumed;
-                } else {
-                    self.counters.unknown_flow += 1;
                 }
             }
             None => {}
@@ -828,7 +845,17 @@ pub(crate) mod tests {
             rp_side.on_outside(t0, &forged, heap, heap),
             OutsideAction::Pass { .. }
         ));
+        assert_eq!(rp_side.counters().forged.cnp_source, 1);
+        assert_eq!(rp_side.counters().unknown_flow, 0);
+        // One for a QP no flow holds names no flow.
+        let mut other_qp = cnp.clone();
+        other_qp[14 + 20 + 8 + 7] ^= 1; // BTH DestQP's last octet
+        assert!(matches!(
+            rp_side.on_outside(t0, &other_qp, heap, heap),
+            OutsideAction::Pass { .. }
+        ));
         assert_eq!(rp_side.counters().unknown_flow, 1);
+        assert_eq!(rp_side.counters().forged.total(), 1);
         assert_eq!(rp_side.counters().cnps_accepted, 1);
     }
 

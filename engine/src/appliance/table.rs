@@ -28,6 +28,7 @@
 //! entry in each index, no frames queued).
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::net::Ipv4Addr;
 
 use units::{Duration, FlowId, Instant, Rate};
 
@@ -313,6 +314,8 @@ struct Slot {
     src_mac: MacAddr,
     dst_mac: MacAddr,
     rpid: Option<u16>,
+    /// The next flow holding the same DestQP for the same source (the CNP index's chain).
+    cnp_next: Option<u32>,
     last_active: Instant,
     drops: u64,
 }
@@ -338,7 +341,10 @@ pub struct FlowTable<F> {
     /// the core is the one the core hands the next new flow.
     slots: Vec<Slot>,
     by_key: KeyIndex,
-    by_cnp: FastMap<CnpKey, u32>,
+    /// Per (DestQP, flow source) a CNP can name, the first flow holding it; the others are
+    /// chained through [`Slot::cnp_next`]. Flows to different destinations may hold the same
+    /// QP number (each destination numbers its own), so the chain is usually one long.
+    by_cnp: FastMap<(u32, Ipv4Addr), u32>,
     by_rpid: FastMap<u16, u32>,
     hand: usize,
     next_fid: u32,
@@ -405,7 +411,7 @@ impl<F> FlowTable<F> {
             + std::mem::size_of::<Option<Flow<Queued<F>>>>()
             + 4
             + 2 * 8
-            + entry(std::mem::size_of::<CnpKey>())
+            + entry(std::mem::size_of::<(u32, Ipv4Addr)>())
             + entry(std::mem::size_of::<FlowId>())
     }
 
@@ -451,14 +457,13 @@ impl<F> FlowTable<F> {
 
     /// Removes slot `i`'s flow from the indexes and the core (the slot must be idle).
     fn unlink(&mut self, i: u32) {
+        let key = self.slots[i as usize].key;
+        if let Some(k) = key.cnp_key() {
+            self.cnp_unlink(i, (k.qp, k.src));
+        }
         let s = &mut self.slots[i as usize];
         s.live = false;
         self.by_key.remove(key_hash(&s.key), i);
-        if let Some(k) = s.key.cnp_key() {
-            if self.by_cnp.get(&k) == Some(&i) {
-                self.by_cnp.remove(&k);
-            }
-        }
         if let Some(r) = s.rpid.take() {
             self.by_rpid.remove(&r);
         }
@@ -529,6 +534,7 @@ impl<F> FlowTable<F> {
             src_mac: macs[0],
             dst_mac: macs[1],
             rpid,
+            cnp_next: None,
             last_active: now,
             drops: 0,
         };
@@ -541,7 +547,7 @@ impl<F> FlowTable<F> {
         }
         self.by_key.insert(hash, i);
         if let Some(k) = key.cnp_key() {
-            self.by_cnp.entry(k).or_insert(i);
+            self.slots[i as usize].cnp_next = self.by_cnp.insert((k.qp, k.src), i);
         }
         if let Some(r) = rpid {
             self.by_rpid.insert(r, i);
@@ -637,6 +643,29 @@ impl<F> FlowTable<F> {
         })
     }
 
+    /// Takes slot `i` out of the CNP chain of `at`.
+    fn cnp_unlink(&mut self, i: u32, at: (u32, Ipv4Addr)) {
+        let next = self.slots[i as usize].cnp_next.take();
+        let Some(&head) = self.by_cnp.get(&at) else {
+            return;
+        };
+        if head == i {
+            match next {
+                Some(n) => self.by_cnp.insert(at, n),
+                None => self.by_cnp.remove(&at),
+            };
+            return;
+        }
+        let mut cur = head;
+        while let Some(n) = self.slots[cur as usize].cnp_next {
+            if n == i {
+                self.slots[cur as usize].cnp_next = next;
+                return;
+            }
+            cur = n;
+        }
+    }
+
     /// The slot of the flow with `key`, if held.
     pub fn find(&self, key: &FlowKey) -> Option<u32> {
         self.find_hashed(key_hash(key), key)
@@ -647,9 +676,17 @@ impl<F> FlowTable<F> {
             .find(hash, |i| self.slots[i as usize].key == *key)
     }
 
-    /// The slot of the flow a CNP names, if held.
-    pub fn find_cnp(&self, key: &CnpKey) -> Option<u32> {
-        self.by_cnp.get(key).copied()
+    /// The flows a CNP for queue pair `qp` addressed to `src` may answer (those holding `qp`
+    /// with source `src`), each with its slot and its own (QP, source, destination); which one
+    /// it answers, if any, is [`crate::host::validate::check_cnp`]'s to say.
+    pub fn cnp_flows(&self, qp: u32, src: Ipv4Addr) -> impl Iterator<Item = (u32, CnpKey)> + '_ {
+        let mut next = self.by_cnp.get(&(qp, src)).copied();
+        std::iter::from_fn(move || {
+            let i = next?;
+            let s = &self.slots[i as usize];
+            next = s.cnp_next;
+            Some((i, s.key.cnp_key()?))
+        })
     }
 
     /// The slot of the flow the appliance gave `rpid`, if held.
@@ -744,7 +781,6 @@ impl<F> FlowTable<F> {
 mod tests {
     use super::*;
     use crate::appliance::classify::FiveTuple;
-    use std::net::Ipv4Addr;
 
     const M1: MacAddr = MacAddr(2, 0, 0, 0, 0, 1);
     const M2: MacAddr = MacAddr(2, 0, 0, 0, 0, 2);
@@ -970,6 +1006,49 @@ mod tests {
     }
 
     #[test]
+    fn cnp_index_lists_every_flow_holding_a_qp_as_flows_come_and_go() {
+        // Flows from one source to different destinations may hold the same QP number.
+        let src = Ipv4Addr::new(10, 0, 0, 1);
+        let roce = |dst: u8, qp: u32| FlowKey::RoceQp {
+            src,
+            dst: Ipv4Addr::new(10, 0, 0, dst),
+            qp,
+        };
+        let mut t = table(TableConfig {
+            max_flows: 3,
+            ..TableConfig::default()
+        });
+        let mut keys = vec![roce(2, 7), roce(3, 7), roce(2, 8)];
+        let mut now = Instant::from_nanos(10);
+        for (n, &k) in keys.iter().enumerate() {
+            queued(t.on_inside(now, k, M1, M2, 100, n as u32));
+        }
+        // Each new flow to another destination with QP 7 takes the slot of an idle one (the
+        // head, the middle or the tail of a chain): the index keeps naming exactly the flows
+        // held.
+        for dst in 10..30 {
+            for qp in [7, 8] {
+                let mut want: Vec<(u32, CnpKey)> = keys
+                    .iter()
+                    .filter_map(|k| Some((t.find(k)?, k.cnp_key()?)))
+                    .filter(|(_, c)| c.qp == qp)
+                    .collect();
+                let mut got: Vec<(u32, CnpKey)> = t.cnp_flows(qp, src).collect();
+                want.sort_by_key(|w| w.0);
+                got.sort_by_key(|g| g.0);
+                assert_eq!(got, want, "qp {qp} before flow to .{dst}");
+            }
+            assert_eq!(t.cnp_flows(7, Ipv4Addr::new(10, 0, 0, 99)).count(), 0);
+            now += Duration::from_millis(1);
+            drain(&mut t, now);
+            let k = roce(dst, if dst % 4 == 0 { 8 } else { 7 });
+            queued(t.on_inside(now, k, M1, M2, 100, u32::from(dst)));
+            keys.push(k);
+        }
+        assert_eq!(t.counters().full_evictions, 20);
+    }
+
+    #[test]
     fn dcqcn_cnp_cuts_only_the_named_flow_and_timers_recover_it() {
         let line = Rate::from_gbps(1);
         let p = rp::DcqcnParams::default().profile(line).unwrap();
@@ -985,7 +1064,7 @@ mod tests {
         let a = queued(t.on_inside(t0, tuple(1), M1, M2, 1000, 0));
         let b = queued(t.on_inside(t0, tuple(2), M1, M2, 1000, 0));
         let k = tuple(1).cnp_key().unwrap();
-        assert_eq!(t.find_cnp(&k), Some(a));
+        assert_eq!(t.cnp_flows(k.qp, k.src).collect::<Vec<_>>(), [(a, k)]);
         t.on_cnp(t0, a);
         // DCQCN (mlx) cuts at the decrease check the CNP armed (within its 4 us default).
         let check = t0 + Duration::from_micros(50);
