@@ -227,9 +227,71 @@ impl Default for Clock {
     }
 }
 
+/// A periodic schedule on whole intervals from a start, for what runs "every N ms" (the
+/// progress line, `quench stats --watch`). A tick taken late is taken once, and the next is the
+/// first of the schedule after it: lateness never shifts later ticks (a loop that sleeps a
+/// whole interval after each piece of work runs slow by the work's time), and ticks missed by
+/// more than an interval are skipped rather than made up in a burst.
+#[derive(Clone, Copy, Debug)]
+pub struct Ticker {
+    next: Instant,
+    every: Duration,
+}
+
+impl Ticker {
+    /// Ticks at `start + every`, `start + 2 every`, ...; `every` is at least 1 ns.
+    pub fn new(start: Instant, every: Duration) -> Ticker {
+        let every = every.max(Duration::from_nanos(1));
+        Ticker {
+            next: start + every,
+            every,
+        }
+    }
+
+    /// Whether a tick is due at `now`.
+    #[inline]
+    pub fn due(&self, now: Instant) -> bool {
+        now >= self.next
+    }
+
+    /// The next tick.
+    pub fn next(&self) -> Instant {
+        self.next
+    }
+
+    /// Takes the tick due at `now` (if any): the next is the first tick after `now`.
+    pub fn take(&mut self, now: Instant) {
+        if self.due(now) {
+            let missed = now.saturating_since(self.next).as_nanos() / self.every.as_nanos();
+            self.next += self.every.saturating_mul(missed + 1);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ticker_keeps_whole_intervals_from_the_start_and_skips_what_it_missed() {
+        let ms = Duration::from_millis;
+        let at = |n| Instant::ZERO + ms(n);
+        let mut t = Ticker::new(Instant::ZERO, ms(10));
+        assert!(!t.due(at(9)));
+        // Taken 3 ms late: the next tick is still at 20, not 23.
+        assert!(t.due(at(13)));
+        t.take(at(13));
+        assert_eq!(t.next(), at(20));
+        // Taken exactly on time.
+        t.take(at(20));
+        assert_eq!(t.next(), at(30));
+        // A 25 ms stall: the ticks at 30 and 40 are one tick taken at 55, then 60.
+        t.take(at(55));
+        assert_eq!(t.next(), at(60));
+        // Nothing due: nothing moves.
+        t.take(at(59));
+        assert_eq!(t.next(), at(60));
+    }
 
     #[test]
     fn clock_ids_are_24_bits_nonzero_and_tell_boots_and_namespaces_apart() {

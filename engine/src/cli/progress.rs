@@ -14,6 +14,8 @@ use std::io::{IsTerminal as _, Write as _};
 
 use units::{Duration, Instant};
 
+use crate::time::Ticker;
+
 /// How often the status is shown.
 pub const INTERVAL: Duration = Duration::from_secs(1);
 
@@ -29,7 +31,7 @@ pub struct Progress {
     command: &'static str,
     mode: Mode,
     start: Instant,
-    next: Instant,
+    tick: Ticker,
     last: Instant,
     /// Width of the last status line, to blank it out.
     drawn: usize,
@@ -52,7 +54,7 @@ impl Progress {
             command,
             mode,
             start,
-            next: start + INTERVAL,
+            tick: Ticker::new(start, INTERVAL),
             last: start,
             drawn: 0,
         }
@@ -62,7 +64,7 @@ impl Progress {
     /// [`Progress::show`].
     #[inline]
     pub fn due(&self, now: Instant) -> bool {
-        self.mode != Mode::Off && now >= self.next
+        self.mode != Mode::Off && self.tick.due(now)
     }
 
     /// Shows the status at `now`: `fields` (a JSON object) as a JSON line, or `line` as the
@@ -76,7 +78,7 @@ impl Progress {
         let dt = now.saturating_since(self.last).as_secs_f64().max(1e-9);
         let t = now.saturating_since(self.start).as_secs_f64();
         self.last = now;
-        self.advance(now);
+        self.tick.take(now);
         match self.mode {
             Mode::Off => Ok(()),
             Mode::Json => {
@@ -97,14 +99,6 @@ impl Progress {
                 write!(err, "\r{text}{:pad$}", "")?;
                 err.flush()
             }
-        }
-    }
-
-    /// Moves the next show past `now` by whole intervals from the start, so a late show does
-    /// not shift every later one.
-    fn advance(&mut self, now: Instant) {
-        while self.next <= now {
-            self.next += INTERVAL;
         }
     }
 
@@ -154,7 +148,7 @@ mod tests {
         assert!(!p.due(t0 + Duration::from_millis(999)));
         assert!(p.due(t0 + INTERVAL));
         // A late show (2.5 intervals) is followed by the next at 3 intervals.
-        p.advance(t0 + Duration::from_millis(2_500));
+        p.tick.take(t0 + Duration::from_millis(2_500));
         assert!(!p.due(t0 + Duration::from_millis(2_999)));
         assert!(p.due(t0 + Duration::from_secs(3)));
         let off = Progress {

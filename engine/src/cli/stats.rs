@@ -249,6 +249,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .max(units::Duration::from_millis(1));
     let mut prev: Option<Answer> = None;
     let mut n = 0u64;
+    // Requests on the interval's schedule from the first (absolute deadlines): the time a
+    // request and its printing take does not stretch the period.
+    let clock = crate::time::Clock::monotonic();
+    let mut tick = crate::time::Ticker::new(clock.now(), every);
     loop {
         let snap = get()?;
         match (&snap, &prev) {
@@ -267,14 +271,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         prev = Some(snap);
         // In slices, so a signal is acted on within 20 ms (sleep resumes after a handler).
-        let mut left = every.as_nanos();
-        while left > 0 && !stopped() {
-            let step = left.min(20_000_000);
-            std::thread::sleep(std::time::Duration::from_nanos(step));
-            left -= step;
-        }
-        if stopped() {
-            return Ok(());
+        loop {
+            if stopped() {
+                return Ok(());
+            }
+            let now = clock.now();
+            if tick.due(now) {
+                tick.take(now);
+                break;
+            }
+            let left = tick.next().saturating_since(now).as_nanos().min(20_000_000);
+            std::thread::sleep(std::time::Duration::from_nanos(left));
         }
     }
 }
