@@ -43,10 +43,13 @@ qn_cleanup() {
 # softirqs fall behind.
 qn_backlog_drops() { while read -r _ d _; do echo $((16#$d)); done < /proc/net/softnet_stat; }
 
+# The testbed's namespaces (those named `$prefix-...`), one a line.
+qn_namespaces() { ip netns list | awk -v p="$prefix-" 'index($1, p) == 1 {print $1}'; }
+
 # Every veth end's counters of the testbed's namespaces into OUT/links-NS.json.
 qn_save_links() {
   local ns
-  for ns in $(ip netns list | awk -v p="$prefix-" 'index($1, p) == 1 {print $1}'); do
+  for ns in $(qn_namespaces); do
     ip -n "$ns" -s -j link show > "$out/links-$ns.json" 2>/dev/null || true
   done
 }
