@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# Runs every cargo-fuzz target in fuzz/ for RUNS executions (default 10,000,000), two targets at
-# a time (the machine has 2 cores), and prints each target's execution count, rate and corpus.
+# Runs every cargo-fuzz target in fuzz/ for RUNS executions (default 10,000,000), or for SECS
+# seconds each when the budget is written `SECSs` (e.g. 60s), two targets at a time (the machine
+# has 2 cores), and prints each target's execution count, time and corpus.
 # Needs the nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`); without them it says
 # so and exits 0 with SKIP (scripts/test.sh runs it briefly and shows the SKIP line).
-# Usage: scripts/fuzz.sh [RUNS] [TARGET...]
+# Usage: scripts/fuzz.sh [RUNS | SECSs] [TARGET...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-runs=${1:-10000000}
+budget=${1:-10000000}
 shift || true
+case $budget in
+  *s) limit=(-max_total_time="${budget%s}") ;;
+  *) limit=(-runs="$budget") ;;
+esac
 if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
   echo "SKIP fuzz: no nightly toolchain (rustup toolchain install nightly)"
   exit 0
@@ -25,7 +30,7 @@ logdir=$(mktemp -d)
 run_one() {
   local t=$1
   mkdir -p "fuzz/corpus/$t"
-  if cargo +nightly fuzz run -s none "$t" "fuzz/corpus/$t" -- -runs="$runs" -max_len=512 \
+  if cargo +nightly fuzz run -s none "$t" "fuzz/corpus/$t" -- "${limit[@]}" -max_len=512 \
       >"$logdir/$t.log" 2>&1; then
     local n secs
     n=$(grep -oE 'Done [0-9]+ runs' "$logdir/$t.log" | grep -oE '[0-9]+' | tail -1)
