@@ -1,25 +1,30 @@
-//! The event queue: a radix heap keyed by `(time, sequence number)`.
+//! The event queue: a radix heap keyed by time, ties in sequence-number order.
 //!
 //! Invariants:
-//! - Events pop in time order; events scheduled for the same nanosecond pop in the order they were
-//!   pushed (the sequence number breaks ties), so a run never depends on the queue's internals
-//!   and the same inputs give the same event order.
-//! - Keys are unique (the sequence number) and never below the last popped key: the simulator
-//!   only schedules at or after the present, and a later push has a larger sequence number. That
-//!   monotonicity is what a radix heap needs (Ahuja, Mehlhorn, Orlin and Tarjan, "Faster
-//!   algorithms for the shortest path problem", 1990): bucket `b` holds the keys whose highest
-//!   bit differing from the last popped key is bit `b - 1` (bucket 0: the key equal to it), so a
+//! - Events pop in time order; events scheduled for the same nanosecond pop in the order of
+//!   their sequence numbers (a push takes the next one; [`EventQueue::reserve_at`] takes one
+//!   for a later [`EventQueue::push_reserved`]), so a run never depends on the queue's
+//!   internals and the same inputs give the same event order.
+//! - Times are never below the last popped time: the simulator only schedules at or after the
+//!   present. That monotonicity is what a radix heap needs (Ahuja, Mehlhorn, Orlin and Tarjan,
+//!   "Faster algorithms for the shortest path problem", 1990): bucket `b` (b >= 1) holds the
+//!   events whose time's highest bit differing from the last popped time is bit `b - 1`, so a
 //!   push is a leading-zero count and an append, and a pop empties the lowest non-empty bucket
-//!   into lower ones only when bucket 0 is empty. Each key moves down at most 128 times; in
-//!   practice a few.
+//!   into lower ones only when bucket 0 is empty. Each event moves down at most 64 times; in
+//!   practice a few. The key is the time alone: the sequence number's bits would send events
+//!   of one nanosecond down through up to 64 more buckets each.
+//! - Bucket 0 holds the events at exactly the last popped time, sorted by sequence number
+//!   (descending: the next pops off the end). A push there is almost always the largest
+//!   number (a fresh one), a reserved slot pushed late the exception: both a sorted insert
+//!   into a bucket that rarely holds more than a few events.
 //! - Events are small `Copy` values (a closed enum, no `Box<dyn>`); bucket storage grows to the
 //!   peak number of pending events and is reused, so the steady state allocates nothing.
 
 use units::Instant;
 
 struct Entry<E> {
-    // time in the high 64 bits, sequence number in the low 64 bits: one integer comparison.
-    key: u128,
+    at: u64,
+    seq: u64,
     event: E,
 }
 
@@ -37,21 +42,23 @@ impl Slot {
         seq: 0,
     };
 
-    fn key(self) -> u128 {
-        ((self.at.as_nanos() as u128) << 64) | self.seq as u128
+    fn key(self) -> (u64, u64) {
+        (self.at.as_nanos(), self.seq)
     }
 }
 
-/// Buckets: one for "equal to the last popped key", one per bit of the key.
-const BUCKETS: usize = 129;
+/// Buckets: one for "equal to the last popped time", one per bit of the time.
+const BUCKETS: usize = 65;
 
 /// Pending events in deterministic order.
 pub struct EventQueue<E> {
     buckets: Vec<Vec<Entry<E>>>,
     /// Bit `b` set: bucket `b + 1` is non-empty (bucket 0 is looked at directly).
-    occupied: u128,
-    /// The last popped key (0 before the first pop).
-    last: u128,
+    occupied: u64,
+    /// The time buckets are relative to: the last popped event's (0 before the first pop).
+    last: u64,
+    /// The last popped event's (time, sequence number); (0, 0) before the first pop.
+    popped_key: (u64, u64),
     len: usize,
     seq: u64,
     popped: u64,
@@ -63,8 +70,8 @@ impl<E> Default for EventQueue<E> {
     }
 }
 
-fn bucket(key: u128, last: u128) -> usize {
-    BUCKETS - 1 - (key ^ last).leading_zeros() as usize
+fn bucket(at: u64, last: u64) -> usize {
+    BUCKETS - 1 - (at ^ last).leading_zeros() as usize
 }
 
 impl<E> EventQueue<E> {
@@ -73,6 +80,7 @@ impl<E> EventQueue<E> {
             buckets: (0..BUCKETS).map(|_| Vec::new()).collect(),
             occupied: 0,
             last: 0,
+            popped_key: (0, 0),
             len: 0,
             seq: 0,
             popped: 0,
@@ -102,24 +110,32 @@ impl<E> EventQueue<E> {
     }
 
     /// Schedules `event` in a reserved slot, which must still be after the current event
-    /// ([`Slot::is_after`]).
+    /// ([`EventQueue::is_pending`]).
     pub fn push_reserved(&mut self, slot: Slot, event: E) {
-        let key = slot.key();
-        debug_assert!(key >= self.last, "event scheduled in the past");
+        debug_assert!(slot.key() >= self.popped_key, "event scheduled in the past");
         self.len += 1;
-        self.put(Entry { key, event }, self.last);
+        let (at, seq) = slot.key();
+        let e = Entry { at, seq, event };
+        if at == self.last {
+            let zero = &mut self.buckets[0];
+            // Descending by sequence number; a fresh push (the largest) goes first.
+            let i = zero.partition_point(|x| x.seq > seq);
+            zero.insert(i, e);
+        } else {
+            self.put(e);
+        }
     }
 
     /// Whether `slot` comes after the event popped last (an event there is still pending).
     pub fn is_pending(&self, slot: Slot) -> bool {
-        slot.key() > self.last
+        slot.key() > self.popped_key
     }
 
-    fn put(&mut self, e: Entry<E>, last: u128) {
-        let b = bucket(e.key, last);
-        if b > 0 {
-            self.occupied |= 1 << (b - 1);
-        }
+    /// Into the bucket for a time after `last`.
+    #[inline]
+    fn put(&mut self, e: Entry<E>) {
+        let b = bucket(e.at, self.last);
+        self.occupied |= 1 << (b - 1);
         self.buckets[b].push(e);
     }
 
@@ -132,26 +148,38 @@ impl<E> EventQueue<E> {
             let i = self.occupied.trailing_zeros() as usize + 1;
             self.occupied &= !(1 << (i - 1));
             let mut moving = std::mem::take(&mut self.buckets[i]);
-            let min = moving.iter().map(|e| e.key).min()?;
+            let min = moving.iter().map(|e| e.at).min()?;
             self.last = min;
             for e in moving.drain(..) {
-                self.put(e, min);
+                if e.at == min {
+                    self.buckets[0].push(e);
+                } else {
+                    self.put(e);
+                }
             }
             // Keep the emptied vector's capacity for the next time this bucket fills.
             self.buckets[i] = moving;
+            let zero = &mut self.buckets[0];
+            if zero.len() > 1 {
+                zero.sort_unstable_by_key(|e| std::cmp::Reverse(e.seq));
+            }
         }
         let e = self.buckets[0].pop()?;
         self.len -= 1;
         self.popped += 1;
-        Some((Instant::from_nanos((e.key >> 64) as u64), e.event))
+        self.popped_key = (e.at, e.seq);
+        Some((Instant::from_nanos(e.at), e.event))
     }
 
     /// Time of the earliest pending event.
     pub fn peek_time(&self) -> Option<Instant> {
-        // The lowest non-empty bucket holds the minimum (bucket 0 holds at most one key).
+        if !self.buckets[0].is_empty() {
+            return Some(Instant::from_nanos(self.last));
+        }
+        // The lowest non-empty bucket holds the minimum.
         let b = self.buckets.iter().find(|b| !b.is_empty())?;
-        let min = b.iter().map(|e| e.key).min()?;
-        Some(Instant::from_nanos((min >> 64) as u64))
+        let min = b.iter().map(|e| e.at).min()?;
+        Some(Instant::from_nanos(min))
     }
 
     pub fn len(&self) -> usize {
@@ -221,23 +249,48 @@ mod tests {
         /// time (as the simulator schedules), against a sorted list.
         #[test]
         fn interleaved_pushes_and_pops_match_a_sorted_model(
-            ops in proptest::collection::vec((0u64..3, 0u64..1_000_000_000_000), 0..400)
+            ops in proptest::collection::vec((0u64..5, 0u64..1_000_000_000_000), 0..400)
         ) {
             let mut q = EventQueue::new();
             let mut model: Vec<(u64, u64, usize)> = Vec::new(); // (time, seq, id)
             let (mut now, mut seq) = (0u64, 0u64);
+            // Reserved slots not pushed yet: (slot, its model sequence number).
+            let mut reserved: Vec<(Slot, u64)> = Vec::new();
+            let mut last_popped = (0u64, 0u64);
             for (i, (op, dt)) in ops.into_iter().enumerate() {
+                if op == 3 {
+                    // Reserve a slot now; push it (if still after the last pop) at a later op.
+                    let at = now + dt % 8;
+                    reserved.push((q.reserve_at(Instant::from_nanos(at)), seq));
+                    seq += 1;
+                    continue;
+                }
+                if op == 4 {
+                    if let Some((slot, s)) = reserved.pop() {
+                        if (slot.at.as_nanos(), s) > last_popped {
+                            proptest::prop_assert!(q.is_pending(slot));
+                            q.push_reserved(slot, i);
+                            model.push((slot.at.as_nanos(), s, i));
+                        } else {
+                            proptest::prop_assert!(!q.is_pending(slot));
+                        }
+                    }
+                    proptest::prop_assert_eq!(q.len(), model.len());
+                    continue;
+                }
                 if op == 0 {
                     let got = q.pop().map(|(t, e)| (t.as_nanos(), e));
                     model.sort();
                     let want = if model.is_empty() { None } else { Some(model.remove(0)) };
                     proptest::prop_assert_eq!(got, want.map(|(t, _, id)| (t, id)));
-                    if let Some((t, _, _)) = want {
+                    if let Some((t, s, _)) = want {
                         now = t;
+                        last_popped = (t, s);
                     }
                 } else {
-                    // Small and huge steps, to cross high bits of the time.
-                    let at = now + if op == 1 { dt % 1000 } else { dt };
+                    // Steps of a few nanoseconds (ties with the present and each other) and huge
+                    // ones, to cross high bits of the time.
+                    let at = now + if op == 1 { dt % 8 } else { dt };
                     q.push(Instant::from_nanos(at), i);
                     model.push((at, seq, i));
                     seq += 1;
