@@ -193,8 +193,9 @@ start_forwarder() {
       switch_cfg ""
       # Every CPU allowed (a shielded caller has only the last): the worker takes core 0, the
       # main and control-socket threads the rest (worker::keep_off_workers).
+      # BUSY_POLL=1: the worker never yields its CPU when idle (`quench switch --busy-poll`).
       ip netns exec $P-sw taskset -c 0-$last $Q switch --config "$out/sw.toml" --workers 1 \
-        >"$out/sw.out" 2>"$out/sw.err" &
+        $( [ "${BUSY_POLL:-0}" = 1 ] && echo --busy-poll ) >"$out/sw.out" 2>"$out/sw.err" &
       fwd_pid=$!
       sleep 1.5 ;;
     appliance)

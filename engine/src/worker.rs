@@ -58,8 +58,12 @@ pub fn keep_off_workers(workers: usize) -> bool {
 
 /// Polls `step(now)` until `stop` is set, reading the clock once per iteration. `step` returns
 /// the work it did; idle iterations back off as [`Idle`] says.
-pub fn run_loop(clock: &Clock, stop: &AtomicBool, mut step: impl FnMut(Instant) -> usize) {
-    let mut idle = Idle::default();
+pub fn run_loop(
+    clock: &Clock,
+    stop: &AtomicBool,
+    mut idle: Idle,
+    mut step: impl FnMut(Instant) -> usize,
+) {
     while !stop.load(Ordering::Relaxed) {
         let now = clock.now();
         idle.after(step(now));
@@ -73,21 +77,34 @@ pub fn run_loop(clock: &Clock, stop: &AtomicBool, mut step: impl FnMut(Instant) 
 /// senders and a receiver), a loop that only spins holds the CPU its own frames are waiting for
 /// (the peer that would produce them cannot run). A yield costs a system call, about a
 /// microsecond, when no other task wants the CPU.
+///
+/// [`Idle::spinning`] never yields: for a loop with a core of its own (`quench switch
+/// --busy-poll`), where a yield can only hand the CPU to someone whose time slice then delays
+/// the frames that arrive meanwhile.
 #[derive(Debug, Default)]
 pub struct Idle {
     run: u32,
+    never_yield: bool,
 }
 
 impl Idle {
     /// Idle iterations in a row that spin before the loop starts yielding.
     pub const SPINS: u32 = 64;
 
+    /// Spins on every idle iteration, never yielding.
+    pub fn spinning() -> Self {
+        Idle {
+            run: 0,
+            never_yield: true,
+        }
+    }
+
     /// Call once per iteration with the work it did (frames moved, timers run).
     pub fn after(&mut self, work: usize) {
         if work > 0 {
             self.run = 0;
-        } else if self.run < Self::SPINS {
-            self.run += 1;
+        } else if self.run < Self::SPINS || self.never_yield {
+            self.run = self.run.saturating_add(1);
             std::hint::spin_loop();
         } else {
             std::thread::yield_now();
@@ -114,7 +131,7 @@ mod tests {
         let h = spawn_pinned(0, "t".into(), move || {
             let clock = Clock::monotonic();
             let mut n = 0u64;
-            run_loop(&clock, &s, |_| {
+            run_loop(&clock, &s, Idle::default(), |_| {
                 n += 1;
                 if n == 1000 {
                     s.store(true, Ordering::Relaxed);
@@ -140,5 +157,11 @@ mod tests {
         assert_eq!(idle.run, Idle::SPINS);
         idle.after(3);
         assert_eq!(idle.run, 0);
+        // A spinning one counts its idle run but never reaches the yield branch.
+        let mut spin = Idle::spinning();
+        for _ in 0..Idle::SPINS + 3 {
+            spin.after(0);
+        }
+        assert_eq!(spin.run, Idle::SPINS + 3);
     }
 }

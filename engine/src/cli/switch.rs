@@ -52,6 +52,11 @@ pub struct Args {
     /// counters), then the final snapshot; the human table goes to standard error.
     #[arg(long)]
     pub json: bool,
+    /// Workers spin when idle and never yield their CPU (for cores of their own, as DPDK's
+    /// lcores do). By default an idle worker yields after a short spin, so that on a shared
+    /// machine the peers that produce its frames get the CPU.
+    #[arg(long)]
+    pub busy_poll: bool,
 }
 
 /// The progress status of the switch from a counters snapshot: forwarding rate over the
@@ -269,6 +274,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let captures = captures.clone();
         let fdb_w = fdb_counters[w].clone();
         let force = args.force_xdp;
+        let busy_poll = args.busy_poll;
         let h = worker::spawn_pinned(w, format!("quench-w{w}"), move || {
             let mut pool = None;
             let mut ports: Vec<Option<OwnedPort<SwitchPort>>> =
@@ -356,7 +362,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 wk.set_pfc(pfc.clone(), &rates, &macs);
             }
             let _ = ready.send(Ok(caps));
-            worker::run_loop(&clock, &stop, |now| wk.poll(now));
+            let idle = if busy_poll {
+                worker::Idle::spinning()
+            } else {
+                worker::Idle::default()
+            };
+            worker::run_loop(&clock, &stop, idle, |now| wk.poll(now));
             wk.shutdown();
             for op in wk.ports.iter_mut().flatten() {
                 op.port.flush();
