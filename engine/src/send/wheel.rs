@@ -9,8 +9,12 @@
 //!   before entries of later ones.
 //! - Times more than `slots` ticks ahead wait in an overflow heap and move into the wheel as the
 //!   cursor approaches them; times in the past are due at once.
-//! - [`Wheel::pop_due`] does bounded work per call when the wheel is busy (one slot step or one
-//!   pop); after an idle gap it jumps the cursor instead of stepping through empty slots.
+//! - A bitmap says which slots hold entries, so [`Wheel::next_deadline`] and the cursor's move
+//!   to the next slot that holds any look at one bit per slot, 64 to a word (at most
+//!   `slots / 64` words), instead of at every empty slot in between: a flow whose next release
+//!   is 1 ms away made each `next_deadline` look at up to 4096 slots, and a driver asks it
+//!   once per loop iteration.
+//! - [`Wheel::pop_due`] does bounded work per call (one pop, or one move of the cursor).
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -62,6 +66,8 @@ pub struct Wheel<T> {
     /// `[cursor, cursor + slots)`.
     cursor: u64,
     resident: usize,
+    /// Bit `i` is set exactly when slot `i` holds entries.
+    occupied: Vec<u64>,
     far: BinaryHeap<Reverse<Far<T>>>,
     seq: u64,
 }
@@ -83,6 +89,7 @@ impl<T> Wheel<T> {
             slots: (0..slots).map(|_| VecDeque::new()).collect(),
             cursor: 0,
             resident: 0,
+            occupied: vec![0; slots.div_ceil(64)],
             far: BinaryHeap::new(),
             seq: 0,
         })
@@ -119,8 +126,7 @@ impl<T> Wheel<T> {
     pub fn insert(&mut self, at: Instant, item: T) {
         let tick = self.tick_of(at).max(self.cursor);
         if tick - self.cursor < self.horizon() {
-            self.slots[(tick & self.mask) as usize].push_back((at, item));
-            self.resident += 1;
+            self.put(tick, at, item);
         } else {
             self.seq += 1;
             self.far.push(Reverse(Far {
@@ -142,9 +148,48 @@ impl<T> Wheel<T> {
                 break;
             };
             let tick = f.tick.max(self.cursor);
-            self.slots[(tick & self.mask) as usize].push_back((f.at, f.item));
-            self.resident += 1;
+            self.put(tick, f.at, f.item);
         }
+    }
+
+    /// Puts an entry in the slot of `tick` (within the horizon).
+    fn put(&mut self, tick: u64, at: Instant, item: T) {
+        let slot = (tick & self.mask) as usize;
+        self.slots[slot].push_back((at, item));
+        self.occupied[slot / 64] |= 1 << (slot % 64);
+        self.resident += 1;
+    }
+
+    /// The first tick at or after the cursor whose slot holds entries.
+    fn next_occupied(&self) -> Option<u64> {
+        if self.resident == 0 {
+            return None;
+        }
+        let start = self.cursor & self.mask;
+        let words = self.occupied.len();
+        let (w0, b0) = ((start / 64) as usize, start % 64);
+        // The cursor's word from its bit up, the other words in order, then the cursor's word
+        // below its bit (the last slots of the horizon).
+        let at = |w: usize, bits: u64| {
+            let slot = (w * 64) as u64 + u64::from(bits.trailing_zeros());
+            self.cursor + (slot.wrapping_sub(start) & self.mask)
+        };
+        let first = self.occupied[w0] & (!0u64 << b0);
+        if first != 0 {
+            return Some(at(w0, first));
+        }
+        for k in 1..=words {
+            let w = (w0 + k) % words;
+            let bits = if k == words {
+                self.occupied[w] & !(!0u64 << b0)
+            } else {
+                self.occupied[w]
+            };
+            if bits != 0 {
+                return Some(at(w, bits));
+            }
+        }
+        None
     }
 
     /// The next entry whose release time has come, with that time; `None` when nothing is due.
@@ -157,34 +202,30 @@ impl<T> Wheel<T> {
             let slot = (self.cursor & self.mask) as usize;
             if let Some(e) = self.slots[slot].pop_front() {
                 self.resident -= 1;
+                if self.slots[slot].is_empty() {
+                    self.occupied[slot / 64] &= !(1 << (slot % 64));
+                }
                 return Some(e);
             }
             if self.cursor == now_tick {
                 return None;
             }
-            // The slot is drained and its tick has passed: step, or jump over an idle stretch.
-            if self.resident == 0 {
-                let next_far = self.far.peek().map_or(u64::MAX, |Reverse(f)| f.tick);
-                self.cursor = now_tick.min(next_far).max(self.cursor + 1);
-            } else {
-                self.cursor += 1;
-            }
+            // The slot is drained and its tick has passed: on to the next tick that holds an
+            // entry (in a slot or still in the overflow heap), `now`'s at the latest.
+            let next_far = self.far.peek().map_or(u64::MAX, |Reverse(f)| f.tick);
+            let next = self.next_occupied().unwrap_or(u64::MAX);
+            self.cursor = now_tick.min(next_far).min(next).max(self.cursor + 1);
             self.refill();
         }
     }
 
     /// When the earliest entry becomes due (its slot's tick start, at or after its release
-    /// time); `None` when empty. Scans at most the wheel's slots.
+    /// time); `None` when empty. Looks at the occupancy bitmap, at most `slots / 64` words.
     pub fn next_deadline(&self) -> Option<Instant> {
-        if self.resident > 0 {
-            for k in 0..self.horizon() {
-                let tick = self.cursor + k;
-                if !self.slots[(tick & self.mask) as usize].is_empty() {
-                    return Some(self.tick_start(tick));
-                }
-            }
+        match self.next_occupied() {
+            Some(tick) => Some(self.tick_start(tick)),
+            None => self.far.peek().map(|Reverse(f)| self.tick_start(f.tick)),
         }
-        self.far.peek().map(|Reverse(f)| self.tick_start(f.tick))
     }
 }
 
@@ -252,13 +293,15 @@ mod tests {
 
     proptest! {
         /// Against a sorted-list model: with random inserts and polls, everything comes out, never
-        /// before its time, and nothing whose tick has started is left behind by a poll.
+        /// before its time, and nothing whose tick has started is left behind by a poll; a poll
+        /// finds a frame exactly when `next_deadline` has passed (one bitmap word, and four).
         #[test]
         fn matches_a_sorted_model(
-            ops in proptest::collection::vec((0u64..20_000, 0u64..3_000, any::<bool>()), 1..300)
+            ops in proptest::collection::vec((0u64..20_000, 0u64..3_000, any::<bool>()), 1..300),
+            slots in prop_oneof![Just(32usize), Just(256)],
         ) {
             let tick = 64u64;
-            let mut w = Wheel::new(Duration::from_nanos(tick), 32).unwrap();
+            let mut w = Wheel::new(Duration::from_nanos(tick), slots).unwrap();
             let mut now = 0u64;
             let mut pending: Vec<(u64, u32)> = Vec::new();
             for (i, (offset, advance, poll)) in ops.into_iter().enumerate() {
@@ -267,7 +310,10 @@ mod tests {
                 pending.push((at, i as u32));
                 now += advance;
                 if poll {
-                    while let Some((t, item)) = w.pop_due(ns(now)) {
+                    let due = w.next_deadline().is_some_and(|d| d.as_nanos() <= now);
+                    let mut first = w.pop_due(ns(now));
+                    prop_assert_eq!(due, first.is_some(), "next_deadline {:?} at {}", w.next_deadline(), now);
+                    while let Some((t, item)) = first.take().or_else(|| w.pop_due(ns(now))) {
                         prop_assert!(t.as_nanos() <= now, "released early");
                         let pos = pending.iter().position(|&(_, x)| x == item).unwrap();
                         pending.swap_remove(pos);
