@@ -705,6 +705,58 @@ pub(crate) mod tests {
         buf
     }
 
+    /// A burst does what the same frames one at a time do: the same actions in order, the same
+    /// counters and flows, the same frames released (a mix of flows, a repeated new flow, a
+    /// frame that passes, a malformed one, a queue that overflows).
+    #[test]
+    fn a_burst_is_the_same_frames_one_at_a_time() {
+        let mut frames = Vec::new();
+        for k in 0..40u16 {
+            frames.push(data(5000 + k % 7, Ecn::NotEct, k % 3 == 0));
+        }
+        frames.insert(5, vec![0xff; 60]);
+        frames.insert(9, frames[2][..20].to_vec());
+        // An untagged frame turned into ARP (EtherType 0x0806): passes unpaced.
+        let mut arp = frames[1].clone();
+        arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+        frames.insert(13, arp);
+        let small = TableConfig {
+            queue_bytes: 4000,
+            ..TableConfig::default()
+        };
+        let line = units::Rate::from_gbps(1);
+        let mk = || -> Appliance<HeapFrame> {
+            let rp = HostRp::qcn(rp::QcnParams::default().profile(line).unwrap());
+            Appliance::new(Role::Rp, true, false, small, rp, None).unwrap()
+        };
+        let kind = |a: &InsideAction<HeapFrame>| match a {
+            InsideAction::Send(f) => (0, f.data().to_vec()),
+            InsideAction::Queued => (1, Vec::new()),
+            InsideAction::Dropped => (2, Vec::new()),
+        };
+        let t0 = Instant::from_nanos(1_000_000);
+        let (mut one, mut burst) = (mk(), mk());
+        let singly: Vec<_> = frames
+            .iter()
+            .map(|f| kind(&one.on_inside(t0, f, heap)))
+            .collect();
+        let mut together = Vec::new();
+        burst.on_inside_burst(
+            t0,
+            &frames,
+            |f| f.as_slice(),
+            heap,
+            |a| together.push(kind(&a)),
+        );
+        assert_eq!(singly, together);
+        assert!(singly.iter().any(|(k, _)| *k == 2), "a queue overflowed");
+        assert_eq!(one.counters(), burst.counters());
+        assert_eq!(one.table().counters(), burst.table().counters());
+        assert_eq!(one.table().flows(), 7);
+        let at = t0 + Duration::from_millis(10);
+        assert_eq!(release_all(&mut one, at), release_all(&mut burst, at));
+    }
+
     #[test]
     fn qcn_adds_a_cn_tag_and_a_valid_cnm_drives_the_flow_and_is_consumed() {
         let mut a = appliance(Cc::Qcn, Role::Rp);
