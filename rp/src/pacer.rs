@@ -259,7 +259,10 @@ mod tests {
         // nanosecond: 1000 octets at 100 Gb/s are 79 ns in ns-3 (8e-8 s as a double is below).
         let mut p = Pacer::new();
         let t = Instant::from_nanos(500);
-        assert_eq!(p.next_release_spaced(t, 1000, r, Duration::ZERO, Spacing::Ns3), t);
+        assert_eq!(
+            p.next_release_spaced(t, 1000, r, Duration::ZERO, Spacing::Ns3),
+            t
+        );
         assert_eq!(p.release_time(), Instant::from_nanos(579));
         assert_eq!(
             p.next_release_spaced(t, 1, Rate::ZERO, Duration::ZERO, Spacing::Ns3),

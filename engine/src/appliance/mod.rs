@@ -35,7 +35,8 @@ use units::{FlowId, Instant};
 use crate::host::rp::HostRp;
 use crate::host::validate::{self, CnmExpect, ForgedCounts};
 use classify::{
-    classify, encapsulated_key, feedback, Class, CnpKey, Feedback, FlowFrame, FlowKey, PassReason, L3,
+    classify, encapsulated_key, feedback, Class, CnpKey, Feedback, FlowFrame, FlowKey, PassReason,
+    L3,
 };
 use table::{key_hash, Admitted, FlowTable, Release, TableConfig};
 
