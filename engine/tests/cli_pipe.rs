@@ -45,7 +45,7 @@ fn stats_watch_ends_on_sigint_and_sigterm_with_status_0() {
     let registry = Arc::new(Registry {
         info: vec![],
         counters: vec![],
-        fdb: vec![Arc::default()],
+        workers: vec![Arc::default()],
         clock: engine::time::Clock::monotonic(),
     });
     let server = {

@@ -260,7 +260,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .iter()
         .map(|_| (0..workers).map(|_| Arc::default()).collect())
         .collect();
-    let fdb_counters: Vec<Arc<WorkerCounters>> = (0..workers).map(|_| Arc::default()).collect();
+    let worker_counters: Vec<Arc<WorkerCounters>> = (0..workers).map(|_| Arc::default()).collect();
     let mut links = links(workers).into_iter();
     let (ready_tx, ready_rx) = mpsc::channel::<Result<Vec<(usize, Capabilities)>, String>>();
     let mut handles = Vec::new();
@@ -272,7 +272,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let stop = stop.clone();
         let ready = ready_tx.clone();
         let captures = captures.clone();
-        let fdb_w = fdb_counters[w].clone();
+        let counters_w = worker_counters[w].clone();
         let force = args.force_xdp;
         let busy_poll = args.busy_poll;
         let h = worker::spawn_pinned(w, format!("quench-w{w}"), move || {
@@ -342,7 +342,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             for &(mac, port) in &profile.static_macs {
                 fdb.add_static(mac, port as PortIdx);
             }
-            let mut wk = Worker::new(w, ports, owner, links, fdb, fdb_w);
+            let mut wk = Worker::new(w, ports, owner, links, fdb, counters_w);
             if let Some(pfc) = &profile.pfc {
                 // Quanta are bit times of the receiving port: its egress rate if it has one
                 // (a veth standing in for a slower link), else the [pfc] link_rate.
@@ -419,7 +419,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let registry = Arc::new(Registry {
         info: info.into_iter().flatten().collect(),
         counters: counters.clone(),
-        fdb: fdb_counters.clone(),
+        workers: worker_counters.clone(),
         clock,
     });
     for p in &registry.info {

@@ -373,7 +373,7 @@ mod tests {
                 rate_bps: None,
             }],
             counters: vec![vec![counters]],
-            fdb: vec![Arc::new(WorkerCounters {
+            workers: vec![Arc::new(WorkerCounters {
                 entries: AtomicU64::new(3),
                 refused: AtomicU64::new(4),
                 ..Default::default()

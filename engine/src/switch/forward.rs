@@ -79,7 +79,8 @@ pub struct Worker<P: Port> {
     last_publish: Instant,
     last_kernel_drops: Instant,
     last_age: Instant,
-    fdb_counters: Arc<super::stats::WorkerCounters>,
+    /// Its MAC table counters and loop gaps as published.
+    counters: Arc<super::stats::WorkerCounters>,
     /// The loop's iteration gaps, published with the kernel counts.
     gaps: LoopGaps,
     /// Frames lost crossing to another worker (its ring full).
@@ -104,7 +105,7 @@ impl<P: Port> Worker<P> {
         owner: Vec<usize>,
         links: Links,
         fdb: Fdb,
-        fdb_counters: Arc<super::stats::WorkerCounters>,
+        counters: Arc<super::stats::WorkerCounters>,
     ) -> Self {
         let n = ports.len();
         let mut core = SwitchCore::new(n);
@@ -135,7 +136,7 @@ impl<P: Port> Worker<P> {
             last_publish: Instant::ZERO,
             last_kernel_drops: Instant::ZERO,
             last_age: Instant::ZERO,
-            fdb_counters,
+            counters,
             gaps: LoopGaps::default(),
             cross_drops: 0,
             macs: (0..n)
@@ -469,7 +470,7 @@ impl<P: Port> Worker<P> {
             for op in self.ports.iter_mut().flatten() {
                 op.counters.publish_kernel_counts(&mut op.port);
             }
-            self.gaps.publish(&self.fdb_counters.loops);
+            self.gaps.publish(&self.counters.loops);
         }
         if now - self.last_publish >= PUBLISH_EVERY {
             did = true;
@@ -483,7 +484,7 @@ impl<P: Port> Worker<P> {
                     op.counters.publish_pfc(&self.core.pfc_counters(e));
                 }
             }
-            let fc = &self.fdb_counters;
+            let fc = &self.counters;
             fc.entries.store(self.fdb.len() as u64, Ordering::Relaxed);
             fc.refused.store(self.fdb.stats().full, Ordering::Relaxed);
         }
@@ -704,7 +705,7 @@ impl<P: Port> Worker<P> {
             freed += op.clear_pending();
             let _ = op.port.poll();
         }
-        self.gaps.publish(&self.fdb_counters.loops);
+        self.gaps.publish(&self.counters.loops);
         freed + self.core.clear()
     }
 }
@@ -1174,8 +1175,8 @@ mod tests {
         assert_eq!(sw.fdb.lookup(now, B), Lookup::Port(1));
         // Published for the control plane (`quench stats`: fdb_refused).
         sw.poll(now + PUBLISH_EVERY + PUBLISH_EVERY);
-        assert_eq!(sw.fdb_counters.refused.load(Ordering::Relaxed), s.full);
-        assert_eq!(sw.fdb_counters.entries.load(Ordering::Relaxed), 64);
+        assert_eq!(sw.counters.refused.load(Ordering::Relaxed), s.full);
+        assert_eq!(sw.counters.entries.load(Ordering::Relaxed), 64);
     }
 
     /// A host on port 2 sends 4,000 PFC frames pausing priority 3 for the longest time: only

@@ -336,8 +336,8 @@ pub struct Registry {
     pub info: Vec<PortInfo>,
     /// Per port, each worker's counters for it (summed in the snapshot).
     pub counters: Vec<Vec<Arc<PortCounters>>>,
-    /// Each worker's MAC table counters.
-    pub fdb: Vec<Arc<WorkerCounters>>,
+    /// Each worker's MAC table counters and loop gaps.
+    pub workers: Vec<Arc<WorkerCounters>>,
     pub clock: Clock,
 }
 
@@ -466,11 +466,16 @@ impl Registry {
             .collect();
         Snapshot {
             uptime_ns: self.clock.now().as_nanos(),
-            fdb_entries: self.fdb.iter().map(|f| ld(&f.entries)).max().unwrap_or(0),
-            fdb_refused: self.fdb.iter().map(|f| ld(&f.refused)).sum(),
+            fdb_entries: self
+                .workers
+                .iter()
+                .map(|f| ld(&f.entries))
+                .max()
+                .unwrap_or(0),
+            fdb_refused: self.workers.iter().map(|f| ld(&f.refused)).sum(),
             ports,
             workers: self
-                .fdb
+                .workers
                 .iter()
                 .map(|w| WorkerSnapshot {
                     frames: w.loops.summary(Iteration::Frames),
