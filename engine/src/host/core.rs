@@ -24,10 +24,12 @@
 //! sending time; beyond that the lost time is forgotten (counted in [`Flow::lag_dropped`])
 //! instead of bursting. With [`PacingConfig::catch_up_speed`] the frames owed leave at most that
 //! many times the flow's rate (a peak rate over the committed one, as in a two-rate shaper).
-//! Every change of a flow's rate (feedback, a reaction-point timer, QCN's byte counter after a
-//! frame, a new cap) re-times the release the flow waits for, rises included: a hardware rate
-//! limiter accrues credit at its current rate. One timing mode differs, ns-3 HPCC's NIC
-//! ([`PacingConfig::spacing`]): whole-nanosecond gaps and no re-timing.
+//! With [`PacingConfig::retime`] (the wire's drivers), every change of a flow's rate (feedback,
+//! a reaction-point timer, QCN's byte counter after a frame, a new cap) re-times the release the
+//! flow waits for, rises included: a hardware rate limiter accrues credit at its current rate.
+//! Without it (the simulator) a new rate spaces the flow's next frame, as the reference
+//! implementations the simulator reproduces do. One spacing differs, ns-3 HPCC's NIC
+//! ([`PacingConfig::spacing`]): whole-nanosecond gaps.
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
@@ -56,17 +58,23 @@ pub struct PacingConfig {
     /// leaves when it ends (ns-3 HPCC's `RdmaHw`, whose `m_nextAvail` PFC does not move: the
     /// simulator's hosts).
     pub pause_shifts_schedule: bool,
-    /// How a flow's frames are spaced, and whether a rate change re-times the release a flow
-    /// waits for. [`Spacing::Exact`] (every driver but one): the exact schedule, and every rate
-    /// change re-times the pending release (see the module doc). [`Spacing::Ns3`] (the
-    /// simulator under an ns-3 HPCC configuration, `sim::config::HostConfig::spacing`): ns-3's
-    /// NIC arithmetic, each gap truncated to the nanosecond from the frame's own release
-    /// ([`rp::Spacing::Ns3`] quotes it), and a rate change applies from the next frame on:
-    /// ns-3's DCQCN ("mlx", `CC_MODE 1`) assigns `qp->m_rate` in `cnp_received_mlx`,
-    /// `CheckRateDecreaseMlx` and the three increase steps and never calls
-    /// `RdmaHw::ChangeRate`, the one function that moves `m_nextAvail` (only HPCC's rate
-    /// updates do), so the release already computed stands.
+    /// How a flow's frames are spaced. [`Spacing::Exact`] (every driver but one): the exact
+    /// schedule. [`Spacing::Ns3`] (the simulator under an ns-3 HPCC configuration,
+    /// `sim::config::HostConfig::spacing`): ns-3's NIC arithmetic, each gap truncated to the
+    /// nanosecond from the frame's own release ([`rp::Spacing::Ns3`] quotes it).
     pub spacing: Spacing,
+    /// A rate change re-times the release the flow waits for (`true`: `quench send`, the
+    /// appliance), or applies from the flow's next frame on (`false`: the simulator's hosts).
+    /// `true` is what a hardware rate limiter does with the frame it holds: without it a flow
+    /// cut deep by QCN (a 1500-octet frame at 5 Mb/s is 2.4 ms) sits out the whole interval
+    /// after its reaction point has raised the rate again. `false` is what the references the
+    /// simulator reproduces do: ns-3's DCQCN ("mlx", `CC_MODE 1`; seed 003's walk-through)
+    /// assigns `qp->m_rate` in `cnp_received_mlx`, `CheckRateDecreaseMlx` and the three
+    /// increase steps and never calls `RdmaHw::ChangeRate`, the one function that moves
+    /// `m_nextAvail` (only HPCC's rate updates do), so the release already computed stands;
+    /// the 802.1Qau pseudocode (seed 000) sets a rate limiter's `crate` and says nothing of a
+    /// frame already timed.
+    pub retime: bool,
 }
 
 impl Default for PacingConfig {
@@ -79,6 +87,7 @@ impl Default for PacingConfig {
             catch_up_speed: None,
             pause_shifts_schedule: true,
             spacing: Spacing::Exact,
+            retime: true,
         }
     }
 }
@@ -831,9 +840,10 @@ impl<S: Source> HostCore<S> {
     /// whole interval while its reaction point had long raised the rate again. A flow behind
     /// its schedule (catching up) keeps the octets it owes: the time owed is re-timed the same
     /// way.
-    /// With [`Spacing::Ns3`] nothing is re-timed: the new rate spaces the flow's next frame.
+    /// Without [`PacingConfig::retime`] nothing is re-timed: the new rate spaces the flow's next
+    /// frame.
     fn retime(&mut self, now: Instant, i: u32) {
-        if self.cfg.spacing == Spacing::Ns3 {
+        if !self.cfg.retime {
             return;
         }
         let slot = &mut self.slots[i as usize];

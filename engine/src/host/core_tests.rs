@@ -333,10 +333,14 @@ fn a_pause_is_not_owed_even_with_a_long_catch_up_bound() {
 /// A QCN host (limiters at 1 Gb/s, timer period 1.5 ms) with one unbounded flow of 1 MB
 /// frames: 8 ms each at 1 Gb/s, longer than the timer period.
 fn qcn_host() -> HostCore<Generated> {
+    qcn_host_with(PacingConfig::default())
+}
+
+fn qcn_host_with(pacing: PacingConfig) -> HostCore<Generated> {
     let p: ::rp::QcnParams =
         toml::from_str("rpg_byte_reset = 15000\nrpg_time_reset = 1500").unwrap();
     let rp = HostRp::qcn(p.profile(Rate::from_gbps(1)).unwrap());
-    let mut c = HostCore::new(PacingConfig::default(), rp, None).unwrap();
+    let mut c = HostCore::new(pacing, rp, None).unwrap();
     let (spec, mut src) = flow(1, 0, None, Rate::from_gbps(1));
     src.frame_len = 1_000_000;
     c.add_flow(spec, src).unwrap();
@@ -347,7 +351,11 @@ fn qcn_host() -> HostCore<Generated> {
 /// reaction point's timers if `timers`; returns when the second frame left and the rate it
 /// left at.
 fn second_frame_after_a_cut(timers: bool) -> (Instant, Rate) {
-    let mut g = qcn_host();
+    second_frame_after_a_cut_with(PacingConfig::default(), timers)
+}
+
+fn second_frame_after_a_cut_with(pacing: PacingConfig, timers: bool) -> (Instant, Rate) {
+    let mut g = qcn_host_with(pacing);
     let t0 = Instant::ZERO;
     assert!(g.poll_transmit(t0).is_some());
     g.handle_feedback(t0, H0, Feedback::Cnm(63)).unwrap();
@@ -392,6 +400,33 @@ fn a_cnm_pushes_the_pending_release_back_and_the_recovery_timer_brings_it_forwar
         g.handle_feedback(Instant::ZERO, FlowHandle(9), Feedback::Cnm(1)),
         Err(Refused::NotOurs)
     );
+}
+
+#[test]
+fn without_retime_a_rate_change_spaces_the_next_frame_only() {
+    let pacing = PacingConfig {
+        retime: false,
+        ..PacingConfig::default()
+    };
+    // The 1,000,000-octet frame sent at 0 at 1 Gb/s set the next release at 8 ms; neither the
+    // cut nor the timers' rises move it.
+    let eight_ms = Instant::ZERO + Duration::from_millis(8);
+    let (cut_only, _) = second_frame_after_a_cut_with(pacing, false);
+    assert_eq!(cut_only, eight_ms);
+    let (recovered, _) = second_frame_after_a_cut_with(pacing, true);
+    assert_eq!(recovered, eight_ms);
+    // The frame after it is spaced at the cut rate (the 8 ms of 1 Gb/s are not enough), at
+    // most the cut rate's gap after it.
+    let mut g = qcn_host_with(pacing);
+    assert!(g.poll_transmit(Instant::ZERO).is_some());
+    g.handle_feedback(Instant::ZERO, H0, Feedback::Cnm(63)).unwrap();
+    let cut = g.rate(H0);
+    let second = g.poll_transmit(eight_ms).expect("due at 8 ms");
+    assert_eq!(second.release, eight_ms);
+    let at_line = eight_ms + Duration::from_millis(8) + Duration::from_micros(1);
+    assert!(g.poll_transmit(at_line).is_none());
+    let gap = Duration::from_nanos(8_000_000_000_000_000 / cut.as_bps());
+    assert!(g.poll_transmit(eight_ms + gap + Duration::from_micros(1)).is_some());
 }
 
 #[test]

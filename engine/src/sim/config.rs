@@ -27,8 +27,8 @@ pub struct HostConfig {
     /// unacknowledged octet (covers tail loss, which a NACK cannot report).
     pub rto: Duration,
     /// How the NIC spaces a flow's frames: exactly (quench's own), or as ns-3 HPCC's `RdmaHw`
-    /// does, whole nanoseconds and no re-timing on a rate change (`rp::Spacing::Ns3`, set with
-    /// the rest of ns-3's arithmetic by `sim::ns3::Ns3Config::apply`).
+    /// does, whole nanoseconds (`rp::Spacing::Ns3`, set with the rest of ns-3's arithmetic by
+    /// `sim::ns3::Ns3Config::apply`). Either way a rate change applies from the next frame on.
     pub spacing: rp::Spacing,
 }
 

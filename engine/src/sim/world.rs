@@ -136,8 +136,10 @@ struct Host {
 /// How a simulated host paces (ns-3 HPCC's `RdmaHw`): releases to the nanosecond (a wheel of
 /// 1 ns ticks, 64 of them before the heap); no catch-up: a frame that leaves late (the port was
 /// busy with another flow's frame or a control frame) pushes the flow's schedule; a PFC pause
-/// does not move the schedule: the frame it held leaves when it ends. Frames are spaced exactly
-/// unless the run's [`HostConfig::spacing`](super::config::HostConfig::spacing) says ns-3's way.
+/// does not move the schedule: the frame it held leaves when it ends; a rate change spaces the
+/// flow's next frame and leaves the release already timed alone (ns-3's DCQCN and the QCN
+/// pseudocode: [`PacingConfig::retime`]). Frames are spaced exactly unless the run's
+/// [`HostConfig::spacing`](super::config::HostConfig::spacing) says ns-3's way.
 const SIM_PACING: PacingConfig = PacingConfig {
     tick: Duration::from_nanos(1),
     wheel_slots: 64,
@@ -145,6 +147,7 @@ const SIM_PACING: PacingConfig = PacingConfig {
     catch_up_speed: None,
     pause_shifts_schedule: false,
     spacing: rp::Spacing::Exact,
+    retime: false,
 };
 
 /// A simulated flow's data as its host core sends it: payloads of at most an MTU from
@@ -817,7 +820,7 @@ impl World {
     }
 
     /// Queues a wake-up for the host core's earliest release if it is earlier than the one
-    /// queued (a rate change re-timed a release, a pause ended).
+    /// queued (a pause ended, a source was woken).
     fn arm_wake(&mut self, host: u32) {
         let now = self.now;
         let h = &mut self.hosts[host as usize];
