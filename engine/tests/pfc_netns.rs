@@ -7,7 +7,7 @@
 use std::process::Command;
 
 mod common;
-use common::{lock, netns_or_skip, release_quench, repo};
+use common::{lock, netns_or_skip, release_quench, repo, ScratchDir};
 
 /// Runs a testbed script that must succeed and returns its last line, a JSON object, parsed and
 /// as text.
@@ -38,12 +38,13 @@ fn tcd_marks_the_victim_of_a_paused_port_ue_and_never_ce() {
     }
     let _l = lock();
     let quench = release_quench();
-    let out = std::env::temp_dir().join(format!("quench-tcd-{}", std::process::id()));
+    let scratch = ScratchDir::new("quench-tcd");
+    let out = &scratch.0;
     let prefix = format!("qt{}", std::process::id() % 10000);
     let (r, json) = script_json(
         Command::new(repo().join("scripts/tcd-victim.sh"))
             .arg("4")
-            .arg(&out)
+            .arg(out)
             .env("QUENCH", &quench)
             .env("QN_PREFIX", &prefix),
     );
@@ -73,14 +74,15 @@ fn pfc_incast_loses_no_frame_and_its_pauses_decode_in_tshark() {
         return;
     }
     let _l = lock();
-    let out = std::env::temp_dir().join(format!("quench-pfc-{}", std::process::id()));
+    let scratch = ScratchDir::new("quench-pfc");
+    let out = &scratch.0;
     let prefix = format!("qp{}", std::process::id() % 10000);
     let quench = release_quench();
     // 4 senders at 400 Mb/s into 1 Gbit/s for 4 s: 1.6 x oversubscribed.
     let (r, json) = script_json(
         Command::new(repo().join("scripts/pfc-incast.sh"))
             .args(["4", "4"])
-            .arg(&out)
+            .arg(out)
             .arg("400mbit")
             .env("QUENCH", &quench)
             .env("QN_PREFIX", &prefix)
@@ -148,5 +150,4 @@ fn pfc_incast_loses_no_frame_and_its_pauses_decode_in_tshark() {
         assert!(f[1] == "65535" || f[1] == "0", "{row}");
     }
     assert!(rows.iter().any(|r| r.ends_with("65535")) && rows.iter().any(|r| r.ends_with("\t0")));
-    let _ = std::fs::remove_dir_all(&out);
 }

@@ -419,14 +419,17 @@ fn without_retime_a_rate_change_spaces_the_next_frame_only() {
     // most the cut rate's gap after it.
     let mut g = qcn_host_with(pacing);
     assert!(g.poll_transmit(Instant::ZERO).is_some());
-    g.handle_feedback(Instant::ZERO, H0, Feedback::Cnm(63)).unwrap();
+    g.handle_feedback(Instant::ZERO, H0, Feedback::Cnm(63))
+        .unwrap();
     let cut = g.rate(H0);
     let second = g.poll_transmit(eight_ms).expect("due at 8 ms");
     assert_eq!(second.release, eight_ms);
     let at_line = eight_ms + Duration::from_millis(8) + Duration::from_micros(1);
     assert!(g.poll_transmit(at_line).is_none());
     let gap = Duration::from_nanos(8_000_000_000_000_000 / cut.as_bps());
-    assert!(g.poll_transmit(eight_ms + gap + Duration::from_micros(1)).is_some());
+    assert!(g
+        .poll_transmit(eight_ms + gap + Duration::from_micros(1))
+        .is_some());
 }
 
 #[test]

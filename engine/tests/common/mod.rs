@@ -62,6 +62,22 @@ pub fn lock() -> Lock {
     Lock(f)
 }
 
+/// A directory under the system's temporary directory, named for the test and this process,
+/// removed with what it holds when dropped: on success and when an assertion fails alike.
+pub struct ScratchDir(pub PathBuf);
+
+impl ScratchDir {
+    pub fn new(name: &str) -> ScratchDir {
+        ScratchDir(std::env::temp_dir().join(format!("{name}-{}", std::process::id())))
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// This tree's release binary, built if needed. The netns scripts use it: a debug build's switch
 /// and receiver fall behind even 10 k frames/s on two shared cores and lose frames in the kernel.
 pub fn release_quench() -> PathBuf {
