@@ -17,6 +17,12 @@
 # keyed by what decides them (ns-3's binary, the config without its output paths, the topology,
 # flow and trace files); a later run on the same inputs reuses them and says so. The fat tree's
 # ns-3 run takes ~6 min of CPU, so a rerun that changes only quench takes ~2 min instead of ~9.
+# FAT_SEEDS=K (default 1) adds K - 1 more flow files for C (traffic_gen.py seeded with 2..K, same
+# load and duration) and a second ns-3 random run (NS_GLOBAL_VALUE=RngRun=2, which reseeds its
+# RED coin) on every file, then prints the buckets pooled over the K files: ns-3 run 2 against
+# ns-3 run 1 (how far ns-3 is from itself) and quench against ns-3 run 1. A bucket of one file
+# holds 160 flows, so its p99 is the 2nd-largest slowdown; pooled over K files it is the ~1.6K-th.
+# That is 2K - 1 more ns-3 runs (cached in NS3_CACHE like the others).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p engine --bin quench >/dev/null 2>&1 || cargo build --release -p engine --bin quench
@@ -125,12 +131,13 @@ median_of() {
 }
 quench_run() { timed "$2" "$Q" sim -q --ns3-config "$1" --out "$2/quench-out"; }
 # The simulator binary itself, not `waf --run` (which first re-checks the whole build): the
-# wall time is ns-3's simulation alone, as quench's is. ns3_run CONFIG OUT, through NS3_CACHE.
+# wall time is ns-3's simulation alone, as quench's is. Through NS3_CACHE.
+# ns3_run CONFIG OUT [RNGRUN]: RNGRUN (default 1, ns-3's own default) goes to ns-3's RngRun.
 ns3_run() {
   local d=$NS3_HPCC_DIR/simulation
-  local bin=$d/build/scratch/third
+  local bin=$d/build/scratch/third rng=${3:-1}
   if [ -z "${NS3_CACHE:-}" ]; then
-    timed "$2" env LD_LIBRARY_PATH="$d/build" "$bin" "$1"
+    timed "$2" env NS_GLOBAL_VALUE="RngRun=$rng" LD_LIBRARY_PATH="$d/build" "$bin" "$1"
     return
   fi
   local key f
@@ -138,7 +145,8 @@ ns3_run() {
            grep -Ev '^(FCT_OUTPUT_FILE|PFC_OUTPUT_FILE|TRACE_OUTPUT_FILE|QLEN_MON_FILE) ' "$1"
            for f in TOPOLOGY_FILE FLOW_FILE TRACE_FILE; do
              cat "$W/$(awk -v k=$f '$1 == k {print $2}' "$1")"
-           done; } | sha256sum | cut -c1-16)
+           done
+           [ "$rng" = 1 ] || echo "RngRun $rng"; } | sha256sum | cut -c1-16)
   local c=$NS3_CACHE/$key
   if [ -s "$c/fct.txt" ]; then
     mkdir -p "$2"
@@ -146,7 +154,7 @@ ns3_run() {
     echo "bench-sim.sh: ns-3 on $(basename "$1"): reused $c ($(cat "$c/when" 2>/dev/null))" >&2
     return
   fi
-  timed "$2" env LD_LIBRARY_PATH="$d/build" "$bin" "$1"
+  timed "$2" env NS_GLOBAL_VALUE="RngRun=$rng" LD_LIBRARY_PATH="$d/build" "$bin" "$1"
   mkdir -p "$c"
   cp "$2/wall" "$2/cpu" "$2/rss" "$2/fct.txt" "$c/"
   echo "ran $(date -u '+%F %T') UTC on $(hostname), load $(cut -d' ' -f1-3 /proc/loadavg)" > "$c/when"
@@ -190,14 +198,19 @@ for sc in "A 20000000" "B 200000000"; do
   row "$1: 2 x $(( $2 / 1000000 )) MB incast" "$W/$1" fcts
 done
 [ -n "${NS3_HPCC_DIR:-}" ] || exit 0
-# C: the fat tree.
+# C: the fat tree, on flow file 1 (random.seed(1)) and, with FAT_SEEDS=K, files 2..K.
 cp "$NS3_HPCC_DIR/simulation/mix/fat.txt" "$W/mix/fat.txt"
-(cd "$NS3_HPCC_DIR/traffic_gen" && "$(py2)" -c "
+K=${FAT_SEEDS:-1}
+[[ "$K" =~ ^[1-9][0-9]*$ ]] || { echo "bench-sim.sh: FAT_SEEDS must be a positive integer, not '$K'" >&2; exit 1; }
+flows() { if [ "$1" = 1 ]; then echo flow_fat; else echo "flow_fat$1"; fi; }
+for s in $(seq "$K"); do
+  (cd "$NS3_HPCC_DIR/traffic_gen" && "$(py2)" -c "
 import random, sys
-random.seed(1)
+random.seed($s)
 sys.argv = ['traffic_gen.py', '-c', 'WebSearch_distribution.txt', '-n', '320', '-l', '0.3',
-            '-b', '100G', '-t', '${C_SECONDS:-0.005}', '-o', '$W/mix/flow_fat.txt']
+            '-b', '100G', '-t', '${C_SECONDS:-0.005}', '-o', '$W/mix/$(flows "$s").txt']
 execfile('traffic_gen.py')")
+done
 # quench C_RUNS times (default 3; the median wall and CPU time), ns-3 once.
 runs=()
 for i in $(seq "${C_RUNS:-3}"); do
@@ -209,38 +222,83 @@ median_of "$W/C/q" "${runs[@]}"
 config fat flow_fat "$W/C/n" > "$W/C-n.txt"
 [ "$RUN_NS3" = 1 ] && ns3_run "$W/C-n.txt" "$W/C/n"
 row "C: fat tree, $(head -1 "$W/mix/flow_fat.txt" | tr -d ' ') flows" "$W/C"
+# The other files: quench once, ns-3 with RngRun 1 and 2 (file 1's run 2 too), FCTs only: their
+# config has QLEN_MON_END = QLEN_MON_START. ns-3's monitor_buffer (third.cc) walks every switch
+# port every 100 ns of the window (run.py's: one simulated second, long after the last flow), a
+# cost that does not depend on the flows; it only reads the queues, so the FCTs are the same.
+fct_config() { config "$@" | sed 's/^QLEN_MON_END .*/QLEN_MON_END 2000000000/'; }
+qf=$W/C/q/fct.txt n1=$W/C/n/fct.txt n2=
+for s in $(seq "$K"); do
+  [ "$K" = 1 ] && break
+  o=$W/C/s$s
+  if [ "$s" != 1 ]; then
+    fct_config fat "$(flows "$s")" "$o/q" > "$o-q.txt"
+    quench_run "$o-q.txt" "$o/q"
+    qf+=,$o/q/fct.txt
+  fi
+  [ "$RUN_NS3" = 1 ] || continue
+  if [ "$s" != 1 ]; then
+    fct_config fat "$(flows "$s")" "$o/n" > "$o-n.txt"
+    ns3_run "$o-n.txt" "$o/n" 1
+    n1+=,$o/n/fct.txt
+  fi
+  fct_config fat "$(flows "$s")" "$o/n2" > "$o-n2.txt"
+  ns3_run "$o-n2.txt" "$o/n2" 2
+  n2+=${n2:+,}$o/n2/fct.txt
+done
+[ "$RUN_NS3" = 1 ] || n1=
 # Slowdown per size bucket, as HPCC's analysis/fct_analysis.py: flows sorted by size, 20 buckets
 # of 5 % of them, slowdown = max(1, fct / standalone fct), p50/p95/p99 at index int(n x p).
-python3 - "$W/C/q/fct.txt" "$([ "$RUN_NS3" = 1 ] && echo "$W/C/n/fct.txt")" <<'PY'
+# Pooled over files: each file binned on its own (its flows' ranks by size, as HPCC bins one
+# run), a bucket's slowdowns from every file together; the size shown is the bucket's largest.
+# The files come from one size distribution, so bucket i of each covers the same sizes but for
+# the sampling of 3,200 flows (the 5 % bucket ends at 3,050 octets in file 1).
+python3 - "$qf" "$n1" "$n2" <<'PY'
 import sys
-def buckets(path):
+def rows(path):
     rows = []
     for line in open(path):
         c = line.split()
         if len(c) >= 8 and c[3] == "100" and int(c[5]) + int(c[6]) < 3000000000:
             rows.append((int(c[4]), max(1.0, int(c[6]) / int(c[7]))))
     rows.sort(key=lambda r: r[0])
-    n, out = len(rows), []
+    return rows
+def buckets(paths):
+    files = [rows(p) for p in paths.split(",")]
+    out = []
     for i in range(0, 100, 5):
-        part = rows[i * n // 100:(i + 5) * n // 100]
+        part = [r for f in files for r in f[i * len(f) // 100:(i + 5) * len(f) // 100]]
         s = sorted(r[1] for r in part)
         pct = lambda p: s[int(len(s) * p)]
-        out.append((part[-1][0], pct(0.5), pct(0.95), pct(0.99)))
+        out.append((max(r[0] for r in part), pct(0.5), pct(0.95), pct(0.99)))
     return out
-q = buckets(sys.argv[1])
-n = buckets(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2] else None
-print("   bucket max size | quench p50 p95 p99 | ns-3 p50 p95 p99 | p50 diff p99 diff")
-close = [0, 0]
-for i, b in enumerate(q):
-    line = "   %3d%% %10d | %6.2f %6.2f %6.2f" % (5 * (i + 1), b[0], b[1], b[2], b[3])
-    if n:
-        m = n[i]
-        d50, d99 = 100 * (b[1] - m[1]) / m[1], 100 * (b[3] - m[3]) / m[3]
-        close[0] += abs(d50) <= 10
-        close[1] += abs(d99) <= 10
-        line += " | %6.2f %6.2f %6.2f | %+6.1f%% %+6.1f%%" % (m[1], m[2], m[3], d50, d99)
-    print(line)
-if n:
-    print("   within 10 %%: p50 %d of 20 buckets, p99 %d of 20" % (close[0], close[1]))
+def table(a, b, names):
+    head = "   bucket max size | %s p50 p95 p99" % names[0]
+    print(head + (" | %s p50 p95 p99 | p50 diff p99 diff" % names[1] if b else ""))
+    close = [0, 0]
+    for i, x in enumerate(a):
+        line = "   %3d%% %10d | %6.2f %6.2f %6.2f" % (5 * (i + 1), x[0], x[1], x[2], x[3])
+        if b:
+            m = b[i]
+            d50, d99 = 100 * (x[1] - m[1]) / m[1], 100 * (x[3] - m[3]) / m[3]
+            close[0] += abs(d50) <= 10
+            close[1] += abs(d99) <= 10
+            line += " | %6.2f %6.2f %6.2f | %+6.1f%% %+6.1f%%" % (m[1], m[2], m[3], d50, d99)
+        print(line)
+    if b:
+        print("   within 10 %%: p50 %d of 20 buckets, p99 %d of 20" % (close[0], close[1]))
+qf, n1, n2 = sys.argv[1:4]
+k = len(qf.split(","))
+table(buckets(qf.split(",")[0]), n1 and buckets(n1.split(",")[0]), ("quench", "ns-3"))
+if k > 1:
+    print("C pooled over %d flow files (seeds 1-%d):" % (k, k))
+    if n1:
+        print(" ns-3 RngRun 2 against ns-3 RngRun 1:")
+        table(buckets(n2), buckets(n1), ("ns-3 run 2", "ns-3 run 1"))
+        print(" quench against ns-3 RngRun 1:")
+    table(buckets(qf), n1 and buckets(n1), ("quench", "ns-3 run 1"))
+    if n1:
+        print(" quench against ns-3 RngRun 2:")
+        table(buckets(qf), buckets(n2), ("quench", "ns-3 run 2"))
 PY
 echo "bench-sim.sh: $(( $(date +%s) - T0 )) s in all"
