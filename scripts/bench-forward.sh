@@ -22,7 +22,10 @@
 # (configs/send.toml's line rate; no forwarder shapes, so all see the same offered load):
 # `quench send --sink` sends from the sender's namespace and receives in the receiver's from one
 # poll loop on the last core (the receiver of `quench recv`; one clock stamps and reads the test
-# header), the forwarder runs on core 0. The one-way latency histogram's p50 / p99 / p99.9
+# header), the forwarder runs on core 0. A frame's receive time is the kernel's software stamp
+# on the sink's AF_PACKET socket, set as the sink's veth takes the frame (inside the forwarder's
+# transmit), not the sink's poll loop (docs/design.md, "the stages of a frame"). The one-way
+# latency histogram's p50 / p99 / p99.9
 # (HdrHistogram, 3 digits) go side by side in one table; sender, veths and receiver are common
 # to the three, so the differences are what the forwarders add.
 #
@@ -34,6 +37,12 @@
 #                    in that order; the table's ratio column needs quench and bridge)
 #   --loads L        the latency part's loads in % of 1 Gbit/s (default "10 50 90")
 #   --lat-secs S     seconds per latency cell (default 4)
+#   --stages         also record each latency cell with `perf record -k mono -a` (kernel trace
+#                    points: the sender's sendto, the veths' transmit and receive, the XDP
+#                    redirect, the forwarder's kick, scheduling, softirqs, timer interrupts) and
+#                    split every frame's latency into stages (scripts/latency-stages.py: which
+#                    stage holds the p99, what else ran meanwhile); the tracing itself adds
+#                    ~1 us per event, so these cells' figures are the stages', not the table's
 #   --keep DIR       copy the raw outputs (sink reports, send and forwarder logs) into DIR
 #   --workers N      instead: the scaling table. The switch's veths get N queues a side
 #                    (testbed.sh --queues N: one AF_XDP socket per queue); N blasters, one
@@ -54,6 +63,7 @@ appliance=0
 lat_fwds="quench bridge af_xdp"
 lat_loads="10 50 90"
 lsecs=4
+stages=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --appliance) appliance=1; shift ;;
@@ -64,10 +74,14 @@ while [ $# -gt 0 ]; do
     --forwarders) lat_fwds=$2; shift 2 ;;
     --loads) lat_loads=$2; shift 2 ;;
     --lat-secs) lsecs=$2; shift 2 ;;
+    --stages) stages=1; shift ;;
     *) echo "bench-forward.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 if [ "$(id -u)" -ne 0 ]; then echo "bench-forward.sh: needs root" >&2; exit 1; fi
+if [ "$stages" = 1 ] && ! command -v perf >/dev/null; then
+  echo "bench-forward.sh: --stages needs perf (Debian: linux-perf)" >&2; exit 1
+fi
 
 scripts/setup.sh >/dev/null
 # dpdk-testpmd is the benchmark's peer only (not a test dependency): installed here.
@@ -216,12 +230,22 @@ start_forwarder() {
       # shares the source's core. net_af_xdp takes the same kernel transmit path as quench (an
       # AF_XDP socket in copy mode); net_af_packet a TPACKET ring. testpmd exits when its stdin
       # closes ("Press enter to exit"): kept open with sleep, which ends on its own.
-      sleep "$2" | ip netns exec $P-sw timeout -s INT $(($2 + 1)) dpdk-testpmd \
+      sleep "$2" | ip netns exec $P-sw timeout -s INT $(($2 + 1)) stdbuf -oL dpdk-testpmd \
         --no-huge -m 1024 --no-pci -l 0,$last --main-lcore $last \
         --vdev=net_${1}0,iface=$P-sw-s0 --vdev=net_${1}1,iface=$P-sw-r0 --file-prefix=qb \
         -- --forward-mode=io --nb-cores=1 --auto-start >"$out/pmd.out" 2>&1 &
       fwd_pid=$!
-      sleep 3 ;;
+      # Its stdout line-buffered, so that "Press enter" shows when it starts forwarding (its EAL
+      # start took over 3 s on the loaded VM, and a cell then measured no frame at all); frames
+      # went through only about a second after that line: 2 s more.
+      for _ in $(seq 300); do
+        grep -q "Press enter to exit" "$out/pmd.out" 2>/dev/null && break
+        kill -0 "$fwd_pid" 2>/dev/null || break
+        sleep 0.1
+      done
+      grep -q "Press enter to exit" "$out/pmd.out" \
+        || { echo "bench-forward.sh: testpmd ($1) did not start:" >&2; cat "$out/pmd.out" >&2; exit 1; }
+      sleep 2 ;;
   esac
 }
 stop_forwarder() {
@@ -291,26 +315,44 @@ fi
 # Latency: one paced flow through each forwarder at each load; the sink's summary.json.
 read -ra loads <<<"$lat_loads"
 # SHIELD=1 (two CPUs): for the latency part, the machine's other work (other processes, kernel
-# reclaim and RCU threads: scripts/cpu-shield.sh) moves onto the last CPU, the sender's and
-# sink's, leaving core 0 to the forwarder under test, the same for the three. Without it, on a
-# machine where anything else runs, the figures measure who else got core 0.
+# reclaim and RCU threads, the devices' interrupts and the unbound workqueues' workers:
+# scripts/cpu-shield.sh --irqs) moves onto the last CPU, the sender's and sink's, leaving core 0
+# to the forwarder under test, the same for the three (the bridge forwards on the sender's core
+# inside its sendto, so core 0 is idle for it). Without it, on a machine where anything else
+# runs, the figures measure who else got core 0.
 shield_state=
 if [ "${SHIELD:-0}" = 1 ] && [ "$ncores" -eq 2 ]; then
   shield_state="$out/shield"
-  echo "== $(scripts/cpu-shield.sh on $last "$shield_state")" >&2
+  scripts/cpu-shield.sh on $last "$shield_state" --irqs | sed 's/^/== /' >&2
 fi
 lat_args=()
 # quench's switch starts afresh for each load, so that its final table (sw-LOAD.out) gives
 # that load's loop gaps: where a latency tail comes from the switch's own loop, it shows there.
 for fwd in $lat_fwds; do
-  [ $fwd = quench ] || start_forwarder $fwd $(( ${#loads[@]} * (lsecs + 3) + 5 ))
+  # testpmd's bound: every cell (two with --stages, the traced one slower) and their start-up.
+  [ $fwd = quench ] || start_forwarder $fwd $(( ${#loads[@]} * (lsecs + 3) * (1 + 2 * stages) + 5 ))
   for load in "${loads[@]}"; do
     d="$out/lat-$fwd-$load"
     [ $fwd = quench ] && start_forwarder quench 0
-    taskset -c $last $Q send --iface $P-s0/eth0 --config configs/send.toml --cc none \
-      --rate "$((load * 10))mbit" --duration "${lsecs}s" --sink $P-r0/eth0 --sink-no-cnp \
-      --sink-out "$d" >"$d.log" 2>&1 || { cat "$d.log" >&2; exit 1; }
+    send_cell() { # OUT: one paced cell into OUT (the sink's report directory)
+      taskset -c $last $Q send --iface $P-s0/eth0 --config configs/send.toml --cc none \
+        --rate "$((load * 10))mbit" --duration "${lsecs}s" --sink $P-r0/eth0 --sink-no-cnp \
+        --sink-out "$1" >"$1.log" 2>&1 || { cat "$1.log" >&2; exit 1; }
+    }
+    send_cell "$d"
     lat_args+=("$fwd" "$load" "$d/summary.json")
+    if [ "$stages" = 1 ]; then
+      # A second cell under the trace, so that the table's cell is not perturbed by it.
+      perf record -q -k mono -a -o "$d-stages.perf" -e syscalls:sys_enter_sendto \
+        -e net:net_dev_start_xmit -e net:netif_rx -e net:netif_receive_skb -e xdp:xdp_redirect \
+        -e sched:sched_switch -e irq:softirq_entry -e irq_vectors:local_timer_entry \
+        -- bash -c "$(declare -f send_cell); $(declare -p Q P last load lsecs); send_cell $d-stages" \
+        2>"$d-stages.perf.err" || { cat "$d-stages.perf.err" >&2; exit 1; }
+      perf script --ns -F comm,tid,cpu,time,event,trace -i "$d-stages.perf" 2>/dev/null \
+        | python3 scripts/latency-stages.py --forwarder "$fwd" --prefix $P \
+          --sink-json "$d-stages/summary.json" >"$d-stages.txt" || true
+      sed "s/^/  [$load %] /" "$d-stages.txt" | grep -v '^  \[[0-9]* %\] {' >&2 || true
+    fi
     if [ $fwd = quench ]; then
       stop_forwarder quench
       cp "$out/sw.out" "$out/sw-$load.out"
@@ -343,10 +385,14 @@ for load, r in runs.items():
     cells = []
     for f in fwds:
         x = r[f]
+        if not x["frames"]:
+            cells.append("no frame received")
+            continue
         cells.append(f"{x['p50_us']:.1f} / {x['p99_us']:.1f} / {x['p999_us']:.1f}"
                      + (f" ({x['lost']} lost)" if x["lost"] else ""))
     q, b = r.get("quench"), r.get("bridge")
-    ratio = q["p99_us"] / b["p99_us"] if q and b and b["p99_us"] else float("nan")
+    ratio = (q["p99_us"] / b["p99_us"] if q and b and q["frames"] and b["frames"]
+             else float("nan"))
     print(f"| {load} % | " + " | ".join(cells) + f" | {ratio:.2f} |")
 print(json.dumps({"latency": runs}))
 PY

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Keeps other work off a CPU while a pacing run uses it, and puts it back afterwards.
 #
-#   scripts/cpu-shield.sh on TO STATE     (root) move other work onto CPUs TO, noting it in STATE
+#   scripts/cpu-shield.sh on TO STATE [--irqs]
+#                                         (root) move other work onto CPUs TO, noting it in STATE
 #   scripts/cpu-shield.sh off STATE       give every thread noted in STATE its CPUs back
 #
 # A busy-polling sender paces to 1 % per 100 ms only if nothing takes its CPU for more than its
@@ -14,6 +15,14 @@
 # compaction, RCU grace periods). Per-CPU kernel threads, workqueue workers and interrupts stay:
 # moving those made the sender's stalls worse, not better. Threads started later inherit the
 # caller's CPUs, so the caller is moved too.
+#
+# --irqs also moves the devices' interrupts (/proc/irq/N/smp_affinity_list, where the kernel
+# lets it) and the unbound workqueues' workers (/sys/devices/virtual/workqueue/cpumask) onto TO:
+# for a forwarder that polls on a CPU of its own, as DPDK deployments isolate their lcores. On the
+# testbed VM a trace of a latency run (bench-forward.sh --stages) showed both on the forwarder's
+# core: the unbound writeback and flush workers (kworker/u*, up to 1.4 ms at a time on this
+# PREEMPT_NONE kernel) and the vsock device's receive interrupt with the per-CPU work it queues
+# there (kworker/0:*-virtio_vsock, 0.1-0.5 ms). Per-CPU kernel threads and the local timer stay.
 set -euo pipefail
 
 usage() {
@@ -23,10 +32,37 @@ usage() {
 
 case "${1:-}" in
 on)
-  [ $# -eq 3 ] || usage
+  [ $# -eq 3 ] || { [ $# -eq 4 ] && [ "$4" = --irqs ]; } || usage
   to=$2 state=$3
   all=$(cat /sys/devices/system/cpu/online)
   : > "$state"
+  if [ "${4:-}" = --irqs ]; then
+    irqs=0
+    for d in /proc/irq/[0-9]*; do
+      [ -w "$d/smp_affinity_list" ] || continue
+      was=$(cat "$d/smp_affinity_list" 2>/dev/null) || continue
+      [ "$was" = "$to" ] && continue
+      # Managed interrupts (a multiqueue device's) refuse: they stay.
+      if echo "$to" > "$d/smp_affinity_list" 2>/dev/null; then
+        echo "irq ${d##*/} $was" >> "$state"
+        irqs=$((irqs + 1))
+      fi
+    done
+    wq=/sys/devices/virtual/workqueue/cpumask
+    if [ -w "$wq" ]; then
+      mask=$(python3 -c "
+import sys
+m = 0
+for part in sys.argv[1].split(','):
+    a, _, b = part.partition('-')
+    for c in range(int(a), int(b or a) + 1):
+        m |= 1 << c
+print(f'{m:x}')" "$to")
+      was=$(cat "$wq")
+      echo "$mask" > "$wq" && echo "wq $was" >> "$state"
+    fi
+    echo "cpu-shield: moved $irqs interrupts and the unbound workqueues onto CPU $to"
+  fi
   moved=0
   for task in /proc/[0-9]*/task/[0-9]*; do
     tid=${task##*/} pid=${task#/proc/}
@@ -54,6 +90,10 @@ off)
   [ -f "$state" ] || exit 0
   # Threads a moved process started meanwhile inherited TO: they go back too.
   while read -r pid tid allowed to; do
+    case "$pid" in
+    irq) echo "$allowed" > "/proc/irq/$tid/smp_affinity_list" 2>/dev/null || true; continue ;;
+    wq) echo "$tid" > /sys/devices/virtual/workqueue/cpumask 2>/dev/null || true; continue ;;
+    esac
     taskset -pc "$allowed" "$tid" >/dev/null 2>&1 || true
     for task in /proc/"$pid"/task/[0-9]*; do
       [ "$(awk '/^Cpus_allowed_list/ {print $2}' "$task/status" 2>/dev/null)" = "$to" ] \
