@@ -21,15 +21,20 @@
 #
 # --workers N: the scaling table instead. For n = 1..N, quench's workers (`dpdk_fwd --workers n`)
 # over net_null0 and net_null1 with n queue pairs each, worker w on CPU (CPU + w) mod nproc and on
-# queue pair w of both ports: without crossing (every worker holds both ports' egress: no frame
-# changes core) and with crossing (worker w holds port w mod 2's egress alone, as for a port with a
-# pacer or a congestion point: half the frames cross to the other worker on the rings). Per row:
-# Mpps (median of ROUNDS), per-worker Mpps, the ratio to n x one worker's Mpps, and Mpps per
-# CPU-second the workers had (on a loaded machine the workers get less than their cores; frames
-# per CPU-second still compare: ratio_cpu, that figure over the one-worker row's, is the ratio to
-# n x one worker that n workers with a core each to themselves would reach), and CPU ns per frame
-# received; a last line gives what a crossing frame costs, twice the crossing run's excess CPU per
-# frame over the run without (half the frames cross).
+# queue pair w of both ports, in three scenarios:
+# - plain: plain ports, every worker holds both ports' egress, no frame changes core;
+# - cp: both ports have a congestion point (`--cp`: QCN on the frames' priority; every frame goes
+#   through the egress queue), so each port's egress is one worker's (port p: worker p mod n), as
+#   `quench switch` does: with n workers, (n - 1) / n of the frames cross to the worker holding
+#   their egress; with one worker nothing can cross, and that is this scenario's baseline;
+# - split (n > 1 only): plain ports with the egress split as in cp (`--cross`, no congestion
+#   point): the crossing measured against the plain scenario's one worker (stop 26's column).
+# Per row: Mpps (median of ROUNDS), per-worker Mpps, the ratio to n x the one-worker Mpps of the
+# same scenario (split: of plain), Mpps per CPU-second the workers had (on a loaded machine the
+# workers get less than their cores; frames per CPU-second still compare: ratio_cpu, that figure
+# over the baseline's, is the ratio to n x one worker that n workers with a core each to
+# themselves would reach), CPU ns per frame received, and what a crossing frame costs: the
+# excess CPU per frame over the baseline, divided by the share of frames that cross.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORKERS=
@@ -63,16 +68,19 @@ if [ -n "$WORKERS" ]; then
   rows=()
   for n in $(seq "$WORKERS"); do
     cores=$(for w in $(seq 0 $((n - 1))); do echo $(((CPU + w) % ncpu)); done | paste -sd,)
-    for cross in 0 1; do
-      [ "$n" = 1 ] && [ "$cross" = 1 ] && continue # one worker: nothing to cross to
-      flag=$([ "$cross" = 1 ] && echo --cross || true)
+    for scenario in plain cp split; do
+      [ "$n" = 1 ] && [ "$scenario" = split ] && continue # one worker: the same as plain
+      case $scenario in
+        plain) flags=() ;;
+        cp) flags=(--cp) ;;
+        split) flags=(--cross) ;;
+      esac
       m=()
       c=()
       f=()
       for r in $(seq "$ROUNDS"); do
-        # shellcheck disable=SC2086 # $flag is empty or one word
-        line=$("$quench" "$SECS" --workers "$n" $flag --cores "$cores" "${EAL[@]}" | grep '^quench_workers')
-        echo "workers $n cross $cross round $r: $line"
+        line=$("$quench" "$SECS" --workers "$n" "${flags[@]}" --cores "$cores" "${EAL[@]}" | grep '^quench_workers')
+        echo "$scenario workers $n round $r: $line"
         x=${line##*mpps=}
         m+=("$x")
         x=${line##*mpps_per_cpu=}
@@ -80,19 +88,20 @@ if [ -n "$WORKERS" ]; then
         x=${line##*cpu_ns_per_rx_frame=}
         f+=("${x%% *}")
       done
-      rows+=("$n $cross $(median "${m[@]}") $(median "${c[@]}") $(median "${f[@]}")")
+      rows+=("$scenario $n $(median "${m[@]}") $(median "${c[@]}") $(median "${f[@]}") $cores")
     done
   done
   printf '%s\n' "${rows[@]}" | awk '
-    BEGIN { print "| workers | frames crossing cores | Mpps | per-worker Mpps | ratio to n x one worker | Mpps per CPU-second | ratio_cpu | CPU ns per frame |"
-            print "|---|---|---|---|---|---|---|---|" }
-    $1 == 1 { one = $3; onec = $4 }
-    $2 == 0 { plain[$1] = $5 }
-    $2 == 1 { crossing[$1] = 2 * ($5 - plain[$1]) }
-    { printf "| %d | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f |\n", $1, ($2 ? "half" : "none"), $3, $3 / $1,
-        $3 / ($1 * one), $4, $4 / onec, $5 }
-    END { for (n in crossing)
-            printf "crossing cost, %d workers: %.1f ns of CPU per frame that crosses (twice the excess per frame, half of them cross)\n", n, crossing[n] }'
+    BEGIN { print "| scenario | workers | CPUs | frames crossing cores | Mpps | per-worker Mpps | ratio to n x one worker (same scenario) | Mpps per CPU-second | ratio_cpu | CPU ns per frame | ns per crossing frame |"
+            print "|---|---|---|---|---|---|---|---|---|---|---|" }
+    $2 == 1 { one[$1] = $3; onec[$1] = $4; onef[$1] = $5 }
+    { base = ($1 == "split") ? "plain" : $1
+      share = ($1 == "plain" || $2 == 1) ? 0 : ($2 - 1) / $2
+      cost = share > 0 ? sprintf("%.1f", ($5 - onef[base]) / share) : "-"
+      printf "| %s | %d | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %s |\n", $1, $2, $6,
+        share > 0 ? sprintf("%d/%d", $2 - 1, $2) : "none", $3, $3 / $2, $3 / ($2 * one[base]), $4,
+        $4 / onec[base], $5, cost }
+    END { print "(split: plain ports with the egress split as for cp, against plain one worker; ns per crossing frame: CPU ns per frame over the baseline one worker, divided by the share that crosses)" }'
   exit 0
 fi
 

@@ -25,27 +25,37 @@
 //! A,B,...`, default: the `-l` CPU and the ones after it), each holding one receive / transmit
 //! queue pair of both ports (`DpdkPort::open_queues`: the ports get 2N queues, worker `w` takes
 //! pair 2w + 1, see [`null_queue`]) and registered as
-//! an EAL lcore (mbuf caches per worker). Every worker holds both ports' egress, so no frame
+//! an EAL lcore (mbuf caches per worker). A receive callback writes each received frame's
+//! Ethernet header ([`stamp_headers`]), as a NIC writes what it receives. Every worker holds
+//! both ports' egress, so no frame
 //! changes core; with `--cross`, worker `w` holds only port `w % 2`'s egress (as for a port
 //! with a pacer or a congestion point), so the frames a worker receives for the other port,
-//! half of them, cross to the worker holding it on the lock-free ring (an mbuf pointer, no
-//! copy). Prints `quench_workers workers=N cross=0|1 ... mpps=<Mpps>`.
+//! half of them, cross to the worker holding it on the lock-free ring. `--cp` gives both ports
+//! a congestion point (QCN with its MIB defaults on priority 0, the frames' priority: every
+//! frame goes through the egress queue and the CP, no cut-through) and implies `--cross`, as
+//! `quench switch` gives a CP port's egress to one worker: with one worker that is the
+//! baseline a crossing run compares with (same ports, same input, nothing can cross). Prints
+//! `quench_workers workers=N cross=0|1 cp=0|1 ... mpps=<Mpps>`.
 //!
 //! Usage: `cargo bench -p engine --features dpdk --bench dpdk_fwd -- SECONDS [--mix]
-//! [--workers N [--cross] [--cores LIST]] EAL-ARGS...` (EAL args must create net_null0 and
+//! [--workers N [--cross] [--cp] [--cores LIST]] EAL-ARGS...` (EAL args must create net_null0 and
 //! net_null1; `-l CPU` also pins this thread to CPU, as rte_eal_init pins the C loop's main
 //! thread.)
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use engine::port::dpdk::{self, DpdkConfig, DpdkPort};
+use cp::qcn::{QcnCpParams, QcnCpProfile};
+use engine::port::dpdk::{self, ffi, DpdkConfig, DpdkPort};
 use engine::port::{Frame, Port};
+use engine::switch::core::CpProfiles;
+use engine::switch::egress::CpHook;
 use engine::switch::fdb::DEFAULT_AGEING;
 use engine::switch::fdb::{Fdb, DEFAULT_CAPACITY};
 use engine::switch::forward::{links, OwnedPort, Worker};
 use engine::switch::queue::QueueLimits;
 use engine::switch::stats::PortCounters;
 use engine::time::Clock;
+use rand_xoshiro::rand_core::SeedableRng;
 use units::Instant;
 
 /// Station behind port 0 and station behind port 1.
@@ -65,6 +75,65 @@ fn prime(port: &mut DpdkPort, dst: [u8; 6], src: [u8; 6]) {
         d[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
         all.push(f);
     }
+}
+
+/// The header [`stamp_headers`] writes into each frame received on net_null0 and net_null1.
+static HEADERS: [[u8; 14]; 2] = [header(B, A), header(A, B)];
+
+const fn header(dst: [u8; 6], src: [u8; 6]) -> [u8; 14] {
+    let mut h = [0u8; 14];
+    let mut k = 0;
+    while k < 6 {
+        h[k] = dst[k];
+        h[6 + k] = src[k];
+        k += 1;
+    }
+    h[12] = 0x88;
+    h[13] = 0xb5;
+    h
+}
+
+extern "C" {
+    /// rte_ethdev.h (DPDK 22.11): runs `f` on every burst `rte_eth_rx_burst` returns from
+    /// (`port`, `queue`).
+    fn rte_eth_add_rx_callback(
+        port: u16,
+        queue: u16,
+        f: extern "C" fn(u16, u16, *mut *mut ffi::RteMbuf, u16, u16, *mut std::ffi::c_void) -> u16,
+        user: *mut std::ffi::c_void,
+    ) -> *const std::ffi::c_void;
+}
+
+/// The receive callback of `--workers`: writes the port's frame header (`*user`, 14 octets)
+/// into each received mbuf, as a NIC writes the frames it receives. net_null hands out pool
+/// mbufs as they are; [`prime`]'s headers stay right only while an mbuf keeps to its port's
+/// pool and its content, and a frame that crosses to another worker as a copy lands in an
+/// mbuf of its egress port's pool, which that port's receive later hands out again.
+extern "C" fn stamp_headers(
+    _port: u16,
+    _queue: u16,
+    pkts: *mut *mut ffi::RteMbuf,
+    n: u16,
+    _max: u16,
+    user: *mut std::ffi::c_void,
+) -> u16 {
+    for k in 0..usize::from(n) {
+        // Safety: DPDK passes the burst's `n` mbuf pointers, each a live single-segment mbuf
+        // this receive call owns, with at least 14 octets of room from its data offset (64 on
+        // net_null); `user` is one of the `HEADERS` (static, 14 octets); the offsets are ffi's,
+        // checked against the C struct by shim.c.
+        unsafe {
+            let m = (*pkts.add(k)).cast::<u8>();
+            let buf = m.add(ffi::MBUF_BUF_ADDR).cast::<*mut u8>().read();
+            let off = m.add(ffi::MBUF_DATA_OFF).cast::<u16>().read();
+            std::ptr::copy_nonoverlapping(
+                user.cast::<u8>().cast_const(),
+                buf.add(usize::from(off)),
+                14,
+            );
+        }
+    }
+    n
 }
 
 /// The realistic mix: stations, frames per direction and their lengths. The C loop
@@ -225,11 +294,21 @@ fn null_queue(w: usize) -> u16 {
     (2 * w + 1) as u16
 }
 
+/// The congestion point of `--cp`: QCN with the MIB's defaults on priority 0.
+fn cp_profiles() -> anyhow::Result<CpProfiles> {
+    Ok(CpProfiles {
+        prio_mask: 1,
+        qcn: Some(QcnCpProfile::new(&QcnCpParams::default())?),
+        ..CpProfiles::none()
+    })
+}
+
 /// `--workers N`: N threads over queue pairs of net_null0 and net_null1 (see the module docs).
 /// Returns per worker the seconds it ran, the CPU-seconds it had, and its crossings dropped.
 fn run_workers(
     n: usize,
     cross: bool,
+    cp: Option<&CpProfiles>,
     cores: &[usize],
     seconds: f64,
     cfg: &DpdkConfig,
@@ -251,8 +330,17 @@ fn run_workers(
         }
         handles.push(ps);
     }
-    prime(&mut handles[0][0], B, A);
-    prime(&mut handles[0][1], A, B);
+    for (w, ps) in handles.iter().enumerate() {
+        for (p, port) in ps.iter().enumerate() {
+            let user = HEADERS[p].as_ptr().cast_mut().cast();
+            // Safety: the port is started and the queue set up; the callback and its
+            // argument are static and live as long as the process.
+            let cb = unsafe {
+                rte_eth_add_rx_callback(port.port_id(), null_queue(w), stamp_headers, user)
+            };
+            anyhow::ensure!(!cb.is_null(), "rte_eth_add_rx_callback failed");
+        }
+    }
     let mut links = links(n).into_iter();
     // With crossing, port p's egress is worker (p % n)'s alone.
     let owner: Vec<usize> = (0..2).map(|p| if cross { p % n } else { 0 }).collect();
@@ -265,6 +353,9 @@ fn run_workers(
             .map(|(p, (port, c))| {
                 let mut op = OwnedPort::new(port, vec![0], QueueLimits::default(), None, c.clone());
                 op.egress = !cross || owner[p] == w;
+                if let Some(cp) = cp.filter(|_| op.egress) {
+                    op.cp = Some(CpHook::new(cp, SeedableRng::seed_from_u64(p as u64)));
+                }
                 Some(op)
             })
             .collect();
@@ -303,7 +394,8 @@ fn main() -> anyhow::Result<()> {
         .collect();
     let usage = || {
         anyhow::anyhow!(
-            "usage: dpdk_fwd SECONDS [--mix] [--workers N [--cross] [--cores LIST]] EAL-ARGS..."
+            "usage: dpdk_fwd SECONDS [--mix] [--workers N [--cross] [--cp] [--cores LIST]] \
+             EAL-ARGS..."
         )
     };
     let seconds: f64 = args.first().ok_or_else(usage)?.parse()?;
@@ -311,11 +403,16 @@ fn main() -> anyhow::Result<()> {
     let mut with_mix = false;
     let mut workers = None;
     let mut cross = false;
+    let mut cp = None;
     let mut cores: Vec<usize> = Vec::new();
     while let Some(a) = eal.first().cloned() {
         match a.as_str() {
             "--mix" => with_mix = true,
             "--cross" => cross = true,
+            "--cp" => {
+                cross = true;
+                cp = Some(cp_profiles()?);
+            }
             "--workers" | "--cores" => {
                 let v = eal.get(1).ok_or_else(usage)?.clone();
                 if a == "--workers" {
@@ -352,7 +449,7 @@ fn main() -> anyhow::Result<()> {
         let counters: Vec<Vec<Arc<PortCounters>>> = (0..n)
             .map(|_| (0..2).map(|_| Arc::default()).collect())
             .collect();
-        let runs = run_workers(n, cross, &cores, seconds, &cfg, &counters)?;
+        let runs = run_workers(n, cross, cp.as_ref(), &cores, seconds, &cfg, &counters)?;
         let secs = runs.iter().map(|r| r.0).fold(0.0, f64::max);
         let cpu: f64 = runs.iter().map(|r| r.1).sum();
         let cross_drops: u64 = runs.iter().map(|r| r.2).sum();
@@ -379,10 +476,11 @@ fn main() -> anyhow::Result<()> {
         // received, dropped ones included (with --cross, twice its excess over the run without
         // is what a crossing frame costs: half the frames cross).
         println!(
-            "quench_workers workers={n} cross={} cores={cores:?} frames={sent} seconds={secs:.3} \
+            "quench_workers workers={n} cross={} cp={} cores={cores:?} frames={sent} seconds={secs:.3} \
              cpu_seconds={cpu:.3} rx_mpps_per_worker={} cross_drops={cross_drops} \
              queue_drops={queue_drops} rx_drops={rx_drops} cpu_ns_per_rx_frame={:.2} mpps_per_cpu={:.2} mpps={:.2}",
             u8::from(cross),
+            u8::from(cp.is_some()),
             per.join(","),
             cpu * 1e9 / received as f64,
             sent as f64 / cpu / 1e6,

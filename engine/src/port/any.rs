@@ -226,6 +226,16 @@ impl Port for AnyPort {
         }
     }
 
+    fn import(&mut self, bytes: &[u8]) -> Option<AnyFrame> {
+        match self {
+            AnyPort::Mem(p) => p.import(bytes).map(AnyFrame::Heap),
+            AnyPort::Packet(p) => p.import(bytes).map(AnyFrame::Heap),
+            AnyPort::Xdp(p) => p.import(bytes).map(AnyFrame::Xdp),
+            #[cfg(feature = "dpdk")]
+            AnyPort::Dpdk(p) => p.import(bytes).map(AnyFrame::Dpdk),
+        }
+    }
+
     fn land(&mut self, frame: Carried) -> Option<AnyFrame> {
         match self {
             AnyPort::Mem(p) => p.land(frame).map(AnyFrame::Heap),

@@ -193,6 +193,10 @@ impl<P: Port> Port for Capture<P> {
         self.inner.alloc(len)
     }
 
+    fn import(&mut self, bytes: &[u8]) -> Option<P::Frame> {
+        self.inner.import(bytes)
+    }
+
     fn carry(frame: P::Frame) -> Option<Carried> {
         P::carry(frame)
     }

@@ -4,25 +4,80 @@
 //! worker ([`Carried`]). Dropping one frees it.
 use super::{Frame, RxStamp, MAX_FRAME};
 
-/// A frame crossing to another worker's core ([`super::Port::carry`], [`super::Port::land`]):
+/// A frame crossing to another worker's core ([`super::Port::carry`], [`super::Port::land`]).
+/// A small frame is copied into the crossing itself ([`Inline`]): its buffer is freed on the
+/// receiving core and the landing port allocates one from its own core's pool, so no buffer
+/// changes core and the frame's octets travel in the ring slot's cache lines. A larger one is
 /// the received frame itself when its buffer may be freed from any thread (a heap buffer, a
 /// DPDK mbuf of a multi-consumer pool), else a heap copy. Dropping it frees the buffer.
 #[derive(Debug)]
 pub enum Carried {
+    Inline(Inline),
     Heap(HeapFrame),
     /// An mbuf: lands on a DPDK port without a copy.
     #[cfg(feature = "dpdk")]
     Dpdk(super::dpdk::DpdkFrame),
 }
 
+/// Octets a frame may have to cross as an [`Inline`] copy: what fills a crossing
+/// (`switch::rings::Crossing`) to two cache lines with its metadata (checked by a test there).
+/// A 64-octet frame with its metadata spans two lines either way; as an mbuf it moved about
+/// four lines between cores (the mbuf's two header lines on the way, and back through the
+/// pool), plus the slot.
+pub const INLINE_MAX: usize = 104;
+
+/// A copy of a frame of at most [`INLINE_MAX`] octets, held by value.
+#[derive(Clone)]
+pub struct Inline {
+    len: u8,
+    bytes: [u8; INLINE_MAX],
+}
+
+impl Inline {
+    /// A copy of `bytes`, `None` above [`INLINE_MAX`].
+    #[inline]
+    pub fn copy_of(bytes: &[u8]) -> Option<Inline> {
+        let mut i = Inline {
+            len: u8::try_from(bytes.len()).ok()?,
+            bytes: [0; INLINE_MAX],
+        };
+        i.bytes.get_mut(..bytes.len())?.copy_from_slice(bytes);
+        Some(i)
+    }
+
+    pub fn data(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl std::fmt::Debug for Inline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inline").field("len", &self.len).finish()
+    }
+}
+
 impl Carried {
-    /// A heap copy of `bytes` (`None` above [`MAX_FRAME`]).
+    /// A copy of `bytes`: inline up to [`INLINE_MAX`] octets, else on the heap (`None` above
+    /// [`MAX_FRAME`]).
     pub fn copy_of(bytes: &[u8]) -> Option<Carried> {
-        HeapFrame::copy_of(bytes).map(Carried::Heap)
+        match Inline::copy_of(bytes) {
+            Some(i) => Some(Carried::Inline(i)),
+            None => HeapFrame::copy_of(bytes).map(Carried::Heap),
+        }
+    }
+
+    /// `frame`, ready to cross: an inline copy when it is small (the frame is freed here, on
+    /// the core that received it), else [`Frame::into_carried`].
+    #[inline]
+    pub fn from_frame<F: Frame>(frame: F) -> Option<Carried> {
+        match Inline::copy_of(frame.data()) {
+            Some(i) => Some(Carried::Inline(i)),
+            None => frame.into_carried(),
+        }
     }
 
     /// Starts loading what landing the frame reads first (an mbuf's header, see
-    /// `DpdkFrame::prefetch`); a heap frame needs nothing.
+    /// `DpdkFrame::prefetch`); an inline or heap frame needs nothing.
     pub fn prefetch(&self) {
         #[cfg(feature = "dpdk")]
         if let Carried::Dpdk(f) = self {
@@ -34,6 +89,7 @@ impl Carried {
 impl Frame for Carried {
     fn data(&self) -> &[u8] {
         match self {
+            Carried::Inline(i) => i.data(),
             Carried::Heap(f) => f.data(),
             #[cfg(feature = "dpdk")]
             Carried::Dpdk(f) => f.data(),
@@ -41,6 +97,7 @@ impl Frame for Carried {
     }
     fn data_mut(&mut self) -> &mut [u8] {
         match self {
+            Carried::Inline(i) => &mut i.bytes[..usize::from(i.len)],
             Carried::Heap(f) => f.data_mut(),
             #[cfg(feature = "dpdk")]
             Carried::Dpdk(f) => f.data_mut(),
@@ -48,6 +105,15 @@ impl Frame for Carried {
     }
     fn set_len(&mut self, len: usize) -> usize {
         match self {
+            Carried::Inline(i) => {
+                let len = len.min(INLINE_MAX);
+                let old = usize::from(i.len);
+                if len > old {
+                    i.bytes[old..len].fill(0);
+                }
+                i.len = len as u8;
+                len
+            }
             Carried::Heap(f) => f.set_len(len),
             #[cfg(feature = "dpdk")]
             Carried::Dpdk(f) => f.set_len(len),
@@ -111,7 +177,6 @@ impl Frame for HeapFrame {
     fn from_carried(frame: Carried) -> Result<HeapFrame, Carried> {
         match frame {
             Carried::Heap(f) => Ok(f),
-            #[allow(unreachable_patterns)] // without DPDK, Heap is the only kind
             other => Err(other),
         }
     }
@@ -120,6 +185,35 @@ impl Frame for HeapFrame {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn small_frames_cross_inline_and_large_ones_as_themselves() {
+        let small = HeapFrame::copy_of(&[7; INLINE_MAX]).unwrap();
+        let Some(Carried::Inline(mut i)) = Carried::from_frame(small) else {
+            panic!("a frame of INLINE_MAX octets crosses inline");
+        };
+        assert_eq!(i.data(), &[7; INLINE_MAX]);
+        let mut c = Carried::Inline(i.clone());
+        assert_eq!(c.set_len(3), 3);
+        assert_eq!(c.set_len(INLINE_MAX + 10), INLINE_MAX);
+        assert_eq!(c.data()[..3], [7, 7, 7]);
+        assert!(c.data()[3..].iter().all(|&b| b == 0));
+        i.len = 0;
+        assert!(i.data().is_empty());
+        let large = HeapFrame::copy_of(&[9; INLINE_MAX + 1]).unwrap();
+        assert!(
+            matches!(Carried::from_frame(large), Some(Carried::Heap(f)) if f.len() == INLINE_MAX + 1)
+        );
+        assert!(matches!(
+            Carried::copy_of(&[1; 60]),
+            Some(Carried::Inline(_))
+        ));
+        assert!(matches!(
+            Carried::copy_of(&[1; 600]),
+            Some(Carried::Heap(_))
+        ));
+        assert!(Carried::copy_of(&vec![0; MAX_FRAME + 1]).is_none());
+    }
 
     #[test]
     fn heap_frames_are_bounded() {

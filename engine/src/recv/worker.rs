@@ -364,6 +364,19 @@ pub(crate) const TEST_CLOCK: u32 = 0x00c1_0c4e;
 /// priority 3, clock [`TEST_CLOCK`], for unit tests here and in the switch.
 #[cfg(test)]
 pub(crate) fn test_frame(flow: u32, seq: u64, tx: u64, ecn: Ecn, rpid: Option<u16>) -> Vec<u8> {
+    test_frame_len(flow, seq, tx, ecn, rpid, 1000)
+}
+
+/// [`test_frame`] of `len` octets (at least its headers: 74 octets, 78 with a CN-TAG).
+#[cfg(test)]
+pub(crate) fn test_frame_len(
+    flow: u32,
+    seq: u64,
+    tx: u64,
+    ecn: Ecn,
+    rpid: Option<u16>,
+    len: usize,
+) -> Vec<u8> {
     use crate::wire::ethernet::{ethertype, L2Repr, VlanTci};
     use crate::wire::frame::{emit_test_frame, Ipv4UdpHeaders};
     use crate::wire::testhdr::{TestHdrRepr, UDP_PORT};
@@ -393,7 +406,7 @@ pub(crate) fn test_frame(flow: u32, seq: u64, tx: u64, ecn: Ecn, rpid: Option<u1
     let mut buf = vec![0; 1600];
     let hdr =
         TestHdrRepr::new(units::FlowId(flow), seq, Instant::from_nanos(tx)).with_clock(TEST_CLOCK);
-    let n = emit_test_frame(&h, &hdr, 1000, &mut buf).unwrap();
+    let n = emit_test_frame(&h, &hdr, len, &mut buf).unwrap();
     buf.truncate(n);
     buf
 }

@@ -17,8 +17,11 @@ use crate::port::heap::Carried;
 use crate::wire::pfc::PfcRepr;
 use crate::wire::MacAddr;
 
-/// What crosses to another worker.
+/// What crosses to another worker. Aligned to a cache line so that a ring slot covers whole
+/// lines: a crossing with a small frame copied in ([`Carried::Inline`]) is two lines, which
+/// the consumer reads and nothing else of the producer's core.
 #[derive(Debug)]
+#[repr(align(64))]
 pub enum Crossing {
     /// A frame for egress port `egress` (owned by the receiving worker), of `class`, whose
     /// IPv4 header starts at `l3` (0: none), as classification found it. `ingress`: the port
@@ -76,4 +79,19 @@ pub fn links(workers: usize) -> Vec<Links> {
         }
     }
     all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::port::heap::INLINE_MAX;
+
+    #[test]
+    fn a_crossing_is_two_whole_cache_lines() {
+        // INLINE_MAX is sized to this: a larger one would add a line to every slot.
+        assert_eq!(std::mem::align_of::<Crossing>(), 64);
+        assert_eq!(std::mem::size_of::<Crossing>(), 128);
+        let frame = Carried::copy_of(&[0; INLINE_MAX]).unwrap();
+        assert!(matches!(frame, Carried::Inline(_)));
+    }
 }

@@ -42,17 +42,26 @@ fn station(k: usize) -> MacAddr {
     MacAddr(2, 0, 0, 0, 0x50, k as u8)
 }
 
-/// A 1000-octet IPv4 frame (ECT(0)) from station `src` to `dst` at priority `pcp`; `seq` in
-/// the test header and in the last payload octets, so each frame is unique.
-fn frame(src: usize, dst: usize, pcp: u8, seq: u32) -> Vec<u8> {
+/// Data frames: 1000 octets, or this many, small enough to cross between workers copied into
+/// the ring slot (`Carried::Inline`; 1000-octet ones cross as themselves).
+const SMALL: usize = 80;
+
+/// An IPv4 frame (ECT(0)) of `len` octets from station `src` to `dst` at priority `pcp`;
+/// `seq` in the test header and in the last payload octets, so each frame is unique.
+fn frame(src: usize, dst: usize, pcp: u8, seq: u32, len: usize) -> Vec<u8> {
     let flow = (src * STATIONS + dst) as u32;
-    let mut f = crate::recv::worker::test_frame(flow, u64::from(seq), 0, Ecn::Ect0, None);
+    let mut f = crate::recv::worker::test_frame_len(flow, u64::from(seq), 0, Ecn::Ect0, None, len);
     f[..6].copy_from_slice(&station(dst).octets());
     f[6..12].copy_from_slice(&station(src).octets());
     f[14] = pcp << 5;
     let n = f.len();
     f[n - 4..].copy_from_slice(&seq.to_be_bytes());
     f
+}
+
+/// Whether `f` is one of the data frames (VLAN-tagged IPv4), not a PFC frame or a CNM.
+fn is_data(f: &[u8]) -> bool {
+    f.get(16..18) == Some(&[0x08, 0x00][..])
 }
 
 fn pause(quanta: u16) -> Vec<u8> {
@@ -81,7 +90,7 @@ fn input(seed: u64, ticks: usize) -> Vec<Tick> {
         out.push(Tick {
             port: s % PORTS,
             hash: s,
-            frames: vec![frame(s, d, 0, seq)],
+            frames: vec![frame(s, d, 0, seq, 1000)],
         });
     }
     for _ in 0..ticks {
@@ -105,9 +114,15 @@ fn input(seed: u64, ticks: usize) -> Vec<Tick> {
         let pcp = if r % 3 == 0 { 1 } else { 3 };
         let n = 1 + (r >> 24) as usize % 8;
         let frames = (0..n)
-            .map(|_| {
+            .map(|j| {
                 seq += 1;
-                frame(src, dst, pcp, seq)
+                // One in four small: the bottleneck still overflows.
+                let len = if (r >> (32 + 2 * j)) & 3 == 0 {
+                    SMALL
+                } else {
+                    1000
+                };
+                frame(src, dst, pcp, seq, len)
             })
             .collect();
         out.push(Tick {
@@ -323,7 +338,7 @@ fn data_frames(input: &[Tick]) -> BTreeMap<u32, (usize, usize)> {
     let mut m = BTreeMap::new();
     for t in &input[STATIONS..] {
         for f in &t.frames {
-            if f.len() < 100 {
+            if !is_data(f) {
                 continue; // PFC
             }
             let n = f.len();
@@ -349,7 +364,7 @@ fn check_exactly_once(input: &[Tick], o: &Outcome, pfc: bool) {
         .enumerate()
         .map(|(p, v)| (p, v.as_slice()));
     for (p, out) in outs.chain(std::iter::once((BOTTLENECK, o.bottleneck_out.as_slice()))) {
-        for f in out.iter().filter(|f| f.len() > 100) {
+        for f in out.iter().filter(|f| is_data(f)) {
             let n = f.len();
             let seq = u32::from_be_bytes(f[n - 4..].try_into().unwrap());
             if let Some(&(_, d)) = frames.get(&seq) {
@@ -369,7 +384,7 @@ fn check_exactly_once(input: &[Tick], o: &Outcome, pfc: bool) {
     // Every data frame left once, or was counted: filtered (a receive drop), or dropped at the
     // bottleneck's queue or for want of PFC headroom. rx_drops also counts the PFC frames.
     // Without PFC a PFC frame is dropped as it arrives (with PFC it is consumed, not dropped).
-    let pauses = input.iter().filter(|t| t.frames[0].len() < 100).count() as u64;
+    let pauses = input.iter().filter(|t| !is_data(&t.frames[0])).count() as u64;
     let pauses = if pfc { 0 } else { pauses };
     assert_eq!(o.rx_drops.iter().sum::<u64>(), filtered + pauses);
     assert_eq!(lost, filtered + o.queue_drops + headroom, "pfc {pfc}");
@@ -406,6 +421,9 @@ fn n_workers_equal_one(pfc: bool) {
             one.bottleneck_out.len(),
             "{n} workers"
         );
+        // Both kinds of crossing happened: small frames copied into the slot, large ones moved.
+        let small = many.bottleneck_out.iter().filter(|f| f.len() == SMALL);
+        assert!(small.count() > 0 && many.bottleneck_out.iter().any(|f| f.len() == 1000));
         assert!(
             many.bottleneck_out == one.bottleneck_out,
             "{n} workers: bottleneck differs"

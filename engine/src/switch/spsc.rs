@@ -16,6 +16,9 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+/// Slots the consumer prefetches ahead of the one it reads.
+const PREFETCH_AHEAD: usize = 4;
+
 /// An index on its own cache line (128 octets: two lines, for the adjacent-line prefetcher).
 #[repr(align(128))]
 struct Padded(AtomicUsize);
@@ -122,6 +125,11 @@ impl<T: Send> Consumer<T> {
         let n = self.tail.wrapping_sub(h).min(max);
         out.reserve(n);
         for i in 0..n {
+            // The slots were last written on the producer's core: keep a few loads in flight
+            // ahead of the reads (each slot's lines at once; `cache::prefetch` stops at T).
+            if i + PREFETCH_AHEAD < n {
+                crate::cache::prefetch(&r.slots[h.wrapping_add(i + PREFETCH_AHEAD) & r.mask], 4);
+            }
             let slot = &r.slots[h.wrapping_add(i) & r.mask];
             // Safety: slot h + i lies in [head, tail): written and published by the producer;
             // only this handle (the single consumer) reads it, once, before freeing it below.

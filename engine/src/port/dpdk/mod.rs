@@ -469,6 +469,20 @@ impl std::fmt::Debug for DpdkFrame {
 unsafe impl Send for DpdkPort {}
 
 impl DpdkPort {
+    /// An mbuf of the pool with room for `len` octets (at most [`MAX_FRAME`]) and no data yet,
+    /// or `None` (the pool is empty: counted; `len` too large: the mbuf goes back).
+    fn alloc_empty(&mut self, len: usize) -> Option<DpdkFrame> {
+        // Safety: the pool is live for the process; a non-null result is an mbuf we now own,
+        // reset by rte_pktmbuf_alloc (data_len 0, one segment, default headroom).
+        let m = unsafe { ffi::quench_dpdk_alloc(self.pool.as_ptr()) };
+        let Some(m) = NonNull::new(m) else {
+            self.stats.alloc_failed += 1;
+            return None;
+        };
+        let f = DpdkFrame(m);
+        (len <= f.capacity() && len <= MAX_FRAME).then_some(f)
+    }
+
     /// Opens the port a `dpdk:NAME` spec names, initialising the EAL from `cfg` if needed.
     pub fn open_spec(spec: &PortSpec, cfg: &DpdkConfig) -> Result<DpdkPort, DpdkError> {
         if let Some(q) = spec.queue {
@@ -775,18 +789,21 @@ impl Port for DpdkPort {
     }
 
     fn alloc(&mut self, len: usize) -> Option<DpdkFrame> {
-        // Safety: the pool is live for the process; a non-null result is an mbuf we now own,
-        // reset by rte_pktmbuf_alloc (data_len 0, one segment, default headroom).
-        let m = unsafe { ffi::quench_dpdk_alloc(self.pool.as_ptr()) };
-        let Some(m) = NonNull::new(m) else {
-            self.stats.alloc_failed += 1;
-            return None;
-        };
-        let mut f = DpdkFrame(m);
-        if len > f.capacity() || len > MAX_FRAME {
-            return None;
-        }
+        let mut f = self.alloc_empty(len)?;
         f.set_len(len);
+        Some(f)
+    }
+
+    /// Copies `bytes` into an mbuf of this port's pool (from this thread's lcore cache when it
+    /// is an EAL lcore): written once, not zeroed first as [`alloc`](Port::alloc) does.
+    fn import(&mut self, bytes: &[u8]) -> Option<DpdkFrame> {
+        let mut f = self.alloc_empty(bytes.len())?;
+        // Safety: `alloc_empty` checked bytes.len() against the buffer's room from the frame's
+        // start, which the frame owns exclusively; source and destination do not overlap (the
+        // mbuf was in the pool, `bytes` is borrowed from elsewhere).
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), f.start(), bytes.len()) };
+        f.set_field(ffi::MBUF_DATA_LEN, bytes.len() as u16);
+        f.set_field(ffi::MBUF_PKT_LEN, bytes.len() as u32);
         Some(f)
     }
 }
