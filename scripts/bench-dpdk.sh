@@ -27,14 +27,20 @@
 #   through the egress queue), so each port's egress is one worker's (port p: worker p mod n), as
 #   `quench switch` does: with n workers, (n - 1) / n of the frames cross to the worker holding
 #   their egress; with one worker nothing can cross, and that is this scenario's baseline;
+# - cp_mbufs (n > 1 only): cp with the crossing frames moved as mbufs (`--cross-mbufs`) instead
+#   of copied into the ring slot (the default for frames up to INLINE_MAX octets, these are 64):
+#   the two ways of crossing side by side;
 # - split (n > 1 only): plain ports with the egress split as in cp (`--cross`, no congestion
 #   point): the crossing measured against the plain scenario's one worker (stop 26's column).
 # Per row: Mpps (median of ROUNDS), per-worker Mpps, the ratio to n x the one-worker Mpps of the
 # same scenario (split: of plain), Mpps per CPU-second the workers had (on a loaded machine the
 # workers get less than their cores; frames per CPU-second still compare: ratio_cpu, that figure
 # over the baseline's, is the ratio to n x one worker that n workers with a core each to
-# themselves would reach), CPU ns per frame received, and what a crossing frame costs: the
-# excess CPU per frame over the baseline, divided by the share of frames that cross.
+# themselves would reach), CPU ns per frame received, the share of received frames dropped
+# (full crossing rings, full queues), and what a crossing frame costs: the excess CPU per frame
+# over the baseline, divided by the share of frames that cross. A frame dropped at a full ring
+# costs less than one forwarded: the cost is the crossing's only where few frames are dropped
+# (a loaded machine deschedules one worker while the other fills its ring).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORKERS=
@@ -68,11 +74,13 @@ if [ -n "$WORKERS" ]; then
   rows=()
   for n in $(seq "$WORKERS"); do
     cores=$(for w in $(seq 0 $((n - 1))); do echo $(((CPU + w) % ncpu)); done | paste -sd,)
-    for scenario in plain cp split; do
-      [ "$n" = 1 ] && [ "$scenario" = split ] && continue # one worker: the same as plain
+    for scenario in plain cp cp_mbufs split; do
+      # One worker: nothing crosses, cp_mbufs is cp and split is plain.
+      [ "$n" = 1 ] && { [ "$scenario" = split ] || [ "$scenario" = cp_mbufs ]; } && continue
       case $scenario in
         plain) flags=() ;;
         cp) flags=(--cp) ;;
+        cp_mbufs) flags=(--cp --cross-mbufs) ;;
         split) flags=(--cross) ;;
       esac
       m=()
@@ -92,16 +100,22 @@ if [ -n "$WORKERS" ]; then
     done
   done
   printf '%s\n' "${rows[@]}" | awk '
-    BEGIN { print "| scenario | workers | CPUs | frames crossing cores | Mpps | per-worker Mpps | ratio to n x one worker (same scenario) | Mpps per CPU-second | ratio_cpu | CPU ns per frame | ns per crossing frame |"
-            print "|---|---|---|---|---|---|---|---|---|---|---|" }
+    BEGIN { print "| scenario | workers | CPUs | frames crossing cores | Mpps | per-worker Mpps | ratio to n x one worker (same scenario) | Mpps per CPU-second | ratio_cpu | CPU ns per frame | frames dropped | ns per crossing frame |"
+            print "|---|---|---|---|---|---|---|---|---|---|---|---|" }
     $2 == 1 { one[$1] = $3; onec[$1] = $4; onef[$1] = $5 }
-    { base = ($1 == "split") ? "plain" : $1
+    { base = ($1 == "split") ? "plain" : ($1 == "cp_mbufs") ? "cp" : $1
       share = ($1 == "plain" || $2 == 1) ? 0 : ($2 - 1) / $2
-      cost = share > 0 ? sprintf("%.1f", ($5 - onef[base]) / share) : "-"
-      printf "| %s | %d | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %s |\n", $1, $2, $6,
-        share > 0 ? sprintf("%d/%d", $2 - 1, $2) : "none", $3, $3 / $2, $3 / ($2 * one[base]), $4,
-        $4 / onec[base], $5, cost }
-    END { print "(split: plain ports with the egress split as for cp, against plain one worker; ns per crossing frame: CPU ns per frame over the baseline one worker, divided by the share that crosses)" }'
+      cost = "-"
+      crossing = "none"
+      dropped = 100 * (1 - $4 * $5 / 1000)
+      if (dropped < 0.05) dropped = 0
+      if (share > 0) {
+        cost = sprintf("%.1f", ($5 - onef[base]) / share)
+        crossing = sprintf("%d/%d", $2 - 1, $2)
+      }
+      printf "| %s | %d | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f %% | %s |\n", $1, $2,
+        $6, crossing, $3, $3 / $2, $3 / ($2 * one[base]), $4, $4 / onec[base], $5, dropped, cost }
+    END { print "(cp_mbufs: cp with crossing frames moved as mbufs, against cp one worker; split: plain ports with the egress split as for cp, against plain one worker; ns per crossing frame: CPU ns per frame over the baseline one worker, divided by the share that crosses)" }'
   exit 0
 fi
 

@@ -34,11 +34,13 @@
 //! a congestion point (QCN with its MIB defaults on priority 0, the frames' priority: every
 //! frame goes through the egress queue and the CP, no cut-through) and implies `--cross`, as
 //! `quench switch` gives a CP port's egress to one worker: with one worker that is the
-//! baseline a crossing run compares with (same ports, same input, nothing can cross). Prints
-//! `quench_workers workers=N cross=0|1 cp=0|1 ... mpps=<Mpps>`.
+//! baseline a crossing run compares with (same ports, same input, nothing can cross). The
+//! frames (64 octets) cross copied into the ring slot (`Worker::cross_copy_max`);
+//! `--cross-mbufs` makes them cross as mbufs instead. Prints `quench_workers workers=N
+//! cross=0|1 cp=0|1 mbufs=0|1 ... mpps=<Mpps>`.
 //!
 //! Usage: `cargo bench -p engine --features dpdk --bench dpdk_fwd -- SECONDS [--mix]
-//! [--workers N [--cross] [--cp] [--cores LIST]] EAL-ARGS...` (EAL args must create net_null0 and
+//! [--workers N [--cross] [--cp] [--cross-mbufs] [--cores LIST]] EAL-ARGS...` (EAL args must create net_null0 and
 //! net_null1; `-l CPU` also pins this thread to CPU, as rte_eal_init pins the C loop's main
 //! thread.)
 use std::sync::atomic::Ordering;
@@ -305,10 +307,12 @@ fn cp_profiles() -> anyhow::Result<CpProfiles> {
 
 /// `--workers N`: N threads over queue pairs of net_null0 and net_null1 (see the module docs).
 /// Returns per worker the seconds it ran, the CPU-seconds it had, and its crossings dropped.
+#[allow(clippy::too_many_arguments)]
 fn run_workers(
     n: usize,
     cross: bool,
     cp: Option<&CpProfiles>,
+    mbufs: bool,
     cores: &[usize],
     seconds: f64,
     cfg: &DpdkConfig,
@@ -371,6 +375,9 @@ fn run_workers(
                 // not interleaved with the other workers' in the main thread's.
                 let fdb = Fdb::new(DEFAULT_AGEING, DEFAULT_CAPACITY);
                 let mut worker = Worker::new(w, owned, owner, wl, fdb, Arc::default());
+                if mbufs {
+                    worker.cross_copy_max = 0;
+                }
                 let cpu0 = thread_cpu_secs();
                 let secs = run(&mut worker, seconds);
                 anyhow::Ok((secs, thread_cpu_secs() - cpu0, worker.cross_drops))
@@ -394,8 +401,8 @@ fn main() -> anyhow::Result<()> {
         .collect();
     let usage = || {
         anyhow::anyhow!(
-            "usage: dpdk_fwd SECONDS [--mix] [--workers N [--cross] [--cp] [--cores LIST]] \
-             EAL-ARGS..."
+            "usage: dpdk_fwd SECONDS [--mix] [--workers N [--cross] [--cp] [--cross-mbufs] \
+             [--cores LIST]] EAL-ARGS..."
         )
     };
     let seconds: f64 = args.first().ok_or_else(usage)?.parse()?;
@@ -404,11 +411,13 @@ fn main() -> anyhow::Result<()> {
     let mut workers = None;
     let mut cross = false;
     let mut cp = None;
+    let mut mbufs = false;
     let mut cores: Vec<usize> = Vec::new();
     while let Some(a) = eal.first().cloned() {
         match a.as_str() {
             "--mix" => with_mix = true,
             "--cross" => cross = true,
+            "--cross-mbufs" => mbufs = true,
             "--cp" => {
                 cross = true;
                 cp = Some(cp_profiles()?);
@@ -449,7 +458,16 @@ fn main() -> anyhow::Result<()> {
         let counters: Vec<Vec<Arc<PortCounters>>> = (0..n)
             .map(|_| (0..2).map(|_| Arc::default()).collect())
             .collect();
-        let runs = run_workers(n, cross, cp.as_ref(), &cores, seconds, &cfg, &counters)?;
+        let runs = run_workers(
+            n,
+            cross,
+            cp.as_ref(),
+            mbufs,
+            &cores,
+            seconds,
+            &cfg,
+            &counters,
+        )?;
         let secs = runs.iter().map(|r| r.0).fold(0.0, f64::max);
         let cpu: f64 = runs.iter().map(|r| r.1).sum();
         let cross_drops: u64 = runs.iter().map(|r| r.2).sum();
@@ -476,11 +494,12 @@ fn main() -> anyhow::Result<()> {
         // received, dropped ones included (with --cross, twice its excess over the run without
         // is what a crossing frame costs: half the frames cross).
         println!(
-            "quench_workers workers={n} cross={} cp={} cores={cores:?} frames={sent} seconds={secs:.3} \
+            "quench_workers workers={n} cross={} cp={} mbufs={} cores={cores:?} frames={sent} seconds={secs:.3} \
              cpu_seconds={cpu:.3} rx_mpps_per_worker={} cross_drops={cross_drops} \
              queue_drops={queue_drops} rx_drops={rx_drops} cpu_ns_per_rx_frame={:.2} mpps_per_cpu={:.2} mpps={:.2}",
             u8::from(cross),
             u8::from(cp.is_some()),
+            u8::from(mbufs),
             per.join(","),
             cpu * 1e9 / received as f64,
             sent as f64 / cpu / 1e6,

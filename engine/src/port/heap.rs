@@ -66,16 +66,6 @@ impl Carried {
         }
     }
 
-    /// `frame`, ready to cross: an inline copy when it is small (the frame is freed here, on
-    /// the core that received it), else [`Frame::into_carried`].
-    #[inline]
-    pub fn from_frame<F: Frame>(frame: F) -> Option<Carried> {
-        match Inline::copy_of(frame.data()) {
-            Some(i) => Some(Carried::Inline(i)),
-            None => frame.into_carried(),
-        }
-    }
-
     /// Starts loading what landing the frame reads first (an mbuf's header, see
     /// `DpdkFrame::prefetch`); an inline or heap frame needs nothing.
     pub fn prefetch(&self) {
@@ -187,10 +177,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn small_frames_cross_inline_and_large_ones_as_themselves() {
-        let small = HeapFrame::copy_of(&[7; INLINE_MAX]).unwrap();
-        let Some(Carried::Inline(mut i)) = Carried::from_frame(small) else {
-            panic!("a frame of INLINE_MAX octets crosses inline");
+    fn small_copies_are_inline_and_large_ones_on_the_heap() {
+        let Some(Carried::Inline(mut i)) = Carried::copy_of(&[7; INLINE_MAX]) else {
+            panic!("a frame of INLINE_MAX octets is copied inline");
         };
         assert_eq!(i.data(), &[7; INLINE_MAX]);
         let mut c = Carried::Inline(i.clone());
@@ -200,9 +189,8 @@ mod tests {
         assert!(c.data()[3..].iter().all(|&b| b == 0));
         i.len = 0;
         assert!(i.data().is_empty());
-        let large = HeapFrame::copy_of(&[9; INLINE_MAX + 1]).unwrap();
         assert!(
-            matches!(Carried::from_frame(large), Some(Carried::Heap(f)) if f.len() == INLINE_MAX + 1)
+            matches!(Carried::copy_of(&[9; INLINE_MAX + 1]), Some(Carried::Heap(f)) if f.len() == INLINE_MAX + 1)
         );
         assert!(matches!(
             Carried::copy_of(&[1; 60]),

@@ -18,10 +18,10 @@
 //!   ([`Port::import`]); the closed enum [`any::AnyPort`] does this dispatch with a `match`, never
 //!   a `dyn` call per packet.
 //! - A frame that must change core crosses on a lock-free ring as a [`heap::Carried`]
-//!   ([`Port::carry`] / [`Port::land`]): a small frame is copied into the crossing and lands
-//!   in a buffer of the landing worker's own pool; larger heap frames and DPDK mbufs move as
-//!   they are; frames owned by a worker's pool (AF_XDP UMEM, `!Send`) are copied into a heap
-//!   frame.
+//!   ([`Port::carry`] / [`Port::land`]): a small frame is copied into the crossing
+//!   ([`heap::Inline`]) and lands in a buffer of the landing worker's own pool; larger heap
+//!   frames and DPDK mbufs move as they are; frames owned by a worker's pool (AF_XDP UMEM,
+//!   `!Send`) are copied into a heap frame.
 //!
 //! # Call order
 //! A worker calls, per iteration: `rx_burst` on its queues, then `tx_burst` with what it wants
@@ -286,11 +286,10 @@ pub trait Port {
         Some(f)
     }
 
-    /// `frame`, made ready to cross to another worker's core: a small frame is copied into the
-    /// crossing and freed here, a larger one is [`Frame::into_carried`]
-    /// ([`heap::Carried::from_frame`]).
+    /// `frame`, made ready to cross to another worker's core ([`Frame::into_carried`]; the
+    /// switch copies small frames into the crossing instead, see `Worker::cross_copy_max`).
     fn carry(frame: Self::Frame) -> Option<heap::Carried> {
-        heap::Carried::from_frame(frame)
+        frame.into_carried()
     }
 
     /// A frame that crossed from another worker, as a frame of this port: without a copy when

@@ -43,7 +43,7 @@ use super::queue::Class;
 pub use super::rings::{links, Crossing, Learned, Links, CROSS_RING};
 use super::routing::{classify, Dest, Run, SameHeaders};
 use super::stats::{bump, Iteration, LoopGaps};
-use crate::port::heap::Carried;
+use crate::port::heap::{Carried, INLINE_MAX};
 use crate::port::{Frame, Port, BURST};
 use crate::wire::pfc::{emit_frame, PfcRepr, FRAME_LEN};
 use crate::wire::MacAddr;
@@ -85,6 +85,12 @@ pub struct Worker<P: Port> {
     gaps: LoopGaps,
     /// Frames lost crossing to another worker (its ring full).
     pub cross_drops: u64,
+    /// Frames of at most this many octets (capped at [`INLINE_MAX`]) cross to another worker
+    /// copied into the ring slot ([`Carried::Inline`]): freed on this core, landed in a buffer
+    /// of the egress worker's own pool, so no buffer changes core. Larger ones cross as
+    /// themselves when their buffer may ([`Port::carry`]). Default [`INLINE_MAX`]; 0 makes
+    /// every frame cross as itself (`benches/dpdk_fwd.rs --cross-mbufs` compares the two).
+    pub cross_copy_max: usize,
     /// Per port: the source address of the PAUSE frames it sends.
     macs: Vec<MacAddr>,
 }
@@ -139,6 +145,7 @@ impl<P: Port> Worker<P> {
             counters,
             gaps: LoopGaps::default(),
             cross_drops: 0,
+            cross_copy_max: INLINE_MAX,
             macs: (0..n)
                 .map(|i| MacAddr(0x02, 0x71, 0x6e, 0xfe, 0, i as u8))
                 .collect(),
@@ -197,7 +204,12 @@ impl<P: Port> Worker<P> {
         l3: u16,
     ) -> bool {
         let (Some(Some(op)), Some(q)) = (self.ports.get_mut(e), self.core.queue_mut(e)) else {
-            self.cross(e, class, l3, ingress, P::carry(frame));
+            let carried = if frame.len() <= self.cross_copy_max.min(INLINE_MAX) {
+                Carried::copy_of(frame.data()) // the frame is freed here, on its own core
+            } else {
+                P::carry(frame)
+            };
+            self.cross(e, class, l3, ingress, carried);
             return false;
         };
         if op.may_cut_through(q, class, 1) {
