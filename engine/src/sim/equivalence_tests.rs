@@ -161,6 +161,7 @@ fn through_the_simulator() -> Seen {
             ecn: Ecn::Ect0,
             in_port: 0,
             aux: 0,
+            hop: 0,
         };
         // The switch's ports towards A and B are 3 and 4.
         inject(&mut w, arrival(k), 3 + from, pkt);

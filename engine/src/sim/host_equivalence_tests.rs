@@ -120,6 +120,7 @@ fn through_the_simulator(kind: CcKind, spacing: rp::Spacing) -> Trace {
                 ecn: if ce { Ecn::Ce } else { Ecn::Ect0 },
                 in_port: 0,
                 aux: 0,
+                hop: 0,
             };
             w.now = at;
             w.arrive(1, pkt);
@@ -147,6 +148,7 @@ fn through_the_simulator(kind: CcKind, spacing: rp::Spacing) -> Trace {
                     } else {
                         0
                     },
+                    hop: 0,
                 },
                 Input::Pause(q) => Pkt::pause(PRIO, q, 64),
             };

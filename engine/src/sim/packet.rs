@@ -46,9 +46,16 @@ pub struct Pkt {
     pub in_port: u16,
     /// Kind-specific: QntzFb for CNM, XOFF/XON for Pause, CNP flag for Ack.
     pub aux: u16,
+    /// Switches passed on the flow's path (data from its sender, the rest from its receiver),
+    /// which indexes the flow's cached route; [`Pkt::UNROUTED`]: routed by table at every hop.
+    pub hop: u8,
 }
 
 impl Pkt {
+    /// [`Pkt::hop`] of a packet that does not follow its flow's path from an end (a CNM, sent
+    /// from a switch on the way).
+    pub const UNROUTED: u8 = u8::MAX;
+
     /// A PFC frame for priority `prio` with `quanta` (0: resume), `size` octets on the wire.
     pub fn pause(prio: u8, quanta: u16, size: u32) -> Pkt {
         Pkt {
@@ -62,6 +69,7 @@ impl Pkt {
             ecn: units::Ecn::NotEct,
             in_port: 0,
             aux: quanta,
+            hop: Pkt::UNROUTED,
         }
     }
 }

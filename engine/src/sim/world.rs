@@ -32,6 +32,45 @@ use crate::host::rp::Feedback;
 
 const NONE: u32 = u32::MAX;
 
+/// Switches a flow's cached route holds per direction (HPCC's fat tree: 5 on the longest path).
+const ROUTE_HOPS: usize = 8;
+
+/// What a switch needs to route a flow's packets, apart from the flow's other state (read on
+/// every switch hop): its receiver and, per direction, the egress port (node-local) at each
+/// switch of its path. The ECMP pick depends only on the switch, the destination and the
+/// flow's key, so the path is computed once ([`World::path`]) and every packet that starts at
+/// an end follows it; [`Pkt::hop`] says how far it is. A path longer than [`ROUTE_HOPS`]
+/// switches is not cached (its `len` is 0) and is routed by table at every hop.
+#[derive(Clone, Copy, Debug)]
+struct FlowRoute {
+    dst_h: u32,
+    /// Data (from the sender) and the rest (from the receiver).
+    fwd: Hops,
+    rev: Hops,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Hops {
+    len: u8,
+    out: [u16; ROUTE_HOPS],
+}
+
+impl Hops {
+    /// The switch egress ports (node-local) of `path` (the global ports a packet leaves by,
+    /// its sender's first); empty when too long.
+    fn of(path: &[u32], ports: &[Port]) -> Hops {
+        let mut h = Hops::default();
+        let switch_ports = path.get(1..).unwrap_or_default();
+        if switch_ports.len() <= ROUTE_HOPS {
+            for (i, &p) in switch_ports.iter().enumerate() {
+                h.out[i] = ports[p as usize].local as u16;
+            }
+            h.len = switch_ports.len() as u8;
+        }
+        h
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Ev {
     /// The packet in `World::wire[slot]` has fully arrived at `port` (the receiving end of a
@@ -259,6 +298,8 @@ pub struct World {
     hosts: Vec<Host>,
     routes: Routes,
     pub flows: Vec<Flow>,
+    /// Indexed as `flows`.
+    flow_routes: Vec<FlowRoute>,
     link_rngs: Vec<SimRng>,
     remaining: usize,
     pub flow_samples: Vec<FlowSample>,
@@ -472,6 +513,7 @@ impl World {
             hosts,
             routes,
             flows: Vec::with_capacity(flows.len()),
+            flow_routes: Vec::with_capacity(flows.len()),
             link_rngs,
             remaining: flows.len(),
             flow_samples: Vec::new(),
@@ -523,13 +565,22 @@ impl World {
             let sport = *next;
             *next = next.wrapping_add(1);
             let ecmp = EcmpKey::new(node_ip(f.src), node_ip(f.dst), sport, f.dport);
-            let ideal_fct = w
-                .ideal_fct(f, src_h, dst_h, &ecmp)
+            let fwd = w
+                .path(f.src, f.dst, dst_h, &ecmp)
                 .ok_or(WorldError::Unreachable {
                     flow: i,
                     src: f.src,
                     dst: f.dst,
                 })?;
+            let ideal_fct = w.ideal_fct(f, &fwd);
+            // A receiver that cannot reach its sender leaves the reverse path to the tables
+            // (whose empty next hops drop what it sends back).
+            let rev = w.path(f.dst, f.src, src_h, &ecmp.reverse()).unwrap_or_default();
+            w.flow_routes.push(FlowRoute {
+                dst_h,
+                fwd: Hops::of(&fwd, &w.ports),
+                rev: Hops::of(&rev, &w.ports),
+            });
             w.flows.push(Flow {
                 spec: f.clone(),
                 sport,
@@ -580,42 +631,51 @@ impl World {
             .find(|&p| self.ports[self.ports[p as usize].peer as usize].node == to)
     }
 
-    /// The ns-3 scratch program's standalone FCT: `base_rtt + total_bytes * 8 / b`, with
-    /// base_rtt = 2 x (sum of one-way delays) + one MTU-payload serialisation per hop, total_bytes
-    /// = size plus one header per packet, and b the slowest link of the path (`pairBw`).
-    fn ideal_fct(&self, f: &FlowSpec, src_h: u32, dst_h: u32, ecmp: &EcmpKey) -> Option<Duration> {
-        let mut node = f.src;
-        let mut delay = Duration::ZERO;
-        let mut txd = Duration::ZERO;
-        let mut hops = 0;
-        let mut b = Rate::from_bps(u64::MAX);
-        while node != f.dst {
+    /// The global ports a packet from host node `from` to host node `to` (host index `to_h`)
+    /// leaves by, its sender's first, as the switches route it with `key` (what
+    /// [`World::switch_receive`] picks at each); `None` when it cannot get there.
+    fn path(&self, from: u32, to: u32, to_h: u32, key: &EcmpKey) -> Option<Vec<u32>> {
+        let mut node = from;
+        let mut path = Vec::new();
+        while node != to {
             let n = &self.nodes[node as usize];
             let port = if n.host != NONE {
-                if n.host != src_h {
+                if node != from {
                     return None;
                 }
                 n.first_port
             } else {
-                let nh = self.routes.next_hops(node, dst_h);
+                let nh = self.routes.next_hops(node, to_h);
                 if nh.is_empty() {
                     return None;
                 }
-                n.first_port + nh[ecmp_pick(ecmp, node, nh.len())] as u32
+                n.first_port + nh[ecmp_pick(key, node, nh.len())] as u32
             };
+            path.push(port);
+            node = self.ports[self.ports[port as usize].peer as usize].node;
+            if path.len() > self.nodes.len() {
+                return None;
+            }
+        }
+        Some(path)
+    }
+
+    /// The ns-3 scratch program's standalone FCT: `base_rtt + total_bytes * 8 / b`, with
+    /// base_rtt = 2 x (sum of one-way delays) + one MTU-payload serialisation per hop, total_bytes
+    /// = size plus one header per packet, and b the slowest link of the path (`pairBw`).
+    fn ideal_fct(&self, f: &FlowSpec, path: &[u32]) -> Duration {
+        let mut delay = Duration::ZERO;
+        let mut txd = Duration::ZERO;
+        let mut b = Rate::from_bps(u64::MAX);
+        for &port in path {
             let p = &self.ports[port as usize];
             delay = delay + p.delay;
             txd = txd + floor_tx_time(p.rate, self.cfg.host.mtu as u64);
             b = b.min(p.rate);
-            node = self.ports[p.peer as usize].node;
-            hops += 1;
-            if hops > self.nodes.len() {
-                return None;
-            }
         }
         let pkts = f.bytes.max(1).div_ceil(self.cfg.host.mtu as u64);
         let total = f.bytes + pkts * self.cfg.host.header_bytes as u64;
-        Some(delay.saturating_mul(2) + txd + floor_tx_time(b, total))
+        delay.saturating_mul(2) + txd + floor_tx_time(b, total)
     }
 
     pub fn now(&self) -> Instant {
@@ -986,6 +1046,7 @@ impl World {
             ecn: Ecn::Ect1,
             in_port: 0,
             aux: 0,
+            hop: 0,
         };
         self.arm_host(h);
         Some(pkt)
@@ -1024,6 +1085,7 @@ impl World {
                         ecn: Ecn::NotEct,
                         in_port: 0,
                         aux: u16::from(cnm.qntz_fb),
+                        hop: Pkt::UNROUTED,
                     };
                     // The CNM leaves this switch towards the sampled frame's source.
                     self.switch_receive(node, in_port, pkt);
@@ -1120,23 +1182,29 @@ impl World {
         }
     }
 
-    fn switch_receive(&mut self, node: u32, in_port: u32, pkt: Pkt) {
+    fn switch_receive(&mut self, node: u32, in_port: u32, mut pkt: Pkt) {
         let now = self.now;
-        let hops = self.routes.next_hops(node, pkt.dst);
         let first = self.nodes[node as usize].first_port;
-        if hops.is_empty() {
-            self.ports[(first + in_port) as usize].stats.drops += 1;
-            return;
-        }
-        let f = &self.flows[pkt.flow as usize];
         // Data goes to the flow's receiver; everything else (ACK, NACK, CNP, CNM) back to its
         // sender, with the addresses and ports swapped.
-        let key = if pkt.dst == f.dst_h {
-            f.ecmp
+        let r = &self.flow_routes[pkt.flow as usize];
+        let forward = pkt.dst == r.dst_h;
+        let cached = if forward { &r.fwd } else { &r.rev };
+        let local = if pkt.hop < cached.len {
+            let local = cached.out[pkt.hop as usize];
+            pkt.hop += 1;
+            u32::from(local)
         } else {
-            f.ecmp.reverse()
+            let hops = self.routes.next_hops(node, pkt.dst);
+            if hops.is_empty() {
+                self.ports[(first + in_port) as usize].stats.drops += 1;
+                return;
+            }
+            let f = &self.flows[pkt.flow as usize];
+            let key = if forward { f.ecmp } else { f.ecmp.reverse() };
+            pkt.hop = Pkt::UNROUTED;
+            hops[ecmp_pick(&key, node, hops.len())] as u32
         };
-        let local = hops[ecmp_pick(&key, node, hops.len())] as u32;
         let out = first + local;
         let class = match pkt.kind {
             Kind::Data => Class::Data(pkt.prio.min(PRIORITIES as u8 - 1)),
@@ -1258,6 +1326,7 @@ impl World {
             ecn: Ecn::NotEct,
             in_port: 0,
             aux,
+            hop: 0,
         };
         if pkt.seq == f.rcv_nxt {
             f.rcv_nxt += pkt.payload as u64;
