@@ -12,11 +12,18 @@
 # Topology (scripts/testbed.sh --appliance): P-s0, P-s1, P-r0 -- P-ap -- P-sw. Each run's logs:
 # OUT_DIR/{switch,appliance,queue,appliance-trace}-CC*.{log,jsonl}, iperf3 JSON in OUT_DIR/iperf-CC-PROTO-I.json.
 # CAPTURE=1 writes OUT_DIR/outside-CC.pcap (the outside link, by the switch) and decodes it.
-# APPLIANCE_ARGS adds options to `quench appliance` (e.g. --busy-poll).
+# APPLIANCE_ARGS adds options to `quench appliance` (e.g. --busy-poll), SWITCH_ARGS to `quench
+# switch` (e.g. --idle-sleep 50us: its idle loop sleeps rather than yields).
 # CC list: CCS="qcn dcqcn" (default); "none" is the same path with no reaction point in the
 # appliance (the switch keeps its QCN config): what the testbed forwards without congestion control. DRIVER=af_xdp (default) or af_packet for every port; with
 # af_packet, TCP suffers: the testbed's veths have GRO on (XDP redirects need it), so an
 # AF_PACKET socket reads merged TCP segments larger than a frame; XDP sees frames before GRO.
+# CPU placement: PLACE=none (default) pins nothing; PLACE=split pins the appliance to the
+# first CPUs and the switch, the iperf3 servers and the stats pollers to the last one, the
+# iperf3 clients to CLIENT_CPUS (default: the appliance's). The clients' sendto also runs the
+# appliance's receive (veth + XDP copy) on their CPU. APPLIANCE_WRAP / SWITCH_WRAP run either
+# under a command (e.g. "chrt -f 1"). docs/design.md, "Sender appliance: the testbed's CPU",
+# has what each placement measured and why. UDP_RATE (default 800M) is what each host offers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,10 +31,22 @@ secs=${1:-10}
 prefix=${QN_PREFIX:-qap}
 driver=${DRIVER:-af_xdp}
 . scripts/lib.sh
+place=${PLACE:-none}
+switch_args=${SWITCH_ARGS:-}
+case $place in split|none) ;; *) echo "appliance.sh: PLACE=$place: split or none" >&2; exit 2 ;; esac
 if [ "$(id -u)" -eq 0 ]; then
   command -v iperf3 >/dev/null || { echo "appliance.sh: iperf3 missing; run scripts/setup.sh" >&2; exit 1; }
 fi
 qn_setup appliance.sh "${2:-out/appliance}"
+# Command prefixes that pin (all empty with PLACE=none).
+on_ap=()
+on_last=()
+on_client=()
+if [ "$place" = split ]; then
+  on_ap=(taskset -c "$tx_cpus")
+  on_last=(taskset -c "$sw_cpus")
+  on_client=(taskset -c "${CLIENT_CPUS:-$tx_cpus}")
+fi
 
 scripts/testbed.sh up --senders 2 --receivers 1 --prefix "$prefix" --appliance
 ap="$prefix-ap"
@@ -40,12 +59,12 @@ iperf_round() {
   local name=$1 port i
   shift
   for port in 5201 5202; do
-    ip netns exec "$prefix-r0" iperf3 -s -p "$port" -1 > "$out/iperf-server-$cc-$name-$port.log" 2>&1 &
+    "${on_last[@]}" ip netns exec "$prefix-r0" iperf3 -s -p "$port" -1 > "$out/iperf-server-$cc-$name-$port.log" 2>&1 &
     pids+=($!)
   done
   sleep 0.5
   for i in 0 1; do
-    ip netns exec "$prefix-s$i" iperf3 -c 10.71.0.101 -p $((5201 + i)) "$@" \
+    "${on_client[@]}" ip netns exec "$prefix-s$i" iperf3 -c 10.71.0.101 -p $((5201 + i)) "$@" \
       -t "$secs" -J --connect-timeout 3000 > "$out/iperf-$cc-$name-$i.json" 2>&1 &
     pids+=($!)
   done
@@ -67,13 +86,13 @@ for cc in ${CCS:-qcn dcqcn}; do
   # the veth). Every frame of the run: about 100 MB per second at the bottleneck's rate.
   capture=()
   if [ -n "${CAPTURE:-}" ]; then capture=(--capture "s0=$out/outside-$cc.pcap"); fi
-  ip netns exec "$prefix-sw" "$quench" switch --config "$cfg" --duration "${total}s" \
-    "${capture[@]}" > "$out/switch-$cc.log" 2>&1 &
+  "${on_last[@]}" ${SWITCH_WRAP:-} ip netns exec "$prefix-sw" "$quench" switch --config "$cfg" --duration "${total}s" \
+    "${capture[@]}" $switch_args > "$out/switch-$cc.log" 2>&1 &
   pids+=($!)
   apsock=/run/quench/$prefix-ap-$cc.sock
   # One process, one loop: the hosts' pairs (reaction points) and, in front of the receiver,
   # the notification-point pair (CE marks become CNPs under DCQCN; CN-TAGs are removed).
-  "$quench" appliance --driver "$driver" --cc "$cc" --duration "${total}s" --control-socket "$apsock" \
+  "${on_ap[@]}" ${APPLIANCE_WRAP:-} "$quench" appliance --driver "$driver" --cc "$cc" --duration "${total}s" --control-socket "$apsock" \
     --inside "$ap/$ap-is0" --outside "$ap/$ap-os0" --inside "$ap/$ap-is1" --outside "$ap/$ap-os1" \
     --np-inside "$ap/$ap-ir0" --np-outside "$ap/$ap-or0" ${APPLIANCE_ARGS:-} \
     > "$out/appliance-$cc.log" 2>&1 &
@@ -81,17 +100,17 @@ for cc in ${CCS:-qcn dcqcn}; do
   pids+=($appid)
   sleep 1.5
   : > "$out/queue-$cc.jsonl"
-  "$quench" stats --json --watch --interval 50ms --control-socket "$sock" >> "$out/queue-$cc.jsonl" 2>/dev/null &
+  "${on_last[@]}" "$quench" stats --json --watch --interval 50ms --control-socket "$sock" >> "$out/queue-$cc.jsonl" 2>/dev/null &
   statpid=$!
   pids+=($statpid)
   # The appliance's flows over time (RP rates, queues, drops, feedback by outcome).
   : > "$out/appliance-trace-$cc.jsonl"
-  "$quench" stats --json --watch --interval 100ms --control-socket "$apsock" >> "$out/appliance-trace-$cc.jsonl" 2>/dev/null &
+  "${on_last[@]}" "$quench" stats --json --watch --interval 100ms --control-socket "$apsock" >> "$out/appliance-trace-$cc.jsonl" 2>/dev/null &
   apstatpid=$!
   pids+=($apstatpid)
-  # UDP: each host offers 800 Mb/s (1.6 Gb/s into the 1 Gbit/s bottleneck); then TCP: one
-  # connection per host.
-  iperf_round udp -u -b 800M -l 1400
+  # UDP: each host offers UDP_RATE, default 800 Mb/s (1.6 Gb/s into the 1 Gbit/s
+  # bottleneck); then TCP: one connection per host.
+  iperf_round udp -u -b "${UDP_RATE:-800M}" -l 1400
   sleep 1
   iperf_round tcp
   kill -INT "$appid" 2>/dev/null || true

@@ -81,10 +81,27 @@ pub fn run_loop(
 /// [`Idle::spinning`] never yields: for a loop with a core of its own (`quench switch
 /// --busy-poll`), where a yield can only hand the CPU to someone whose time slice then delays
 /// the frames that arrive meanwhile.
+///
+/// [`Idle::sleeping`] sleeps instead of yielding: a yield returns at once when nobody else
+/// wants this CPU, so a yielding loop never lets its CPU go idle, and the scheduler only moves
+/// a runnable task there (from a busier CPU) at its periodic balancing, not at the moment it
+/// would go idle. On the 2-CPU testbed of scripts/appliance.sh the switch's yielding loop held
+/// one CPU while the appliance, the iperf3 senders and their softirqs queued on the other. The
+/// price is the sleep itself: a frame that arrives meanwhile waits up to the sleep (plus the
+/// timer's wake-up) in the receive ring.
 #[derive(Debug, Default)]
 pub struct Idle {
     run: u32,
     never_yield: bool,
+    sleep: Option<std::time::Duration>,
+}
+
+/// Sets the calling thread's timer slack to 1 us (prctl(2) PR_SET_TIMERSLACK): the default
+/// 50 us would make every short sleep of a poll loop overshoot by up to that much.
+pub fn fine_timer_slack() {
+    // Safety: PR_SET_TIMERSLACK takes one integer argument and changes only this thread's
+    // timer slack (prctl(2)).
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1_000 as libc::c_ulong) };
 }
 
 impl Idle {
@@ -94,8 +111,17 @@ impl Idle {
     /// Spins on every idle iteration, never yielding.
     pub fn spinning() -> Self {
         Idle {
-            run: 0,
             never_yield: true,
+            ..Idle::default()
+        }
+    }
+
+    /// Spins [`Idle::SPINS`] idle iterations, then sleeps `sleep` on every further one (call
+    /// [`fine_timer_slack`] in the loop's thread for sleeps of tens of microseconds).
+    pub fn sleeping(sleep: std::time::Duration) -> Self {
+        Idle {
+            sleep: Some(sleep),
+            ..Idle::default()
         }
     }
 
@@ -106,6 +132,8 @@ impl Idle {
         } else if self.run < Self::SPINS || self.never_yield {
             self.run = self.run.saturating_add(1);
             std::hint::spin_loop();
+        } else if let Some(d) = self.sleep {
+            std::thread::sleep(d);
         } else {
             std::thread::yield_now();
         }
@@ -163,5 +191,13 @@ mod tests {
             spin.after(0);
         }
         assert_eq!(spin.run, Idle::SPINS + 3);
+        // A sleeping one spins the same budget, then stays past it (sleeping) until work.
+        let mut nap = Idle::sleeping(std::time::Duration::from_micros(1));
+        for _ in 0..Idle::SPINS + 2 {
+            nap.after(0);
+        }
+        assert_eq!(nap.run, Idle::SPINS);
+        nap.after(1);
+        assert_eq!(nap.run, 0);
     }
 }

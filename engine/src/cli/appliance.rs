@@ -3,8 +3,8 @@
 //! notification-point role) gets its own [`Appliance`]; one polling loop reads the clock once
 //! per iteration and serves every pair: inside frames in (classified, queued or passed),
 //! outside frames in (feedback consumed or passed inside), due frames out, timers; it sleeps
-//! while every queued frame waits for a release more than [`SLEEP_MIN`] away (not with
-//! `--busy-poll`). Ports open as `quench send`'s do ([`crate::port::netns::NsPort`],
+//! while every queued frame waits for a release more than [`SLEEP_MIN`] away, and while nothing
+//! is queued (not with `--busy-poll`). Ports open as `quench send`'s do ([`crate::port::netns::NsPort`],
 //! `[NETNS/]IFACE`, `--driver`). `--control-socket` serves live counters to `quench stats`.
 //! At the end: per pair, the counters, the flows, the latency the appliance added and the
 //! pacing audit; the loop's stalls; one JSON line.
@@ -48,7 +48,8 @@ pub struct Args {
     pub np_outside: Vec<String>,
     /// Never sleep: spin on the ports even while every queued frame waits for its release time
     /// (for a CPU of its own). By default the loop sleeps until the next release when no frame
-    /// moved and that release is more than 20 us away, at most 100 us.
+    /// moved and that release is more than 20 us away, at most 100 us, and 100 us at a time
+    /// when nothing is queued.
     #[arg(long)]
     pub busy_poll: bool,
     #[command(flatten)]
@@ -563,13 +564,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let mut progress = Progress::new("appliance", args.json, t0);
     let mut released = Delta::default();
-    let mut idle = crate::worker::Idle::default();
-    if !args.busy_poll {
-        // Safety: PR_SET_TIMERSLACK takes one integer argument and changes only this thread's
-        // timer slack (prctl(2)); the default 50 us would make every sleep below overshoot the
-        // release it waits for by up to the pacer's whole catch-up bound.
-        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1_000 as libc::c_ulong) };
-    }
+    // With nothing queued the loop sleeps as it does while frames wait (a frame arriving
+    // meanwhile waits at most SLEEP_MAX in the receive ring), rather than yielding: a yield
+    // keeps the CPU from going idle, so the switch or a host sharing the machine would not be
+    // moved onto it (worker::Idle).
+    let mut idle = if args.busy_poll {
+        crate::worker::Idle::spinning()
+    } else {
+        // The default 50 us slack would make every sleep below overshoot the release it
+        // waits for by up to the pacer's whole catch-up bound.
+        crate::worker::fine_timer_slack();
+        crate::worker::Idle::sleeping(std::time::Duration::from_nanos(SLEEP_MAX.as_nanos()))
+    };
     let looped = (|| -> anyhow::Result<()> {
         loop {
             let now = clock.now();

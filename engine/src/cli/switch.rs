@@ -57,6 +57,12 @@ pub struct Args {
     /// machine the peers that produce its frames get the CPU.
     #[arg(long)]
     pub busy_poll: bool,
+    /// An idle worker sleeps this long (after a short spin) instead of yielding, e.g. `50us`,
+    /// so that its CPU goes idle and the scheduler can run others there (a machine with fewer
+    /// CPUs than busy processes: scripts/appliance.sh). A frame arriving meanwhile waits up to
+    /// this long; the egress shaper catches up what a sleep delayed.
+    #[arg(long, value_parser = super::duration_or_secs_arg, conflicts_with = "busy_poll")]
+    pub idle_sleep: Option<Duration>,
 }
 
 /// The progress status of the switch from a counters snapshot: forwarding rate over the
@@ -275,6 +281,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let counters_w = worker_counters[w].clone();
         let force = args.force_xdp;
         let busy_poll = args.busy_poll;
+        let idle_sleep = args.idle_sleep;
         let h = worker::spawn_pinned(w, format!("quench-w{w}"), move || {
             let mut pool = None;
             let mut ports: Vec<Option<OwnedPort<SwitchPort>>> =
@@ -362,10 +369,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 wk.set_pfc(pfc.clone(), &rates, &macs);
             }
             let _ = ready.send(Ok(caps));
-            let idle = if busy_poll {
-                worker::Idle::spinning()
-            } else {
-                worker::Idle::default()
+            let idle = match idle_sleep {
+                _ if busy_poll => worker::Idle::spinning(),
+                Some(d) => {
+                    worker::fine_timer_slack();
+                    worker::Idle::sleeping(std::time::Duration::from_nanos(d.as_nanos()))
+                }
+                None => worker::Idle::default(),
             };
             worker::run_loop(&clock, &stop, idle, |now| wk.poll(now));
             wk.shutdown();
