@@ -515,7 +515,7 @@ impl<F> FlowTable<F> {
             cap: self.cfg.line_rate,
             start: now,
         };
-        let queue = Queued::new(u64::from(self.cfg.queue_bytes));
+        let queue = Queued::new(self.cfg.queue_bytes);
         // A flow id still held after 2^32 flows: no flow (the slot stays free in the core).
         let handle = self.core.add_flow(spec, queue).ok()?;
         let i = handle.0;

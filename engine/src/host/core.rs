@@ -152,13 +152,15 @@ impl Source for Generated {
 #[derive(Debug)]
 pub struct Queued<F> {
     frames: VecDeque<(u32, Instant, F)>,
-    bytes: u64,
-    limit: u64,
+    /// Octets queued and the bound, 32 bits each: a flow's state is one of up to 1M the
+    /// appliance touches at random, so 8 octets less matters (`Slot` within four cache lines).
+    bytes: u32,
+    limit: u32,
 }
 
 impl<F> Queued<F> {
     /// A queue that holds at most `limit` octets.
-    pub fn new(limit: u64) -> Self {
+    pub fn new(limit: u32) -> Self {
         Queued {
             frames: VecDeque::new(),
             bytes: 0,
@@ -169,17 +171,17 @@ impl<F> Queued<F> {
     /// Queues `frame` of `len` octets that arrived at `arrived`; hands it back if it does not
     /// fit. Call [`HostCore::wake`] after queueing into an empty queue.
     pub fn push(&mut self, len: u32, arrived: Instant, frame: F) -> Result<(), F> {
-        if self.bytes + u64::from(len) > self.limit {
+        if u64::from(self.bytes) + u64::from(len) > u64::from(self.limit) {
             return Err(frame);
         }
-        self.bytes += u64::from(len);
+        self.bytes += len;
         self.frames.push_back((len, arrived, frame));
         Ok(())
     }
 
     /// Octets queued.
     pub fn bytes(&self) -> u64 {
-        self.bytes
+        u64::from(self.bytes)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -212,7 +214,7 @@ impl<F> Source for Queued<F> {
             .frames
             .pop_front()
             .expect("Source::take after Source::peek returned a frame");
-        self.bytes -= u64::from(len);
+        self.bytes -= len;
         (at, f)
     }
 }
@@ -278,9 +280,13 @@ pub struct Flow<S> {
     pending: Option<Pending>,
     /// An entry of the slot's current generation is on the wheel.
     scheduled: bool,
-    /// The reaction-point timer deadline the timer heap holds for it.
-    timer_at: Option<Instant>,
+    /// The reaction-point timer deadline the timer heap holds for it ([`NO_TIMER`]: none).
+    timer_at: Instant,
 }
+
+/// `Flow::timer_at` of a flow whose reaction point has no timer armed (an `Option` would take
+/// 8 octets more per flow: see `Queued`).
+const NO_TIMER: Instant = Instant::MAX;
 
 impl<S> Flow<S> {
     /// The flow's reaction-point state.
@@ -353,6 +359,8 @@ impl PauseClock {
     }
 }
 
+/// Aligned to a cache line: a slot of a queued flow is exactly four (see `Queued`), not five.
+#[repr(align(64))]
 struct Slot<S> {
     /// Bumped when the flow's release is re-timed and when the slot is emptied: wheel and
     /// start entries of an older generation are stale.
@@ -426,7 +434,7 @@ impl<S: Source> HostCore<S> {
             ran_dry: 0,
             pending: None,
             scheduled: false,
-            timer_at: None,
+            timer_at: NO_TIMER,
         };
         let i = match self.free.pop() {
             Some(i) => {
@@ -616,11 +624,11 @@ impl<S: Source> HostCore<S> {
                 .slots
                 .get_mut(i as usize)
                 .and_then(|s| s.flow.as_mut())
-                .filter(|f| f.timer_at == Some(at))
+                .filter(|f| f.timer_at == at)
             else {
                 continue;
             };
-            f.timer_at = None;
+            f.timer_at = NO_TIMER;
             self.rp.on_flow_timeout(&mut f.rp, now);
             self.arm(i);
             self.retime(now, i);
@@ -824,11 +832,11 @@ impl<S: Source> HostCore<S> {
         let Some(f) = self.slots[i as usize].flow.as_mut() else {
             return;
         };
-        let d = HostRp::flow_deadline(&f.rp);
+        let d = HostRp::flow_deadline(&f.rp).unwrap_or(NO_TIMER);
         if d != f.timer_at {
             f.timer_at = d;
-            if let Some(at) = d {
-                self.timers.push(Reverse((at, i)));
+            if d != NO_TIMER {
+                self.timers.push(Reverse((d, i)));
             }
         }
     }

@@ -522,3 +522,16 @@ fn the_receive_side_answers_ce_with_a_cnp() {
     );
     assert_eq!(g.handle_data(Instant::ZERO, FlowId(2), Ecn::Ect0), None);
 }
+
+/// The sender appliance holds up to 1M flows and touches one flow's state per frame, at a
+/// random place in memory (docs/design.md, "the per-frame cost at a million flows"): every 64
+/// octets more is one more cache line a frame may miss on. DCQCN's state is boxed
+/// (`FlowRp::Dcqcn`), a queue's octet counts are 32-bit and "no timer" is a sentinel, so a
+/// slot with a queued flow is four lines (it was 400-odd octets).
+#[test]
+fn a_queued_flow_fits_in_four_cache_lines() {
+    let flow = std::mem::size_of::<Flow<Queued<u64>>>();
+    let slot = std::mem::size_of::<Slot<Queued<u64>>>();
+    assert!(slot <= 4 * 64, "Flow {flow} octets, Slot {slot}");
+    assert_eq!(std::mem::align_of::<Slot<Queued<u64>>>(), 64);
+}
