@@ -72,6 +72,11 @@ median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1
 if [ -n "$WORKERS" ]; then
   ncpu=$(nproc)
   rows=()
+  if [ "$WORKERS" -gt "$ncpu" ]; then
+    # nproc counts the CPUs this process may run on (a CPU shield leaves one): workers would
+    # share CPUs and the table would measure time slicing.
+    echo "bench-dpdk: $WORKERS workers but $ncpu CPU(s) allowed ($(taskset -pc $$ | sed 's/.*: //')): workers share CPUs" >&2
+  fi
   for n in $(seq "$WORKERS"); do
     cores=$(for w in $(seq 0 $((n - 1))); do echo $(((CPU + w) % ncpu)); done | paste -sd,)
     for scenario in plain cp cp_mbufs split; do
