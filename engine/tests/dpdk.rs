@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use engine::port::any::AnyPort;
 use engine::port::dpdk::{self, DpdkConfig, DpdkError, DpdkPort};
+use engine::port::heap::Carried;
 use engine::port::{Frame, Port, PortKind, PortSpec};
 use engine::switch::config::SwitchConfig;
 use engine::switch::forward::{OwnedPort, Worker};
@@ -39,6 +40,7 @@ fn eal() -> Vec<String> {
         "--vdev=net_null3",
         "--vdev=net_null4",
         "--vdev=net_null5",
+        "--vdev=net_null6",
         "--vdev=net_ring0",
         "--vdev=net_ring1",
     ]
@@ -336,6 +338,32 @@ descriptors = 256
 
 /// Writes `dst`, `src` and EtherType 0x88b5 into every free mbuf of the port's pool (net_null
 /// receives pool mbufs without writing them).
+/// What crosses between workers lands on a DPDK port (`Port::land`): a small frame, copied into
+/// the crossing, in a fresh mbuf of the port's pool with the same octets; a large one as its own
+/// mbuf, not copied. A copy too large for an mbuf is refused, and every mbuf goes back.
+#[test]
+fn a_small_crossing_lands_copied_and_a_large_one_as_its_mbuf() {
+    let mut p = open("net_null6");
+    let full = p.pool_available();
+    let small: Vec<u8> = (0..64u8).collect();
+    let inline = Carried::copy_of(&small).unwrap();
+    assert!(matches!(inline, Carried::Inline(_)));
+    let copied = p.land(inline).unwrap();
+    assert_eq!(copied.data(), &small[..]);
+    assert_eq!(p.pool_available(), full - 1);
+    let mut big = p.alloc(1000).unwrap();
+    big.data_mut()[999] = 7;
+    let mbuf = big.as_mbuf();
+    let carried = DpdkPort::carry(big).unwrap();
+    assert!(matches!(carried, Carried::Dpdk(_)));
+    let landed = p.land(carried).unwrap();
+    assert_eq!(landed.as_mbuf(), mbuf);
+    assert_eq!((landed.len(), landed.data()[999]), (1000, 7));
+    assert!(p.import(&[0u8; 3000]).is_none());
+    drop((copied, landed));
+    assert_eq!(p.pool_available(), full);
+}
+
 fn stamp_pool(p: &mut DpdkPort, dst: u8, src: u8) {
     let frames: Vec<_> = std::iter::from_fn(|| p.alloc(64)).collect();
     for mut f in frames {

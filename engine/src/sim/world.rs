@@ -575,7 +575,9 @@ impl World {
             let ideal_fct = w.ideal_fct(f, &fwd);
             // A receiver that cannot reach its sender leaves the reverse path to the tables
             // (whose empty next hops drop what it sends back).
-            let rev = w.path(f.dst, f.src, src_h, &ecmp.reverse()).unwrap_or_default();
+            let rev = w
+                .path(f.dst, f.src, src_h, &ecmp.reverse())
+                .unwrap_or_default();
             w.flow_routes.push(FlowRoute {
                 dst_h,
                 fwd: Hops::of(&fwd, &w.ports),
