@@ -30,6 +30,10 @@
 # - cp_mbufs (n > 1 only): cp with the crossing frames moved as mbufs (`--cross-mbufs`) instead
 #   of copied into the ring slot (the default for frames up to INLINE_MAX octets, these are 64):
 #   the two ways of crossing side by side;
+# - cp_1thread, cp_mbufs_1thread (n > 1 only): cp and cp_mbufs with the n workers polled in
+#   turn on one thread and CPU (`--one-thread`): what crossing costs in instructions alone, no
+#   line changing core and no worker descheduled while another fills its ring (the figure a
+#   loaded machine still gives); the two-thread row's excess over it is the cache lines';
 # - split (n > 1 only): plain ports with the egress split as in cp (`--cross`, no congestion
 #   point): the crossing measured against the plain scenario's one worker (stop 26's column).
 # Per row: Mpps (median of ROUNDS), per-worker Mpps, the ratio to n x the one-worker Mpps of the
@@ -79,13 +83,15 @@ if [ -n "$WORKERS" ]; then
   fi
   for n in $(seq "$WORKERS"); do
     cores=$(for w in $(seq 0 $((n - 1))); do echo $(((CPU + w) % ncpu)); done | paste -sd,)
-    for scenario in plain cp cp_mbufs split; do
-      # One worker: nothing crosses, cp_mbufs is cp and split is plain.
-      [ "$n" = 1 ] && { [ "$scenario" = split ] || [ "$scenario" = cp_mbufs ]; } && continue
+    for scenario in plain cp cp_mbufs cp_1thread cp_mbufs_1thread split; do
+      # One worker: nothing crosses; the other scenarios are plain or cp.
+      [ "$n" = 1 ] && [ "$scenario" != plain ] && [ "$scenario" != cp ] && continue
       case $scenario in
         plain) flags=() ;;
         cp) flags=(--cp) ;;
         cp_mbufs) flags=(--cp --cross-mbufs) ;;
+        cp_1thread) flags=(--cp --one-thread) ;;
+        cp_mbufs_1thread) flags=(--cp --cross-mbufs --one-thread) ;;
         split) flags=(--cross) ;;
       esac
       m=()
@@ -108,7 +114,7 @@ if [ -n "$WORKERS" ]; then
     BEGIN { print "| scenario | workers | CPUs | frames crossing cores | Mpps | per-worker Mpps | ratio to n x one worker (same scenario) | Mpps per CPU-second | ratio_cpu | CPU ns per frame | frames dropped | ns per crossing frame |"
             print "|---|---|---|---|---|---|---|---|---|---|---|---|" }
     $2 == 1 { one[$1] = $3; onec[$1] = $4; onef[$1] = $5 }
-    { base = ($1 == "split") ? "plain" : ($1 == "cp_mbufs") ? "cp" : $1
+    { base = ($1 == "split") ? "plain" : ($1 ~ /^cp/) ? "cp" : $1
       share = ($1 == "plain" || $2 == 1) ? 0 : ($2 - 1) / $2
       cost = "-"
       crossing = "none"
@@ -118,9 +124,10 @@ if [ -n "$WORKERS" ]; then
         cost = sprintf("%.1f", ($5 - onef[base]) / share)
         crossing = sprintf("%d/%d", $2 - 1, $2)
       }
+      cpus = ($1 ~ /1thread/) ? substr($6, 1, index($6 ",", ",") - 1) : $6
       printf "| %s | %d | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f %% | %s |\n", $1, $2,
-        $6, crossing, $3, $3 / $2, $3 / ($2 * one[base]), $4, $4 / onec[base], $5, dropped, cost }
-    END { print "(cp_mbufs: cp with crossing frames moved as mbufs, against cp one worker; split: plain ports with the egress split as for cp, against plain one worker; ns per crossing frame: CPU ns per frame over the baseline one worker, divided by the share that crosses)" }'
+        cpus, crossing, $3, $3 / $2, $3 / ($2 * one[base]), $4, $4 / onec[base], $5, dropped, cost }
+    END { print "(cp_mbufs: cp with crossing frames moved as mbufs, against cp one worker; *_1thread: the same n workers polled in turn on one thread and CPU; split: plain ports with the egress split as for cp, against plain one worker; ns per crossing frame: CPU ns per frame over the baseline one worker, divided by the share that crosses)" }'
   exit 0
 fi
 

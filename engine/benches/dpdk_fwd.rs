@@ -36,11 +36,13 @@
 //! `quench switch` gives a CP port's egress to one worker: with one worker that is the
 //! baseline a crossing run compares with (same ports, same input, nothing can cross). The
 //! frames (64 octets) cross copied into the ring slot (`Worker::cross_copy_max`);
-//! `--cross-mbufs` makes them cross as mbufs instead. Prints `quench_workers workers=N
-//! cross=0|1 cp=0|1 mbufs=0|1 ... mpps=<Mpps>`.
+//! `--cross-mbufs` makes them cross as mbufs instead. `--one-thread` polls the N workers in
+//! turn on one thread and core: the crossing's instructions without a line changing core (and
+//! without a worker descheduled while another fills its ring). Prints `quench_workers
+//! workers=N cross=0|1 cp=0|1 mbufs=0|1 one_thread=0|1 ... mpps=<Mpps>`.
 //!
 //! Usage: `cargo bench -p engine --features dpdk --bench dpdk_fwd -- SECONDS [--mix]
-//! [--workers N [--cross] [--cp] [--cross-mbufs] [--cores LIST]] EAL-ARGS...` (EAL args must create net_null0 and
+//! [--workers N [--cross] [--cp] [--cross-mbufs] [--one-thread] [--cores LIST]] EAL-ARGS...` (EAL args must create net_null0 and
 //! net_null1; `-l CPU` also pins this thread to CPU, as rte_eal_init pins the C loop's main
 //! thread.)
 use std::sync::atomic::Ordering;
@@ -267,8 +269,8 @@ fn thread_cpu_secs() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
-/// Polls `worker` for `seconds`; returns the seconds it ran.
-fn run(worker: &mut Worker<DpdkPort>, seconds: f64) -> f64 {
+/// Polls `workers` in turn (the last first) for `seconds`; returns the seconds they ran.
+fn run(workers: &mut [Worker<DpdkPort>], seconds: f64) -> f64 {
     let clock = Clock::new();
     let start = clock.now();
     let stop = Instant::from_nanos(start.as_nanos() + (seconds * 1e9) as u64);
@@ -276,10 +278,14 @@ fn run(worker: &mut Worker<DpdkPort>, seconds: f64) -> f64 {
     while now < stop {
         for _ in 0..1024 {
             now = clock.now();
-            worker.poll(now);
+            for w in workers.iter_mut().rev() {
+                w.poll(now);
+            }
         }
     }
-    worker.shutdown();
+    for w in workers.iter_mut() {
+        w.shutdown();
+    }
     now.saturating_since(start).as_secs_f64()
 }
 
@@ -305,14 +311,17 @@ fn cp_profiles() -> anyhow::Result<CpProfiles> {
     })
 }
 
-/// `--workers N`: N threads over queue pairs of net_null0 and net_null1 (see the module docs).
-/// Returns per worker the seconds it ran, the CPU-seconds it had, and its crossings dropped.
+/// `--workers N`: N threads over queue pairs of net_null0 and net_null1 (see the module docs);
+/// with `one_thread`, the N workers polled in turn on one thread (on the first core): what the
+/// crossing's instructions cost, without a cache line changing core. Returns per thread the
+/// seconds it ran, the CPU-seconds it had, and its workers' crossings dropped.
 #[allow(clippy::too_many_arguments)]
 fn run_workers(
     n: usize,
     cross: bool,
     cp: Option<&CpProfiles>,
     mbufs: bool,
+    one_thread: bool,
     cores: &[usize],
     seconds: f64,
     cfg: &DpdkConfig,
@@ -348,7 +357,7 @@ fn run_workers(
     let mut links = links(n).into_iter();
     // With crossing, port p's egress is worker (p % n)'s alone.
     let owner: Vec<usize> = (0..2).map(|p| if cross { p % n } else { 0 }).collect();
-    let mut threads = Vec::new();
+    let mut parts = Vec::new();
     for (w, ps) in handles.into_iter().enumerate() {
         let owned = ps
             .into_iter()
@@ -364,8 +373,17 @@ fn run_workers(
             })
             .collect();
         let wl = links.next().ok_or_else(|| anyhow::anyhow!("links"))?;
-        let owner = owner.clone();
-        let cpu = cores[w % cores.len()];
+        parts.push((w, owned, owner.clone(), wl));
+    }
+    // Per thread, the workers it runs (one each, or all on the first core).
+    let groups: Vec<Vec<_>> = if one_thread {
+        vec![parts]
+    } else {
+        parts.into_iter().map(|p| vec![p]).collect()
+    };
+    let mut threads = Vec::new();
+    for group in groups {
+        let cpu = cores[group[0].0 % cores.len()];
         threads.push(std::thread::spawn(
             move || -> anyhow::Result<(f64, f64, u64)> {
                 dpdk::register_thread()?;
@@ -373,14 +391,21 @@ fn run_workers(
                 // Built on its own thread, as `quench switch` builds its workers: the worker's
                 // heap (MAC table, bursts, staging) comes from this thread's allocator arena,
                 // not interleaved with the other workers' in the main thread's.
-                let fdb = Fdb::new(DEFAULT_AGEING, DEFAULT_CAPACITY);
-                let mut worker = Worker::new(w, owned, owner, wl, fdb, Arc::default());
-                if mbufs {
-                    worker.cross_copy_max = 0;
-                }
+                let mut workers: Vec<_> = group
+                    .into_iter()
+                    .map(|(w, owned, owner, wl)| {
+                        let fdb = Fdb::new(DEFAULT_AGEING, DEFAULT_CAPACITY);
+                        let mut worker = Worker::new(w, owned, owner, wl, fdb, Arc::default());
+                        if mbufs {
+                            worker.cross_copy_max = 0;
+                        }
+                        worker
+                    })
+                    .collect();
                 let cpu0 = thread_cpu_secs();
-                let secs = run(&mut worker, seconds);
-                anyhow::Ok((secs, thread_cpu_secs() - cpu0, worker.cross_drops))
+                let secs = run(&mut workers, seconds);
+                let drops = workers.iter().map(|w| w.cross_drops).sum();
+                anyhow::Ok((secs, thread_cpu_secs() - cpu0, drops))
             },
         ));
     }
@@ -402,7 +427,7 @@ fn main() -> anyhow::Result<()> {
     let usage = || {
         anyhow::anyhow!(
             "usage: dpdk_fwd SECONDS [--mix] [--workers N [--cross] [--cp] [--cross-mbufs] \
-             [--cores LIST]] EAL-ARGS..."
+             [--one-thread] [--cores LIST]] EAL-ARGS..."
         )
     };
     let seconds: f64 = args.first().ok_or_else(usage)?.parse()?;
@@ -412,12 +437,14 @@ fn main() -> anyhow::Result<()> {
     let mut cross = false;
     let mut cp = None;
     let mut mbufs = false;
+    let mut one_thread = false;
     let mut cores: Vec<usize> = Vec::new();
     while let Some(a) = eal.first().cloned() {
         match a.as_str() {
             "--mix" => with_mix = true,
             "--cross" => cross = true,
             "--cross-mbufs" => mbufs = true,
+            "--one-thread" => one_thread = true,
             "--cp" => {
                 cross = true;
                 cp = Some(cp_profiles()?);
@@ -463,6 +490,7 @@ fn main() -> anyhow::Result<()> {
             cross,
             cp.as_ref(),
             mbufs,
+            one_thread,
             &cores,
             seconds,
             &cfg,
@@ -494,12 +522,13 @@ fn main() -> anyhow::Result<()> {
         // received, dropped ones included (with --cross, twice its excess over the run without
         // is what a crossing frame costs: half the frames cross).
         println!(
-            "quench_workers workers={n} cross={} cp={} mbufs={} cores={cores:?} frames={sent} seconds={secs:.3} \
+            "quench_workers workers={n} cross={} cp={} mbufs={} one_thread={} cores={cores:?} frames={sent} seconds={secs:.3} \
              cpu_seconds={cpu:.3} rx_mpps_per_worker={} cross_drops={cross_drops} \
              queue_drops={queue_drops} rx_drops={rx_drops} cpu_ns_per_rx_frame={:.2} mpps_per_cpu={:.2} mpps={:.2}",
             u8::from(cross),
             u8::from(cp.is_some()),
             u8::from(mbufs),
+            u8::from(one_thread),
             per.join(","),
             cpu * 1e9 / received as f64,
             sent as f64 / cpu / 1e6,
@@ -532,7 +561,7 @@ fn main() -> anyhow::Result<()> {
         .zip(&counters)
         .map(|(p, c)| OwnedPort::new(p, vec![0], QueueLimits::default(), None, c.clone()))
         .collect();
-    let mut worker = Worker::single(owned, DEFAULT_AGEING);
+    let mut worker = [Worker::single(owned, DEFAULT_AGEING)];
     let secs = run(&mut worker, seconds);
     let sum = |f: fn(&PortCounters) -> u64| counters.iter().map(|c| f(c)).sum::<u64>();
     let sent = sum(|c| c.tx_pkts.load(Ordering::Relaxed));
