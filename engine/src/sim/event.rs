@@ -1,29 +1,40 @@
-//! The event queue: a radix heap keyed by time, ties in sequence-number order.
+//! The event queue: a timing wheel of one-nanosecond slots for the near future, an ordered map
+//! for the rest; ties in sequence-number order.
 //!
 //! Invariants:
 //! - Events pop in time order; events scheduled for the same nanosecond pop in the order of
 //!   their sequence numbers (a push takes the next one; [`EventQueue::reserve_at`] takes one
 //!   for a later [`EventQueue::push_reserved`]), so a run never depends on the queue's
 //!   internals and the same inputs give the same event order.
-//! - Times are never below the last popped time: the simulator only schedules at or after the
-//!   present. That monotonicity is what a radix heap needs (Ahuja, Mehlhorn, Orlin and Tarjan,
-//!   "Faster algorithms for the shortest path problem", 1990): bucket `b` (b >= 1) holds the
-//!   events whose time's highest bit differing from the last popped time is bit `b - 1`, so a
-//!   push is a leading-zero count and an append, and a pop empties the lowest non-empty bucket
-//!   into lower ones only when bucket 0 is empty. Each event moves down at most 64 times; in
-//!   practice a few. The key is the time alone: the sequence number's bits would send events
-//!   of one nanosecond down through up to 64 more buckets each.
-//! - Bucket 0 holds the events at exactly the last popped time, sorted by sequence number
-//!   (descending: the next pops off the end). A push there is almost always the largest
-//!   number (a fresh one), a reserved slot pushed late the exception: both a sorted insert
-//!   into a bucket that rarely holds more than a few events.
-//! - Events are small `Copy` values (a closed enum, no `Box<dyn>`); bucket storage grows to the
-//!   peak number of pending events and is reused, so the steady state allocates nothing.
+//! - Times are never below the last popped time (`now`): the simulator only schedules at or
+//!   after the present. An event less than [`WHEEL`] ns ahead of `now` sits in the wheel's slot
+//!   `time mod WHEEL` (so a slot holds one time only), later ones in the ordered map `far`.
+//!   Whenever `now` moves, the `far` events that came within [`WHEEL`] ns of it move into their
+//!   slots before anything else is pushed, so a slot's time is never also in `far`, and every
+//!   wheel event is earlier than every `far` event: a push is one append, a pop one read, with
+//!   no event moved more than once (a radix heap moved each a few times, the bulk of its cost).
+//!   Link delays and frame times of a data-centre fabric are a few microseconds at most, so
+//!   `far` holds only timers and flow starts.
+//! - A slot's entries are sorted by sequence number; a fresh push is the largest number (an
+//!   append), a reserved slot pushed late the exception (a sorted insert). The slot at `now` is
+//!   read from `head` on; it is emptied (capacity kept) when read to its end.
+//! - A bitmap (one bit per slot, one summary bit per 64-slot word) says which slots hold
+//!   pending events, so the next one is found with two trailing-zero counts.
+//! - Events are small `Copy` values (a closed enum, no `Box<dyn>`); slot storage grows to the
+//!   peak number of events per nanosecond and is reused, so the steady state allocates nothing.
+
+use std::collections::BTreeMap;
 
 use units::Instant;
 
+/// Slots of the wheel, one nanosecond each (a power of two, at most 64 x 64).
+const WHEEL: usize = 2048;
+const MASK: u64 = WHEEL as u64 - 1;
+const WORDS: usize = WHEEL / 64;
+
+/// A wheel event: its time is its slot's.
+#[derive(Clone, Copy)]
 struct Entry<E> {
-    at: u64,
     seq: u64,
     event: E,
 }
@@ -47,16 +58,19 @@ impl Slot {
     }
 }
 
-/// Buckets: one for "equal to the last popped time", one per bit of the time.
-const BUCKETS: usize = 65;
-
 /// Pending events in deterministic order.
 pub struct EventQueue<E> {
-    buckets: Vec<Vec<Entry<E>>>,
-    /// Bit `b` set: bucket `b + 1` is non-empty (bucket 0 is looked at directly).
-    occupied: u64,
-    /// The time buckets are relative to: the last popped event's (0 before the first pop).
-    last: u64,
+    slots: Vec<Vec<Entry<E>>>,
+    /// Entries of the slot at `now` already popped.
+    head: usize,
+    /// Bit `i % 64` of word `i / 64`: slot `i` holds pending entries.
+    words: [u64; WORDS],
+    /// Bit `w`: word `w` is not zero.
+    summary: u64,
+    /// The last popped event's time (0 before the first pop).
+    now: u64,
+    /// Events at least [`WHEEL`] ns after `now`, by (time, sequence number).
+    far: BTreeMap<(u64, u64), E>,
     /// The last popped event's (time, sequence number); (0, 0) before the first pop.
     popped_key: (u64, u64),
     len: usize,
@@ -64,22 +78,21 @@ pub struct EventQueue<E> {
     popped: u64,
 }
 
-impl<E> Default for EventQueue<E> {
+impl<E: Copy> Default for EventQueue<E> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-fn bucket(at: u64, last: u64) -> usize {
-    BUCKETS - 1 - (at ^ last).leading_zeros() as usize
-}
-
-impl<E> EventQueue<E> {
+impl<E: Copy> EventQueue<E> {
     pub fn new() -> Self {
         EventQueue {
-            buckets: (0..BUCKETS).map(|_| Vec::new()).collect(),
-            occupied: 0,
-            last: 0,
+            slots: (0..WHEEL).map(|_| Vec::new()).collect(),
+            head: 0,
+            words: [0; WORDS],
+            summary: 0,
+            now: 0,
+            far: BTreeMap::new(),
             popped_key: (0, 0),
             len: 0,
             seq: 0,
@@ -90,7 +103,15 @@ impl<E> EventQueue<E> {
     /// Schedules `event` at `at`, which must not be before the last popped event's time.
     pub fn push(&mut self, at: Instant, event: E) {
         let seq = self.reserve();
-        self.push_reserved(Slot { at, seq }, event);
+        self.len += 1;
+        let at = at.as_nanos();
+        debug_assert!(at >= self.now, "event scheduled in the past");
+        if at - self.now < WHEEL as u64 {
+            // The largest sequence number yet: last in its slot.
+            self.mark((at & MASK) as usize).push(Entry { seq, event });
+        } else {
+            self.far.insert((at, seq), event);
+        }
     }
 
     /// Takes the next sequence number without scheduling anything: the [`Slot`] an event
@@ -115,14 +136,10 @@ impl<E> EventQueue<E> {
         debug_assert!(slot.key() >= self.popped_key, "event scheduled in the past");
         self.len += 1;
         let (at, seq) = slot.key();
-        let e = Entry { at, seq, event };
-        if at == self.last {
-            let zero = &mut self.buckets[0];
-            // Descending by sequence number; a fresh push (the largest) goes first.
-            let i = zero.partition_point(|x| x.seq > seq);
-            zero.insert(i, e);
+        if at.wrapping_sub(self.now) < WHEEL as u64 {
+            self.put(at, seq, event);
         } else {
-            self.put(e);
+            self.far.insert((at, seq), event);
         }
     }
 
@@ -131,55 +148,101 @@ impl<E> EventQueue<E> {
         slot.key() > self.popped_key
     }
 
-    /// Into the bucket for a time after `last`.
+    /// Into the slot of `at`, less than [`WHEEL`] ns after `now`.
     #[inline]
-    fn put(&mut self, e: Entry<E>) {
-        let b = bucket(e.at, self.last);
-        self.occupied |= 1 << (b - 1);
-        self.buckets[b].push(e);
+    fn put(&mut self, at: u64, seq: u64, event: E) {
+        let v = self.mark((at & MASK) as usize);
+        let e = Entry { seq, event };
+        if v.last().map_or(true, |l| l.seq < seq) {
+            v.push(e);
+        } else {
+            // A reserved slot pushed late. Entries already popped from the slot at `now` have
+            // smaller numbers (they popped before it), so the insert lands after `head`.
+            let p = v.partition_point(|x| x.seq < seq);
+            v.insert(p, e);
+        }
+    }
+
+    /// Marks slot `i` as holding entries; returns it.
+    #[inline]
+    fn mark(&mut self, i: usize) -> &mut Vec<Entry<E>> {
+        self.words[i / 64] |= 1 << (i % 64);
+        self.summary |= 1 << (i / 64);
+        &mut self.slots[i]
+    }
+
+    /// The first slot at or after `from` (circularly) holding pending entries.
+    #[inline]
+    fn next_occupied(&self, from: usize) -> Option<usize> {
+        let w = from / 64;
+        let bits = self.words[w] & (!0u64 << (from % 64));
+        if bits != 0 {
+            return Some(w * 64 + bits.trailing_zeros() as usize);
+        }
+        let later = if w + 1 < WORDS {
+            self.summary & (!0u64 << (w + 1))
+        } else {
+            0
+        };
+        // Past the last word the search wraps to the lowest word with entries (word `w`'s
+        // remaining ones are below `from`: later than every other word's).
+        let s = if later != 0 { later } else { self.summary };
+        if s == 0 {
+            return None;
+        }
+        let k = s.trailing_zeros() as usize;
+        Some(k * 64 + self.words[k].trailing_zeros() as usize)
     }
 
     /// The earliest pending event and its time.
     pub fn pop(&mut self) -> Option<(Instant, E)> {
-        if self.buckets[0].is_empty() {
-            if self.occupied == 0 {
-                return None;
-            }
-            let i = self.occupied.trailing_zeros() as usize + 1;
-            self.occupied &= !(1 << (i - 1));
-            let mut moving = std::mem::take(&mut self.buckets[i]);
-            let min = moving.iter().map(|e| e.at).min()?;
-            self.last = min;
-            for e in moving.drain(..) {
-                if e.at == min {
-                    self.buckets[0].push(e);
-                } else {
-                    self.put(e);
+        let mut cur = (self.now & MASK) as usize;
+        if self.words[cur / 64] & (1 << (cur % 64)) == 0 {
+            // Nothing left at `now`: on to the next occupied slot, or to the earliest `far`
+            // event when the wheel is empty.
+            self.now = match self.next_occupied(cur) {
+                Some(i) => self.now + ((i as u64).wrapping_sub(cur as u64) & MASK),
+                None => self.far.first_key_value()?.0 .0,
+            };
+            while let Some(&(at, _)) = self.far.first_key_value().map(|(k, _)| k) {
+                if at - self.now >= WHEEL as u64 {
+                    break;
+                }
+                if let Some(((at, seq), event)) = self.far.pop_first() {
+                    self.put(at, seq, event);
                 }
             }
-            // Keep the emptied vector's capacity for the next time this bucket fills.
-            self.buckets[i] = moving;
-            let zero = &mut self.buckets[0];
-            if zero.len() > 1 {
-                zero.sort_unstable_by_key(|e| std::cmp::Reverse(e.seq));
+            cur = (self.now & MASK) as usize;
+        }
+        let v = &mut self.slots[cur];
+        let e = *v.get(self.head)?;
+        self.head += 1;
+        if self.head == v.len() {
+            v.clear();
+            self.head = 0;
+            self.words[cur / 64] &= !(1 << (cur % 64));
+            if self.words[cur / 64] == 0 {
+                self.summary &= !(1 << (cur / 64));
             }
         }
-        let e = self.buckets[0].pop()?;
         self.len -= 1;
         self.popped += 1;
-        self.popped_key = (e.at, e.seq);
-        Some((Instant::from_nanos(e.at), e.event))
+        self.popped_key = (self.now, e.seq);
+        Some((Instant::from_nanos(self.now), e.event))
     }
 
     /// Time of the earliest pending event.
     pub fn peek_time(&self) -> Option<Instant> {
-        if !self.buckets[0].is_empty() {
-            return Some(Instant::from_nanos(self.last));
+        let cur = (self.now & MASK) as usize;
+        match self.next_occupied(cur) {
+            Some(i) => Some(Instant::from_nanos(
+                self.now + ((i as u64).wrapping_sub(cur as u64) & MASK),
+            )),
+            None => self
+                .far
+                .first_key_value()
+                .map(|(&(at, _), _)| Instant::from_nanos(at)),
         }
-        // The lowest non-empty bucket holds the minimum.
-        let b = self.buckets.iter().find(|b| !b.is_empty())?;
-        let min = b.iter().map(|e| e.at).min()?;
-        Some(Instant::from_nanos(min))
     }
 
     pub fn len(&self) -> usize {
@@ -230,6 +293,25 @@ mod tests {
         assert!(!q.is_pending(Slot::PAST));
     }
 
+    #[test]
+    fn overflow_events_keep_their_place_among_later_pushes() {
+        let mut q = EventQueue::new();
+        let far = Instant::from_nanos(3 * WHEEL as u64);
+        q.push(Instant::from_nanos(WHEEL as u64), 'a');
+        q.push(far, 'c'); // beyond the wheel: into `far`
+        let slot = q.reserve_at(far); // pushed into `far` later, after 'c'
+        q.push(far, 'e');
+        assert_eq!(q.peek_time(), Some(Instant::from_nanos(WHEEL as u64)));
+        // Popping 'a' brings `far` within the wheel: 'c' and 'e' move into its slot.
+        assert_eq!(q.pop(), Some((Instant::from_nanos(WHEEL as u64), 'a')));
+        q.push(far, 'f'); // straight into the slot, behind the moved ones
+        q.push_reserved(slot, 'd');
+        q.push(Instant::from_nanos(WHEEL as u64), 'b'); // at `now`
+        let order: Vec<char> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
+        assert_eq!(order, vec!['b', 'c', 'd', 'e', 'f']);
+        assert_eq!(q.peek_time(), None);
+    }
+
     proptest::proptest! {
         #[test]
         fn order_is_time_then_fifo(times in proptest::collection::vec(0u64..50, 0..200)) {
@@ -259,8 +341,9 @@ mod tests {
             let mut last_popped = (0u64, 0u64);
             for (i, (op, dt)) in ops.into_iter().enumerate() {
                 if op == 3 {
-                    // Reserve a slot now; push it (if still after the last pop) at a later op.
-                    let at = now + dt % 8;
+                    // Reserve a slot now; push it (if still after the last pop) at a later op:
+                    // a few nanoseconds ahead (a frame time) or across the wheel's edge.
+                    let at = now + if dt % 2 == 0 { dt % 8 } else { dt % 9000 };
                     reserved.push((q.reserve_at(Instant::from_nanos(at)), seq));
                     seq += 1;
                     continue;
@@ -288,9 +371,14 @@ mod tests {
                         last_popped = (t, s);
                     }
                 } else {
-                    // Steps of a few nanoseconds (ties with the present and each other) and huge
-                    // ones, to cross high bits of the time.
-                    let at = now + if op == 1 { dt % 8 } else { dt };
+                    // Steps of a few nanoseconds (ties with the present and each other), steps
+                    // around the wheel's size (into `far` and back), and huge ones.
+                    let at = now
+                        + match (op, dt % 2) {
+                            (1, _) => dt % 8,
+                            (_, 0) => dt % 9000,
+                            _ => dt,
+                        };
                     q.push(Instant::from_nanos(at), i);
                     model.push((at, seq, i));
                     seq += 1;
