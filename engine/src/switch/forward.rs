@@ -67,8 +67,6 @@ pub struct Worker<P: Port> {
     /// Owning worker of each global port.
     owner: Vec<usize>,
     links: Links,
-    /// Per other worker, the crossings for it not pushed yet (pushed a burst at a time).
-    staged: Vec<Vec<Crossing>>,
     /// Scratch of `take_crossings`.
     inbox: Vec<Crossing>,
     pub fdb: Fdb,
@@ -130,9 +128,6 @@ impl<P: Port> Worker<P> {
             ports,
             core,
             owner,
-            staged: (0..links.to.len())
-                .map(|_| Vec::with_capacity(BURST))
-                .collect(),
             inbox: Vec::with_capacity(4 * BURST),
             links,
             fdb,
@@ -297,37 +292,26 @@ impl<P: Port> Worker<P> {
         }
     }
 
-    /// Stages `c` for worker `w` (pushed once a burst is staged, or at the end of the
-    /// receive step and of the poll: [`flush`](Self::flush)). What cannot cross is freed and
-    /// counted.
+    /// Writes `c` into the ring to worker `w`, published once a burst is staged there or at
+    /// the end of the receive step and of the poll ([`flush_all`](Self::flush_all)). What
+    /// cannot cross (the ring is full) is freed and counted.
     fn send_to(&mut self, w: usize, c: Crossing) {
-        match self.staged.get_mut(w) {
-            Some(st) if w != self.id => {
-                st.push(c);
-                if st.len() >= BURST {
-                    self.flush(w);
+        match self.links.to.get_mut(w) {
+            Some(Some(ring)) => {
+                if ring.stage(c).is_err() {
+                    self.cross_drops += 1;
+                } else if ring.staged() >= BURST {
+                    ring.publish();
                 }
             }
             _ => self.cross_drops += 1,
         }
     }
 
-    /// Pushes what is staged for worker `w`; what its ring cannot take is freed and counted.
-    fn flush(&mut self, w: usize) {
-        let (Some(st), Some(Some(ring))) = (self.staged.get_mut(w), self.links.to.get_mut(w))
-        else {
-            return;
-        };
-        if !st.is_empty() {
-            ring.push_burst(st);
-            self.cross_drops += st.len() as u64;
-            st.clear();
-        }
-    }
-
+    /// Publishes what is staged for every other worker.
     fn flush_all(&mut self) {
-        for w in 0..self.staged.len() {
-            self.flush(w);
+        for ring in self.links.to.iter_mut().flatten() {
+            ring.publish();
         }
     }
 

@@ -1,7 +1,9 @@
 //! A bounded single-producer / single-consumer ring with burst push and pop (DPDK's
 //! `rte_ring` in SP/SC mode with burst calls, lib/ring/rte_ring.h): the producer writes up to a
 //! burst of slots and publishes them with one release store of its tail; the consumer reads
-//! what is published and frees the slots with one release store of its head. Head and tail
+//! what is published and frees the slots with one release store of its head. The producer may
+//! also write items one at a time straight into their slots ([`Producer::stage`]) and publish
+//! them later, at once ([`Producer::publish`]): no staging copy of its own. Head and tail
 //! sit on their own cache lines, and each side keeps a copy of the other's index, re-read only
 //! when the copy says the ring is full (producer) or empty (consumer): a burst of frames costs
 //! the slots' cache lines plus about two index transfers between cores, not a locked
@@ -58,6 +60,19 @@ pub struct Producer<T> {
     ring: Arc<Ring<T>>,
     /// The consumer's head as last read: slots before it are free.
     head: usize,
+    /// Items written by `stage` and not published yet: slots [tail, tail + staged).
+    staged: usize,
+}
+
+impl<T> Drop for Producer<T> {
+    /// Publishes what is staged, so that the ring drops it (or the consumer takes it).
+    fn drop(&mut self) {
+        let r = &*self.ring;
+        let t = r.tail.0.load(Ordering::Relaxed);
+        r.tail
+            .0
+            .store(t.wrapping_add(self.staged), Ordering::Release);
+    }
 }
 
 /// The consuming end.
@@ -82,6 +97,7 @@ pub fn ring<T: Send>(capacity: usize) -> (Producer<T>, Consumer<T>) {
         Producer {
             ring: ring.clone(),
             head: 0,
+            staged: 0,
         },
         Consumer { ring, tail: 0 },
     )
@@ -91,6 +107,7 @@ impl<T: Send> Producer<T> {
     /// Moves items from the front of `items` into the ring, as many as there are free slots,
     /// and publishes them at once; the rest stay in `items`, in order. Returns how many moved.
     pub fn push_burst(&mut self, items: &mut Vec<T>) -> usize {
+        self.publish();
         let r = &*self.ring;
         let cap = r.mask + 1;
         // Only this handle writes tail.
@@ -109,6 +126,48 @@ impl<T: Send> Producer<T> {
         }
         r.tail.0.store(t.wrapping_add(n), Ordering::Release);
         n
+    }
+}
+
+impl<T: Send> Producer<T> {
+    /// Writes `item` into the next free slot without publishing it (the consumer sees it after
+    /// the next [`publish`](Self::publish)); hands it back when the ring is full.
+    pub fn stage(&mut self, item: T) -> Result<(), T> {
+        let r = &*self.ring;
+        let cap = r.mask + 1;
+        // Only this handle writes tail.
+        let next = r.tail.0.load(Ordering::Relaxed).wrapping_add(self.staged);
+        if next.wrapping_sub(self.head) >= cap {
+            // Pairs with the consumer's release store: the slots it freed are read.
+            self.head = r.head.0.load(Ordering::Acquire);
+            if next.wrapping_sub(self.head) >= cap {
+                return Err(item);
+            }
+        }
+        // Safety: slot `next` lies in [tail + staged, head + cap): free, and only this handle
+        // (the single producer, `&mut self`) writes free slots; the consumer reads it only
+        // after `publish`'s release store moves tail past it.
+        unsafe { (*r.slots[next & r.mask].get()).write(item) };
+        self.staged += 1;
+        Ok(())
+    }
+
+    /// Items staged and not published yet.
+    pub fn staged(&self) -> usize {
+        self.staged
+    }
+
+    /// Publishes what [`stage`](Self::stage) wrote, with one release store. Returns how many.
+    pub fn publish(&mut self) -> usize {
+        if self.staged == 0 {
+            return 0;
+        }
+        let r = &*self.ring;
+        let t = r.tail.0.load(Ordering::Relaxed);
+        r.tail
+            .0
+            .store(t.wrapping_add(self.staged), Ordering::Release);
+        std::mem::take(&mut self.staged)
     }
 }
 
@@ -174,6 +233,35 @@ mod tests {
             assert_eq!(c.pop_burst(&mut o, 7), 7);
             assert_eq!(o, vec![k; 7]);
         }
+    }
+
+    #[test]
+    fn staged_items_are_seen_once_published_and_a_full_ring_hands_back() {
+        let (mut p, mut c) = ring::<u32>(4);
+        for k in 0..3 {
+            assert_eq!(p.stage(k), Ok(()));
+        }
+        assert_eq!(p.staged(), 3);
+        let mut out = Vec::new();
+        assert_eq!(c.pop_burst(&mut out, 10), 0, "nothing published yet");
+        assert_eq!(p.publish(), 3);
+        assert_eq!(p.publish(), 0);
+        assert_eq!(p.stage(3), Ok(()));
+        assert_eq!(p.stage(4), Err(4), "four slots, all taken");
+        // push_burst publishes what is staged first, so order holds.
+        assert_eq!(p.push_burst(&mut vec![5]), 0);
+        assert_eq!(c.pop_burst(&mut out, 2), 2);
+        assert_eq!(p.push_burst(&mut vec![5, 6]), 2);
+        assert_eq!(c.pop_burst(&mut out, 10), 4);
+        assert_eq!(out, vec![0, 1, 2, 3, 5, 6]);
+        // Staged and never published: dropped once with the ring.
+        let live = Arc::new(());
+        let (mut p, c) = ring::<Arc<()>>(4);
+        p.stage(live.clone()).unwrap();
+        p.stage(live.clone()).unwrap();
+        assert_eq!(Arc::strong_count(&live), 3);
+        drop((p, c));
+        assert_eq!(Arc::strong_count(&live), 1);
     }
 
     #[test]
