@@ -387,6 +387,24 @@ pub struct HostCore<S> {
     /// Per priority, the flows (slot, generation) whose release came while it was paused: back
     /// on the wheel when the pause ends.
     parked: [Vec<(u32, u32)>; PRIORITIES],
+    /// [`Spacing::Ns3`] only: ns-3's NIC round-robin among its queue pairs
+    /// (`RdmaEgressQueue::GetNextQindex`).
+    rr: RoundRobin,
+}
+
+/// ns-3 HPCC's choice among the queue pairs whose `m_nextAvail` has come: "for (qIndex = 1;
+/// qIndex <= fcount; qIndex++){ uint32_t idx = (qIndex + m_rrlast) % fcount; ..." over the QPs in
+/// the order they were created (qbb-net-device.cc), i.e. the first due flow created after the
+/// last one served, wrapping around; not the earliest release.
+#[derive(Default)]
+struct RoundRobin {
+    /// Per slot, the flow's creation rank on this host.
+    rank: Vec<u64>,
+    next_rank: u64,
+    /// The rank of the flow served last.
+    last: u64,
+    /// Scratch: the due flows of one pick (release, slot).
+    due: Vec<(Instant, u32)>,
 }
 
 impl<S: Source> HostCore<S> {
@@ -405,6 +423,7 @@ impl<S: Source> HostCore<S> {
             starts: BinaryHeap::new(),
             timers: BinaryHeap::new(),
             pause: PauseClock::default(),
+            rr: RoundRobin::default(),
         })
     }
 
@@ -450,6 +469,14 @@ impl<S: Source> HostCore<S> {
             }
         };
         self.ids.insert(spec.id, i);
+        if self.cfg.spacing == Spacing::Ns3 {
+            let rr = &mut self.rr;
+            if rr.rank.len() <= i as usize {
+                rr.rank.resize(i as usize + 1, 0);
+            }
+            rr.next_rank += 1;
+            rr.rank[i as usize] = rr.next_rank;
+        }
         let generation = self.slots[i as usize].generation;
         self.starts.push(Reverse((spec.start, i, generation)));
         self.arm(i);
@@ -785,8 +812,46 @@ impl<S: Source> HostCore<S> {
     }
 
     /// The next flow whose release is due and whose priority is not paused: its release time
-    /// and slot. Flows a pause held move their schedule on by the pause.
+    /// and slot. Flows a pause held move their schedule on by the pause. Among several due
+    /// flows: the earliest release, or with [`Spacing::Ns3`] ns-3's round-robin ([`RoundRobin`]).
     fn pop_due(&mut self, now: Instant) -> Option<(Instant, u32)> {
+        if self.cfg.spacing != Spacing::Ns3 {
+            return self.pop_due_earliest(now);
+        }
+        let first = self.pop_due_earliest(now)?;
+        let pick = match self.pop_due_earliest(now) {
+            None => first,
+            Some(second) => {
+                // Every due flow, the round-robin pick, the others back on the wheel at their
+                // release times (still due).
+                let mut due = std::mem::take(&mut self.rr.due);
+                due.clear();
+                due.push(first);
+                due.push(second);
+                while let Some(d) = self.pop_due_earliest(now) {
+                    due.push(d);
+                }
+                let (last, rank) = (self.rr.last, &self.rr.rank);
+                let k = (0..due.len())
+                    .min_by_key(|&k| {
+                        let r = rank[due[k].1 as usize];
+                        (r <= last, r)
+                    })
+                    .unwrap_or(0);
+                let pick = due.swap_remove(k);
+                for &(release, i) in &due {
+                    let generation = self.slots[i as usize].generation;
+                    self.wheel.insert(release, (i, generation));
+                }
+                self.rr.due = due;
+                pick
+            }
+        };
+        self.rr.last = self.rr.rank[pick.1 as usize];
+        Some(pick)
+    }
+
+    fn pop_due_earliest(&mut self, now: Instant) -> Option<(Instant, u32)> {
         loop {
             let (release, (i, generation)) = self.wheel.pop_due(now)?;
             let slot = &mut self.slots[i as usize];

@@ -535,3 +535,39 @@ fn a_queued_flow_fits_in_four_cache_lines() {
     assert!(slot <= 4 * 64, "Flow {flow} octets, Slot {slot}");
     assert_eq!(std::mem::align_of::<Slot<Queued<u64>>>(), 64);
 }
+
+/// ns-3's NIC (`RdmaEgressQueue::GetNextQindex`) serves the due queue pairs round-robin in the
+/// order they were created, not earliest release first: a flow that starts while two others
+/// keep the link busy gets every third frame from the next turn that is its own.
+#[test]
+fn with_ns3_spacing_due_flows_are_served_round_robin_in_creation_order() {
+    let cfg = PacingConfig {
+        tick: Duration::from_nanos(1),
+        max_catch_up: Duration::ZERO,
+        pause_shifts_schedule: false,
+        spacing: Spacing::Ns3,
+        retime: false,
+        ..PacingConfig::default()
+    };
+    // 1500 octets at 100 Gb/s: 120 ns. Flows 1 and 2 at line rate from 0; flow 3, three
+    // frames, from 1,010 ns. A NIC of the same rate takes one frame every 120 ns.
+    let line = Rate::from_gbps(100);
+    let mut small = flow(3, 0, Some(4_500), line);
+    small.0.start = Instant::from_nanos(1_010);
+    let mut g = core_with(
+        cfg,
+        vec![flow(1, 0, None, line), flow(2, 0, None, line), small],
+    );
+    let mut ids = Vec::new();
+    for slot in 0..20 {
+        if let Some(d) = g.poll_transmit(Instant::from_nanos(slot * 120)) {
+            ids.push(d.id.0);
+        }
+    }
+    // Flow 3 is due from slot 9 (1,080 ns); at slot 10, after 2 was served, it is 3's turn.
+    // Earliest release first serves 1 there (its release is older) and 3 one slot later.
+    assert_eq!(
+        ids,
+        [1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 1]
+    );
+}
