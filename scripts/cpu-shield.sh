@@ -83,6 +83,31 @@ print(f'{m:x}')" "$to")
     fi
   done
   echo "cpu-shield: moved $moved threads onto CPU $to until the run ends (scripts/cpu-shield.sh off $state puts them back)"
+  # User threads pinned off TO stay where they are: name them, since they share the shielded
+  # CPUs with whatever the caller runs there (on the loaded testbed: another run's DPDK lcores,
+  # which took the forwarder's core in 4 ms slices).
+  python3 - "$to" <<'PY'
+import glob, sys
+def cpus(spec):
+    out = set()
+    for part in spec.split(","):
+        a, _, b = part.partition("-")
+        out |= set(range(int(a), int(b or a) + 1))
+    return out
+to, left = cpus(sys.argv[1]), []
+for st in glob.glob("/proc/[0-9]*/task/[0-9]*/status"):
+    try:
+        f = dict(l.split(":", 1) for l in open(st) if ":" in l)
+    except OSError:
+        continue
+    if f.get("Kthread", "0").strip() == "1" or "Cpus_allowed_list" not in f:
+        continue
+    if not cpus(f["Cpus_allowed_list"].strip()) & to:
+        left.append(f"{f['Name'].strip()} ({st.split('/')[4]})")
+if left:
+    print(f"cpu-shield: {len(left)} user threads pinned off CPU {sys.argv[1]} stay: "
+          + ", ".join(sorted(left)[:8]) + (" ..." if len(left) > 8 else ""))
+PY
   ;;
 off)
   [ $# -eq 2 ] || usage

@@ -9,15 +9,16 @@ test header and the sink's converted kernel stamps are in) covers one latency ce
 sender's first frame to after its last. Per frame, in the order the frame meets them:
 
   send   the sender's sendto(2) enters (syscalls:sys_enter_sendto on the sender's thread)
-  veth   the sender's veth transmits it (net:net_dev_start_xmit, dev eth0, the sender's side)
-  in     the forwarder has it: an XDP redirect into its AF_XDP socket (xdp:xdp_redirect) or, for
-         the bridge, its ingress port's receive (net:netif_receive_skb, dev <prefix>-sw-s0)
+  in     the forwarder has it: an XDP redirect into its AF_XDP socket (xdp:xdp_redirect, run
+         on the sender's CPU inside its sendto) or, for the bridge, its ingress port's receive
+         (net:netif_receive_skb, dev <prefix>-sw-s0)
   kick   the forwarder's sendto(2) enters (AF_XDP forwarders: the transmit kick on its core)
-  out    the forwarder's egress veth transmits it (net:net_dev_start_xmit, dev <prefix>-sw-r0)
   sink   the sink's veth receives it (net:netif_rx, dev eth0): where the kernel stamps the frame
          for the sink's AF_PACKET socket (net_timestamp_check with netdev_tstamp_prequeue = 1),
          the receive time bench-forward's latency uses
 
+The veths' transmit has no trace point here: AF_PACKET with PACKET_QDISC_BYPASS and AF_XDP's
+copy-mode transmit both go through __dev_direct_xmit, which does not fire net_dev_start_xmit.
 Frames are matched by order: each stream is FIFO, nothing is lost (bench-forward reports any
 loss) and the trace starts before the first frame, so the k-th event of each stream is the k-th
 frame's. Frames of other lengths (ARP, control) are left out. The report gives each stage's p50 /
@@ -30,6 +31,7 @@ import argparse
 import bisect
 import collections
 import json
+import math
 import re
 import sys
 
@@ -41,10 +43,11 @@ MIN_LEN = 1000  # the test frames are 1500 octets; anything shorter is not one
 
 
 def pct(xs, p):
+    """The nearest-rank percentile: the smallest value with at least p % of xs at or below it."""
     if not xs:
         return float("nan")
     s = sorted(xs)
-    return s[min(len(s) - 1, int(p / 100 * len(s)))]
+    return s[max(0, math.ceil(p / 100 * len(s)) - 1)]
 
 
 def parse(lines, prefix):
@@ -75,16 +78,10 @@ def parse(lines, prefix):
             st["in"].append(t)
         elif ln_ < MIN_LEN:
             continue
-        elif ev == "net:net_dev_start_xmit" and dev == "eth0":
-            st["veth"].append(t)
         elif ev == "net:netif_receive_skb" and dev == f"{prefix}-sw-s0":
             st["in_bridge"].append(t)
-        elif ev == "net:net_dev_start_xmit" and dev == f"{prefix}-sw-r0":
-            st["out"].append(t)
         elif ev == "net:netif_rx" and dev == "eth0":
             st["sink"].append(t)
-        elif ev == "net:netif_receive_skb" and dev == "eth0":
-            st["sink_napi"].append(t)
     return st, sendto, cpu_ev
 
 
@@ -114,7 +111,7 @@ def main():
     a = ap.parse_args()
     st, sendto, cpu_ev = parse(sys.stdin, a.prefix)
     inn = st["in_bridge"] if a.forwarder == "bridge" else st["in"]
-    sink = st["sink"] or st["sink_napi"]
+    sink = st["sink"]
     if not inn or not sink:
         sys.exit(f"latency-stages: no frames in the trace (in {len(inn)}, sink {len(sink)})")
 
