@@ -27,9 +27,9 @@
 #   through the egress queue), so each port's egress is one worker's (port p: worker p mod n), as
 #   `quench switch` does: with n workers, (n - 1) / n of the frames cross to the worker holding
 #   their egress; with one worker nothing can cross, and that is this scenario's baseline;
-# - cp_mbufs (n > 1 only): cp with the crossing frames moved as mbufs (`--cross-mbufs`) instead
-#   of copied into the ring slot (the default for frames up to INLINE_MAX octets, these are 64):
-#   the two ways of crossing side by side;
+#   The frames (64 octets) cross copied into the ring slot (`--cross-copy`);
+# - cp_mbufs (n > 1 only): cp with the crossing frames moved as mbufs (`--cross-mbufs`, the
+#   switch's default, `Worker::cross_copy_max`): the two ways of crossing side by side;
 # - cp_1thread, cp_mbufs_1thread (n > 1 only): cp and cp_mbufs with the n workers polled in
 #   turn on one thread and CPU (`--one-thread`): what crossing costs in instructions alone, no
 #   line changing core and no worker descheduled while another fills its ring (the figure a
@@ -88,9 +88,9 @@ if [ -n "$WORKERS" ]; then
       [ "$n" = 1 ] && [ "$scenario" != plain ] && [ "$scenario" != cp ] && continue
       case $scenario in
         plain) flags=() ;;
-        cp) flags=(--cp) ;;
+        cp) flags=(--cp --cross-copy) ;;
         cp_mbufs) flags=(--cp --cross-mbufs) ;;
-        cp_1thread) flags=(--cp --one-thread) ;;
+        cp_1thread) flags=(--cp --cross-copy --one-thread) ;;
         cp_mbufs_1thread) flags=(--cp --cross-mbufs --one-thread) ;;
         split) flags=(--cross) ;;
       esac

@@ -35,14 +35,15 @@
 //! frame goes through the egress queue and the CP, no cut-through) and implies `--cross`, as
 //! `quench switch` gives a CP port's egress to one worker: with one worker that is the
 //! baseline a crossing run compares with (same ports, same input, nothing can cross). The
-//! frames (64 octets) cross copied into the ring slot (`Worker::cross_copy_max`);
-//! `--cross-mbufs` makes them cross as mbufs instead. `--one-thread` polls the N workers in
-//! turn on one thread and core: the crossing's instructions without a line changing core (and
-//! without a worker descheduled while another fills its ring). Prints `quench_workers
-//! workers=N cross=0|1 cp=0|1 mbufs=0|1 one_thread=0|1 ... mpps=<Mpps>`.
+//! frames (64 octets) cross copied into the ring slot with `--cross-copy`, as mbufs with
+//! `--cross-mbufs` (the default, `Worker::cross_copy_max`). `--one-thread` polls the N
+//! workers in turn on one thread and core: the crossing's instructions without a line
+//! changing core (and without a worker descheduled while another fills its ring). Prints
+//! `quench_workers workers=N cross=0|1 cp=0|1 mbufs=0|1 one_thread=0|1 ... mpps=<Mpps>`.
 //!
 //! Usage: `cargo bench -p engine --features dpdk --bench dpdk_fwd -- SECONDS [--mix]
-//! [--workers N [--cross] [--cp] [--cross-mbufs] [--one-thread] [--cores LIST]] EAL-ARGS...` (EAL args must create net_null0 and
+//! [--workers N [--cross] [--cp] [--cross-copy | --cross-mbufs] [--one-thread]
+//! [--cores LIST]] EAL-ARGS...` (EAL args must create net_null0 and
 //! net_null1; `-l CPU` also pins this thread to CPU, as rte_eal_init pins the C loop's main
 //! thread.)
 use std::sync::atomic::Ordering;
@@ -50,6 +51,7 @@ use std::sync::Arc;
 
 use cp::qcn::{QcnCpParams, QcnCpProfile};
 use engine::port::dpdk::{self, ffi, DpdkConfig, DpdkPort};
+use engine::port::heap::INLINE_MAX;
 use engine::port::{Frame, Port};
 use engine::switch::core::CpProfiles;
 use engine::switch::egress::CpHook;
@@ -320,7 +322,7 @@ fn run_workers(
     n: usize,
     cross: bool,
     cp: Option<&CpProfiles>,
-    mbufs: bool,
+    copy: Option<bool>,
     one_thread: bool,
     cores: &[usize],
     seconds: f64,
@@ -396,8 +398,10 @@ fn run_workers(
                     .map(|(w, owned, owner, wl)| {
                         let fdb = Fdb::new(DEFAULT_AGEING, DEFAULT_CAPACITY);
                         let mut worker = Worker::new(w, owned, owner, wl, fdb, Arc::default());
-                        if mbufs {
-                            worker.cross_copy_max = 0;
+                        match copy {
+                            Some(true) => worker.cross_copy_max = INLINE_MAX,
+                            Some(false) => worker.cross_copy_max = 0,
+                            None => {}
                         }
                         worker
                     })
@@ -426,8 +430,8 @@ fn main() -> anyhow::Result<()> {
         .collect();
     let usage = || {
         anyhow::anyhow!(
-            "usage: dpdk_fwd SECONDS [--mix] [--workers N [--cross] [--cp] [--cross-mbufs] \
-             [--one-thread] [--cores LIST]] EAL-ARGS..."
+            "usage: dpdk_fwd SECONDS [--mix] [--workers N [--cross] [--cp] [--cross-copy | \
+             --cross-mbufs] [--one-thread] [--cores LIST]] EAL-ARGS..."
         )
     };
     let seconds: f64 = args.first().ok_or_else(usage)?.parse()?;
@@ -436,14 +440,17 @@ fn main() -> anyhow::Result<()> {
     let mut workers = None;
     let mut cross = false;
     let mut cp = None;
-    let mut mbufs = false;
+    // Some(true): small frames cross copied into the slot; Some(false): as mbufs; None: the
+    // worker's default.
+    let mut copy: Option<bool> = None;
     let mut one_thread = false;
     let mut cores: Vec<usize> = Vec::new();
     while let Some(a) = eal.first().cloned() {
         match a.as_str() {
             "--mix" => with_mix = true,
             "--cross" => cross = true,
-            "--cross-mbufs" => mbufs = true,
+            "--cross-mbufs" => copy = Some(false),
+            "--cross-copy" => copy = Some(true),
             "--one-thread" => one_thread = true,
             "--cp" => {
                 cross = true;
@@ -489,7 +496,7 @@ fn main() -> anyhow::Result<()> {
             n,
             cross,
             cp.as_ref(),
-            mbufs,
+            copy,
             one_thread,
             &cores,
             seconds,
@@ -527,7 +534,7 @@ fn main() -> anyhow::Result<()> {
              queue_drops={queue_drops} rx_drops={rx_drops} cpu_ns_per_rx_frame={:.2} mpps_per_cpu={:.2} mpps={:.2}",
             u8::from(cross),
             u8::from(cp.is_some()),
-            u8::from(mbufs),
+            u8::from(copy != Some(true)),
             u8::from(one_thread),
             per.join(","),
             cpu * 1e9 / received as f64,

@@ -86,8 +86,10 @@ pub struct Worker<P: Port> {
     /// Frames of at most this many octets (capped at [`INLINE_MAX`]) cross to another worker
     /// copied into the ring slot ([`Carried::Inline`]): freed on this core, landed in a buffer
     /// of the egress worker's own pool, so no buffer changes core. Larger ones cross as
-    /// themselves when their buffer may ([`Port::carry`]). Default [`INLINE_MAX`]; 0 makes
-    /// every frame cross as itself (`benches/dpdk_fwd.rs --cross-mbufs` compares the two).
+    /// themselves when their buffer may ([`Port::carry`]). Default 0, every frame crosses as
+    /// itself: on bench-dpdk (`--workers`, rows cp and cp_mbufs) the copy's allocation, free
+    /// and copies cost more than the cache lines it saves (docs/results.md, issue 21 third
+    /// pass); `INLINE_MAX` turns the copy on.
     pub cross_copy_max: usize,
     /// Per port: the source address of the PAUSE frames it sends.
     macs: Vec<MacAddr>,
@@ -140,7 +142,7 @@ impl<P: Port> Worker<P> {
             counters,
             gaps: LoopGaps::default(),
             cross_drops: 0,
-            cross_copy_max: INLINE_MAX,
+            cross_copy_max: 0,
             macs: (0..n)
                 .map(|i| MacAddr(0x02, 0x71, 0x6e, 0xfe, 0, i as u8))
                 .collect(),
