@@ -5,7 +5,8 @@
 use super::{Frame, RxStamp, MAX_FRAME};
 
 /// A frame crossing to another worker's core ([`super::Port::carry`], [`super::Port::land`]).
-/// A small frame is copied into the crossing itself ([`Inline`]): its buffer is freed on the
+/// A small frame may be copied into the crossing itself ([`Inline`]; flooded copies and AF_XDP
+/// frames are, other frames when the switch asks, `Worker::cross_copy_max`): its buffer is freed on the
 /// receiving core and the landing port allocates one from its own core's pool, so no buffer
 /// changes core and the frame's octets travel in the ring slot's cache lines. A larger one is
 /// the received frame itself when its buffer may be freed from any thread (a heap buffer, a

@@ -18,8 +18,8 @@
 //!   ([`Port::import`]); the closed enum [`any::AnyPort`] does this dispatch with a `match`, never
 //!   a `dyn` call per packet.
 //! - A frame that must change core crosses on a lock-free ring as a [`heap::Carried`]
-//!   ([`Port::carry`] / [`Port::land`]): a small frame is copied into the crossing
-//!   ([`heap::Inline`]) and lands in a buffer of the landing worker's own pool; larger heap
+//!   ([`Port::carry`] / [`Port::land`]): a small frame may be copied into the crossing
+//!   ([`heap::Inline`]) and land in a buffer of the landing worker's own pool; larger heap
 //!   frames and DPDK mbufs move as they are; frames owned by a worker's pool (AF_XDP UMEM,
 //!   `!Send`) are copied into a heap frame.
 //!
