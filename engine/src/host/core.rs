@@ -818,35 +818,25 @@ impl<S: Source> HostCore<S> {
         if self.cfg.spacing != Spacing::Ns3 {
             return self.pop_due_earliest(now);
         }
-        let first = self.pop_due_earliest(now)?;
-        let pick = match self.pop_due_earliest(now) {
-            None => first,
-            Some(second) => {
-                // Every due flow, the round-robin pick, the others back on the wheel at their
-                // release times (still due).
-                let mut due = std::mem::take(&mut self.rr.due);
-                due.clear();
-                due.push(first);
-                due.push(second);
-                while let Some(d) = self.pop_due_earliest(now) {
-                    due.push(d);
-                }
-                let (last, rank) = (self.rr.last, &self.rr.rank);
-                let k = (0..due.len())
-                    .min_by_key(|&k| {
-                        let r = rank[due[k].1 as usize];
-                        (r <= last, r)
-                    })
-                    .unwrap_or(0);
-                let pick = due.swap_remove(k);
-                for &(release, i) in &due {
-                    let generation = self.slots[i as usize].generation;
-                    self.wheel.insert(release, (i, generation));
-                }
-                self.rr.due = due;
-                pick
-            }
-        };
+        // Every due flow, the round-robin pick, the others back on the wheel at their release
+        // times (still due).
+        let mut due = std::mem::take(&mut self.rr.due);
+        due.clear();
+        while let Some(d) = self.pop_due_earliest(now) {
+            due.push(d);
+        }
+        let (last, rank) = (self.rr.last, &self.rr.rank);
+        let k = (0..due.len()).min_by_key(|&k| {
+            let r = rank[due[k].1 as usize];
+            (r <= last, r)
+        });
+        let pick = k.map(|k| due.swap_remove(k));
+        for &(release, i) in &due {
+            let generation = self.slots[i as usize].generation;
+            self.wheel.insert(release, (i, generation));
+        }
+        self.rr.due = due;
+        let pick = pick?;
         self.rr.last = self.rr.rank[pick.1 as usize];
         Some(pick)
     }
