@@ -4,8 +4,8 @@
 //! recycled pool, as a port's UMEM or mbuf pool would give them: no allocation per frame.
 //! `one/N` hands the frames over one at a time (`Appliance::on_inside`); `burst32/N` in
 //! bursts of 32 as the driver receives them (`Appliance::on_inside_burst`, whose lookups
-//! overlap); both report the time per frame. Prints the table memory per flow and the
-//! process's RSS once the flows exist.
+//! overlap); both report the time per frame. Prints the table memory per flow, the
+//! process's RSS once the flows exist and how much of it is on transparent huge pages.
 //!
 //!   cargo bench -p engine --bench appliance
 use std::net::Ipv4Addr;
@@ -86,6 +86,17 @@ fn rss_mib() -> f64 {
     pages * 4096.0 / (1 << 20) as f64
 }
 
+/// MiB of the process's anonymous memory on transparent huge pages.
+fn huge_mib() -> f64 {
+    let s = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap_or_default();
+    let kib: f64 = s
+        .lines()
+        .find_map(|l| l.strip_prefix("AnonHugePages:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0);
+    kib / 1024.0
+}
+
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("appliance classify+enqueue+release");
     g.throughput(Throughput::Elements(1));
@@ -125,10 +136,11 @@ fn bench(c: &mut Criterion) {
         }
         assert_eq!(app.table().flows(), flows as usize);
         eprintln!(
-            "{flows} flows: {} octets of table per flow; RSS grew {:.1} MiB ({:.0} octets per flow)",
+            "{flows} flows: {} octets of table per flow; RSS grew {:.1} MiB ({:.0} octets per flow); {:.0} MiB on huge pages",
             FlowTable::<PoolFrame>::bytes_per_flow(),
             rss_mib() - rss0,
-            (rss_mib() - rss0) * (1 << 20) as f64 / f64::from(flows)
+            (rss_mib() - rss0) * (1 << 20) as f64 / f64::from(flows),
+            huge_mib()
         );
         // Visit the flows in a scattered order (a step coprime to the count).
         let step = 2_654_435_761u32 % flows;

@@ -128,8 +128,10 @@ struct KeyIndex {
 impl KeyIndex {
     fn new(max_flows: usize) -> Self {
         let n = (max_flows.max(8) * 2).next_power_of_two().min(1 << 32);
+        let entries = vec![0; n];
+        crate::cache::advise_huge_pages(&entries);
         KeyIndex {
-            entries: vec![0; n],
+            entries,
             mask: (n - 1) as u32,
         }
     }
@@ -362,10 +364,17 @@ impl<F> FlowTable<F> {
             catch_up_speed: None,
             ..PacingConfig::default()
         };
+        // Every per-flow array at its final size at once, on huge pages (`cache::advise_huge_pages`):
+        // a frame's flow is one of up to `max_flows` at random, and on 4 KiB pages each of its
+        // lines would also cost a TLB miss. Only what the flows touch is ever resident.
+        let mut core = HostCore::new(pacing, rp, None)?;
+        core.reserve_flows(cfg.max_flows);
+        let slots = Vec::with_capacity(cfg.max_flows);
+        crate::cache::advise_huge_pages(&slots);
         Ok(FlowTable {
             cfg,
-            core: HostCore::new(pacing, rp, None)?,
-            slots: Vec::new(),
+            core,
+            slots,
             by_key: KeyIndex::new(cfg.max_flows),
             by_cnp: FastMap::default(),
             by_rpid: FastMap::default(),
