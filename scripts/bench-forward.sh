@@ -55,6 +55,8 @@
 #                    veth and XDP work, idle).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+idle=${IDLE:-auto}
+[ "${BUSY_POLL:-0}" = 1 ] && idle=spin
 secs=4
 rates=1
 keep=
@@ -207,9 +209,11 @@ start_forwarder() {
       switch_cfg ""
       # Every CPU allowed (a shielded caller has only the last): the worker takes core 0, the
       # main and control-socket threads the rest (worker::keep_off_workers).
-      # BUSY_POLL=1: the worker never yields its CPU when idle (`quench switch --busy-poll`).
+      # Its idle mode is the default (`--idle auto`): under SHIELD=1 core 0 is the worker's
+      # own and it spins, as it would for a user who shields a core; else it yields.
+      # IDLE=yield|spin|auto|DURATION sets it (an A/B); BUSY_POLL=1 is IDLE=spin.
       ip netns exec $P-sw taskset -c 0-$last $Q switch --config "$out/sw.toml" --workers 1 \
-        $( [ "${BUSY_POLL:-0}" = 1 ] && echo --busy-poll ) >"$out/sw.out" 2>"$out/sw.err" &
+        --idle "$idle" >"$out/sw.out" 2>"$out/sw.err" &
       fwd_pid=$!
       sleep 1.5 ;;
     appliance)

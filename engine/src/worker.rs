@@ -70,30 +70,41 @@ pub fn run_loop(
     }
 }
 
-/// Idle back-off for poll loops: the first [`Idle::SPINS`] idle iterations in a row spin with a
-/// CPU relax hint (poll mode: a frame that arrives is seen within a microsecond, and sleeping is
-/// useless for timing here), every further one yields the CPU (`sched_yield`). Why yield at
-/// all: when busy-polling processes outnumber cores (the 2-core testbed runs a switch, two
-/// senders and a receiver), a loop that only spins holds the CPU its own frames are waiting for
-/// (the peer that would produce them cannot run). A yield costs a system call, about a
-/// microsecond, when no other task wants the CPU.
-///
-/// [`Idle::spinning`] never yields: for a loop with a core of its own (`quench switch
-/// --busy-poll`), where a yield can only hand the CPU to someone whose time slice then delays
-/// the frames that arrive meanwhile.
-///
-/// [`Idle::sleeping`] sleeps instead of yielding: a yield returns at once when nobody else
-/// wants this CPU, so a yielding loop never lets its CPU go idle, and the scheduler only moves
-/// a runnable task there (from a busier CPU) at its periodic balancing, not at the moment it
-/// would go idle. On the 2-CPU testbed of scripts/appliance.sh the switch's yielding loop held
-/// one CPU while the appliance, the iperf3 senders and their softirqs queued on the other. The
-/// price is the sleep itself: a frame that arrives meanwhile waits up to the sleep (plus the
-/// timer's wake-up) in the receive ring.
+/// What a poll loop does once it has been idle for [`Idle::SPINS`] iterations in a row (before
+/// that it always spins with a CPU relax hint: poll mode, a frame that arrives is seen within a
+/// microsecond).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IdleMode {
+    /// Yield the CPU (`sched_yield`) on every further idle iteration. For a shared CPU: when
+    /// busy-polling processes outnumber cores (the 2-core testbed runs a switch, two senders and
+    /// a receiver), a loop that only spins holds the CPU its own frames are waiting for (the
+    /// peer that would produce them cannot run). A yield costs a system call, about a
+    /// microsecond, when no other task wants the CPU; when one does, the loop waits out that
+    /// task's slice with frames in its rings.
+    #[default]
+    Yield,
+    /// Keep spinning, never give the CPU up: for a loop with a core of its own (as DPDK's
+    /// lcores), where a yield can only hand the CPU to someone whose time slice then delays
+    /// the frames that arrive meanwhile. [`sole_tenant`] says when a core is one's own.
+    Spin,
+    /// Sleep this long on every further idle iteration: a yield returns at once when nobody
+    /// else wants this CPU, so a yielding loop never lets its CPU go idle, and the scheduler
+    /// only moves a runnable task there (from a busier CPU) at its periodic balancing, not at
+    /// the moment it would go idle. On the 2-CPU testbed of scripts/appliance.sh the switch's
+    /// yielding loop held one CPU while the appliance, the iperf3 senders and their softirqs
+    /// queued on the other. The price is the sleep itself: a frame that arrives meanwhile
+    /// waits up to the sleep (plus the timer's wake-up) in the receive ring. Call
+    /// [`fine_timer_slack`] in the loop's thread for sleeps of tens of microseconds.
+    Sleep(std::time::Duration),
+}
+
+/// Idle back-off for poll loops: the first [`Idle::SPINS`] idle iterations in a row spin, every
+/// further one does what its [`IdleMode`] says; an iteration that did work starts the count
+/// again.
 #[derive(Debug, Default)]
 pub struct Idle {
     run: u32,
-    never_yield: bool,
-    sleep: Option<std::time::Duration>,
+    mode: IdleMode,
 }
 
 /// Sets the calling thread's timer slack to 1 us (prctl(2) PR_SET_TIMERSLACK): the default
@@ -105,39 +116,122 @@ pub fn fine_timer_slack() {
 }
 
 impl Idle {
-    /// Idle iterations in a row that spin before the loop starts yielding.
+    /// Idle iterations in a row that spin before the loop does what its mode says.
     pub const SPINS: u32 = 64;
 
-    /// Spins on every idle iteration, never yielding.
-    pub fn spinning() -> Self {
-        Idle {
-            never_yield: true,
-            ..Idle::default()
-        }
-    }
-
-    /// Spins [`Idle::SPINS`] idle iterations, then sleeps `sleep` on every further one (call
-    /// [`fine_timer_slack`] in the loop's thread for sleeps of tens of microseconds).
-    pub fn sleeping(sleep: std::time::Duration) -> Self {
-        Idle {
-            sleep: Some(sleep),
-            ..Idle::default()
-        }
+    pub fn new(mode: IdleMode) -> Self {
+        Idle { run: 0, mode }
     }
 
     /// Call once per iteration with the work it did (frames moved, timers run).
     pub fn after(&mut self, work: usize) {
         if work > 0 {
             self.run = 0;
-        } else if self.run < Self::SPINS || self.never_yield {
+            return;
+        }
+        if self.run < Self::SPINS || self.mode == IdleMode::Spin {
             self.run = self.run.saturating_add(1);
             std::hint::spin_loop();
-        } else if let Some(d) = self.sleep {
-            std::thread::sleep(d);
-        } else {
-            std::thread::yield_now();
+            return;
+        }
+        match self.mode {
+            IdleMode::Sleep(d) => std::thread::sleep(d),
+            IdleMode::Yield | IdleMode::Spin => std::thread::yield_now(),
         }
     }
+}
+
+/// CPU ids in the kernel's list format (`0-3,8,10-11`, as in /proc/PID/status
+/// `Cpus_allowed_list` and /sys/devices/system/cpu/online); `None` if malformed.
+pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
+        if b < a {
+            return None;
+        }
+        out.extend(a..=b);
+    }
+    Some(out)
+}
+
+/// One thread as [`sole_tenant`] sees it: its process, whether it is a kernel thread, and the
+/// CPUs it may run on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tenant {
+    pub pid: u32,
+    pub kernel: bool,
+    pub cpus: Vec<usize>,
+}
+
+/// The user-space threads of processes other than `own_pid` that may run on `cpu`.
+///
+/// This is the test behind `quench switch --idle auto` (the default): a worker spins
+/// ([`IdleMode::Spin`]) when its core is its own, that is when no other process's user-space
+/// thread may be scheduled there by its affinity: the CPU was shielded (scripts/cpu-shield.sh,
+/// `cset shield`, systemd's `CPUAffinity=`, a `taskset` around everything else) or isolated
+/// (`isolcpus=`, which takes it out of every default affinity). Kernel threads do not count:
+/// the per-CPU ones (ksoftirqd, per-CPU workqueue workers) are allowed on every CPU whatever
+/// anyone's affinity, and one that wakes preempts a spinning worker (user space is always
+/// preemptible) as it would a yielding one.
+pub fn others_on(cpu: usize, own_pid: u32, threads: &[Tenant]) -> usize {
+    threads
+        .iter()
+        .filter(|t| t.pid != own_pid && !t.kernel && t.cpus.contains(&cpu))
+        .count()
+}
+
+/// The threads of the running system, from /proc/PID/task/TID/status (a thread that exits
+/// meanwhile is left out).
+pub fn tenants() -> Vec<Tenant> {
+    let mut out = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(tasks) = std::fs::read_dir(p.path().join("task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let Ok(status) = std::fs::read_to_string(t.path().join("status")) else {
+                continue;
+            };
+            if let Some(t) = tenant(pid, &status) {
+                out.push(t);
+            }
+        }
+    }
+    out
+}
+
+/// One thread from its /proc status text: `Kthread:` (kernel 6.0 and later) or, before, a
+/// thread of kthreadd (PPid 2) or kthreadd itself; `Cpus_allowed_list:`.
+fn tenant(pid: u32, status: &str) -> Option<Tenant> {
+    let field = |k: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(k)?.strip_prefix(':').map(str::trim))
+    };
+    let kernel = match field("Kthread") {
+        Some(k) => k == "1",
+        None => pid == 2 || field("PPid") == Some("2"),
+    };
+    Some(Tenant {
+        pid,
+        kernel,
+        cpus: parse_cpu_list(field("Cpus_allowed_list")?)?,
+    })
+}
+
+/// Whether `cpu` is the calling process's alone ([`others_on`] is zero), with the count of
+/// other processes' threads that may run there.
+pub fn sole_tenant(cpu: usize) -> (bool, usize) {
+    let n = others_on(cpu, std::process::id(), &tenants());
+    (n == 0, n)
 }
 
 /// Installs SIGINT and SIGTERM handlers that set the returned flag (and nothing else).
@@ -186,18 +280,52 @@ mod tests {
         idle.after(3);
         assert_eq!(idle.run, 0);
         // A spinning one counts its idle run but never reaches the yield branch.
-        let mut spin = Idle::spinning();
+        let mut spin = Idle::new(IdleMode::Spin);
         for _ in 0..Idle::SPINS + 3 {
             spin.after(0);
         }
         assert_eq!(spin.run, Idle::SPINS + 3);
         // A sleeping one spins the same budget, then stays past it (sleeping) until work.
-        let mut nap = Idle::sleeping(std::time::Duration::from_micros(1));
+        let mut nap = Idle::new(IdleMode::Sleep(std::time::Duration::from_micros(1)));
         for _ in 0..Idle::SPINS + 2 {
             nap.after(0);
         }
         assert_eq!(nap.run, Idle::SPINS);
         nap.after(1);
         assert_eq!(nap.run, 0);
+    }
+
+    #[test]
+    fn cpu_lists_parse_as_the_kernel_writes_them() {
+        assert_eq!(parse_cpu_list("0-1\n"), Some(vec![0, 1]));
+        assert_eq!(parse_cpu_list("0,2-4,7"), Some(vec![0, 2, 3, 4, 7]));
+        assert_eq!(parse_cpu_list("3"), Some(vec![3]));
+        assert_eq!(parse_cpu_list(""), Some(vec![]));
+        assert_eq!(parse_cpu_list("4-2"), None);
+        assert_eq!(parse_cpu_list("a-b"), None);
+    }
+
+    #[test]
+    fn a_core_is_a_workers_own_when_no_other_process_may_run_there() {
+        let st = |kthread: &str, ppid: u32, cpus: &str| {
+            format!("Name:\tx\n{kthread}PPid:\t{ppid}\nCpus_allowed_list:\t{cpus}\n")
+        };
+        // The switch itself (pid 10, its workers and waiting threads), a shielded shell, a
+        // per-CPU kernel thread on CPU 0 (with and without the Kthread field), a user thread
+        // allowed everywhere.
+        let mut threads = vec![
+            tenant(10, &st("", 1, "0-1")).unwrap(),
+            tenant(10, &st("", 1, "0")).unwrap(),
+            tenant(20, &st("Kthread:\t0\n", 1, "1")).unwrap(),
+            tenant(30, &st("Kthread:\t1\n", 2, "0")).unwrap(),
+            tenant(31, &st("", 2, "0")).unwrap(),
+        ];
+        assert!(threads[3].kernel && threads[4].kernel && !threads[2].kernel);
+        assert_eq!(others_on(0, 10, &threads), 0);
+        assert_eq!(others_on(1, 10, &threads), 1);
+        threads.push(tenant(40, &st("Kthread:\t0\n", 1, "0-1")).unwrap());
+        assert_eq!(others_on(0, 10, &threads), 1);
+        // A status without an affinity line is not a tenant (not guessed as allowed anywhere).
+        assert_eq!(tenant(50, "Name:\tx\n"), None);
     }
 }

@@ -569,12 +569,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // keeps the CPU from going idle, so the switch or a host sharing the machine would not be
     // moved onto it (worker::Idle).
     let mut idle = if args.busy_poll {
-        crate::worker::Idle::spinning()
+        crate::worker::Idle::new(crate::worker::IdleMode::Spin)
     } else {
         // The default 50 us slack would make every sleep below overshoot the release it
         // waits for by up to the pacer's whole catch-up bound.
         crate::worker::fine_timer_slack();
-        crate::worker::Idle::sleeping(std::time::Duration::from_nanos(SLEEP_MAX.as_nanos()))
+        crate::worker::Idle::new(crate::worker::IdleMode::Sleep(
+            std::time::Duration::from_nanos(SLEEP_MAX.as_nanos()),
+        ))
     };
     let looped = (|| -> anyhow::Result<()> {
         loop {

@@ -52,17 +52,95 @@ pub struct Args {
     /// counters), then the final snapshot; the human table goes to standard error.
     #[arg(long)]
     pub json: bool,
-    /// Workers spin when idle and never yield their CPU (for cores of their own, as DPDK's
-    /// lcores do). By default an idle worker yields after a short spin, so that on a shared
-    /// machine the peers that produce its frames get the CPU.
-    #[arg(long)]
+    /// What an idle worker does after a short spin: `auto` spins where the worker's core is
+    /// its own (no other process's thread may run there: a CPU shielded by affinity, as
+    /// scripts/cpu-shield.sh does, or isolated) and yields elsewhere, so that on a shared
+    /// machine the peers that produce its frames get the CPU; `yield`; `spin` (never give the
+    /// CPU up, as DPDK's lcores); or a duration, e.g. `50us`: sleep that long, so that its CPU
+    /// goes idle and the scheduler can run others there (a machine with fewer CPUs than busy
+    /// processes: scripts/appliance.sh; a frame arriving meanwhile waits up to this long, the
+    /// egress shaper catches up what a sleep delayed).
+    #[arg(long, value_name = "auto|yield|spin|DURATION", default_value = "auto",
+          value_parser = idle_arg)]
+    pub idle: IdleArg,
+    /// The same as `--idle spin`.
+    #[arg(long, conflicts_with_all = ["idle", "idle_sleep"])]
     pub busy_poll: bool,
-    /// An idle worker sleeps this long (after a short spin) instead of yielding, e.g. `50us`,
-    /// so that its CPU goes idle and the scheduler can run others there (a machine with fewer
-    /// CPUs than busy processes: scripts/appliance.sh). A frame arriving meanwhile waits up to
-    /// this long; the egress shaper catches up what a sleep delayed.
-    #[arg(long, value_parser = super::duration_or_secs_arg, conflicts_with = "busy_poll")]
+    /// The same as `--idle DURATION`.
+    #[arg(long, value_parser = super::duration_or_secs_arg, conflicts_with = "idle")]
     pub idle_sleep: Option<Duration>,
+}
+
+/// `--idle`: one mode for every worker, or each worker's by [`idle_modes`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdleArg {
+    Auto,
+    Fixed(worker::IdleMode),
+}
+
+fn idle_arg(s: &str) -> Result<IdleArg, String> {
+    Ok(match s.trim() {
+        "auto" => IdleArg::Auto,
+        "yield" => IdleArg::Fixed(worker::IdleMode::Yield),
+        "spin" => IdleArg::Fixed(worker::IdleMode::Spin),
+        d => IdleArg::Fixed(worker::IdleMode::Sleep(std::time::Duration::from_nanos(
+            super::duration_or_secs_arg(d)
+                .map_err(|e| format!("expected auto, yield, spin or a duration: {e}"))?
+                .as_nanos(),
+        ))),
+    })
+}
+
+impl Args {
+    /// `--idle` with its shorthands folded in.
+    fn idle(&self) -> IdleArg {
+        match (self.busy_poll, self.idle_sleep) {
+            (true, _) => IdleArg::Fixed(worker::IdleMode::Spin),
+            (_, Some(d)) => IdleArg::Fixed(worker::IdleMode::Sleep(
+                std::time::Duration::from_nanos(d.as_nanos()),
+            )),
+            _ => self.idle,
+        }
+    }
+}
+
+/// Each worker's idle mode and why. `auto`: a worker spins when its core is its own, that is
+/// when the process has a core for its waiting threads besides one per worker
+/// ([`worker::keep_off_workers`]) and no other process's user-space thread may run on the
+/// worker's core ([`worker::others_on`]); else it yields. Decided once, at start-up: a process
+/// started later with every CPU allowed may share a spinning worker's core.
+fn idle_modes(arg: IdleArg, workers: usize) -> Vec<(worker::IdleMode, String)> {
+    use worker::IdleMode;
+    let cores = worker::cores();
+    let threads = match arg {
+        IdleArg::Auto if cores.len() > workers => worker::tenants(),
+        _ => Vec::new(),
+    };
+    (0..workers)
+        .map(|w| {
+            let cpu = cores[w % cores.len()].id;
+            match arg {
+                IdleArg::Fixed(m) => (m, "as --idle says".to_string()),
+                IdleArg::Auto if cores.len() <= workers => (
+                    IdleMode::Yield,
+                    format!(
+                        "{} CPUs for {workers} workers and the waiting threads",
+                        cores.len()
+                    ),
+                ),
+                IdleArg::Auto => match worker::others_on(cpu, std::process::id(), &threads) {
+                    0 => (
+                        IdleMode::Spin,
+                        format!("no other process may run on CPU {cpu}"),
+                    ),
+                    n => (
+                        IdleMode::Yield,
+                        format!("{n} threads of other processes may run on CPU {cpu}"),
+                    ),
+                },
+            }
+        })
+        .collect()
 }
 
 /// The progress status of the switch from a counters snapshot: forwarding rate over the
@@ -267,6 +345,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .map(|_| (0..workers).map(|_| Arc::default()).collect())
         .collect();
     let worker_counters: Vec<Arc<WorkerCounters>> = (0..workers).map(|_| Arc::default()).collect();
+    let idle = idle_modes(args.idle(), workers);
     let mut links = links(workers).into_iter();
     let (ready_tx, ready_rx) = mpsc::channel::<Result<Vec<(usize, Capabilities)>, String>>();
     let mut handles = Vec::new();
@@ -280,8 +359,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let captures = captures.clone();
         let counters_w = worker_counters[w].clone();
         let force = args.force_xdp;
-        let busy_poll = args.busy_poll;
-        let idle_sleep = args.idle_sleep;
+        let idle_mode = idle[w].0;
         let h = worker::spawn_pinned(w, format!("quench-w{w}"), move || {
             let mut pool = None;
             let mut ports: Vec<Option<OwnedPort<SwitchPort>>> =
@@ -369,15 +447,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 wk.set_pfc(pfc.clone(), &rates, &macs);
             }
             let _ = ready.send(Ok(caps));
-            let idle = match idle_sleep {
-                _ if busy_poll => worker::Idle::spinning(),
-                Some(d) => {
-                    worker::fine_timer_slack();
-                    worker::Idle::sleeping(std::time::Duration::from_nanos(d.as_nanos()))
-                }
-                None => worker::Idle::default(),
-            };
-            worker::run_loop(&clock, &stop, idle, |now| wk.poll(now));
+            if matches!(idle_mode, worker::IdleMode::Sleep(_)) {
+                worker::fine_timer_slack();
+            }
+            worker::run_loop(&clock, &stop, worker::Idle::new(idle_mode), |now| {
+                wk.poll(now)
+            });
             wk.shutdown();
             for op in wk.ports.iter_mut().flatten() {
                 op.port.flush();
@@ -461,6 +536,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         clock.source(),
         ctl_path.display()
     );
+    for (w, (mode, why)) in idle.iter().enumerate() {
+        let what = match mode {
+            worker::IdleMode::Yield => "yields its CPU".to_string(),
+            worker::IdleMode::Spin => "spins".to_string(),
+            worker::IdleMode::Sleep(d) => format!("sleeps {d:?}"),
+        };
+        eprintln!("quench switch: worker {w} {what} when idle ({why})");
+    }
     let deadline = args.duration.map(|d| clock.now() + d);
     let mut progress = super::progress::Progress::new("switch", args.json, clock.now());
     let mut status = SwitchProgress::default();

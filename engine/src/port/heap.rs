@@ -49,6 +49,10 @@ impl Inline {
     pub fn data(&self) -> &[u8] {
         &self.bytes[..usize::from(self.len)]
     }
+
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        &mut self.bytes[..usize::from(self.len)]
+    }
 }
 
 impl std::fmt::Debug for Inline {
@@ -88,7 +92,7 @@ impl Frame for Carried {
     }
     fn data_mut(&mut self) -> &mut [u8] {
         match self {
-            Carried::Inline(i) => &mut i.bytes[..usize::from(i.len)],
+            Carried::Inline(i) => i.data_mut(),
             Carried::Heap(f) => f.data_mut(),
             #[cfg(feature = "dpdk")]
             Carried::Dpdk(f) => f.data_mut(),
