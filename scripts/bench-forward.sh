@@ -37,6 +37,17 @@
 #                    in that order; the table's ratio column needs quench and bridge)
 #   --loads L        the latency part's loads in % of 1 Gbit/s (default "10 50 90")
 #   --lat-secs S     seconds per latency cell (default 4)
+#   --lat-rounds R   R rounds of the latency part instead of one (the forwarders' order reversed
+#                    every other round): each round's p99s, then per load the median over the
+#                    rounds of each forwarder's p99 and of the per-round ratios quench / bridge
+#                    and quench / testpmd af_xdp (scripts/latency-table.py). One 4 s cell moves
+#                    a ratio 2-3x between runs; the medians are what the latency goal is judged
+#                    on. `--latency-only --lat-rounds 5` takes about 5 min for the three
+#                    forwarders (--lat-secs 4, the default), with SHIELD=1 as the figure wants
+#   SHIELD=1         the latency part on a shielded core 0 (below); quench's worker then spins
+#                    when idle, as `quench switch` does by default on a core of its own
+#   IDLE=MODE        quench switch --idle MODE (auto, the default; yield; spin; a duration);
+#                    BUSY_POLL=1 is IDLE=spin
 #   --stages         also record each latency cell with `perf record -k mono -a` (kernel trace
 #                    points: the sender's sendto, the veths' transmit and receive, the XDP
 #                    redirect, the forwarder's kick, scheduling, softirqs, timer interrupts) and
@@ -65,6 +76,7 @@ appliance=0
 lat_fwds="quench bridge af_xdp"
 lat_loads="10 50 90"
 lsecs=4
+lat_rounds=1
 stages=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -76,6 +88,7 @@ while [ $# -gt 0 ]; do
     --forwarders) lat_fwds=$2; shift 2 ;;
     --loads) lat_loads=$2; shift 2 ;;
     --lat-secs) lsecs=$2; shift 2 ;;
+    --lat-rounds) lat_rounds=$2; shift 2 ;;
     --stages) stages=1; shift ;;
     *) echo "bench-forward.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -330,78 +343,71 @@ if [ "${SHIELD:-0}" = 1 ] && [ "$ncores" -eq 2 ]; then
   scripts/cpu-shield.sh on $last "$shield_state" --irqs | sed 's/^/== /' >&2
 fi
 lat_args=()
-# quench's switch starts afresh for each load, so that its final table (sw-LOAD.out) gives
-# that load's loop gaps: where a latency tail comes from the switch's own loop, it shows there.
-for fwd in $lat_fwds; do
-  # testpmd's bound: every cell (two with --stages, the traced one slower) and their start-up.
-  [ $fwd = quench ] || start_forwarder $fwd $(( ${#loads[@]} * (lsecs + 3) * (1 + 2 * stages) + 5 ))
-  for load in "${loads[@]}"; do
-    d="$out/lat-$fwd-$load"
-    [ $fwd = quench ] && start_forwarder quench 0
-    send_cell() { # OUT: one paced cell into OUT (the sink's report directory)
-      taskset -c $last $Q send --iface $P-s0/eth0 --config configs/send.toml --cc none \
-        --rate "$((load * 10))mbit" --duration "${lsecs}s" --sink $P-r0/eth0 --sink-no-cnp \
-        --sink-out "$1" >"$1.log" 2>&1 || { cat "$1.log" >&2; exit 1; }
-    }
-    send_cell "$d"
-    lat_args+=("$fwd" "$load" "$d/summary.json")
-    if [ "$stages" = 1 ]; then
-      # A second cell under the trace, so that the table's cell is not perturbed by it.
-      perf record -q -k mono -a -o "$d-stages.perf" -e syscalls:sys_enter_sendto \
-        -e net:net_dev_start_xmit -e net:netif_rx -e net:netif_receive_skb -e xdp:xdp_redirect \
-        -e sched:sched_switch -e irq:softirq_entry -e irq_vectors:local_timer_entry \
-        -- bash -c "$(declare -f send_cell); $(declare -p Q P last load lsecs); send_cell $d-stages" \
-        2>"$d-stages.perf.err" || { cat "$d-stages.perf.err" >&2; exit 1; }
-      perf script --ns -F comm,tid,cpu,time,event,trace -i "$d-stages.perf" 2>/dev/null \
-        | python3 scripts/latency-stages.py --forwarder "$fwd" --prefix $P \
-          --sink-json "$d-stages/summary.json" >"$d-stages.txt" || true
-      sed "s/^/  [$load %] /" "$d-stages.txt" | grep -v '^  \[[0-9]* %\] {' >&2 || true
-    fi
-    if [ $fwd = quench ]; then
-      stop_forwarder quench
-      cp "$out/sw.out" "$out/sw-$load.out"
-    fi
+# lat_round R FWD...: round R, every forwarder in the order given at every load; the cells go to
+# $out/lat-rR-FWD-LOAD. quench's switch starts afresh for each load, so that its final table
+# (sw-rR-LOAD.out) gives that load's loop gaps: where a latency tail comes from the switch's own
+# loop, it shows there.
+lat_round() {
+  local rnd=$1 fwd load d
+  shift
+  for fwd in "$@"; do
+    # testpmd's bound: every cell (two with --stages, the traced one slower) and their start-up.
+    [ $fwd = quench ] || start_forwarder $fwd $(( ${#loads[@]} * (lsecs + 3) * (1 + 2 * stages) + 5 ))
+    for load in "${loads[@]}"; do
+      d="$out/lat-r$rnd-$fwd-$load"
+      [ $fwd = quench ] && start_forwarder quench 0
+      send_cell() { # OUT: one paced cell into OUT (the sink's report directory)
+        taskset -c $last $Q send --iface $P-s0/eth0 --config configs/send.toml --cc none \
+          --rate "$((load * 10))mbit" --duration "${lsecs}s" --sink $P-r0/eth0 --sink-no-cnp \
+          --sink-out "$1" >"$1.log" 2>&1 || { cat "$1.log" >&2; exit 1; }
+      }
+      send_cell "$d"
+      lat_args+=("$rnd" "$fwd" "$load" "$d")
+      if [ "$stages" = 1 ]; then
+        # A second cell under the trace, so that the table's cell is not perturbed by it.
+        perf record -q -k mono -a -o "$d-stages.perf" -e syscalls:sys_enter_sendto \
+          -e net:net_dev_start_xmit -e net:netif_rx -e net:netif_receive_skb -e xdp:xdp_redirect \
+          -e sched:sched_switch -e irq:softirq_entry -e irq_vectors:local_timer_entry \
+          -- bash -c "$(declare -f send_cell); $(declare -p Q P last load lsecs); send_cell $d-stages" \
+          2>"$d-stages.perf.err" || { cat "$d-stages.perf.err" >&2; exit 1; }
+        perf script --ns -F comm,tid,cpu,time,event,trace -i "$d-stages.perf" 2>/dev/null \
+          | python3 scripts/latency-stages.py --forwarder "$fwd" --prefix $P \
+            --sink-json "$d-stages/summary.json" >"$d-stages.txt" || true
+        # The trace is large (tens of MB a cell) and read: only its report stays, unless --keep.
+        [ -n "$keep" ] || rm -f "$d-stages.perf"
+        sed "s/^/  [$load %] /" "$d-stages.txt" | grep -v '^  \[[0-9]* %\] {' >&2 || true
+      fi
+      if [ $fwd = quench ]; then
+        stop_forwarder quench
+        cp "$out/sw.out" "$out/sw-r$rnd-$load.out"
+        grep -h "when idle" "$out/sw.err" | sed "s/^/  [round $rnd, $load %] /" >&2 || true
+      fi
+    done
+    [ $fwd = quench ] || stop_forwarder $fwd
   done
-  [ $fwd = quench ] || stop_forwarder $fwd
+}
+# One round (the default), or --lat-rounds R: R rounds, the forwarders' order reversed every
+# other round, so that no forwarder always runs first (right after the shield moved everything)
+# or last.
+read -ra fwd_list <<<"$lat_fwds"
+for rnd in $(seq "$lat_rounds"); do
+  if [ $((rnd % 2)) = 1 ]; then order=("${fwd_list[@]}"); else
+    order=(); for ((i = ${#fwd_list[@]} - 1; i >= 0; i--)); do order+=("${fwd_list[$i]}"); done
+  fi
+  [ "$lat_rounds" = 1 ] || echo "== round $rnd of $lat_rounds: ${order[*]} ($(date -u +%T))" >&2
+  lat_round "$rnd" "${order[@]}"
 done
 if [ -n "$shield_state" ]; then
   scripts/cpu-shield.sh off "$shield_state" >&2
   shield_state=
 fi
-python3 - "${lat_args[@]}" <<'PY'
-import json, sys
-a = sys.argv[1:]
-runs = {}
-for fwd, load, path in zip(a[0::3], a[1::3], a[2::3]):
-    s = json.load(open(path))
-    lat = s["latency"]
-    runs.setdefault(load, {})[fwd] = {
-        "p50_us": lat["p50_ns"] / 1e3, "p99_us": lat["p99_ns"] / 1e3,
-        "p999_us": lat["p999_ns"] / 1e3, "frames": lat["count"],
-        "lost": sum(f["lost"] for f in s["flows"]), "mbps": s["aggregate_bps"] / 1e6}
-fwds = [f for f in ["quench", "bridge", "af_xdp"] if any(f in r for r in runs.values())]
-names = {"quench": "quench", "bridge": "bridge", "af_xdp": "testpmd af_xdp"}
-print()
-print("| load (of 1 Gbit/s) | " + " | ".join(
-    f"{names[f]} p50 / p99 / p99.9 us" for f in fwds) + " | quench p99 / bridge p99 |")
-print("|---|" + "---|" * (len(fwds) + 1))
-for load, r in runs.items():
-    cells = []
-    for f in fwds:
-        x = r[f]
-        if not x["frames"]:
-            cells.append("no frame received")
-            continue
-        cells.append(f"{x['p50_us']:.1f} / {x['p99_us']:.1f} / {x['p999_us']:.1f}"
-                     + (f" ({x['lost']} lost)" if x["lost"] else ""))
-    q, b = r.get("quench"), r.get("bridge")
-    ratio = (q["p99_us"] / b["p99_us"] if q and b and q["frames"] and b["frames"]
-             else float("nan"))
-    print(f"| {load} % | " + " | ".join(cells) + f" | {ratio:.2f} |")
-print(json.dumps({"latency": runs}))
-PY
+python3 scripts/latency-table.py "${lat_args[@]}"
 for load in "${loads[@]}"; do
-  [ -f "$out/sw-$load.out" ] && sed -n "s/^worker/quench at $load %: worker/p" "$out/sw-$load.out"
+  for rnd in $(seq "$lat_rounds"); do
+    [ -f "$out/sw-r$rnd-$load.out" ] || continue
+    sed -n "s/^worker/quench at $load %$([ "$lat_rounds" = 1 ] || echo ", round $rnd"): worker/p" \
+      "$out/sw-r$rnd-$load.out"
+  done
 done
 [ "$rates" = 1 ] || exit 0
 
