@@ -183,13 +183,12 @@ pub fn others_on(cpu: usize, own_pid: u32, threads: &[Tenant]) -> usize {
 }
 
 /// The threads of the running system, from /proc/PID/task/TID/status (a thread that exits
-/// meanwhile is left out).
-pub fn tenants() -> Vec<Tenant> {
+/// meanwhile is left out). An error when /proc cannot be listed, or when the list lacks init
+/// (pid 1): /proc mounted with `hidepid` shows a process only its own, and a partial list would
+/// make every core look like the caller's own.
+pub fn tenants() -> std::io::Result<Vec<Tenant>> {
     let mut out = Vec::new();
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for p in procs.flatten() {
+    for p in std::fs::read_dir("/proc")?.flatten() {
         let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
             continue;
         };
@@ -205,7 +204,12 @@ pub fn tenants() -> Vec<Tenant> {
             }
         }
     }
-    out
+    if !out.iter().any(|t| t.pid == 1) {
+        return Err(std::io::Error::other(
+            "/proc does not show init (pid 1): other processes' threads are hidden",
+        ));
+    }
+    Ok(out)
 }
 
 /// One thread from its /proc status text: `Kthread:` (kernel 6.0 and later) or, before, a
@@ -225,13 +229,6 @@ fn tenant(pid: u32, status: &str) -> Option<Tenant> {
         kernel,
         cpus: parse_cpu_list(field("Cpus_allowed_list")?)?,
     })
-}
-
-/// Whether `cpu` is the calling process's alone ([`others_on`] is zero), with the count of
-/// other processes' threads that may run there.
-pub fn sole_tenant(cpu: usize) -> (bool, usize) {
-    let n = others_on(cpu, std::process::id(), &tenants());
-    (n == 0, n)
 }
 
 /// Installs SIGINT and SIGTERM handlers that set the returned flag (and nothing else).

@@ -111,35 +111,35 @@ impl Args {
 /// started later with every CPU allowed may share a spinning worker's core.
 fn idle_modes(arg: IdleArg, workers: usize) -> Vec<(worker::IdleMode, String)> {
     use worker::IdleMode;
+    if let IdleArg::Fixed(m) = arg {
+        return vec![(m, "as --idle says".into()); workers];
+    }
     let cores = worker::cores();
-    let threads = match arg {
-        IdleArg::Auto if cores.len() > workers => worker::tenants(),
-        _ => Vec::new(),
+    if cores.len() <= workers {
+        let why = format!(
+            "{} CPUs for {workers} workers and the waiting threads",
+            cores.len()
+        );
+        return vec![(IdleMode::Yield, why); workers];
+    }
+    let threads = match worker::tenants() {
+        Ok(t) => t,
+        Err(e) => return vec![(IdleMode::Yield, format!("reading /proc: {e}")); workers],
     };
-    (0..workers)
-        .map(|w| {
-            let cpu = cores[w % cores.len()].id;
-            match arg {
-                IdleArg::Fixed(m) => (m, "as --idle says".to_string()),
-                IdleArg::Auto if cores.len() <= workers => (
-                    IdleMode::Yield,
-                    format!(
-                        "{} CPUs for {workers} workers and the waiting threads",
-                        cores.len()
-                    ),
+    cores[..workers]
+        .iter()
+        .map(
+            |c| match worker::others_on(c.id, std::process::id(), &threads) {
+                0 => (
+                    IdleMode::Spin,
+                    format!("no other process may run on CPU {}", c.id),
                 ),
-                IdleArg::Auto => match worker::others_on(cpu, std::process::id(), &threads) {
-                    0 => (
-                        IdleMode::Spin,
-                        format!("no other process may run on CPU {cpu}"),
-                    ),
-                    n => (
-                        IdleMode::Yield,
-                        format!("{n} threads of other processes may run on CPU {cpu}"),
-                    ),
-                },
-            }
-        })
+                n => (
+                    IdleMode::Yield,
+                    format!("{n} threads of other processes may run on CPU {}", c.id),
+                ),
+            },
+        )
         .collect()
 }
 
