@@ -142,9 +142,7 @@ fn through_the_simulator() -> Seen {
     let mut w = World::new(&topo, &flows, cc(), cfg).unwrap();
     let len = data_frame(0, 0).len() as u32;
     let inject = |w: &mut World, at: Instant, port: u32, pkt: Pkt| {
-        w.wire.push(pkt);
-        let slot = (w.wire.len() - 1) as u32;
-        w.events.push(at, Ev::Arrive { port, slot });
+        w.events.push(at, Ev::Arrive { port, pkt });
     };
     let pause = |quanta| Pkt::pause(3, quanta, 64);
     inject(&mut w, us(1), SWITCH_TO_C, pause(0xFFFF));
@@ -170,8 +168,7 @@ fn through_the_simulator() -> Seen {
     let mut seen = Seen::default();
     while w.events.peek_time().is_some_and(|t| t <= us(END_US)) {
         let (t, ev) = w.events.pop().unwrap();
-        if let Ev::Arrive { port, slot } = ev {
-            let p = w.wire[slot as usize];
+        if let Ev::Arrive { port, pkt: p } = ev {
             match (port, p.kind) {
                 (2, Kind::Data) => seen.data.push((p.flow as usize, p.ecn)),
                 (0 | 1, Kind::Pause) => seen.pfc.push((port as usize, p.prio, p.aux)),

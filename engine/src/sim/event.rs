@@ -151,9 +151,12 @@ impl<E: Copy> EventQueue<E> {
     /// Into the slot of `at`, less than [`WHEEL`] ns after `now`.
     #[inline]
     fn put(&mut self, at: u64, seq: u64, event: E) {
-        let v = self.mark((at & MASK) as usize);
+        let i = (at & MASK) as usize;
+        // An unmarked slot is empty: no need to read its last entry (a cold line).
+        let empty = self.words[i / 64] & (1 << (i % 64)) == 0;
+        let v = self.mark(i);
         let e = Entry { seq, event };
-        if v.last().map_or(true, |l| l.seq < seq) {
+        if empty || v.last().map_or(true, |l| l.seq < seq) {
             v.push(e);
         } else {
             // A reserved slot pushed late. Entries already popped from the slot at `now` have

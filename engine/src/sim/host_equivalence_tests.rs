@@ -166,8 +166,7 @@ fn through_the_simulator(kind: CcKind, spacing: rp::Spacing) -> Trace {
         if t > ns(END_US * 1_000) {
             break;
         }
-        if let Ev::Arrive { port, slot } = ev {
-            let p = w.wire[slot as usize];
+        if let Ev::Arrive { port, pkt: p } = ev {
             match (port, p.kind) {
                 (2, Kind::Data) => {
                     trace
@@ -178,7 +177,6 @@ fn through_the_simulator(kind: CcKind, spacing: rp::Spacing) -> Trace {
                     // Recorded where it leaves B; it goes no further (A's feedback is the
                     // script's alone).
                     trace.cnps.push(t - delay - ctrl);
-                    w.free_slots.push(slot);
                     continue;
                 }
                 _ => {}
