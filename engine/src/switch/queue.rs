@@ -165,11 +165,18 @@ pub enum Enqueued<F> {
     HookDrop(F),
 }
 
+// `EgressQueue::queued` and `paused` are bit sets over the classes.
+const _: () = assert!(CLASSES <= 16 && PRIORITIES <= 8);
+
 /// The egress queues of one port. See the module docs.
 pub struct EgressQueue<F, H = NoHook> {
     fifos: [VecDeque<F>; CLASSES],
     stats: [ClassStats; CLASSES],
-    paused: [bool; PRIORITIES],
+    /// Bit `i` is set exactly when `fifos[i]` holds frames: the scheduler picks a class from
+    /// this word and `paused` instead of looking at up to nine FIFOs (each its own line).
+    queued: u16,
+    /// Bit `p`: data priority `p` is paused.
+    paused: u8,
     limits: QueueLimits,
     port_bytes: u64,
     hook: H,
@@ -186,7 +193,8 @@ impl<F: QueuedFrame, H: CongestionHook<F>> EgressQueue<F, H> {
         EgressQueue {
             fifos: std::array::from_fn(|_| VecDeque::new()),
             stats: [ClassStats::default(); CLASSES],
-            paused: [false; PRIORITIES],
+            queued: 0,
+            paused: 0,
             limits,
             port_bytes: 0,
             hook,
@@ -230,17 +238,19 @@ impl<F: QueuedFrame, H: CongestionHook<F>> EgressQueue<F, H> {
         st.max_depth_bytes = st.max_depth_bytes.max(st.depth_bytes);
         self.port_bytes += len as u64;
         self.fifos[i].push_back(frame);
+        self.queued |= 1 << i;
         Enqueued::Queued
     }
 
     /// The class the scheduler serves next: control, then unpaused data from priority 7 down.
+    #[inline]
     fn next_class(&self) -> Option<usize> {
-        if !self.fifos[PRIORITIES].is_empty() {
+        if self.queued & (1 << PRIORITIES) != 0 {
             return Some(PRIORITIES);
         }
-        (0..PRIORITIES)
-            .rev()
-            .find(|&p| !self.paused[p] && !self.fifos[p].is_empty())
+        let ready = self.queued & !u16::from(self.paused);
+        // The highest unpaused priority holding frames.
+        (ready != 0).then(|| 15 - ready.leading_zeros() as usize)
     }
 
     /// Length of the frame [`dequeue`](Self::dequeue) would return, for the pacer.
@@ -254,6 +264,9 @@ impl<F: QueuedFrame, H: CongestionHook<F>> EgressQueue<F, H> {
     pub fn dequeue(&mut self, now: Instant) -> Option<(Class, F)> {
         let i = self.next_class()?;
         let mut frame = self.fifos[i].pop_front()?;
+        if self.fifos[i].is_empty() {
+            self.queued &= !(1 << i);
+        }
         let len = frame.wire_len() as u64;
         let st = &mut self.stats[i];
         st.deq_pkts += 1;
@@ -279,13 +292,17 @@ impl<F: QueuedFrame, H: CongestionHook<F>> EgressQueue<F, H> {
 
     /// PFC: stop (`true`) or resume (`false`) serving data priority `prio`.
     pub fn set_paused(&mut self, prio: u8, paused: bool) {
-        if let Some(p) = self.paused.get_mut(prio as usize) {
-            *p = paused;
+        if usize::from(prio) < PRIORITIES {
+            if paused {
+                self.paused |= 1 << prio;
+            } else {
+                self.paused &= !(1 << prio);
+            }
         }
     }
 
     pub fn is_paused(&self, prio: u8) -> bool {
-        self.paused.get(prio as usize).copied().unwrap_or(false)
+        usize::from(prio) < PRIORITIES && self.paused & (1 << prio) != 0
     }
 
     /// Octets queued in all classes.
@@ -294,7 +311,7 @@ impl<F: QueuedFrame, H: CongestionHook<F>> EgressQueue<F, H> {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.fifos.iter().all(|f| f.is_empty())
+        self.queued == 0
     }
 
     /// Cut-through: when nothing is queued, the hook need not see frames and `class` is not
@@ -357,6 +374,7 @@ impl<F: QueuedFrame, H: CongestionHook<F>> EgressQueue<F, H> {
             st.depth_pkts = 0;
             st.depth_bytes = 0;
         }
+        self.queued = 0;
         self.port_bytes = 0;
         n
     }
