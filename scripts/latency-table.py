@@ -16,7 +16,9 @@ stage reports: per load, the kernel's part against the forwarders' own (the medi
 rounds): the first stage of the AF_XDP forwarders (the sender's sendto -> the frame is in the
 forwarder's AF_XDP ring: veth transmit, the ingress veth's NAPI, XDP, the copy into the ring,
 all kernel work before any forwarder code runs) against the bridge's whole path, and each
-AF_XDP forwarder's own stage (its ring -> its transmit kick). Stdout ends with one JSON line.
+AF_XDP forwarder's own stage (its ring -> its transmit kick); a traced cell whose frame matching
+slipped (latency-stages.py's `matching_slipped`) is named and left out. Stdout ends with one
+JSON line.
 """
 import json
 import math
@@ -36,11 +38,13 @@ def load_cell(path):
             "lost": sum(f["lost"] for f in s["flows"]), "mbps": s["aggregate_bps"] / 1e6}
     try:
         lines = open(f"{path}-stages.txt").read().strip().splitlines()
-        st = json.loads(lines[-1])["stages"] if lines else {}
-    except (OSError, ValueError, KeyError):
-        st = {}
-    if st:
-        cell["stages_p99_us"] = {k: v["p99_us"] for k, v in st.items()}
+        rep = json.loads(lines[-1]) if lines else {}
+    except (OSError, ValueError):
+        rep = {}
+    if rep.get("matching_slipped"):
+        cell["stages_slipped"] = True
+    elif rep.get("stages"):
+        cell["stages_p99_us"] = {k: v["p99_us"] for k, v in rep["stages"].items()}
     return cell
 
 
@@ -139,8 +143,10 @@ def stages(cells, loads):
     def st(f, load, key):
         return med([c["stages_p99_us"].get(key) for (r, ff, ld), c in cells.items()
                     if ff == f and ld == load and "stages_p99_us" in c])
-    if not any("stages_p99_us" in c for c in cells.values()):
-        return None
+    slipped = [f"round {r} {NAMES[f]} {ld} %" for (r, f, ld), c in cells.items()
+               if c.get("stages_slipped")]
+    if not any("stages_p99_us" in c for c in cells.values()) and not slipped:
+        return None, []
     print()
     print("Traced cells (bench-forward --stages), p99 us, median over the rounds: the AF_XDP "
           "forwarders' first stage (sendto -> in the AF_XDP ring: kernel work only) against the "
@@ -161,7 +167,11 @@ def stages(cells, loads):
         out[load] = {"quench_send_in_p99_us": qi, "af_xdp_send_in_p99_us": xi,
                      "bridge_send_sink_p99_us": bw, "quench_in_kick_p99_us": qk,
                      "af_xdp_in_kick_p99_us": xk}
-    return out
+    if slipped:
+        print()
+        print("Left out, the trace's frame matching slipped (negative stage times): "
+              + ", ".join(slipped))
+    return out, slipped
 
 
 def main():
@@ -190,9 +200,11 @@ def main():
                                      if ff == f and ld == load] for f in fwds}
                           for load in loads}
         res["median"] = rounds(cells, loads, fwds)
-    s = stages(cells, loads)
+    s, slipped = stages(cells, loads)
     if s:
         res["stages_p99_us"] = s
+    if slipped:
+        res["stages_slipped"] = slipped
     print(json.dumps(res))
 
 

@@ -120,6 +120,32 @@ fn stages_of_an_af_xdp_forwarder_and_the_frame_that_was_late() {
     assert_eq!(r["tail"]["frames"], 1, "{out}");
     assert_eq!(r["tail"]["held_by"]["in->kick"], 1, "{out}");
     assert_eq!(r["tail"]["cpu_events"]["cpu0 run kworker/0:1"], 1, "{out}");
+    assert_eq!(r["matching_slipped"], false, "{out}");
+}
+
+#[test]
+fn an_extra_redirect_is_reported_as_a_slipped_matching() {
+    let us = 1_000u64;
+    let mut trace = String::new();
+    for k in 0..20u64 {
+        let t = 1_000 * us + k * 100 * us;
+        trace += &line("quench", 10, 1, t, "syscalls:sys_enter_sendto", "fd: 0x5");
+        let redirect = "prog_id=4 action=REDIRECT ifindex=5 to_ifindex=0 err=0";
+        trace += &line("quench", 10, 1, t + 2 * us, "xdp:xdp_redirect", redirect);
+        // Between frames 10 and 11, a frame that is not the test's goes into the AF_XDP
+        // socket too: every later frame would be matched with its successor's sink event.
+        if k == 10 {
+            trace += &line("quench", 10, 1, t + 50 * us, "xdp:xdp_redirect", redirect);
+        }
+        let w = "quench-w0";
+        trace += &line(w, 20, 0, t + 5 * us, "syscalls:sys_enter_sendto", "fd: 0x9");
+        let sink = "dev=eth0 skbaddr=0x1 len=1486";
+        trace += &line(w, 20, 0, t + 6 * us, "net:netif_rx", sink);
+    }
+    let (ok, out, err) = run("quench", &trace);
+    assert!(ok, "{out}{err}");
+    let r: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(r["matching_slipped"], true, "{out}");
 }
 
 #[test]

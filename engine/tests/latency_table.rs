@@ -152,3 +152,39 @@ fn bad_arguments_are_refused_with_a_reason() {
     let (ok, _, err) = table(&["1".into(), "vpp".into(), "10".into(), c]);
     assert!(!ok && err.contains("unknown forwarder 'vpp'"), "{err}");
 }
+
+#[test]
+fn a_traced_cell_whose_matching_slipped_is_named_and_left_out() {
+    let dir = common::ScratchDir::new("latency-table-slipped");
+    let mut a = Vec::new();
+    for (f, st) in [
+        (
+            "quench",
+            [("send->in", 12.0), ("in->kick", -30.0), ("kick->sink", 3.0)],
+        ),
+        (
+            "af_xdp",
+            [("send->in", 14.0), ("in->kick", 3.0), ("kick->sink", 2.0)],
+        ),
+    ] {
+        let c = cell(&dir.0, &format!("r1-{f}-50"), [5.0, 20.0, 90.0], Some(st));
+        a.extend(["1".into(), f.into(), "50".into(), c]);
+    }
+    // latency-stages.py's verdict on the quench cell: its FIFO matching slipped.
+    let txt = dir.0.join("r1-quench-50-stages.txt");
+    let rep = std::fs::read_to_string(&txt).unwrap();
+    let rep = rep.replacen("{\"stages\"", "{\"matching_slipped\": true, \"stages\"", 1);
+    std::fs::write(&txt, rep).unwrap();
+    let (ok, out, err) = table(&a);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("| 50 % | - | 14.0 | - | - | 3.0 | -, - |"),
+        "{out}"
+    );
+    assert!(
+        out.contains("matching slipped (negative stage times): round 1 quench 50 %"),
+        "{out}"
+    );
+    let j = json_line(&out);
+    assert_eq!(j["stages_slipped"][0], "round 1 quench 50 %");
+}
