@@ -100,7 +100,8 @@ def rounds(cells, loads, fwds):
             p = [f"{NAMES[f]} {fmt(cells.get((rnd, f, load), {}).get('p99_us'))}"
                  for f in fwds]
             q = ratio(cells.get((rnd, "quench", load)), cells.get((rnd, "bridge", load)))
-            parts.append(f"{load} %: " + ", ".join(p) + f" (q/b {fmt(q, 2)})")
+            qb = f" (q/b {fmt(q, 2)})" if "quench" in fwds and "bridge" in fwds else ""
+            parts.append(f"{load} %: " + ", ".join(p) + qb)
         print(f"round {rnd} p99 us: " + "; ".join(parts))
     out = {}
     print()
