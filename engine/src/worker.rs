@@ -85,7 +85,7 @@ pub enum IdleMode {
     Yield,
     /// Keep spinning, never give the CPU up: for a loop with a core of its own (as DPDK's
     /// lcores), where a yield can only hand the CPU to someone whose time slice then delays
-    /// the frames that arrive meanwhile. [`sole_tenant`] says when a core is one's own.
+    /// the frames that arrive meanwhile. [`others_on`] says when a core is one's own.
     Spin,
     /// Sleep this long on every further idle iteration: a yield returns at once when nobody
     /// else wants this CPU, so a yielding loop never lets its CPU go idle, and the scheduler
@@ -119,6 +119,7 @@ impl Idle {
     /// Idle iterations in a row that spin before the loop does what its mode says.
     pub const SPINS: u32 = 64;
 
+    /// A loop that has not been idle yet.
     pub fn new(mode: IdleMode) -> Self {
         Idle { run: 0, mode }
     }
@@ -148,7 +149,8 @@ pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
     for part in s.trim().split(',').filter(|p| !p.is_empty()) {
         let (a, b) = part.split_once('-').unwrap_or((part, part));
         let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
-        if b < a {
+        // A CPU id is below the kernel's NR_CPUS (8192 at most on x86-64).
+        if b < a || b >= 1 << 16 {
             return None;
         }
         out.extend(a..=b);
@@ -156,7 +158,7 @@ pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
     Some(out)
 }
 
-/// One thread as [`sole_tenant`] sees it: its process, whether it is a kernel thread, and the
+/// One thread as [`others_on`] sees it: its process, whether it is a kernel thread, and the
 /// CPUs it may run on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tenant {
@@ -300,6 +302,7 @@ mod tests {
         assert_eq!(parse_cpu_list(""), Some(vec![]));
         assert_eq!(parse_cpu_list("4-2"), None);
         assert_eq!(parse_cpu_list("a-b"), None);
+        assert_eq!(parse_cpu_list("0-4294967295"), None);
     }
 
     #[test]
