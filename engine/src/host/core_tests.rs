@@ -527,13 +527,57 @@ fn the_receive_side_answers_ce_with_a_cnp() {
 /// random place in memory (docs/design.md, "the per-frame cost at a million flows"): every 64
 /// octets more is one more cache line a frame may miss on. DCQCN's state is boxed
 /// (`FlowRp::Dcqcn`), a queue's octet counts are 32-bit and "no timer" is a sentinel, so a
-/// slot with a queued flow is four lines (it was 400-odd octets).
+/// slot with a queued flow is four lines (it was 400-odd octets), its oldest frame inline
+/// (`Queued`) for frames of up to 16 octets (a pointer and a length: a pooled frame's handle).
 #[test]
 fn a_queued_flow_fits_in_four_cache_lines() {
-    let flow = std::mem::size_of::<Flow<Queued<u64>>>();
-    let slot = std::mem::size_of::<Slot<Queued<u64>>>();
-    assert!(slot <= 4 * 64, "Flow {flow} octets, Slot {slot}");
-    assert_eq!(std::mem::align_of::<Slot<Queued<u64>>>(), 64);
+    fn lines<F>() {
+        let flow = std::mem::size_of::<Flow<Queued<F>>>();
+        let slot = std::mem::size_of::<Slot<Queued<F>>>();
+        assert!(slot <= 4 * 64, "Flow {flow} octets, Slot {slot}");
+        assert_eq!(std::mem::align_of::<Slot<Queued<F>>>(), 64);
+    }
+    lines::<u64>();
+    lines::<(Box<[u8; 2048]>, usize)>();
+}
+
+/// A queue against a `VecDeque` model through random pushes, takes and drains: the same
+/// frames in the same order and the same octet count, whether a frame sits inline or behind it.
+#[test]
+fn a_queue_keeps_its_frames_in_order_inline_or_behind() {
+    let mut q: Queued<u32> = Queued::new(10_000);
+    let mut model: VecDeque<(u32, Instant, u32)> = VecDeque::new();
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    for n in 0..20_000u32 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        match x % 8 {
+            0..=3 => {
+                let len = 100 + (x >> 8) as u32 % 1400;
+                let at = Instant::from_nanos(u64::from(n));
+                let fits = model.iter().map(|m| m.0).sum::<u32>() + len <= 10_000;
+                assert_eq!(q.push(len, at, n).is_ok(), fits);
+                if fits {
+                    model.push_back((len, at, n));
+                }
+            }
+            4..=6 => {
+                assert_eq!(q.peek(), model.front().map(|m| m.0));
+                if let Some((_, at, f)) = model.pop_front() {
+                    assert_eq!(q.take(), (at, f));
+                }
+            }
+            _ => {
+                if x % 64 == 7 {
+                    assert!(q.drain().eq(model.drain(..)));
+                }
+            }
+        }
+        assert_eq!(q.bytes(), model.iter().map(|m| u64::from(m.0)).sum::<u64>());
+        assert_eq!(q.is_empty(), model.is_empty());
+        assert_eq!(q.backlogged(), !model.is_empty());
+    }
 }
 
 /// ns-3's NIC (`RdmaEgressQueue::GetNextQindex`) serves the due queue pairs round-robin in the
