@@ -309,16 +309,23 @@ pub struct Release<F> {
 }
 
 /// One flow: what the table knows of it besides the core's flow (slot `i` is the core's flow
-/// [`FlowHandle`]`(i)`).
+/// [`FlowHandle`]`(i)`), the part each of its frames reads (the key a lookup compares, the
+/// RPID of the CN-TAG, the idle clock): one cache line, so a frame's lookup misses on one line
+/// here, not two ([`SlotCold`] holds the rest).
+#[repr(align(64))]
 struct Slot {
     key: FlowKey,
     live: bool,
+    rpid: Option<u16>,
+    last_active: Instant,
+}
+
+/// The rest of slot `i` (`FlowTable::cold`), read on feedback, drops, eviction and reports.
+struct SlotCold {
     src_mac: MacAddr,
     dst_mac: MacAddr,
-    rpid: Option<u16>,
     /// The next flow holding the same DestQP for the same source (the CNP index's chain).
     cnp_next: Option<u32>,
-    last_active: Instant,
     drops: u64,
 }
 
@@ -342,9 +349,11 @@ pub struct FlowTable<F> {
     /// Indexed as the core's flows: slot `i` belongs to [`FlowHandle`]`(i)`, so a slot freed in
     /// the core is the one the core hands the next new flow.
     slots: Vec<Slot>,
+    /// Indexed as `slots`.
+    cold: Vec<SlotCold>,
     by_key: KeyIndex,
     /// Per (DestQP, flow source) a CNP can name, the first flow holding it; the others are
-    /// chained through [`Slot::cnp_next`]. Flows to different destinations may hold the same
+    /// chained through [`SlotCold::cnp_next`]. Flows to different destinations may hold the same
     /// QP number (each destination numbers its own), so the chain is usually one long.
     by_cnp: FastMap<(u32, Ipv4Addr), u32>,
     by_rpid: FastMap<u16, u32>,
@@ -375,6 +384,7 @@ impl<F> FlowTable<F> {
             cfg,
             core,
             slots,
+            cold: Vec::new(),
             by_key: KeyIndex::new(cfg.max_flows),
             by_cnp: FastMap::default(),
             by_rpid: FastMap::default(),
@@ -410,13 +420,14 @@ impl<F> FlowTable<F> {
         self.live
     }
 
-    /// Octets of memory one flow costs with nothing queued: the table's slot, the core's flow
+    /// Octets of memory one flow costs with nothing queued: the table's slot (both parts), the core's flow
     /// and its slot's generation, two key index entries (the index holds twice `max_flows`),
     /// and the entries in the CNP and core id indexes (a hashbrown entry is the key, the value
     /// and one control octet, at a load factor of at most 7/8).
     pub fn bytes_per_flow() -> usize {
         let entry = |k: usize| (k + 4 + 1) * 8 / 7;
         std::mem::size_of::<Slot>()
+            + std::mem::size_of::<SlotCold>()
             + std::mem::size_of::<Option<Flow<Queued<F>>>>()
             + 4
             + 2 * 8
@@ -446,7 +457,7 @@ impl<F> FlowTable<F> {
     pub fn prefetch_flow(&self, hash: u64) {
         if let Some(i) = self.by_key.find(hash, |_| true) {
             if let Some(s) = self.slots.get(i as usize) {
-                crate::cache::prefetch(s, 2);
+                crate::cache::prefetch(s, 1);
             }
             self.core.prefetch(FlowHandle(i));
         }
@@ -540,23 +551,27 @@ impl<F> FlowTable<F> {
         let slot = Slot {
             key,
             live: true,
+            rpid,
+            last_active: now,
+        };
+        let cold = SlotCold {
             src_mac: macs[0],
             dst_mac: macs[1],
-            rpid,
             cnp_next: None,
-            last_active: now,
             drops: 0,
         };
         // The core reuses a freed slot or adds one at the end: the table's slots follow.
         if (i as usize) < self.slots.len() {
             self.slots[i as usize] = slot;
+            self.cold[i as usize] = cold;
         } else {
             debug_assert_eq!(i as usize, self.slots.len());
             self.slots.push(slot);
+            self.cold.push(cold);
         }
         self.by_key.insert(hash, i);
         if let Some(k) = key.cnp_key() {
-            self.slots[i as usize].cnp_next = self.by_cnp.insert((k.qp, k.src), i);
+            self.cold[i as usize].cnp_next = self.by_cnp.insert((k.qp, k.src), i);
         }
         if let Some(r) = rpid {
             self.by_rpid.insert(r, i);
@@ -602,14 +617,13 @@ impl<F> FlowTable<F> {
 
     /// Queues a frame of `len` octets on the flow in `slot` (from [`FlowTable::slot_for`]).
     pub fn enqueue(&mut self, now: Instant, slot: u32, len: u32, frame: F) -> Admitted<F> {
-        let s = &mut self.slots[slot as usize];
-        s.last_active = now;
+        self.slots[slot as usize].last_active = now;
         let h = FlowHandle(slot);
         let Some(queue) = self.core.source_mut(h) else {
             return Admitted::Dropped(frame);
         };
         if let Err(frame) = queue.push(len, now, frame) {
-            self.slots[slot as usize].drops += 1;
+            self.cold[slot as usize].drops += 1;
             self.counters.queue_drops += 1;
             return Admitted::Dropped(frame);
         }
@@ -654,7 +668,7 @@ impl<F> FlowTable<F> {
 
     /// Takes slot `i` out of the CNP chain of `at`.
     fn cnp_unlink(&mut self, i: u32, at: (u32, Ipv4Addr)) {
-        let next = self.slots[i as usize].cnp_next.take();
+        let next = self.cold[i as usize].cnp_next.take();
         let Some(&head) = self.by_cnp.get(&at) else {
             return;
         };
@@ -666,9 +680,9 @@ impl<F> FlowTable<F> {
             return;
         }
         let mut cur = head;
-        while let Some(n) = self.slots[cur as usize].cnp_next {
+        while let Some(n) = self.cold[cur as usize].cnp_next {
             if n == i {
-                self.slots[cur as usize].cnp_next = next;
+                self.cold[cur as usize].cnp_next = next;
                 return;
             }
             cur = n;
@@ -692,9 +706,8 @@ impl<F> FlowTable<F> {
         let mut next = self.by_cnp.get(&(qp, src)).copied();
         std::iter::from_fn(move || {
             let i = next?;
-            let s = &self.slots[i as usize];
-            next = s.cnp_next;
-            Some((i, s.key.cnp_key()?))
+            next = self.cold[i as usize].cnp_next;
+            Some((i, self.slots[i as usize].key.cnp_key()?))
         })
     }
 
@@ -705,8 +718,8 @@ impl<F> FlowTable<F> {
 
     /// The flow's key and MACs (source, destination).
     pub fn addresses(&self, slot: u32) -> (FlowKey, MacAddr, MacAddr) {
-        let s = &self.slots[slot as usize];
-        (s.key, s.src_mac, s.dst_mac)
+        let c = &self.cold[slot as usize];
+        (self.slots[slot as usize].key, c.src_mac, c.dst_mac)
     }
 
     /// The RPID the appliance gave the flow (for the CN-TAG it adds).
@@ -765,7 +778,7 @@ impl<F> FlowTable<F> {
             queued_bytes: f.map_or(0, |f| f.source.bytes() as u32),
             sent_bytes: f.map_or(0, |f| f.bytes_sent),
             sent_frames: f.map_or(0, |f| f.seq),
-            drops: s.drops,
+            drops: self.cold[slot as usize].drops,
         }
     }
 
@@ -855,6 +868,14 @@ mod tests {
             }
             assert_eq!(idx.entries.iter().filter(|&&e| e != 0).count(), model.len());
         }
+    }
+
+    /// What a frame's lookup reads of the table's slot is one cache line (a flow key of any
+    /// kind, IPv6 included, fits).
+    #[test]
+    fn a_slots_per_frame_part_is_one_cache_line() {
+        assert_eq!(std::mem::size_of::<Slot>(), 64);
+        assert_eq!(std::mem::align_of::<Slot>(), 64);
     }
 
     #[test]
