@@ -160,7 +160,8 @@ fn bench(c: &mut Criterion) {
         }
         assert_eq!(app.table().flows(), flows as usize);
         eprintln!(
-            "{flows} flows: {} octets of table per flow; RSS grew {:.1} MiB ({:.0} octets per flow); {:.0} MiB on huge pages",
+            "{flows} flows: {} octets of table per flow; RSS grew {:.1} MiB \
+             ({:.0} octets per flow); {:.0} MiB on huge pages",
             FlowTable::<PoolFrame>::bytes_per_flow(),
             rss_mib() - rss0,
             (rss_mib() - rss0) * (1 << 20) as f64 / f64::from(flows),

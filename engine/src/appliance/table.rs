@@ -373,13 +373,17 @@ impl<F> FlowTable<F> {
             catch_up_speed: None,
             ..PacingConfig::default()
         };
-        // Every per-flow array at its final size at once, on huge pages (`cache::advise_huge_pages`):
-        // a frame's flow is one of up to `max_flows` at random, and on 4 KiB pages each of its
-        // lines would also cost a TLB miss. Only what the flows touch is ever resident.
+        // Every per-flow array at its final size at once, on huge pages
+        // (`cache::advise_huge_pages`): a frame's flow is one of up to `max_flows` at random,
+        // and on 4 KiB pages each of its lines would also cost a TLB miss. Only what the flows
+        // touch is ever resident; without the address space for all of them at once
+        // (`max_flows` up to 16M: 5 GiB), the arrays grow with the flows, on normal pages.
         let mut core = HostCore::new(pacing, rp, None)?;
         core.reserve_flows(cfg.max_flows);
-        let slots = Vec::with_capacity(cfg.max_flows);
-        crate::cache::advise_huge_pages(&slots);
+        let mut slots = Vec::new();
+        if slots.try_reserve_exact(cfg.max_flows).is_ok() {
+            crate::cache::advise_huge_pages(&slots);
+        }
         Ok(FlowTable {
             cfg,
             core,
@@ -420,10 +424,10 @@ impl<F> FlowTable<F> {
         self.live
     }
 
-    /// Octets of memory one flow costs with nothing queued: the table's slot (both parts), the core's flow
-    /// and its slot's generation, two key index entries (the index holds twice `max_flows`),
-    /// and the entries in the CNP and core id indexes (a hashbrown entry is the key, the value
-    /// and one control octet, at a load factor of at most 7/8).
+    /// Octets of memory one flow costs with nothing queued: the table's slot (both parts), the
+    /// core's flow and its slot's generation, two key index entries (the index holds twice
+    /// `max_flows`), and the entries in the CNP and core id indexes (a hashbrown entry is the
+    /// key, the value and one control octet, at a load factor of at most 7/8).
     pub fn bytes_per_flow() -> usize {
         let entry = |k: usize| (k + 4 + 1) * 8 / 7;
         std::mem::size_of::<Slot>()

@@ -455,10 +455,13 @@ impl<S: Source> HostCore<S> {
     /// Makes room for `n` flows at once, their states on huge pages
     /// ([`crate::cache::advise_huge_pages`]): for a driver with a large flow table whose flows
     /// are touched at random (the sender appliance). The slots never move afterwards as long as
-    /// the core holds at most `n` flows.
+    /// the core holds at most `n` flows. If the address space cannot be had at once, nothing is
+    /// reserved and the slots grow with the flows, on normal pages.
     pub fn reserve_flows(&mut self, n: usize) {
-        self.slots.reserve_exact(n.saturating_sub(self.slots.len()));
-        crate::cache::advise_huge_pages(&self.slots);
+        let more = n.saturating_sub(self.slots.len());
+        if self.slots.try_reserve_exact(more).is_ok() {
+            crate::cache::advise_huge_pages(&self.slots);
+        }
     }
 
     pub fn config(&self) -> &PacingConfig {
