@@ -7,7 +7,8 @@ Per run (congestion control): the UDP flows' goodput at the receiver (iperf3), t
 and the bottleneck's utilisation; the bottleneck queue's mean / p99 depth against its set point
 and the frames the switch dropped (both from the `quench stats` samples, as
 scripts/loop-summary.py reads them); the appliance's queue drops, accepted feedback and added
-latency; the TCP flows' goodput (iperf3).
+latency; the TCP flows' goodput (iperf3). Then, per run with a `cpu-CC.txt`, the UDP phase's
+CPU budget (scripts/cpu-budget.py), also in the JSON line (`cpu`).
 """
 import importlib.util
 import json
@@ -19,6 +20,9 @@ HERE = Path(__file__).resolve().parent
 _spec = importlib.util.spec_from_file_location("loop_summary", HERE / "loop-summary.py")
 loop_summary = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(loop_summary)
+_spec = importlib.util.spec_from_file_location("cpu_budget", HERE / "cpu-budget.py")
+cpu_budget = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(cpu_budget)
 
 
 def iperf(path, udp):
@@ -76,7 +80,19 @@ def run(out, cc):
         "np_cnps_sent": sum(p["counters"]["cnps_sent"] for p in nps),
         "appliance_latency_us": [max((l[k] for l in lat), default=None) for k in ("p50", "p99")],
         "tcp_mbps": [None if x is None else round(x / 1e6, 1) for x in tcp],
+        "cpu": cpu(out / f"cpu-{cc}.txt"),
     }
+
+
+def cpu(path):
+    """The UDP phase's CPU budget, or None without samples (or with unreadable ones, said)."""
+    try:
+        return cpu_budget.budget(cpu_budget.parse(path.read_text()))
+    except OSError:
+        return None
+    except cpu_budget.BudgetError as e:
+        print(f"appliance-summary.py: {path}: {e}", file=sys.stderr)
+        return None
 
 
 def main():
@@ -96,6 +112,10 @@ def main():
             " ".join("-" if v is None else f"{v:.0f}" for v in r["tcp_mbps"]),
         ))
     loop_summary.print_table(table)
+    for r in rows:
+        if r["cpu"] is not None:
+            print(f"{r['cc']}:")
+            print("\n".join(cpu_budget.table(r["cpu"])))
     print(json.dumps({"runs": rows}))
 
 

@@ -11,6 +11,9 @@
 #
 # Topology (scripts/testbed.sh --appliance): P-s0, P-s1, P-r0 -- P-ap -- P-sw. Each run's logs:
 # OUT_DIR/{switch,appliance,queue,appliance-trace}-CC*.{log,jsonl}, iperf3 JSON in OUT_DIR/iperf-CC-PROTO-I.json.
+# OUT_DIR/cpu-CC.txt: two samples of every testbed process's CPU time, the machine's and the
+# switch's counters in the UDP phase; the summary prints the CPU budget from them
+# (scripts/cpu-budget.py: % of a CPU per process and role, us per delivered frame).
 # CAPTURE=1 writes OUT_DIR/outside-CC.pcap (the outside link, by the switch) and decodes it.
 # APPLIANCE_ARGS adds options to `quench appliance` (e.g. --busy-poll), SWITCH_ARGS to `quench
 # switch` (e.g. --idle-sleep 50us: its idle loop sleeps rather than yields).
@@ -51,6 +54,25 @@ fi
 scripts/testbed.sh up --senders 2 --receivers 1 --prefix "$prefix" --appliance
 ap="$prefix-ap"
 
+# cpu_sample FILE LABEL: one sample of the CPU budget (scripts/cpu-budget.py reads it): the
+# machine's /proc/stat line, utime + stime of every process in `roles` (ROLE=PID words; the
+# process's own stat line counts every thread's time, exited threads' included) and of the
+# ksoftirqd threads, and the switch's counters (frames delivered at the bottleneck).
+cpu_sample() {
+  local file=$1 rp rest pid
+  {
+    echo "sample $(date +%s.%N) $2"
+    echo "hz $(getconf CLK_TCK)"
+    head -1 /proc/stat
+    for rp in "${roles[@]}" $(pgrep -x 'ksoftirqd/[0-9]+' | sed 's/^/ksoftirqd=/'); do
+      pid=${rp#*=}
+      read -r rest < "/proc/$pid/stat" 2>/dev/null || continue
+      echo "proc ${rp%%=*} $pid ${rest##*) }"
+    done
+    echo "switch $("$quench" stats --json --control-socket "$sock" 2>/dev/null | tail -1)"
+  } >> "$file"
+}
+
 # iperf_round NAME [CLIENT_ARGS...]: one iperf3 server per host on r0 and one client per host,
 # for $secs; waits for the clients. Servers are jobs of this script (not -D daemons: those would
 # outlive it and keep any lock it inherited), one test each, killed by the cleanup if a client
@@ -61,14 +83,29 @@ iperf_round() {
   for port in 5201 5202; do
     "${on_last[@]}" ip netns exec "$prefix-r0" iperf3 -s -p "$port" -1 > "$out/iperf-server-$cc-$name-$port.log" 2>&1 &
     pids+=($!)
+    roles+=("server=$!")
   done
   sleep 0.5
   for i in 0 1; do
     "${on_client[@]}" ip netns exec "$prefix-s$i" iperf3 -c 10.71.0.101 -p $((5201 + i)) "$@" \
       -t "$secs" -J --connect-timeout 3000 > "$out/iperf-$cc-$name-$i.json" 2>&1 &
     pids+=($!)
+    roles+=("client=$!")
   done
+  # The UDP phase's CPU budget: from 1 s after the clients start to 1 s before they stop (a
+  # fifth of the run each side when it is shorter than 5 s).
+  if [ "$name" = udp ]; then
+    local lead
+    lead=$(awk -v s="$secs" 'BEGIN { print (s >= 5 ? 1 : s / 5) }')
+    rm -f "$out/cpu-$cc.txt"
+    sleep "$lead"
+    cpu_sample "$out/cpu-$cc.txt" start
+    sleep "$(awk -v s="$secs" -v l="$lead" 'BEGIN { print s - 2 * l }')"
+    cpu_sample "$out/cpu-$cc.txt" end
+  fi
   wait "${pids[@]: -2}" || true
+  # The round's clients and servers are gone: the next round's replace them.
+  roles=("${roles[@]:0:$base_roles}")
 }
 
 for cc in ${CCS:-qcn dcqcn}; do
@@ -88,7 +125,8 @@ for cc in ${CCS:-qcn dcqcn}; do
   if [ -n "${CAPTURE:-}" ]; then capture=(--capture "s0=$out/outside-$cc.pcap"); fi
   "${on_last[@]}" ${SWITCH_WRAP:-} ip netns exec "$prefix-sw" "$quench" switch --config "$cfg" --duration "${total}s" \
     "${capture[@]}" $switch_args > "$out/switch-$cc.log" 2>&1 &
-  pids+=($!)
+  swpid=$!
+  pids+=($swpid)
   apsock=/run/quench/$prefix-ap-$cc.sock
   # One process, one loop: the hosts' pairs (reaction points) and, in front of the receiver,
   # the notification-point pair (CE marks become CNPs under DCQCN; CN-TAGs are removed).
@@ -98,6 +136,7 @@ for cc in ${CCS:-qcn dcqcn}; do
     > "$out/appliance-$cc.log" 2>&1 &
   appid=$!
   pids+=($appid)
+  roles=("switch=$swpid" "appliance=$appid")
   sleep 1.5
   : > "$out/queue-$cc.jsonl"
   "${on_last[@]}" "$quench" stats --json --watch --interval 50ms --control-socket "$sock" >> "$out/queue-$cc.jsonl" 2>/dev/null &
@@ -108,6 +147,8 @@ for cc in ${CCS:-qcn dcqcn}; do
   "${on_last[@]}" "$quench" stats --json --watch --interval 100ms --control-socket "$apsock" >> "$out/appliance-trace-$cc.jsonl" 2>/dev/null &
   apstatpid=$!
   pids+=($apstatpid)
+  roles+=("stats=$statpid" "stats=$apstatpid")
+  base_roles=${#roles[@]}
   # UDP: each host offers UDP_RATE, default 800 Mb/s (1.6 Gb/s into the 1 Gbit/s
   # bottleneck); then TCP: one connection per host.
   iperf_round udp -u -b "${UDP_RATE:-800M}" -l 1400

@@ -32,11 +32,7 @@ fn run(forwarder: &str, trace: &str) -> (bool, String, String) {
         .write_all(trace.as_bytes())
         .unwrap();
     let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::outcome(out)
 }
 
 #[test]

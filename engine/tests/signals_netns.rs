@@ -35,11 +35,7 @@ fn signal(mut c: Child, sig: i32, ready: impl Fn() -> bool) -> (bool, String, St
         panic!("still running 20 s after signal {sig}");
     }
     let out = c.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::outcome(out)
 }
 
 fn piped(cmd: &mut Command) -> Child {

@@ -719,11 +719,7 @@ fn blast(ns: &str, secs: &str) -> (bool, String, String) {
         .args(["--duration", secs, "--core", "0"])
         .output()
         .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    common::outcome(out)
 }
 
 #[test]

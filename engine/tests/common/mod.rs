@@ -20,6 +20,15 @@ pub fn xdp_progs(ns: &str) -> usize {
         .count()
 }
 
+/// A finished command's (success, stdout, stderr), the outputs as text.
+pub fn outcome(out: std::process::Output) -> (bool, String, String) {
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// The file every netns test, and every benchmark script run by hand, locks.
 pub const LOCK_PATH: &str = "/tmp/quench-netns-tests.lock";
 
