@@ -70,6 +70,44 @@ pub fn run_loop(
     }
 }
 
+/// [`run_loop`] for a loop that may wait in the kernel: past [`Idle::SPINS`] idle iterations in
+/// a row it waits on `wait` until `deadline(state, now)` (at most `max`; `None`: `max`), or
+/// yields when that is less than [`WAIT_MIN`] away (a PFC pause, a release due at once).
+pub fn run_loop_waiting<S>(
+    clock: &Clock,
+    stop: &AtomicBool,
+    wait: &mut RxWait,
+    max: std::time::Duration,
+    state: &mut S,
+    mut step: impl FnMut(&mut S, Instant) -> usize,
+    deadline: impl Fn(&S, Instant) -> Option<Instant>,
+) {
+    let mut idle_run = 0u32;
+    while !stop.load(Ordering::Relaxed) {
+        let now = clock.now();
+        if step(state, now) > 0 {
+            idle_run = 0;
+            continue;
+        }
+        if idle_run < Idle::SPINS {
+            idle_run += 1;
+            std::hint::spin_loop();
+            continue;
+        }
+        let d = deadline(state, now).map_or(max, |t| {
+            std::time::Duration::from_nanos(t.saturating_since(now).as_nanos()).min(max)
+        });
+        if d >= WAIT_MIN {
+            wait.wait(d);
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// The shortest wait in the kernel worth its system call and wake-up ([`run_loop_waiting`]).
+pub const WAIT_MIN: std::time::Duration = std::time::Duration::from_micros(5);
+
 /// What a poll loop does once it has been idle for [`Idle::SPINS`] iterations in a row (before
 /// that it always spins with a CPU relax hint: poll mode, a frame that arrives is seen within a
 /// microsecond).
@@ -96,6 +134,11 @@ pub enum IdleMode {
     /// waits up to the sleep (plus the timer's wake-up) in the receive ring. Call
     /// [`fine_timer_slack`] in the loop's thread for sleeps of tens of microseconds.
     Sleep(std::time::Duration),
+    /// Wait in the kernel until a frame arrives on the loop's ports or its next deadline
+    /// ([`RxWait`], [`run_loop_waiting`]): its CPU goes idle as with a sleep, and a frame is seen
+    /// at once. Only a loop that has its ports' descriptors can; [`Idle::after`], which has
+    /// none, yields.
+    Wait,
 }
 
 /// Idle back-off for poll loops: the first [`Idle::SPINS`] idle iterations in a row spin, every
@@ -137,7 +180,7 @@ impl Idle {
         }
         match self.mode {
             IdleMode::Sleep(d) => std::thread::sleep(d),
-            IdleMode::Yield | IdleMode::Spin => std::thread::yield_now(),
+            IdleMode::Yield | IdleMode::Spin | IdleMode::Wait => std::thread::yield_now(),
         }
     }
 }
@@ -233,6 +276,55 @@ fn tenant(pid: u32, status: &str) -> Option<Tenant> {
     })
 }
 
+/// Waiting in the kernel for frames: poll(2) on ports' receive descriptors ([`Port::rx_fds`])
+/// with a timeout, so that a loop with nothing to do takes no CPU until a frame arrives or the
+/// timeout (its next release or timer) passes, the way the kernel's AF_XDP sample (xdpsock's
+/// `-p`) waits. Against a timed sleep the frame is seen at once; against a yield the CPU goes
+/// idle, so the scheduler may run a waiting task there at once. The price is a wake-up through
+/// the scheduler per wait that a frame ends (a few microseconds, paid by the frame).
+///
+/// [`Port::rx_fds`]: crate::port::Port::rx_fds
+#[derive(Debug)]
+pub struct RxWait {
+    fds: Vec<libc::pollfd>,
+}
+
+impl RxWait {
+    /// A waiter on `fds` (each port's [`crate::port::Port::rx_fds`]); `None` when there is
+    /// none: nothing would end a wait but its timeout, so the loop had better sleep.
+    pub fn new(fds: impl IntoIterator<Item = std::os::fd::RawFd>) -> Option<RxWait> {
+        let fds: Vec<libc::pollfd> = fds
+            .into_iter()
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        (!fds.is_empty()).then_some(RxWait { fds })
+    }
+
+    /// Waits until a descriptor is readable or `timeout` passes (a signal ends it early too).
+    /// True when a descriptor is readable.
+    pub fn wait(&mut self, timeout: std::time::Duration) -> bool {
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        // Safety: `fds` is a live array of `len` pollfd structures that ppoll writes `revents`
+        // of; `ts` is a valid timespec; a null signal mask leaves the thread's mask as it is.
+        let n = unsafe {
+            libc::ppoll(
+                self.fds.as_mut_ptr(),
+                self.fds.len() as libc::nfds_t,
+                &ts,
+                std::ptr::null(),
+            )
+        };
+        n > 0
+    }
+}
+
 /// Installs SIGINT and SIGTERM handlers that set the returned flag (and nothing else).
 pub fn stop_on_signals() -> std::io::Result<Arc<AtomicBool>> {
     let stop = Arc::new(AtomicBool::new(false));
@@ -263,6 +355,66 @@ mod tests {
         })
         .unwrap();
         assert_eq!(h.join().unwrap(), 1000);
+        assert!(stop.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn rx_wait_ends_at_its_timeout_or_when_a_descriptor_is_readable() {
+        use std::os::fd::AsRawFd;
+        assert!(RxWait::new([]).is_none());
+        let (a, b) = std::os::unix::net::UnixDatagram::pair().unwrap();
+        let mut w = RxWait::new([b.as_raw_fd()]).unwrap();
+        assert!(!w.wait(std::time::Duration::from_micros(100)));
+        a.send(b"frame").unwrap();
+        assert!(w.wait(std::time::Duration::from_secs(5)));
+        // Still readable until read; once read, the wait runs to its timeout again.
+        assert!(w.wait(std::time::Duration::from_secs(5)));
+        b.recv(&mut [0u8; 16]).unwrap();
+        assert!(!w.wait(std::time::Duration::ZERO));
+    }
+
+    /// A loop with nothing but frames to wait for (no deadline, a wait of an hour) runs only
+    /// because each frame ends its wait: three frames sent from another thread, one at a time
+    /// after the loop took the one before, are all taken.
+    #[test]
+    fn a_waiting_loop_is_woken_by_each_frame() {
+        use std::os::fd::AsRawFd;
+        use std::sync::mpsc;
+        let (tx, rx) = std::os::unix::net::UnixDatagram::pair().unwrap();
+        rx.set_nonblocking(true).unwrap();
+        let (took, took_rx) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let h = std::thread::spawn(move || {
+            let clock = Clock::monotonic();
+            let mut wait = RxWait::new([rx.as_raw_fd()]).unwrap();
+            let mut n = 0u32;
+            run_loop_waiting(
+                &clock,
+                &s,
+                &mut wait,
+                std::time::Duration::from_secs(3600),
+                &mut n,
+                |n, _| {
+                    if rx.recv(&mut [0u8; 8]).is_err() {
+                        return 0;
+                    }
+                    *n += 1;
+                    took.send(*n).unwrap();
+                    if *n == 3 {
+                        s.store(true, Ordering::Relaxed);
+                    }
+                    1
+                },
+                |_, _| None,
+            );
+            n
+        });
+        for k in 1..=3 {
+            tx.send(b"frame").unwrap();
+            assert_eq!(took_rx.recv().unwrap(), k);
+        }
+        assert_eq!(h.join().unwrap(), 3);
         assert!(stop.load(Ordering::Relaxed));
     }
 

@@ -46,11 +46,17 @@ pub struct Args {
     pub np_inside: Vec<String>,
     #[arg(long)]
     pub np_outside: Vec<String>,
-    /// Never sleep: spin on the ports even while every queued frame waits for its release time
-    /// (for a CPU of its own). By default the loop sleeps until the next release when no frame
-    /// moved and that release is more than 20 us away, at most 100 us, and 100 us at a time
-    /// when nothing is queued.
-    #[arg(long)]
+    /// What the loop does when no frame moved. `sleep`: until the next release when it is more
+    /// than 20 us away, at most 100 us, and 100 us at a time when nothing is queued. `spin`:
+    /// never give the CPU up, even while every queued frame waits for its release time (for a
+    /// CPU of its own). `wait`: wait in the kernel (poll(2) on the ports' receive descriptors,
+    /// AF_XDP and AF_PACKET), woken by a frame or at the timeout: the sleep's while frames are
+    /// queued, else the next timer, at most 10 ms; an idle appliance takes no CPU and a frame
+    /// that arrives is seen at once.
+    #[arg(long, value_enum, default_value_t = ApplianceIdle::Sleep)]
+    pub idle: ApplianceIdle,
+    /// The same as `--idle spin`.
+    #[arg(long, conflicts_with = "idle")]
     pub busy_poll: bool,
     #[command(flatten)]
     pub port: super::PortArgs,
@@ -84,6 +90,25 @@ pub struct Args {
 
 /// configs/appliance.toml: what `quench appliance` reads, validated into the pieces an
 /// [`Appliance`] is built from. Unknown keys are refused; errors name the key.
+/// `quench appliance --idle`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApplianceIdle {
+    Sleep,
+    Spin,
+    Wait,
+}
+
+impl Args {
+    /// `--idle` with `--busy-poll` folded in.
+    fn idle(&self) -> ApplianceIdle {
+        if self.busy_poll {
+            ApplianceIdle::Spin
+        } else {
+            self.idle
+        }
+    }
+}
+
 fn default_line_rate() -> String {
     "1gbit".into()
 }
@@ -273,6 +298,10 @@ pub const SLEEP_EARLY: Duration = Duration::from_micros(5);
 /// Longest sleep: what a frame arriving meanwhile may wait in the receive ring (at 1 Gbit/s,
 /// ~9 full-size frames of the ring's 2048).
 pub const SLEEP_MAX: Duration = Duration::from_micros(100);
+
+/// Longest wait in the kernel with nothing queued (`--idle wait`): how late the loop may
+/// notice the end of its run, a signal's flag or a request on the control socket.
+pub const IDLE_WAIT_MAX: Duration = Duration::from_millis(10);
 
 /// The pacing audit's window (as `quench send`'s).
 const AUDIT_WINDOW: Duration = Duration::from_millis(100);
@@ -489,7 +518,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let table = cfg.table().with_context(|| path.to_string())?;
     // A loop gap is a stall (time the flows may have lost) when it exceeds a planned sleep by
     // more than the catch-up bound.
-    let stall = if args.busy_poll {
+    let mode = args.idle();
+    let stall = if mode == ApplianceIdle::Spin {
         MAX_CATCH_UP
     } else {
         SLEEP_MAX + MAX_CATCH_UP
@@ -568,7 +598,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // meanwhile waits at most SLEEP_MAX in the receive ring), rather than yielding: a yield
     // keeps the CPU from going idle, so the switch or a host sharing the machine would not be
     // moved onto it (worker::Idle).
-    let mut idle = if args.busy_poll {
+    let mut idle = if mode == ApplianceIdle::Spin {
         crate::worker::Idle::new(crate::worker::IdleMode::Spin)
     } else {
         // The default 50 us slack would make every sleep below overshoot the release it
@@ -577,6 +607,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         crate::worker::Idle::new(crate::worker::IdleMode::Sleep(
             std::time::Duration::from_nanos(SLEEP_MAX.as_nanos()),
         ))
+    };
+    // With --idle wait, every pair's receive descriptors (none for ports that have none: the
+    // loop then sleeps as without it).
+    let mut rx_wait = if mode == ApplianceIdle::Wait {
+        let mut fds = Vec::new();
+        for p in &pairs {
+            p.inside.rx_fds(&mut fds);
+            p.outside.rx_fds(&mut fds);
+        }
+        crate::worker::RxWait::new(fds)
+    } else {
+        None
     };
     let looped = (|| -> anyhow::Result<()> {
         loop {
@@ -599,11 +641,27 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 continue;
             }
             let next = pairs.iter().filter_map(|p| p.app.next_deadline()).min();
+            if let Some(w) = rx_wait.as_mut() {
+                // A queued frame keeps the wait as short as the timed sleep (the pacing
+                // audit's stall bound stays that of the sleep); with none queued the loop
+                // waits up to the next timer, and that wait is no stall.
+                let queued = pairs.iter().any(|p| p.app.table().backlog() > 0);
+                let cap = if queued { SLEEP_MAX } else { IDLE_WAIT_MAX };
+                let wait = next.map_or(cap, |t| t.saturating_since(now).min(cap));
+                if wait > SLEEP_MIN {
+                    let d = wait - SLEEP_EARLY;
+                    if !queued {
+                        stalls.planned(now + d);
+                    }
+                    w.wait(std::time::Duration::from_nanos(d.as_nanos()));
+                }
+                continue;
+            }
             match next {
                 // Every queued frame waits for its release time (or an RP timer): the CPU
                 // is given away until shortly before, instead of spinning on it. A frame that
                 // arrives meanwhile waits at most SLEEP_MAX in the receive ring.
-                Some(t) if !args.busy_poll && t.saturating_since(now) > SLEEP_MIN => {
+                Some(t) if mode != ApplianceIdle::Spin && t.saturating_since(now) > SLEEP_MIN => {
                     let d = (t.saturating_since(now) - SLEEP_EARLY).min(SLEEP_MAX);
                     std::thread::sleep(std::time::Duration::from_nanos(d.as_nanos()));
                 }

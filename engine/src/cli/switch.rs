@@ -59,8 +59,12 @@ pub struct Args {
     /// CPU up, as DPDK's lcores); or a duration, e.g. `50us`: sleep that long, so that its CPU
     /// goes idle and the scheduler can run others there (a machine with fewer CPUs than busy
     /// processes: scripts/appliance.sh; a frame arriving meanwhile waits up to this long, the
-    /// egress shaper catches up what a sleep delayed).
-    #[arg(long, value_name = "auto|yield|spin|DURATION", default_value = "auto",
+    /// egress shaper catches up what a sleep delayed); or `wait`: wait in the kernel (poll(2)
+    /// on its ports' receive descriptors, AF_XDP and AF_PACKET) until a frame arrives, its
+    /// shaper's next release while frames wait, at the latest 10 ms: its CPU goes idle and a
+    /// frame is seen at once (a worker with other workers' crossings to take, or ports that
+    /// cannot be waited on, yields instead).
+    #[arg(long, value_name = "auto|yield|spin|wait|DURATION", default_value = "auto",
           value_parser = idle_arg)]
     pub idle: IdleArg,
     /// The same as `--idle spin`.
@@ -83,9 +87,10 @@ fn idle_arg(s: &str) -> Result<IdleArg, String> {
         "auto" => IdleArg::Auto,
         "yield" => IdleArg::Fixed(worker::IdleMode::Yield),
         "spin" => IdleArg::Fixed(worker::IdleMode::Spin),
+        "wait" => IdleArg::Fixed(worker::IdleMode::Wait),
         d => IdleArg::Fixed(worker::IdleMode::Sleep(std::time::Duration::from_nanos(
             super::duration_or_secs_arg(d)
-                .map_err(|e| format!("expected auto, yield, spin or a duration: {e}"))?
+                .map_err(|e| format!("expected auto, yield, spin, wait or a duration: {e}"))?
                 .as_nanos(),
         ))),
     })
@@ -103,6 +108,9 @@ impl Args {
         }
     }
 }
+
+/// Longest wait of an idle worker with `--idle wait`: how late it may notice the stop flag.
+const IDLE_WAIT_MAX: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Each worker's idle mode and why. `auto`: a worker spins when its core is its own, that is
 /// when the process has a core for its waiting threads besides one per worker
@@ -447,12 +455,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 wk.set_pfc(pfc.clone(), &rates, &macs);
             }
             let _ = ready.send(Ok(caps));
-            if matches!(idle_mode, worker::IdleMode::Sleep(_)) {
+            if matches!(
+                idle_mode,
+                worker::IdleMode::Sleep(_) | worker::IdleMode::Wait
+            ) {
                 worker::fine_timer_slack();
             }
-            worker::run_loop(&clock, &stop, worker::Idle::new(idle_mode), |now| {
-                wk.poll(now)
-            });
+            let wait = (idle_mode == worker::IdleMode::Wait)
+                .then(|| worker::RxWait::new(wk.rx_fds()))
+                .flatten();
+            match wait {
+                Some(mut wait) => worker::run_loop_waiting(
+                    &clock,
+                    &stop,
+                    &mut wait,
+                    IDLE_WAIT_MAX,
+                    &mut wk,
+                    |wk, now| wk.poll(now),
+                    |wk, now| wk.next_deadline(now),
+                ),
+                None => worker::run_loop(&clock, &stop, worker::Idle::new(idle_mode), |now| {
+                    wk.poll(now)
+                }),
+            }
             wk.shutdown();
             for op in wk.ports.iter_mut().flatten() {
                 op.port.flush();
@@ -541,6 +566,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             worker::IdleMode::Yield => "yields its CPU".to_string(),
             worker::IdleMode::Spin => "spins".to_string(),
             worker::IdleMode::Sleep(d) => format!("sleeps {d:?}"),
+            worker::IdleMode::Wait => "waits in the kernel for a frame".to_string(),
         };
         eprintln!("quench switch: worker {w} {what} when idle ({why})");
     }

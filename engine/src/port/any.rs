@@ -256,6 +256,16 @@ impl Port for AnyPort {
         }
     }
 
+    fn rx_fds(&self, out: &mut Vec<std::os::fd::RawFd>) {
+        match self {
+            AnyPort::Mem(p) => p.rx_fds(out),
+            AnyPort::Packet(p) => p.rx_fds(out),
+            AnyPort::Xdp(p) => p.rx_fds(out),
+            #[cfg(feature = "dpdk")]
+            AnyPort::Dpdk(p) => p.rx_fds(out),
+        }
+    }
+
     fn kernel_rx_drops(&mut self) -> Option<u64> {
         match self {
             AnyPort::Mem(p) => p.kernel_rx_drops(),

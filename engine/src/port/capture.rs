@@ -193,6 +193,10 @@ impl<P: Port> Port for Capture<P> {
         self.inner.alloc(len)
     }
 
+    fn rx_fds(&self, out: &mut Vec<std::os::fd::RawFd>) {
+        self.inner.rx_fds(out)
+    }
+
     fn import(&mut self, bytes: &[u8]) -> Option<P::Frame> {
         self.inner.import(bytes)
     }

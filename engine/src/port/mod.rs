@@ -248,6 +248,12 @@ pub trait Port {
         Ok(())
     }
 
+    /// Appends the descriptors that poll(2) reports readable (POLLIN) while a frame waits on
+    /// one of this port's receive queues: a loop with nothing to do may wait in the kernel on
+    /// them ([`crate::worker::RxWait`]). None (the default) when the port cannot be waited on
+    /// (in memory, DPDK): such a loop sleeps or spins instead.
+    fn rx_fds(&self, _out: &mut Vec<std::os::fd::RawFd>) {}
+
     /// Frames the kernel (or, for DPDK, the device: `imissed`) dropped on their way to this
     /// port's receive rings since it was opened (ring full, no free buffer): loss that no
     /// counter of the engine's own can see. `None` when the port cannot tell. May be a system

@@ -333,6 +333,12 @@ impl Port for PacketPort {
         &self.caps
     }
 
+    fn rx_fds(&self, out: &mut Vec<std::os::fd::RawFd>) {
+        // packet_poll (net/packet/af_packet.c): with an rx ring, readable once the kernel has
+        // handed a frame slot to user space.
+        out.push(self.fd);
+    }
+
     fn rx_burst(
         &mut self,
         _queue: u16,

@@ -713,6 +713,13 @@ impl Port for XdpPort {
         Some(f)
     }
 
+    fn rx_fds(&self, out: &mut Vec<std::os::fd::RawFd>) {
+        // xsk_poll (net/xdp/xsk.c): readable while the rx ring holds a descriptor; the XDP
+        // path's flush and the generic receive wake the socket's waiters (sk_data_ready) when
+        // they fill it.
+        out.extend(self.queues.iter().map(|q| q.rx.fd().as_raw_fd()));
+    }
+
     fn tx_queued(&mut self) -> Option<usize> {
         // Submitted to the tx ring and not yet back on the completion ring.
         Some(self.queues.iter().map(|q| q.in_flight as usize).sum())

@@ -12,6 +12,9 @@ use crate::host::core::{FlowHandle, HostCore, Source};
 pub struct LoopStalls {
     threshold: Duration,
     last: Option<Instant>,
+    /// The end of a wait the loop planned ([`LoopStalls::planned`]): the gap to the next tick
+    /// is measured from there, not from the last tick.
+    planned: Option<Instant>,
     /// Summed length of the gaps over the threshold.
     pub total: Duration,
     /// How many gaps were over the threshold.
@@ -25,6 +28,7 @@ impl LoopStalls {
         LoopStalls {
             threshold,
             last: None,
+            planned: None,
             total: Duration::ZERO,
             count: 0,
             longest: Duration::ZERO,
@@ -36,10 +40,18 @@ impl LoopStalls {
         self.threshold
     }
 
+    /// The loop is about to wait, with nothing of a flow's due before `until` (an idle loop
+    /// waiting in the kernel for frames): the next gap counts only from `until` on, if it is
+    /// longer.
+    pub fn planned(&mut self, until: Instant) {
+        self.planned = Some(until);
+    }
+
     /// Call once per loop iteration with the iteration's clock reading.
     pub fn tick(&mut self, now: Instant) {
         if let Some(last) = self.last {
-            let gap = now - last;
+            let from = self.planned.take().map_or(last, |p| p.min(now).max(last));
+            let gap = now - from;
             if gap > self.threshold {
                 self.total = self.total + gap;
                 self.count += 1;
@@ -214,6 +226,20 @@ mod tests {
         assert_eq!(s.count, 2);
         assert_eq!(s.total, Duration::from_micros(90 + 4_880));
         assert_eq!(s.longest, Duration::from_micros(4_880));
+        // A planned wait until 15 ms: woken at 12 ms (a frame), no stall; overslept to 15.2
+        // ms, a stall of 0.2 ms; the plan holds for one gap only (60 us more: a stall).
+        let mut s = LoopStalls::new(Duration::from_micros(50));
+        s.tick(Instant::from_nanos(10_000_000));
+        s.planned(Instant::from_nanos(15_000_000));
+        s.tick(Instant::from_nanos(12_000_000));
+        assert_eq!(s.count, 0);
+        s.planned(Instant::from_nanos(15_000_000));
+        s.tick(Instant::from_nanos(15_200_000));
+        assert_eq!(s.count, 1);
+        s.tick(Instant::from_nanos(15_260_000));
+        assert_eq!(s.count, 2);
+        assert_eq!(s.total, Duration::from_micros(200 + 60));
+        assert_eq!(s.longest, Duration::from_micros(200));
     }
 
     /// Drives one flow with a driver that polls every 5 us up to `until_ns`, except while it

@@ -338,6 +338,35 @@ impl<P: Port> Worker<P> {
         work
     }
 
+    /// When this worker next has work that no received frame announces: the release of a port
+    /// whose egress holds frames (its shaper's release time; at once without a shaper), a PFC
+    /// timer, and, with other workers, at once (their crossings come on rings the kernel
+    /// cannot wait on). `None`: only a frame received can give it work, so its loop may wait
+    /// in the kernel ([`crate::worker::RxWait`]) for as long as it likes.
+    pub fn next_deadline(&self, now: Instant) -> Option<Instant> {
+        if !self.links.from.is_empty() {
+            return Some(now);
+        }
+        let egress = self.ports.iter().enumerate().filter_map(|(e, op)| {
+            let op = op.as_ref().filter(|op| op.egress)?;
+            let queued = self.core.queue(e).is_some_and(|q| !q.is_empty());
+            if !queued && op.pending.len() == 0 {
+                return None;
+            }
+            Some(op.pacer.as_ref().map_or(now, |p| p.release_time().max(now)))
+        });
+        egress.chain(self.core.next_deadline()).min()
+    }
+
+    /// The receive descriptors of every port it polls ([`Port::rx_fds`]).
+    pub fn rx_fds(&self) -> Vec<std::os::fd::RawFd> {
+        let mut fds = Vec::new();
+        for op in self.ports.iter().flatten() {
+            op.port.rx_fds(&mut fds);
+        }
+        fds
+    }
+
     /// 1. Receive, classify, learn, route, enqueue.
     fn receive(&mut self, now: Instant) -> usize {
         let mut work = 0;
