@@ -7,7 +7,8 @@ Per run (congestion control): the UDP flows' goodput at the receiver (iperf3), t
 and the bottleneck's utilisation; the bottleneck queue's mean / p99 depth against its set point
 and the frames the switch dropped (both from the `quench stats` samples, as
 scripts/loop-summary.py reads them); the appliance's queue drops, accepted feedback and added
-latency; the TCP flows' goodput (iperf3). Then, per run with a `cpu-CC.txt`, the UDP phase's
+latency; the TCP flows' goodput (iperf3); what each UDP client offered (its own count: on a
+busy machine the clients may not get the CPU to offer their -b). Then, per run with a `cpu-CC.txt`, the UDP phase's
 CPU budget (scripts/cpu-budget.py), also in the JSON line (`cpu`).
 """
 import importlib.util
@@ -38,6 +39,15 @@ def iperf(path, udp):
     return (end.get("sum_received") or {}).get("bits_per_second")
 
 
+def offered(path):
+    """What a UDP client sent (its own `sum`), in bits per second and frames."""
+    try:
+        s = json.loads(Path(path).read_text()).get("end", {}).get("sum") or {}
+    except (OSError, ValueError):
+        return None, None
+    return s.get("bits_per_second"), s.get("packets")
+
+
 def jain(xs):
     return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs)) if xs and any(xs) else 0.0
 
@@ -53,6 +63,7 @@ def last_json(path):
 def run(out, cc):
     udp = [iperf(out / f"iperf-{cc}-udp-{i}.json", True) for i in (0, 1)]
     tcp = [iperf(out / f"iperf-{cc}-tcp-{i}.json", False) for i in (0, 1)]
+    sent = [offered(out / f"iperf-{cc}-udp-{i}.json") for i in (0, 1)]
     mean, p99, n, drops, pauses = loop_summary.queue_stats(out / f"queue-{cc}.jsonl")
     app = last_json(out / f"appliance-{cc}.log") or {}
     # The hosts' pairs (reaction points) and the receiver's (notification point), one process.
@@ -66,6 +77,8 @@ def run(out, cc):
     return {
         "cc": cc,
         "udp_mbps": [None if x is None else round(x / 1e6, 1) for x in udp],
+        # What each host offered: "above the bottleneck" only if the clients got the CPU.
+        "offered_mbps": [None if b is None else round(b / 1e6, 1) for b, _ in sent],
         "jain": round(jain(ok_udp), 4),
         "utilisation": round(sum(ok_udp) / LINK_BPS, 4),
         "queue_mean_kb": round(mean / 1e3, 1),
@@ -98,12 +111,13 @@ def cpu(path):
 def main():
     out = Path(sys.argv[1])
     rows = [run(out, cc) for cc in sys.argv[2:]]
-    head = ("cc", "UDP Mb/s", "Jain", "util", "queue mean/p99 KB", "set point", "switch drops",
+    head = ("cc", "offered Mb/s", "UDP Mb/s", "Jain", "util", "queue mean/p99 KB", "set point", "switch drops",
             "appl. drops", "CNMs/CNPs", "appl. latency p50/p99 us", "TCP Mb/s")
     table = [head]
     for r in rows:
         table.append((
-            r["cc"], " ".join("-" if v is None else f"{v:.0f}" for v in r["udp_mbps"]),
+            r["cc"], " ".join("-" if v is None else f"{v:.0f}" for v in r["offered_mbps"]),
+            " ".join("-" if v is None else f"{v:.0f}" for v in r["udp_mbps"]),
             f"{r['jain']:.3f}", f"{100 * r['utilisation']:.0f} %",
             f"{r['queue_mean_kb']:.1f} / {r['queue_p99_kb']:.1f}", r["set_point"],
             str(r["switch_drops"]), str(r["appliance_queue_drops"]),
