@@ -16,7 +16,9 @@
 # (scripts/cpu-budget.py: % of a CPU per process and role, us per delivered frame).
 # CAPTURE=1 writes OUT_DIR/outside-CC.pcap (the outside link, by the switch) and decodes it.
 # APPLIANCE_ARGS adds options to `quench appliance` (e.g. --busy-poll), SWITCH_ARGS to `quench
-# switch` (e.g. --idle-sleep 50us: its idle loop sleeps rather than yields).
+# switch` (e.g. --idle-sleep 50us: its idle loop sleeps rather than yields). IDLE=wait: both
+# wait in the kernel for a frame when idle (`--idle wait`); IDLE= (empty, the default): each
+# its own default (the switch yields on a shared machine, the appliance sleeps).
 # CC list: CCS="qcn dcqcn" (default); "none" is the same path with no reaction point in the
 # appliance (the switch keeps its QCN config): what the testbed forwards without congestion control. DRIVER=af_xdp (default) or af_packet for every port; with
 # af_packet, TCP suffers: the testbed's veths have GRO on (XDP redirects need it), so an
@@ -36,6 +38,13 @@ driver=${DRIVER:-af_xdp}
 . scripts/lib.sh
 place=${PLACE:-none}
 switch_args=${SWITCH_ARGS:-}
+appliance_args=${APPLIANCE_ARGS:-}
+idle=${IDLE:-}
+case $idle in
+  wait) switch_args="--idle wait $switch_args"; appliance_args="--idle wait $appliance_args" ;;
+  '') ;;
+  *) echo "appliance.sh: IDLE=$idle: wait or empty" >&2; exit 2 ;;
+esac
 case $place in split|none) ;; *) echo "appliance.sh: PLACE=$place: split or none" >&2; exit 2 ;; esac
 if [ "$(id -u)" -eq 0 ]; then
   command -v iperf3 >/dev/null || { echo "appliance.sh: iperf3 missing; run scripts/setup.sh" >&2; exit 1; }
@@ -132,7 +141,7 @@ for cc in ${CCS:-qcn dcqcn}; do
   # the notification-point pair (CE marks become CNPs under DCQCN; CN-TAGs are removed).
   "${on_ap[@]}" ${APPLIANCE_WRAP:-} "$quench" appliance --driver "$driver" --cc "$cc" --duration "${total}s" --control-socket "$apsock" \
     --inside "$ap/$ap-is0" --outside "$ap/$ap-os0" --inside "$ap/$ap-is1" --outside "$ap/$ap-os1" \
-    --np-inside "$ap/$ap-ir0" --np-outside "$ap/$ap-or0" ${APPLIANCE_ARGS:-} \
+    --np-inside "$ap/$ap-ir0" --np-outside "$ap/$ap-or0" $appliance_args \
     > "$out/appliance-$cc.log" 2>&1 &
   appid=$!
   pids+=($appid)

@@ -11,7 +11,8 @@ FILE holds samples that scripts/appliance.sh writes (`cpu_sample`), each a block
     proc ROLE PID FIELDS...        (ROLE one word; /proc/PID/stat from field 3 on: proc(5))
     switch JSON                    (`quench stats --json` of the switch, one line)
 
-The first and the last sample bound the window. Per process: utime + stime (proc(5) fields 14
+The first and the last sample bound the window. The switch's CPU is also given per frame it
+received (all ports' `rx_pkts`). Per process: utime + stime (proc(5) fields 14
 and 15: every thread's, the exited ones' included) over the window, as a percentage of one CPU,
 and in microseconds per frame the switch delivered on the bottleneck port (`r0`, its `tx_pkts`).
 A process missing from either sample is left out and named. Per role, the sum of its processes.
@@ -108,6 +109,9 @@ def budget(samples):
 
     f0, f1 = port(a["switch"], BOTTLENECK), port(b["switch"], BOTTLENECK)
     frames = (f1["tx_pkts"] - f0["tx_pkts"]) if f0 and f1 else 0
+    # What the switch received on all its ports: its own work follows these.
+    received = (sum(p.get("rx_pkts", 0) for p in b["switch"]["ports"])
+                - sum(p.get("rx_pkts", 0) for p in a["switch"]["ports"])) if f0 and f1 else 0
     bits = 8 * (f1["tx_bytes"] - f0["tx_bytes"]) if f0 and f1 else 0
     delivered_bps = bits / secs
     scale = LINK_BPS / delivered_bps if delivered_bps > 0 else None
@@ -150,6 +154,9 @@ def budget(samples):
         "ncpu": ncpu,
         "capacity_pct": 100 * ncpu,
         "frames_delivered": frames,
+        "switch_frames_received": received,
+        "switch_us_per_frame_received": (
+            round(1e6 * roles.get("switch", 0) / hz / received, 2) if received else None),
         "delivered_mbps": round(delivered_bps / 1e6, 1),
         "testbed_pct": round(listed * pct_of_ticks, 1),
         "testbed_us_per_frame": row(listed)["us_per_frame"],
@@ -174,7 +181,9 @@ def table(b):
     w = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = [f"  CPU over {b['window_s']:.1f} s of the UDP phase, % of one CPU (the machine: "
              f"{b['capacity_pct']} %); {b['frames_delivered']} frames delivered at "
-             f"{BOTTLENECK}, {b['delivered_mbps']:.0f} Mb/s"]
+             f"{BOTTLENECK}, {b['delivered_mbps']:.0f} Mb/s; the switch received "
+             f"{b['switch_frames_received']}, {fmt(b['switch_us_per_frame_received'], '.2f')} us "
+             f"of its CPU each"]
     lines += ["  " + "  ".join(c.ljust(w[i]) if i == 0 else c.rjust(w[i])
                                for i, c in enumerate(r)) for r in rows]
     m = b["machine"]

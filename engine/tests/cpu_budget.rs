@@ -24,9 +24,9 @@ fn stat(ticks: u64) -> String {
     f.join(" ")
 }
 
-fn switch(tx_pkts: u64, tx_bytes: u64) -> String {
+fn switch(tx_pkts: u64, tx_bytes: u64, rx_pkts: u64) -> String {
     format!(
-        r#"{{"ports":[{{"name":"s0","tx_pkts":5,"tx_bytes":500}},{{"name":"r0","tx_pkts":{tx_pkts},"tx_bytes":{tx_bytes}}}]}}"#
+        r#"{{"ports":[{{"name":"s0","rx_pkts":{rx_pkts},"tx_pkts":5,"tx_bytes":500}},{{"name":"r0","rx_pkts":7,"tx_pkts":{tx_pkts},"tx_bytes":{tx_bytes}}}]}}"#
     )
 }
 
@@ -46,7 +46,7 @@ fn fixture() -> String {
     ] {
         s += &format!("proc {role} {pid} {}\n", stat(ticks));
     }
-    s += &format!("switch {}\n", switch(1_000, 10_000));
+    s += &format!("switch {}\n", switch(1_000, 10_000, 3_000));
     // user +150, system +80, idle +120, iowait +10, softirq +40: 400 ticks.
     s += "sample 1002.0 end\nhz 100\ncpu  1150 0 580 2120 10 0 140 0 0 0\n";
     for (role, pid, ticks) in [
@@ -60,8 +60,11 @@ fn fixture() -> String {
     ] {
         s += &format!("proc {role} {pid} {}\n", stat(ticks));
     }
-    // 100k frames of 1250 octets in 2 s: 500 Mb/s delivered.
-    s += &format!("switch {}\n", switch(101_000, 10_000 + 125_000_000));
+    // 100k frames of 1250 octets in 2 s: 500 Mb/s delivered, of 200k received.
+    s += &format!(
+        "switch {}\n",
+        switch(101_000, 10_000 + 125_000_000, 203_000)
+    );
     s
 }
 
@@ -100,6 +103,8 @@ fn the_budget_of_two_samples() {
     // 100 ticks = 1 s of CPU over 2 s; 1 s / 100k frames = 10 us.
     assert_eq!(role("switch")["cpu_pct"], 50.0);
     assert_eq!(role("switch")["us_per_frame"], 10.0);
+    assert_eq!(b["switch_frames_received"], 200_000);
+    assert_eq!(b["switch_us_per_frame_received"], 5.0);
     assert_eq!(role("appliance")["cpu_pct"], 30.0);
     // The two clients present in both samples; the third exited and is named, not counted.
     assert_eq!(role("client")["cpu_pct"], 35.0);
