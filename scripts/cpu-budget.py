@@ -23,7 +23,11 @@ CONFIG_IRQ_TIME_ACCOUNTING) a tick that lands in a softirq is charged to the sof
 also to the interrupted task's stime: the processes' figures include the softirqs that ran in
 their context (an iperf3 client's sendto runs the veth and the XDP copy), so the softirq column
 is shown beside them, not added. `rest` is busy less every listed process: other tasks and
-softirqs that ran in the idle task.
+softirqs that ran in the idle task. The two clocks differ: a process's utime + stime is its exact
+run time (the scheduler's, split by the ticks' ratio), /proc/stat's columns are ticks (250 a
+second here) filed under whatever ran at each; loops that wake and sleep between ticks
+(`--idle wait`, sleeps) are missed by the ticks, so busy is under-counted and idle over-counted,
+and `rest` can come out negative: then read the testbed's sum against the capacity, not idle.
 
 `at 1 Gb/s`: each role's CPU if the bottleneck carried its line rate: roles whose work follows
 the delivered frames (SCALES_WITH_DELIVERED) scaled by line rate / delivered bit rate, the others
@@ -190,6 +194,9 @@ def table(b):
     lines.append(f"  machine: busy {m['busy_pct']:.1f} %, of it softirq {m['softirq_pct']:.1f} %"
                  f" (inside the processes' figures too) and irq {m['irq_pct']:.1f} %; rest "
                  f"(not the testbed's processes) {m['rest_pct']:.1f} %; idle {m['idle_pct']:.1f} %")
+    if m["rest_pct"] < 0:
+        lines.append("  (rest < 0: /proc/stat's ticks missed run time the processes' exact figures "
+                     "count; its busy is low and its idle high by at least that much)")
     for p in b["missing"]:
         lines.append(f"  left out: {p['role']} (pid {p['pid']}), gone before the last sample")
     return lines
