@@ -71,6 +71,15 @@ impl Frame for AnyFrame {
             AnyFrame::Dpdk(f) => f.into_carried(),
         }
     }
+    #[inline]
+    fn carry_into(self, dst: &mut std::mem::MaybeUninit<Carried>) -> Option<&mut Carried> {
+        match self {
+            AnyFrame::Heap(f) => f.carry_into(dst),
+            AnyFrame::Xdp(f) => f.carry_into(dst),
+            #[cfg(feature = "dpdk")]
+            AnyFrame::Dpdk(f) => f.carry_into(dst),
+        }
+    }
 }
 
 impl AnyFrame {

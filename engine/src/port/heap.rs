@@ -2,6 +2,8 @@
 //! ports without a device-shared pool (in-memory, AF_PACKET) hand out, and what a frame whose
 //! own buffer cannot change core (an AF_XDP UMEM frame) is copied into to cross to another
 //! worker ([`Carried`]). Dropping one frees it.
+use std::mem::MaybeUninit;
+
 use super::{Frame, RxStamp, MAX_FRAME};
 
 /// A frame crossing to another worker's core ([`super::Port::carry`], [`super::Port::land`]).
@@ -25,7 +27,7 @@ pub enum Carried {
 /// A 64-octet frame with its metadata spans two lines either way; as an mbuf it moved about
 /// four lines between cores (the mbuf's two header lines on the way, and back through the
 /// pool), plus the slot.
-pub const INLINE_MAX: usize = 104;
+pub const INLINE_MAX: usize = 88;
 
 /// A copy of a frame of at most [`INLINE_MAX`] octets, held by value.
 #[derive(Clone)]
@@ -69,6 +71,16 @@ impl Carried {
             Some(i) => Some(Carried::Inline(i)),
             None => HeapFrame::copy_of(bytes).map(Carried::Heap),
         }
+    }
+
+    /// [`copy_of`](Self::copy_of), written into `dst` (a crossing's place in a ring slot) and
+    /// returned from there; `None`, with `dst` not written, when it could not be.
+    #[inline]
+    pub fn copy_into<'a>(
+        bytes: &[u8],
+        dst: &'a mut MaybeUninit<Carried>,
+    ) -> Option<&'a mut Carried> {
+        Some(dst.write(Carried::copy_of(bytes)?))
     }
 
     /// Starts loading what landing the frame reads first (an mbuf's header, see
@@ -168,6 +180,10 @@ impl Frame for HeapFrame {
     }
     fn into_carried(self) -> Option<Carried> {
         Some(Carried::Heap(self))
+    }
+    #[inline]
+    fn carry_into(self, dst: &mut MaybeUninit<Carried>) -> Option<&mut Carried> {
+        Some(dst.write(Carried::Heap(self)))
     }
     fn from_carried(frame: Carried) -> Result<HeapFrame, Carried> {
         match frame {

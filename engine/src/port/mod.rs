@@ -31,6 +31,7 @@
 //! them.
 use crate::wire::MacAddr;
 use std::fmt;
+use std::mem::MaybeUninit;
 
 pub mod any;
 pub mod capture;
@@ -79,6 +80,17 @@ pub trait Frame {
         Self: Sized,
     {
         heap::Carried::copy_of(self.data())
+    }
+    /// [`into_carried`](Self::into_carried), written into `dst` (a crossing's place in a ring
+    /// slot) and returned from there; `None`, with `dst` not written, when it could not be.
+    /// A frame that moves as itself writes its variant straight into `dst` (no whole
+    /// [`heap::Carried`] built elsewhere and copied in).
+    #[inline]
+    fn carry_into(self, dst: &mut MaybeUninit<heap::Carried>) -> Option<&mut heap::Carried>
+    where
+        Self: Sized,
+    {
+        Some(dst.write(self.into_carried()?))
     }
     /// A frame that crossed, as a frame of this type when it is one (no copy); else handed
     /// back, for the landing port to [`import`](Port::import) ([`Port::land`]).

@@ -28,6 +28,7 @@
 //! Every frame is forwarded or freed exactly once: frames are owned handles, and each path
 //! either moves one into a queue / a transmit burst / a ring or drops it (freeing it) with a
 //! counter.
+use std::mem::MaybeUninit;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -40,7 +41,7 @@ pub use super::egress::OwnedPort;
 use super::egress::{transmit, Classified, CpHook, TX_BURSTS};
 use super::fdb::{self, Fdb, Lookup, PortIdx, DEFAULT_CAPACITY};
 use super::queue::Class;
-pub use super::rings::{links, Crossing, Learned, Links, CROSS_RING};
+pub use super::rings::{links, Crossing, Head, Learned, Links, CROSS_RING};
 use super::routing::{classify, Dest, Run, SameHeaders};
 use super::stats::{bump, Iteration, LoopGaps};
 use crate::port::heap::{Carried, INLINE_MAX};
@@ -67,8 +68,6 @@ pub struct Worker<P: Port> {
     /// Owning worker of each global port.
     owner: Vec<usize>,
     links: Links,
-    /// Scratch of `take_crossings`.
-    inbox: Vec<Crossing>,
     pub fdb: Fdb,
     rx: Vec<P::Frame>,
     /// Scratch of `forward_burst`: the runs of one burst, and each frame's IPv4 offset.
@@ -93,6 +92,17 @@ pub struct Worker<P: Port> {
     pub cross_copy_max: usize,
     /// Per port: the source address of the PAUSE frames it sends.
     macs: Vec<MacAddr>,
+}
+
+/// Crossings ahead of the one being landed whose frame buffers are prefetched.
+const LAND_AHEAD: usize = 8;
+
+/// Starts loading what landing the frame of crossing `c` reads first (a moved mbuf's header).
+#[inline]
+fn prefetch_frame(c: Option<&Crossing>) {
+    if let Some(frame) = c.and_then(Crossing::frame) {
+        frame.prefetch();
+    }
 }
 
 /// How often counters are published and the MAC table swept.
@@ -130,7 +140,6 @@ impl<P: Port> Worker<P> {
             ports,
             core,
             owner,
-            inbox: Vec::with_capacity(4 * BURST),
             links,
             fdb,
             rx: Vec::with_capacity(BURST),
@@ -201,12 +210,14 @@ impl<P: Port> Worker<P> {
         l3: u16,
     ) -> bool {
         let (Some(Some(op)), Some(q)) = (self.ports.get_mut(e), self.core.queue_mut(e)) else {
-            let carried = if frame.len() <= self.cross_copy_max.min(INLINE_MAX) {
-                Carried::copy_of(frame.data()) // the frame is freed here, on its own core
+            if frame.len() <= self.cross_copy_max.min(INLINE_MAX) {
+                // The frame is freed here, on its own core, with the closure.
+                self.cross(e, class, l3, ingress, |dst| {
+                    Carried::copy_into(frame.data(), dst)
+                });
             } else {
-                P::carry(frame)
-            };
-            self.cross(e, class, l3, ingress, carried);
+                self.cross(e, class, l3, ingress, |dst| frame.carry_into(dst));
+            }
             return false;
         };
         if op.may_cut_through(q, class, 1) {
@@ -233,7 +244,7 @@ impl<P: Port> Worker<P> {
                 }
                 None => bump(&op.counters.tx_drops, 1),
             },
-            _ => self.cross(e, class, l3, None, Carried::copy_of(bytes)),
+            _ => self.cross(e, class, l3, None, |dst| Carried::copy_into(bytes, dst)),
         }
     }
 
@@ -268,39 +279,46 @@ impl<P: Port> Worker<P> {
         n
     }
 
-    /// Hands `frame` (`None`: it could not be made ready to cross) to the ring of the worker
-    /// holding port `e`'s egress; a frame that cannot cross is freed and counted.
+    /// Hands a frame for port `e` to the ring of the worker holding that port's egress:
+    /// `carry` writes it into its place in the crossing ([`Frame::carry_into`],
+    /// [`Carried::copy_into`]); a frame that cannot cross (`carry` wrote nothing, the ring is
+    /// full) is freed, with `carry`, and counted.
+    #[inline(always)]
     fn cross(
         &mut self,
         e: usize,
         class: Class,
         l3: u16,
         ingress: Option<usize>,
-        frame: Option<Carried>,
+        carry: impl FnOnce(&mut MaybeUninit<Carried>) -> Option<&mut Carried>,
     ) {
-        match (frame, self.owner.get(e)) {
-            (Some(frame), Some(&w)) => self.send_to(
-                w,
-                Crossing::Frame {
-                    egress: e as PortIdx,
-                    class,
-                    l3,
-                    ingress: ingress.map(|i| i as PortIdx),
-                    frame,
-                },
-            ),
+        let head = Head::Frame {
+            egress: e as PortIdx,
+            class,
+            l3,
+            ingress: ingress.map(|i| i as PortIdx),
+        };
+        match self.owner.get(e) {
+            Some(&w) => self.send_to(w, |slot| Crossing::write_frame(slot, head, carry)),
             // The owner's counters belong to the owner (single writer): count it here.
-            _ => self.cross_drops += 1,
+            None => self.cross_drops += 1,
         }
     }
 
-    /// Writes `c` into the ring to worker `w`, published once a burst is staged there or at
-    /// the end of the receive step and of the poll ([`flush_all`](Self::flush_all)). What
-    /// cannot cross (the ring is full) is freed and counted.
-    fn send_to(&mut self, w: usize, c: Crossing) {
+    /// Writes a crossing into the ring to worker `w`, made in its slot by `write`
+    /// ([`spsc::Producer::stage_in`](super::spsc::Producer::stage_in)), published once a
+    /// burst is staged there or at the end of the receive step and of the poll
+    /// ([`flush_all`](Self::flush_all)). What cannot cross (the ring is full, `write` wrote
+    /// nothing) is freed, with `write`, and counted.
+    #[inline(always)]
+    fn send_to(
+        &mut self,
+        w: usize,
+        write: impl for<'a> FnOnce(&'a mut MaybeUninit<Crossing>) -> Option<&'a mut Crossing>,
+    ) {
         match self.links.to.get_mut(w) {
             Some(Some(ring)) => {
-                if ring.stage(c).is_err() {
+                if !ring.stage_in(write) {
                     self.cross_drops += 1;
                 } else if ring.staged() >= BURST {
                     ring.publish();
@@ -403,51 +421,32 @@ impl<P: Port> Worker<P> {
     }
 
     /// 2. Frames and learning notices from other workers (bounded); a lone worker has none.
+    ///
+    /// Crossings are read in place from the ring slots ([`spsc::Burst`](super::spsc::Burst)).
     fn take_crossings(&mut self, now: Instant) -> usize {
         if self.links.from.is_empty() {
             return 0;
         }
-        let mut inbox = std::mem::take(&mut self.inbox);
-        inbox.clear();
+        // Out of `self` while its bursts are read, so that each crossing is handled with
+        // `&mut self`; put back below (a move of the vector, not of its rings).
+        let mut from = std::mem::take(&mut self.links.from);
         let mut room = 4 * BURST;
-        for ring in &mut self.links.from {
-            room -= ring.pop_burst(&mut inbox, room);
-        }
-        // The frames' buffers were last written on the sending core: their loads overlap when
-        // all are issued before the first frame is used.
-        for c in &inbox {
-            if let Crossing::Frame { frame, .. } = c {
-                frame.prefetch();
+        let mut work = 0;
+        for ring in &mut from {
+            let mut burst = ring.read_burst(room);
+            room -= burst.len();
+            work += burst.len();
+            // The frames' buffers were last written on the sending core: their loads are issued
+            // `LAND_AHEAD` crossings before a frame is landed, so they overlap with the work on
+            // the frames before it.
+            for k in 0..LAND_AHEAD {
+                prefetch_frame(burst.peek(k));
+            }
+            while burst.next_with(|c| self.take_crossing(now, c)).is_some() {
+                prefetch_frame(burst.peek(LAND_AHEAD - 1));
             }
         }
-        let work = inbox.len();
-        for c in inbox.drain(..) {
-            match c {
-                Crossing::Frame {
-                    egress,
-                    class,
-                    l3,
-                    ingress,
-                    frame,
-                } => {
-                    let e = usize::from(egress);
-                    let landed = match self.ports.get_mut(e) {
-                        Some(Some(op)) => op.port.land(frame).ok_or(Some(op)),
-                        _ => Err(None),
-                    };
-                    match landed {
-                        Ok(f) => {
-                            self.enqueue(now, ingress.map(usize::from), e, class, f, l3);
-                        }
-                        // No buffer for the copy on this port.
-                        Err(Some(op)) => bump(&op.counters.tx_drops, 1),
-                        Err(None) => self.cross_drops += 1,
-                    }
-                }
-                Crossing::Pause { port, pdu } => self.pause(now, usize::from(port), &pdu),
-            }
-        }
-        self.inbox = inbox;
+        self.links.from = from;
         for _ in 0..4 * BURST {
             let Some((mac, port)) = self.links.learned[self.id].pop() else {
                 break;
@@ -455,6 +454,36 @@ impl<P: Port> Worker<P> {
             self.fdb.learn(now, mac, port);
         }
         work
+    }
+
+    /// One crossing from another worker: a frame for an egress port this worker holds (landed
+    /// on the port and queued as a received one), or a PFC frame for one.
+    #[inline]
+    fn take_crossing(&mut self, now: Instant, c: &mut Crossing) {
+        match c.head() {
+            Head::Frame {
+                egress,
+                class,
+                l3,
+                ingress,
+            } => {
+                let e = usize::from(egress);
+                let landed = match (self.ports.get_mut(e), c.take_frame()) {
+                    (Some(Some(op)), Some(frame)) => op.port.land(frame).ok_or(Some(op)),
+                    _ => Err(None),
+                };
+                match landed {
+                    Ok(f) => {
+                        self.enqueue(now, ingress.map(usize::from), e, class, f, l3);
+                    }
+                    // No buffer for the copy on this port.
+                    Err(Some(op)) => bump(&op.counters.tx_drops, 1),
+                    Err(None) => self.cross_drops += 1,
+                }
+            }
+            Head::Pause { port, pdu } => self.pause(now, usize::from(port), &pdu),
+            Head::Empty => {}
+        }
     }
 
     /// 3. The core's due timeouts and decisions, then what each port may send.
@@ -641,13 +670,9 @@ impl<P: Port> Worker<P> {
         if self.core.queue(i).is_none() {
             let w = self.owner.get(i).copied().unwrap_or(self.id);
             let pdu = *pfc;
-            self.send_to(
-                w,
-                Crossing::Pause {
-                    port: i as PortIdx,
-                    pdu,
-                },
-            );
+            self.send_to(w, |slot| {
+                Some(Crossing::write_pause(slot, i as PortIdx, pdu))
+            });
             return;
         }
         self.core.count_pfc_received(i);

@@ -2,7 +2,7 @@
 //! `rte_ring` in SP/SC mode with burst calls, lib/ring/rte_ring.h): the producer writes up to a
 //! burst of slots and publishes them with one release store of its tail; the consumer reads
 //! what is published and frees the slots with one release store of its head. The producer may
-//! also write items one at a time straight into their slots ([`Producer::stage`]) and publish
+//! also write items one at a time straight into their slots ([`Producer::stage_in`]) and publish
 //! them later, at once ([`Producer::publish`]): no staging copy of its own. Head and tail
 //! sit on their own cache lines, and each side keeps a copy of the other's index, re-read only
 //! when the copy says the ring is full (producer) or empty (consumer): a burst of frames costs
@@ -60,7 +60,7 @@ pub struct Producer<T> {
     ring: Arc<Ring<T>>,
     /// The consumer's head as last read: slots before it are free.
     head: usize,
-    /// Items written by `stage` and not published yet: slots [tail, tail + staged).
+    /// Items written by `stage_in` and not published yet: slots [tail, tail + staged).
     staged: usize,
 }
 
@@ -80,6 +80,9 @@ pub struct Consumer<T> {
     ring: Arc<Ring<T>>,
     /// The producer's tail as last read: slots before it are filled.
     tail: usize,
+    /// The next slot to read. The ring's head (what the producer sees) trails it by what a
+    /// [`Burst`] has read and not yet released.
+    head: usize,
 }
 
 /// A ring of `capacity` slots (rounded up to a power of two), as its two ends.
@@ -99,7 +102,11 @@ pub fn ring<T: Send>(capacity: usize) -> (Producer<T>, Consumer<T>) {
             head: 0,
             staged: 0,
         },
-        Consumer { ring, tail: 0 },
+        Consumer {
+            ring,
+            tail: 0,
+            head: 0,
+        },
     )
 }
 
@@ -130,9 +137,16 @@ impl<T: Send> Producer<T> {
 }
 
 impl<T: Send> Producer<T> {
-    /// Writes `item` into the next free slot without publishing it (the consumer sees it after
-    /// the next [`publish`](Self::publish)); hands it back when the ring is full.
-    pub fn stage(&mut self, item: T) -> Result<(), T> {
+    /// Writes an item in place into the next free slot without publishing it (the consumer
+    /// sees it after the next [`publish`](Self::publish)): `write` is given the slot and
+    /// returns the item it wrote there (as `MaybeUninit::write` does), or `None` to leave the
+    /// slot free. Returns whether an item was staged; false, without calling `write`, when the
+    /// ring is full. Made in its slot, an item is never built elsewhere and copied in.
+    #[inline(always)]
+    pub fn stage_in(
+        &mut self,
+        write: impl for<'a> FnOnce(&'a mut MaybeUninit<T>) -> Option<&'a mut T>,
+    ) -> bool {
         let r = &*self.ring;
         let cap = r.mask + 1;
         // Only this handle writes tail.
@@ -141,15 +155,21 @@ impl<T: Send> Producer<T> {
             // Pairs with the consumer's release store: the slots it freed are read.
             self.head = r.head.0.load(Ordering::Acquire);
             if next.wrapping_sub(self.head) >= cap {
-                return Err(item);
+                return false;
             }
         }
         // Safety: slot `next` lies in [tail + staged, head + cap): free, and only this handle
         // (the single producer, `&mut self`) writes free slots; the consumer reads it only
         // after `publish`'s release store moves tail past it.
-        unsafe { (*r.slots[next & r.mask].get()).write(item) };
+        let slot = unsafe { &mut *r.slots[next & r.mask].get() };
+        let want = slot.as_ptr();
+        // Only a reference to this very slot shows that it was written (safe code gets one
+        // only from `MaybeUninit::write`): anything else leaves it free.
+        if !write(slot).is_some_and(|item| std::ptr::eq(item, want)) {
+            return false;
+        }
         self.staged += 1;
-        Ok(())
+        true
     }
 
     /// Items staged and not published yet.
@@ -157,7 +177,7 @@ impl<T: Send> Producer<T> {
         self.staged
     }
 
-    /// Publishes what [`stage`](Self::stage) wrote, with one release store. Returns how many.
+    /// Publishes what [`stage_in`](Self::stage_in) wrote, with one release store. Returns how many.
     pub fn publish(&mut self) -> usize {
         if self.staged == 0 {
             return 0;
@@ -172,36 +192,145 @@ impl<T: Send> Producer<T> {
 }
 
 impl<T: Send> Consumer<T> {
-    /// Appends up to `max` items, oldest first, to `out`; returns how many.
-    pub fn pop_burst(&mut self, out: &mut Vec<T>, max: usize) -> usize {
+    /// Up to `max` items, oldest first, read in place from their slots as the returned
+    /// [`Burst`] is iterated (no copy into a vector first); the slots are freed, with one
+    /// release store, when the burst is dropped. Items the burst still holds then are dropped.
+    #[inline]
+    pub fn read_burst(&mut self, max: usize) -> Burst<'_, T> {
         let r = &*self.ring;
-        // Only this handle writes head.
-        let h = r.head.0.load(Ordering::Relaxed);
-        if self.tail.wrapping_sub(h) < max {
+        if self.tail.wrapping_sub(self.head) < max {
             // Pairs with the producer's release store: the slots it published are written.
             self.tail = r.tail.0.load(Ordering::Acquire);
         }
-        let n = self.tail.wrapping_sub(h).min(max);
-        out.reserve(n);
-        for i in 0..n {
-            // The slots were last written on the producer's core: keep a few loads in flight
-            // ahead of the reads (each slot's lines at once; `cache::prefetch` stops at T).
-            if i + PREFETCH_AHEAD < n {
-                crate::cache::prefetch(&r.slots[h.wrapping_add(i + PREFETCH_AHEAD) & r.mask], 4);
-            }
-            let slot = &r.slots[h.wrapping_add(i) & r.mask];
-            // Safety: slot h + i lies in [head, tail): written and published by the producer;
-            // only this handle (the single consumer) reads it, once, before freeing it below.
-            out.push(unsafe { (*slot.get()).assume_init_read() });
+        let end = self
+            .head
+            .wrapping_add(self.tail.wrapping_sub(self.head).min(max));
+        Burst {
+            end,
+            consumer: self,
         }
-        r.head.0.store(h.wrapping_add(n), Ordering::Release);
+    }
+
+    /// Appends up to `max` items, oldest first, to `out`; returns how many.
+    pub fn pop_burst(&mut self, out: &mut Vec<T>, max: usize) -> usize {
+        let burst = self.read_burst(max);
+        let n = burst.len();
+        out.extend(burst);
         n
     }
 
     /// Whether the producer has published nothing this end has not taken (a hint: it may
     /// publish at any time).
     pub fn is_empty(&self) -> bool {
-        self.ring.tail.0.load(Ordering::Relaxed) == self.ring.head.0.load(Ordering::Relaxed)
+        self.ring.tail.0.load(Ordering::Relaxed) == self.head
+    }
+}
+
+impl<T> Drop for Consumer<T> {
+    /// Frees the slots read (by a forgotten [`Burst`]), so that the ring drops only what was
+    /// never read.
+    fn drop(&mut self) {
+        self.ring.head.0.store(self.head, Ordering::Release);
+    }
+}
+
+/// Items of one [`Consumer::read_burst`], read from their slots one at a time (an iterator of
+/// owned items). Dropping it drops what was not read and frees the slots; forgetting it
+/// (`mem::forget`) leaves the unread items for the next burst and the slots read so far
+/// unfreed until then, never an item read twice: the consumer's own position moves as each
+/// item is read.
+pub struct Burst<'a, T: Send> {
+    consumer: &'a mut Consumer<T>,
+    /// One past the burst's last slot.
+    end: usize,
+}
+
+impl<T: Send> Burst<'_, T> {
+    /// Items not read yet.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.end.wrapping_sub(self.consumer.head)
+    }
+
+    /// Whether every item was read.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The `k`-th item not read yet, in place (to prefetch what it points to before it is
+    /// read, say).
+    #[inline]
+    pub fn peek(&self, k: usize) -> Option<&T> {
+        if k >= self.len() {
+            return None;
+        }
+        let r = &*self.consumer.ring;
+        let slot = &r.slots[self.consumer.head.wrapping_add(k) & r.mask];
+        // Safety: the slot lies in [head, end), within [ring head, tail): written and published
+        // by the producer (acquire load in `read_burst`), not read yet (head moves past a slot
+        // when it is read), and not written again until the ring's head moves past it.
+        Some(unsafe { (*slot.get()).assume_init_ref() })
+    }
+}
+
+impl<T: Send> Burst<'_, T> {
+    /// The next slot not read yet, moving past it (it is then this call's to read, once).
+    #[inline(always)]
+    fn advance(&mut self) -> Option<&mut MaybeUninit<T>> {
+        let h = self.consumer.head;
+        if h == self.end {
+            return None;
+        }
+        let r = &*self.consumer.ring;
+        // The slots were last written on the producer's core: keep a few loads in flight ahead
+        // of the reads (each slot's lines at once; `cache::prefetch` stops at T).
+        if self.end.wrapping_sub(h) > PREFETCH_AHEAD {
+            crate::cache::prefetch(&r.slots[h.wrapping_add(PREFETCH_AHEAD) & r.mask], 4);
+        }
+        self.consumer.head = h.wrapping_add(1);
+        // Safety: slot h lies in [head, end), within [ring head, tail): written and published by
+        // the producer (acquire load in `read_burst`); the caller reads it once (head moved past
+        // it above, and only this handle, the single consumer, reads), and it is not written
+        // again until the ring's head moves past it (on drop).
+        Some(unsafe { &mut *r.slots[h & r.mask].get() })
+    }
+
+    /// Reads the next item where it lies: `f` gets it in its slot, and it is dropped there
+    /// after (what `f` took out of it is `f`'s). `None` when every item was read.
+    #[inline]
+    pub fn next_with<R>(&mut self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+        let slot = self.advance()?;
+        // Safety: the slot is initialised and this call's to read (`advance`); it is dropped
+        // once, below. Should `f` panic, the item is leaked, never dropped twice.
+        let out = f(unsafe { slot.assume_init_mut() });
+        // Safety: as above.
+        unsafe { slot.assume_init_drop() };
+        Some(out)
+    }
+}
+
+impl<T: Send> Iterator for Burst<'_, T> {
+    type Item = T;
+
+    #[inline]
+    fn next(&mut self) -> Option<T> {
+        let slot = self.advance()?;
+        // Safety: the slot is initialised and this call's to read, once (`advance`).
+        Some(unsafe { slot.assume_init_read() })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.len(), Some(self.len()))
+    }
+}
+
+impl<T: Send> Drop for Burst<'_, T> {
+    fn drop(&mut self) {
+        self.by_ref().for_each(drop);
+        // Pairs with the producer's acquire load: the slots are read before they are reused.
+        let c = &*self.consumer;
+        c.ring.head.0.store(c.head, Ordering::Release);
     }
 }
 
@@ -239,15 +368,28 @@ mod tests {
     fn staged_items_are_seen_once_published_and_a_full_ring_hands_back() {
         let (mut p, mut c) = ring::<u32>(4);
         for k in 0..3 {
-            assert_eq!(p.stage(k), Ok(()));
+            assert!(p.stage_in(|s| Some(s.write(k))));
         }
         assert_eq!(p.staged(), 3);
         let mut out = Vec::new();
         assert_eq!(c.pop_burst(&mut out, 10), 0, "nothing published yet");
         assert_eq!(p.publish(), 3);
         assert_eq!(p.publish(), 0);
-        assert_eq!(p.stage(3), Ok(()));
-        assert_eq!(p.stage(4), Err(4), "four slots, all taken");
+        assert!(!p.stage_in(|_| None), "nothing written: nothing staged");
+        assert!(
+            !p.stage_in(|_| Some(Box::leak(Box::new(9)))),
+            "written elsewhere: nothing staged"
+        );
+        assert!(p.stage_in(|s| Some(s.write(3))));
+        let mut called = false;
+        assert!(
+            !p.stage_in(|s| {
+                called = true;
+                Some(s.write(4))
+            }),
+            "four slots, all taken"
+        );
+        assert!(!called, "nothing is written into a full ring");
         // push_burst publishes what is staged first, so order holds.
         assert_eq!(p.push_burst(&mut vec![5]), 0);
         assert_eq!(c.pop_burst(&mut out, 2), 2);
@@ -257,11 +399,54 @@ mod tests {
         // Staged and never published: dropped once with the ring.
         let live = Arc::new(());
         let (mut p, c) = ring::<Arc<()>>(4);
-        p.stage(live.clone()).unwrap();
-        p.stage(live.clone()).unwrap();
+        assert!(p.stage_in(|s| Some(s.write(live.clone()))));
+        assert!(p.stage_in(|s| Some(s.write(live.clone()))));
         assert_eq!(Arc::strong_count(&live), 3);
         drop((p, c));
         assert_eq!(Arc::strong_count(&live), 1);
+    }
+
+    #[test]
+    fn a_burst_read_in_place_frees_its_slots_when_dropped_and_never_reads_twice() {
+        let (mut p, mut c) = ring::<Arc<u32>>(4);
+        let live: Vec<Arc<u32>> = (0..4).map(Arc::new).collect();
+        let mut items = live.clone();
+        assert_eq!(p.push_burst(&mut items), 4);
+        {
+            let mut b = c.read_burst(3);
+            assert_eq!((b.len(), b.peek(0).map(|x| **x)), (3, Some(0)));
+            assert_eq!(b.peek(2).map(|x| **x), Some(2));
+            assert!(b.peek(3).is_none(), "past the burst");
+            assert_eq!(b.next().map(|x| *x), Some(0));
+            assert_eq!(b.peek(0).map(|x| **x), Some(1));
+            // Read in place, then dropped in its slot.
+            assert_eq!(b.next_with(|x| (**x, Arc::strong_count(x))), Some((1, 2)));
+            assert_eq!(Arc::strong_count(&live[1]), 1);
+            assert_eq!(b.peek(0).map(|x| **x), Some(2));
+            // Not freed yet: the ring is full for the producer.
+            assert_eq!(p.push_burst(&mut vec![Arc::new(9)]), 0);
+        }
+        // The burst's unread item (2) was dropped with it, its slots freed.
+        assert!(live[..3].iter().all(|x| Arc::strong_count(x) == 1));
+        assert_eq!(Arc::strong_count(&live[3]), 2);
+        assert_eq!(p.push_burst(&mut vec![Arc::new(4), Arc::new(5)]), 2);
+        // A forgotten burst: what it read stays read, the rest is read next time.
+        let mut b = c.read_burst(10);
+        assert_eq!(b.next().map(|x| *x), Some(3));
+        std::mem::forget(b);
+        let got: Vec<u32> = c.read_burst(10).map(|x| *x).collect();
+        assert_eq!(got, vec![4, 5]);
+        assert!(c.is_empty());
+        assert_eq!(Arc::strong_count(&live[3]), 1);
+        // Forgotten again, then both ends dropped: the ring drops only the unread item.
+        let (kept, read) = (Arc::new(7), Arc::new(6));
+        assert_eq!(p.push_burst(&mut vec![read.clone(), kept.clone()]), 2);
+        let mut b = c.read_burst(10);
+        drop(b.next());
+        std::mem::forget(b);
+        assert_eq!((Arc::strong_count(&read), Arc::strong_count(&kept)), (1, 2));
+        drop((p, c));
+        assert_eq!(Arc::strong_count(&kept), 1);
     }
 
     #[test]

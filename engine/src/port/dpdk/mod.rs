@@ -403,9 +403,15 @@ impl Frame for DpdkFrame {
         self.set_field(ffi::MBUF_PKT_LEN, len as u32);
         len
     }
+    #[inline]
     fn into_carried(self) -> Option<Carried> {
         Some(Carried::Dpdk(self))
     }
+    #[inline]
+    fn carry_into(self, dst: &mut std::mem::MaybeUninit<Carried>) -> Option<&mut Carried> {
+        Some(dst.write(Carried::Dpdk(self)))
+    }
+    #[inline]
     fn from_carried(frame: Carried) -> Result<DpdkFrame, Carried> {
         match frame {
             Carried::Dpdk(f) => Ok(f),
