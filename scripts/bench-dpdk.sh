@@ -34,6 +34,9 @@
 #   turn on one thread and CPU (`--one-thread`): what crossing costs in instructions alone, no
 #   line changing core and no worker descheduled while another fills its ring (the figure a
 #   loaded machine still gives); the two-thread row's excess over it is the cache lines';
+# - cp_local (n > 1 only): the congestion points of cp, but every worker holds both ports' egress
+#   with its own congestion point on its own queues (`--cp-local`): nothing crosses; what
+#   per-worker egress on a CP port costs before its decision state is shared (against cp);
 # - split (n > 1 only): plain ports with the egress split as in cp (`--cross`, no congestion
 #   point): the crossing measured against the plain scenario's one worker (stop 26's column).
 # Per row: Mpps (median of ROUNDS), per-worker Mpps, the ratio to n x the one-worker Mpps of the
@@ -83,7 +86,7 @@ if [ -n "$WORKERS" ]; then
   fi
   for n in $(seq "$WORKERS"); do
     cores=$(for w in $(seq 0 $((n - 1))); do echo $(((CPU + w) % ncpu)); done | paste -sd,)
-    for scenario in plain cp cp_mbufs cp_1thread cp_mbufs_1thread split; do
+    for scenario in plain cp cp_mbufs cp_1thread cp_mbufs_1thread cp_local split; do
       # One worker: nothing crosses; the other scenarios are plain or cp.
       [ "$n" = 1 ] && [ "$scenario" != plain ] && [ "$scenario" != cp ] && continue
       case $scenario in
@@ -92,6 +95,7 @@ if [ -n "$WORKERS" ]; then
         cp_mbufs) flags=(--cp --cross-mbufs) ;;
         cp_1thread) flags=(--cp --cross-copy --one-thread) ;;
         cp_mbufs_1thread) flags=(--cp --cross-mbufs --one-thread) ;;
+        cp_local) flags=(--cp-local) ;;
         split) flags=(--cross) ;;
       esac
       m=()
@@ -115,7 +119,7 @@ if [ -n "$WORKERS" ]; then
             print "|---|---|---|---|---|---|---|---|---|---|---|---|" }
     $2 == 1 { one[$1] = $3; onec[$1] = $4; onef[$1] = $5 }
     { base = ($1 == "split") ? "plain" : ($1 ~ /^cp/) ? "cp" : $1
-      share = ($1 == "plain" || $2 == 1) ? 0 : ($2 - 1) / $2
+      share = ($1 == "plain" || $1 == "cp_local" || $2 == 1) ? 0 : ($2 - 1) / $2
       cost = "-"
       crossing = "none"
       dropped = 100 * (1 - $4 * $5 / 1000)
@@ -127,7 +131,7 @@ if [ -n "$WORKERS" ]; then
       cpus = ($1 ~ /1thread/) ? substr($6, 1, index($6 ",", ",") - 1) : $6
       printf "| %s | %d | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f %% | %s |\n", $1, $2,
         cpus, crossing, $3, $3 / $2, $3 / ($2 * one[base]), $4, $4 / onec[base], $5, dropped, cost }
-    END { print "(cp_mbufs: cp with crossing frames moved as mbufs, against cp one worker; *_1thread: the same n workers polled in turn on one thread and CPU; split: plain ports with the egress split as for cp, against plain one worker; ns per crossing frame: CPU ns per frame over the baseline one worker, divided by the share that crosses)" }'
+    END { print "(cp_mbufs: cp with crossing frames moved as mbufs, against cp one worker; *_1thread: the same n workers polled in turn on one thread and CPU; cp_local: every worker its own egress and congestion point on both ports, nothing crosses, against cp one worker; split: plain ports with the egress split as for cp, against plain one worker; ns per crossing frame: CPU ns per frame over the baseline one worker, divided by the share that crosses)" }'
   exit 0
 fi
 

@@ -34,7 +34,10 @@
 //! a congestion point (QCN with its MIB defaults on priority 0, the frames' priority: every
 //! frame goes through the egress queue and the CP, no cut-through) and implies `--cross`, as
 //! `quench switch` gives a CP port's egress to one worker: with one worker that is the
-//! baseline a crossing run compares with (same ports, same input, nothing can cross). The
+//! baseline a crossing run compares with (same ports, same input, nothing can cross).
+//! `--cp-local` gives every worker both ports' egress, each with its own congestion point on
+//! its own queues, so nothing crosses: what per-worker egress on a CP port would cost before
+//! the decision state is shared (each worker's QCN sees only its own queue). The
 //! frames (64 octets) cross copied into the ring slot with `--cross-copy`, as mbufs with
 //! `--cross-mbufs` (the default, `Worker::cross_copy_max`). `--one-thread` polls the N
 //! workers in turn on one thread and core: the crossing's instructions without a line
@@ -42,7 +45,7 @@
 //! `quench_workers workers=N cross=0|1 cp=0|1 mbufs=0|1 one_thread=0|1 ... mpps=<Mpps>`.
 //!
 //! Usage: `cargo bench -p engine --features dpdk --bench dpdk_fwd -- SECONDS [--mix]
-//! [--workers N [--cross] [--cp] [--cross-copy | --cross-mbufs] [--one-thread]
+//! [--workers N [--cross] [--cp | --cp-local] [--cross-copy | --cross-mbufs] [--one-thread]
 //! [--cores LIST]] EAL-ARGS...` (EAL args must create net_null0 and
 //! net_null1; `-l CPU` also pins this thread to CPU, as rte_eal_init pins the C loop's main
 //! thread.)
@@ -430,7 +433,7 @@ fn main() -> anyhow::Result<()> {
         .collect();
     let usage = || {
         anyhow::anyhow!(
-            "usage: dpdk_fwd SECONDS [--mix] [--workers N [--cross] [--cp] [--cross-copy | \
+            "usage: dpdk_fwd SECONDS [--mix] [--workers N [--cross] [--cp | --cp-local] [--cross-copy | \
              --cross-mbufs] [--one-thread] [--cores LIST]] EAL-ARGS..."
         )
     };
@@ -456,6 +459,10 @@ fn main() -> anyhow::Result<()> {
                 cross = true;
                 cp = Some(cp_profiles()?);
             }
+            // Every worker holds both ports' egress, each with its own congestion point on its
+            // own queues: no frame crosses (the design without crossing, its decision state not
+            // shared).
+            "--cp-local" => cp = Some(cp_profiles()?),
             "--workers" | "--cores" => {
                 let v = eal.get(1).ok_or_else(usage)?.clone();
                 if a == "--workers" {
