@@ -43,6 +43,7 @@ use super::fdb::{self, Fdb, Lookup, PortIdx, DEFAULT_CAPACITY};
 use super::queue::Class;
 pub use super::rings::{links, Crossing, Head, Learned, Links, CROSS_RING};
 use super::routing::{classify, Dest, Run, SameHeaders};
+use super::spsc::Producer;
 use super::stats::{bump, Iteration, LoopGaps};
 use crate::port::heap::{Carried, INLINE_MAX};
 use crate::port::{Frame, Port, BURST};
@@ -92,6 +93,56 @@ pub struct Worker<P: Port> {
     pub cross_copy_max: usize,
     /// Per port: the source address of the PAUSE frames it sends.
     macs: Vec<MacAddr>,
+}
+
+/// The head of a crossing frame for port `e` (see [`Head::Frame`]).
+#[inline(always)]
+fn frame_head(e: usize, class: Class, l3: u16, ingress: Option<usize>) -> Head {
+    Head::Frame {
+        egress: e as PortIdx,
+        class,
+        l3,
+        ingress: ingress.map(|i| i as PortIdx),
+    }
+}
+
+/// Writes a crossing into `ring`, made in its slot by `write`
+/// ([`spsc::Producer::stage_in`](super::spsc::Producer::stage_in)), published once a burst is
+/// staged there (else at the end of the receive step and of the poll, `Worker::flush_all`).
+/// False when it could not (the ring is full, `write` wrote nothing).
+#[inline(always)]
+fn stage(
+    ring: &mut Producer<Crossing>,
+    write: impl for<'a> FnOnce(&'a mut MaybeUninit<Crossing>) -> Option<&'a mut Crossing>,
+) -> bool {
+    if !ring.stage_in(write) {
+        return false;
+    }
+    if ring.staged() >= BURST {
+        ring.publish();
+    }
+    true
+}
+
+/// Writes `frame` under `head` into `ring` ([`stage`]): copied into the slot when it has at
+/// most `copy_max` octets (and freed here, on its own core), else moved
+/// ([`Frame::carry_into`]). False when it could not cross (freed here).
+#[inline(always)]
+fn stage_frame<F: Frame>(
+    ring: &mut Producer<Crossing>,
+    head: Head,
+    frame: F,
+    copy_max: usize,
+) -> bool {
+    if frame.len() <= copy_max {
+        stage(ring, |slot| {
+            Crossing::write_frame(slot, head, |dst| Carried::copy_into(frame.data(), dst))
+        })
+    } else {
+        stage(ring, |slot| {
+            Crossing::write_frame(slot, head, |dst| frame.carry_into(dst))
+        })
+    }
 }
 
 /// Crossings ahead of the one being landed whose frame buffers are prefetched.
@@ -210,14 +261,7 @@ impl<P: Port> Worker<P> {
         l3: u16,
     ) -> bool {
         let (Some(Some(op)), Some(q)) = (self.ports.get_mut(e), self.core.queue_mut(e)) else {
-            if frame.len() <= self.cross_copy_max.min(INLINE_MAX) {
-                // The frame is freed here, on its own core, with the closure.
-                self.cross(e, class, l3, ingress, |dst| {
-                    Carried::copy_into(frame.data(), dst)
-                });
-            } else {
-                self.cross(e, class, l3, ingress, |dst| frame.carry_into(dst));
-            }
+            self.cross_run(e, class, ingress, std::iter::once((frame, l3)));
             return false;
         };
         if op.may_cut_through(q, class, 1) {
@@ -244,7 +288,7 @@ impl<P: Port> Worker<P> {
                 }
                 None => bump(&op.counters.tx_drops, 1),
             },
-            _ => self.cross(e, class, l3, None, |dst| Carried::copy_into(bytes, dst)),
+            _ => self.cross_copy(e, class, l3, bytes),
         }
     }
 
@@ -279,52 +323,63 @@ impl<P: Port> Worker<P> {
         n
     }
 
-    /// Hands a frame for port `e` to the ring of the worker holding that port's egress:
-    /// `carry` writes it into its place in the crossing ([`Frame::carry_into`],
-    /// [`Carried::copy_into`]); a frame that cannot cross (`carry` wrote nothing, the ring is
-    /// full) is freed, with `carry`, and counted.
+    /// Hands frames (each with its IPv4 offset) for port `e` in `class`, received on
+    /// `ingress`, to the ring of the worker holding that port's egress, in order: one look-up
+    /// of the ring for the run, then each frame written into its slot ([`stage_frame`]). A
+    /// frame that cannot cross is freed and counted.
     #[inline(always)]
-    fn cross(
+    fn cross_run(
         &mut self,
         e: usize,
         class: Class,
-        l3: u16,
         ingress: Option<usize>,
-        carry: impl FnOnce(&mut MaybeUninit<Carried>) -> Option<&mut Carried>,
+        frames: impl Iterator<Item = (P::Frame, u16)>,
     ) {
-        let head = Head::Frame {
-            egress: e as PortIdx,
-            class,
-            l3,
-            ingress: ingress.map(|i| i as PortIdx),
-        };
-        match self.owner.get(e) {
-            Some(&w) => self.send_to(w, |slot| Crossing::write_frame(slot, head, carry)),
+        let copy_max = self.cross_copy_max.min(INLINE_MAX);
+        let ring = self
+            .owner
+            .get(e)
+            .and_then(|&w| self.links.to.get_mut(w))
+            .and_then(Option::as_mut);
+        let Some(ring) = ring else {
             // The owner's counters belong to the owner (single writer): count it here.
+            self.cross_drops += frames.count() as u64;
+            return;
+        };
+        for (frame, l3) in frames {
+            if !stage_frame(ring, frame_head(e, class, l3, ingress), frame, copy_max) {
+                self.cross_drops += 1;
+            }
+        }
+    }
+
+    /// Hands a copy of `bytes` for port `e` to the ring of the worker holding that port's
+    /// egress, as [`cross_run`](Self::cross_run) does a frame.
+    fn cross_copy(&mut self, e: usize, class: Class, l3: u16, bytes: &[u8]) {
+        let head = frame_head(e, class, l3, None);
+        match self.owner.get(e) {
+            Some(&w) => self.send_to(w, |slot| {
+                Crossing::write_frame(slot, head, |dst| Carried::copy_into(bytes, dst))
+            }),
             None => self.cross_drops += 1,
         }
     }
 
     /// Writes a crossing into the ring to worker `w`, made in its slot by `write`
-    /// ([`spsc::Producer::stage_in`](super::spsc::Producer::stage_in)), published once a
-    /// burst is staged there or at the end of the receive step and of the poll
-    /// ([`flush_all`](Self::flush_all)). What cannot cross (the ring is full, `write` wrote
-    /// nothing) is freed, with `write`, and counted.
+    /// ([`stage`]). What cannot cross (the ring is full, `write` wrote nothing) is freed, with
+    /// `write`, and counted.
     #[inline(always)]
     fn send_to(
         &mut self,
         w: usize,
         write: impl for<'a> FnOnce(&'a mut MaybeUninit<Crossing>) -> Option<&'a mut Crossing>,
     ) {
-        match self.links.to.get_mut(w) {
-            Some(Some(ring)) => {
-                if !ring.stage_in(write) {
-                    self.cross_drops += 1;
-                } else if ring.staged() >= BURST {
-                    ring.publish();
-                }
-            }
-            _ => self.cross_drops += 1,
+        let staged = match self.links.to.get_mut(w) {
+            Some(Some(ring)) => stage(ring, write),
+            _ => false,
+        };
+        if !staged {
+            self.cross_drops += 1;
         }
     }
 
@@ -709,7 +764,7 @@ impl<P: Port> Worker<P> {
 
     /// Queues the first `count` frames of `frames` (`bytes` octets; the first one's IPv4
     /// offset is `self.l3[k]`), removing them, for egress port `e` in `class`: at once when the
-    /// whole run may cut through, else one by one.
+    /// whole run may cut through or crosses to the worker holding the egress, else one by one.
     #[allow(clippy::too_many_arguments)]
     fn deliver_run(
         &mut self,
@@ -722,11 +777,19 @@ impl<P: Port> Worker<P> {
         count: usize,
         bytes: u64,
     ) {
-        if let (Some(Some(op)), Some(q)) = (self.ports.get_mut(e), self.core.queue_mut(e)) {
-            if op.may_cut_through(q, class, count) {
+        match (self.ports.get_mut(e), self.core.queue_mut(e)) {
+            (Some(Some(op)), Some(q)) if op.may_cut_through(q, class, count) => {
                 op.cut_through_run(q, class, frames, count, bytes);
                 return;
             }
+            // Another worker holds the egress: the run crosses at once.
+            (Some(Some(_)), None) => {
+                let l3 = self.l3;
+                let run = frames.drain(..count).zip(l3[k..].iter().copied());
+                self.cross_run(e, class, Some(i), run);
+                return;
+            }
+            _ => {}
         }
         for (j, frame) in frames.drain(..count).enumerate() {
             self.enqueue(now, Some(i), e, class, frame, self.l3[k + j]);
