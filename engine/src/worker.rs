@@ -82,16 +82,10 @@ pub fn run_loop_waiting<S>(
     mut step: impl FnMut(&mut S, Instant) -> usize,
     deadline: impl Fn(&S, Instant) -> Option<Instant>,
 ) {
-    let mut idle_run = 0u32;
+    let mut idle = Idle::new(IdleMode::Wait);
     while !stop.load(Ordering::Relaxed) {
         let now = clock.now();
-        if step(state, now) > 0 {
-            idle_run = 0;
-            continue;
-        }
-        if idle_run < Idle::SPINS {
-            idle_run += 1;
-            std::hint::spin_loop();
+        if !idle.past_spins(step(state, now)) {
             continue;
         }
         let d = deadline(state, now).map_or(max, |t| {
@@ -169,19 +163,29 @@ impl Idle {
 
     /// Call once per iteration with the work it did (frames moved, timers run).
     pub fn after(&mut self, work: usize) {
-        if work > 0 {
-            self.run = 0;
-            return;
-        }
-        if self.run < Self::SPINS || self.mode == IdleMode::Spin {
-            self.run = self.run.saturating_add(1);
-            std::hint::spin_loop();
+        if !self.past_spins(work) {
             return;
         }
         match self.mode {
             IdleMode::Sleep(d) => std::thread::sleep(d),
             IdleMode::Yield | IdleMode::Spin | IdleMode::Wait => std::thread::yield_now(),
         }
+    }
+
+    /// Counts one iteration: work starts the idle run again; the first [`Idle::SPINS`] idle
+    /// iterations in a row (every one in [`IdleMode::Spin`]) spin with a CPU relax hint. True
+    /// when the loop is past them and does what its mode says.
+    fn past_spins(&mut self, work: usize) -> bool {
+        if work > 0 {
+            self.run = 0;
+            return false;
+        }
+        if self.run < Self::SPINS || self.mode == IdleMode::Spin {
+            self.run = self.run.saturating_add(1);
+            std::hint::spin_loop();
+            return false;
+        }
+        true
     }
 }
 
