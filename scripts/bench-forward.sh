@@ -380,7 +380,8 @@ lat_round() {
       if [ $fwd = quench ]; then
         stop_forwarder quench
         cp "$out/sw.out" "$out/sw-r$rnd-$load.out"
-        grep -h "when idle" "$out/sw.err" | sed "s/^/  [round $rnd, $load %] /" >&2 || true
+        # The idle decision, and with a `step-clock` build (QUENCH=...) the loop's steps.
+        grep -h -e "when idle" -e "steps of" "$out/sw.err" | sed "s/^/  [round $rnd, $load %] /" >&2 || true
       fi
     done
     [ $fwd = quench ] || stop_forwarder $fwd

@@ -16,6 +16,7 @@ pub mod replay;
 pub mod report;
 pub mod send;
 pub mod sim;
+pub mod steps;
 pub mod switch;
 pub mod time;
 pub mod wire;

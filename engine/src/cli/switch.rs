@@ -461,6 +461,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ) {
                 worker::fine_timer_slack();
             }
+            crate::steps::start(&clock);
             let wait = (idle_mode == worker::IdleMode::Wait)
                 .then(|| worker::RxWait::new(wk.rx_fds()))
                 .flatten();
@@ -479,6 +480,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 }),
             }
             wk.shutdown();
+            if let Some(steps) = crate::steps::report() {
+                eprintln!("quench switch: worker {w} {steps}");
+            }
             for op in wk.ports.iter_mut().flatten() {
                 op.port.flush();
             }

@@ -218,6 +218,7 @@ impl XskQueue {
     fn wake(&mut self) {
         use std::os::unix::io::AsRawFd;
         let fd = self.tx.fd().as_raw_fd();
+        crate::steps::kick_enter();
         // Safety: a zero-length sendto on our own AF_XDP socket reads no buffer.
         let rc = unsafe {
             libc::sendto(
@@ -229,6 +230,7 @@ impl XskQueue {
                 0,
             )
         };
+        crate::steps::kick_exit();
         if rc < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EBUSY) {
             self.tx_drops += 1;
         }

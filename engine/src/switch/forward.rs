@@ -392,7 +392,9 @@ impl<P: Port> Worker<P> {
 
     /// One iteration of the loop at time `now`. Returns the number of frames moved (0 = idle).
     pub fn poll(&mut self, now: Instant) -> usize {
+        crate::steps::begin(now);
         let mut work = self.receive(now);
+        crate::steps::received(work);
         self.flush_all();
         work += self.take_crossings(now);
         work += self.transmit(now);
@@ -408,6 +410,7 @@ impl<P: Port> Worker<P> {
                 Iteration::Idle
             },
         );
+        crate::steps::end();
         work
     }
 

@@ -196,7 +196,7 @@ pub enum Iteration {
 /// upper bound is at most 25 % above any value in it) up to 2^40 ns (18 minutes).
 pub const GAP_BUCKETS: usize = 8 + 4 * 37;
 
-fn gap_bucket(ns: u64) -> usize {
+pub(crate) fn gap_bucket(ns: u64) -> usize {
     if ns < 8 {
         return ns as usize;
     }
@@ -206,7 +206,7 @@ fn gap_bucket(ns: u64) -> usize {
 }
 
 /// The smallest value above bucket `i` (what a percentile in it reports: an upper bound).
-fn gap_bucket_end(i: usize) -> u64 {
+pub(crate) fn gap_bucket_end(i: usize) -> u64 {
     if i < 8 {
         return i as u64 + 1;
     }
@@ -285,28 +285,32 @@ impl LoopCounters {
             .iter()
             .map(|c| c.load(Ordering::Relaxed))
             .collect();
-        let n: u64 = counts.iter().sum();
-        let at = |q: f64| {
-            // The smallest bucket holding the ceil(q x n)-th gap.
-            let rank = ((q * n as f64).ceil() as u64).max(1);
-            let mut seen = 0;
-            counts
-                .iter()
-                .position(|&c| {
-                    seen += c;
-                    seen >= rank
-                })
-                .map_or(0, gap_bucket_end)
-        };
-        let max = self.max[k].load(Ordering::Relaxed);
-        GapSummary {
-            iterations: n,
-            // A bucket's end may pass the largest gap seen: never report above it.
-            p50_ns: at(0.5).min(max),
-            p99_ns: at(0.99).min(max),
-            p999_ns: at(0.999).min(max),
-            max_ns: max,
-        }
+        gap_summary(&counts, self.max[k].load(Ordering::Relaxed))
+    }
+}
+
+/// Percentiles of a gap histogram (`counts` per [`gap_bucket`]) whose largest gap was `max`.
+pub(crate) fn gap_summary(counts: &[u64], max: u64) -> GapSummary {
+    let n: u64 = counts.iter().sum();
+    let at = |q: f64| {
+        // The smallest bucket holding the ceil(q x n)-th gap.
+        let rank = ((q * n as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        counts
+            .iter()
+            .position(|&c| {
+                seen += c;
+                seen >= rank
+            })
+            .map_or(0, gap_bucket_end)
+    };
+    GapSummary {
+        iterations: n,
+        // A bucket's end may pass the largest gap seen: never report above it.
+        p50_ns: at(0.5).min(max),
+        p99_ns: at(0.99).min(max),
+        p999_ns: at(0.999).min(max),
+        max_ns: max,
     }
 }
 
