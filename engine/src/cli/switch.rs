@@ -19,6 +19,7 @@ use crate::port::xdp::{self, XdpOptions, XdpPool};
 use crate::port::{device_queues, if_index, Capabilities, PortError, PortKind};
 use crate::switch::config::{PortProfile, SwitchConfig, SwitchProfile};
 use crate::switch::control::ControlSocket;
+use crate::switch::depth::SharedDepth;
 use crate::switch::fdb::{Fdb, PortIdx, DEFAULT_CAPACITY};
 use crate::switch::forward::{links, OwnedPort, Worker};
 use crate::switch::stats::{PortCounters, PortInfo, Registry, WorkerCounters};
@@ -245,10 +246,12 @@ fn assign(profile: &SwitchProfile, workers: usize) -> Vec<Vec<(usize, Vec<u16>)>
     per
 }
 
-/// Whether port `p`'s egress must be held by one worker: a pacer, a congestion point or PFC
-/// decide on the port's whole traffic.
+/// Whether port `p`'s egress must be held by one worker: a pacer's rate and PFC's ingress
+/// accounts are the port's (switch's) whole traffic, kept by one worker (frames for it cross).
+/// A congestion point does not need it: every worker holding the port runs one on its own
+/// queue, deciding on the port's depth summed over the workers (`switch::depth`).
 fn whole_egress(profile: &SwitchProfile, p: &PortProfile) -> bool {
-    p.rate.is_some() || p.congestion.is_some() || profile.pfc.is_some()
+    p.rate.is_some() || profile.pfc.is_some()
 }
 
 fn open_port(
@@ -353,6 +356,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .map(|_| (0..workers).map(|_| Arc::default()).collect())
         .collect();
     let worker_counters: Vec<Arc<WorkerCounters>> = (0..workers).map(|_| Arc::default()).collect();
+    // A congestion-point port whose egress several workers hold: their depths, shared
+    // (a slot per worker).
+    let depths: Vec<Option<Arc<SharedDepth>>> = profile
+        .ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let holders = plan.iter().filter(|u| u.iter().any(|(q, _)| *q == i));
+            let shared = p.congestion.is_some() && !whole_egress(&profile, p);
+            (shared && holders.count() > 1).then(|| SharedDepth::new(workers))
+        })
+        .collect();
     let idle = idle_modes(args.idle(), workers);
     let mut links = links(workers).into_iter();
     let (ready_tx, ready_rx) = mpsc::channel::<Result<Vec<(usize, Capabilities)>, String>>();
@@ -361,6 +376,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let profile = profile.clone();
         let owner = owner.clone();
         let counters = counters.clone();
+        let depths = depths.clone();
         let links = links.next().context("a worker's links")?;
         let stop = stop.clone();
         let ready = ready_tx.clone();
@@ -403,14 +419,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     counters[*pi][w].clone(),
                 );
                 owned.egress = is_owner || !whole_egress(&profile, p);
-                if let Some(c) = p.congestion.as_ref().filter(|_| is_owner) {
+                if let Some(c) = p.congestion.as_ref().filter(|_| owned.egress) {
                     // The CP's MAC: the port's own, else a locally administered one per port.
                     let mac = caps
                         .last()
                         .and_then(|(_, c)| c.mac)
                         .unwrap_or(MacAddr(0x02, 0x71, 0x6e, 0xff, 0x00, *pi as u8));
                     match crate::switch::cp::CpHook::from_config(*pi, c, mac) {
-                        Ok(h) => owned.cp = Some(h),
+                        Ok(h) => {
+                            owned.cp = Some(h.for_worker(w));
+                            owned.depth = depths[*pi].as_ref().map(|d| d.share(w));
+                        }
                         Err(e) => {
                             let _ = ready.send(Err(format!("port {:?}: {e}", p.name)));
                             return;
@@ -643,6 +662,9 @@ mod tests {
         // A plain port's egress is on every worker that holds it; a paced one's on one.
         assert!(!whole_egress(&p, &p.ports[0]));
         assert!(whole_egress(&p, &p.ports[1]));
+        // A congestion point's port is every worker's (its depth shared: switch::depth).
+        let p = profile("[[congestion]]\nport = \"p2\"\nqcn = {}\n");
+        assert!(p.ports[2].congestion.is_some() && !whole_egress(&p, &p.ports[2]));
         let p = profile("[pfc]\nthreshold = \"static\"\nxoff_bytes = 40000\nxon_bytes = 37000\nheadroom_bytes = 30000\n");
         let plan = assign(&p, 2);
         assert_eq!(plan[0], vec![(0, vec![0]), (1, vec![0]), (2, vec![0])]);

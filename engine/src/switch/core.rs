@@ -163,6 +163,17 @@ impl<C> PortCp<C> {
         self.counters
     }
 
+    /// Makes this the congestion point of worker `worker`'s queue on a port several workers
+    /// hold: its generator jumps to stream `worker` of its seed (xoshiro256++ `jump`, 2^128
+    /// draws apart), so the workers' RED coins and QCN jitter are independent, and worker 0
+    /// draws what the one-worker switch draws.
+    pub fn for_worker(mut self, worker: usize) -> Self {
+        for _ in 0..worker {
+            self.rng.jump();
+        }
+        self
+    }
+
     fn watches(&self, class: Class) -> Option<u8> {
         match class {
             Class::Data(p) if self.prio_mask & (1 << p) != 0 => Some(p),

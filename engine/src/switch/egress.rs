@@ -6,6 +6,7 @@ use cp::qcn::QcnFeedback;
 use units::{Ecn, Instant};
 
 use super::core::{CnmSource, CoreFrame, PortCp, NOT_ACCOUNTED};
+use super::depth::DepthShare;
 use super::queue::{Class, EgressQueue, QueueLimits, QueuedFrame, Shaper};
 use super::stats::{bump, PortCounters};
 use crate::port::{Frame, Port, BURST, MAX_FRAME};
@@ -135,6 +136,9 @@ pub struct OwnedPort<P: Port> {
     /// switch core (then `None`).
     pub limits: QueueLimits,
     pub cp: Option<CpHook>,
+    /// Its share of the port's depth with the other workers holding the port's egress (a
+    /// congestion-point port held by several workers: `switch::depth`).
+    pub depth: Option<DepthShare>,
     pub pacer: Option<Shaper>,
     pub counters: Arc<PortCounters>,
     /// Frames for the device: cut through or dequeued, and those it has not accepted yet (ring
@@ -159,6 +163,7 @@ impl<P: Port> OwnedPort<P> {
             egress: true,
             limits,
             cp: None,
+            depth: None,
             pacer: rate.map(|r| Shaper::new(r, Shaper::default_burst(r, MAX_FRAME as u64))),
             counters,
             pending: TxBurst {

@@ -3,11 +3,13 @@
 //! A [`Worker`] holds a handle on some of the switch's ports ([`OwnedPort`]: the device queues
 //! it polls, and the transmit queue it feeds, its own). For each port it either holds the
 //! port's egress (its egress queues live in the worker's [`SwitchCore`]; `OwnedPort::egress`)
-//! or hands frames for that port to the worker that does. A port whose egress keeps no state
-//! that must be seen whole (no pacer, no congestion point, no PFC) has its egress on every
-//! worker that holds it: each worker queues and transmits on its own device queue, so frames
-//! never change core (`cli::switch` decides who holds what). One call to [`Worker::poll`] does
-//! bounded work, in this order:
+//! or hands frames for that port to the worker that does. A port without a pacer and without
+//! PFC has its egress on every worker that holds it: each worker queues and transmits on its
+//! own device queue, so frames never change core (`cli::switch` decides who holds what). A
+//! congestion point on such a port runs on each worker's queue and decides on the port's
+//! depth, the worker's own plus the others' as published ([`depth`](super::depth): read
+//! before receiving, published after receiving and after transmitting). One call to
+//! [`Worker::poll`] does bounded work, in this order:
 //! 1. **rx -> route -> enqueue**: receive at most [`BURST`] frames per held receive queue;
 //!    classify each once ([`routing`](super::routing)), learn its source, look up its
 //!    destination, and hand it to the core for the egress port (flooding copies it to every
@@ -383,6 +385,30 @@ impl<P: Port> Worker<P> {
         }
     }
 
+    /// The depths of the ports whose egress this worker shares with others
+    /// ([`depth`](super::depth)): `read`, the others' as published, into the queues'
+    /// decisions (once per poll, before receiving); else this worker's own are published (what
+    /// changed since the last publish; after receiving and after transmitting).
+    #[inline]
+    fn share_depths(&mut self, read: bool) {
+        for (e, op) in self.ports.iter_mut().enumerate() {
+            let Some(share) = op.as_mut().and_then(|op| op.depth.as_mut()) else {
+                continue;
+            };
+            let Some(q) = self.core.queue_mut(e) else {
+                continue;
+            };
+            if read {
+                let mut others = [0; units::PRIORITIES];
+                share.refresh(&mut others);
+                q.set_others(&others);
+            } else {
+                let st = q.stats();
+                share.publish(|p| st[p].depth_bytes);
+            }
+        }
+    }
+
     /// Publishes what is staged for every other worker.
     fn flush_all(&mut self) {
         for ring in self.links.to.iter_mut().flatten() {
@@ -393,11 +419,14 @@ impl<P: Port> Worker<P> {
     /// One iteration of the loop at time `now`. Returns the number of frames moved (0 = idle).
     pub fn poll(&mut self, now: Instant) -> usize {
         crate::steps::begin(now);
+        self.share_depths(true);
         let mut work = self.receive(now);
         crate::steps::received(work);
+        self.share_depths(false);
         self.flush_all();
         work += self.take_crossings(now);
         work += self.transmit(now);
+        self.share_depths(false);
         self.flush_all();
         let house = self.housekeeping(now);
         self.gaps.record(

@@ -4,6 +4,7 @@ pub mod config;
 pub mod control;
 pub mod core;
 pub mod cp;
+pub mod depth;
 pub mod egress;
 pub mod fdb;
 pub mod forward;

@@ -81,7 +81,8 @@ pub struct QueueEvent {
     pub class: Class,
     /// The frame's length in octets.
     pub frame_len: u32,
-    /// Octets queued in this class (before an enqueue, after a dequeue).
+    /// Octets queued in this class (before an enqueue, after a dequeue), the other workers'
+    /// queues of the port included ([`EgressQueue::set_others`]).
     pub class_bytes: u64,
     /// Octets queued in all classes of this port (same convention).
     pub port_bytes: u64,
@@ -179,6 +180,12 @@ pub struct EgressQueue<F, H = NoHook> {
     paused: u8,
     limits: QueueLimits,
     port_bytes: u64,
+    /// Octets the other workers' queues of this port hold per data class, as they last
+    /// published them (`switch::depth`); all 0 when this queue is the port's only one. The
+    /// limits, the hook's events and [`depth_bytes`](Self::depth_bytes) count them with this
+    /// queue's own, so every decision is on the port's whole queue.
+    others: [u64; PRIORITIES],
+    others_sum: u64,
     hook: H,
 }
 
@@ -197,8 +204,30 @@ impl<F: QueuedFrame, H: CongestionHook<F>> EgressQueue<F, H> {
             paused: 0,
             limits,
             port_bytes: 0,
+            others: [0; PRIORITIES],
+            others_sum: 0,
             hook,
         }
+    }
+
+    /// The octets the other workers' queues of this port hold per data priority (read once
+    /// per poll from their published depths); enqueue and dequeue decide on own + others.
+    pub fn set_others(&mut self, others: &[u64; PRIORITIES]) {
+        self.others = *others;
+        self.others_sum = others.iter().sum();
+    }
+
+    /// Octets the other workers' queues of class `i` hold (0 for control: each worker's
+    /// control frames are its own).
+    #[inline]
+    fn others(&self, i: usize) -> u64 {
+        self.others.get(i).copied().unwrap_or(0)
+    }
+
+    /// Octets of data priority `prio` queued at this port: this queue's and the others'.
+    pub fn depth_bytes(&self, prio: u8) -> u64 {
+        let i = usize::from(prio).min(PRIORITIES - 1);
+        self.stats[i].depth_bytes + self.others(i)
     }
 
     fn limit(&self, class: Class) -> u64 {
@@ -213,8 +242,9 @@ impl<F: QueuedFrame, H: CongestionHook<F>> EgressQueue<F, H> {
         let i = class.index();
         let len = frame.wire_len();
         let limit = self.limit(class);
+        let others = self.others(i);
         let st = &mut self.stats[i];
-        if st.depth_bytes + len as u64 > limit {
+        if st.depth_bytes + others + len as u64 > limit {
             st.drop_pkts += 1;
             st.drop_bytes += len as u64;
             return Enqueued::TailDrop(frame);
@@ -223,8 +253,8 @@ impl<F: QueuedFrame, H: CongestionHook<F>> EgressQueue<F, H> {
             now,
             class,
             frame_len: len,
-            class_bytes: st.depth_bytes,
-            port_bytes: self.port_bytes,
+            class_bytes: st.depth_bytes + others,
+            port_bytes: self.port_bytes + self.others_sum,
         };
         if self.hook.on_enqueue(&ev, &mut frame) == Admit::Drop {
             self.stats[i].hook_drop_pkts += 1;
@@ -283,8 +313,8 @@ impl<F: QueuedFrame, H: CongestionHook<F>> EgressQueue<F, H> {
             now,
             class,
             frame_len: len as u32,
-            class_bytes: st.depth_bytes,
-            port_bytes: self.port_bytes,
+            class_bytes: st.depth_bytes + self.others(i),
+            port_bytes: self.port_bytes + self.others_sum,
         };
         self.hook.on_dequeue(&ev, &mut frame);
         Some((class, frame))

@@ -4,12 +4,16 @@
 //!
 //! The switch has four ports; each port has one queue per worker (worker `w` holds queue `w`
 //! of every port, as `quench switch` spreads a multi-queue port), and the input goes to a
-//! queue by a hash of the flow, as RSS would, so a flow stays on one worker. Port 3 is a
-//! 40 Mbit/s bottleneck with QCN and RED on priority 3: its egress is held by worker 0 alone
-//! (a pacer and a congestion point must see the port whole), so frames for it from other
-//! workers cross. With PFC on, worker 0 holds every port's egress (PFC accounts a frame to its
-//! ingress port in whichever egress queue it waits). The plain ports' egress is on every
-//! worker.
+//! queue by a hash of the flow, as RSS would, so a flow stays on one worker. Port 3 is the
+//! bottleneck, with QCN and RED on priority 3, in one of two shapes ([`Bottleneck`]):
+//! - paced at 40 Mbit/s: its egress is held by worker 0 alone (a pacer's rate is the port's),
+//!   so frames for it from other workers cross. With PFC on, worker 0 holds every port's
+//!   egress (PFC accounts a frame to its ingress port in whichever egress queue it waits);
+//! - unpaced, paused by its downstream while the input arrives: its egress is on every worker,
+//!   each with its own congestion point deciding on the port's depth summed over the workers
+//!   (`switch::depth`); nothing crosses.
+//!
+//! The plain ports' egress is on every worker.
 //!
 //! The input is seeded and has one flow per tick (a burst of 1 to 8 frames, or a PFC
 //! frame from port 3's peer): within a tick, frames then reach each egress queue in the same
@@ -25,6 +29,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use units::{Duration, Ecn, Instant, Rate};
 
 use super::core::{CpCounters, CpProfiles, PfcCounters};
+use super::depth::SharedDepth;
 use super::fdb::{Fdb, Lookup, DEFAULT_CAPACITY};
 use super::forward::{links, OwnedPort, Worker};
 use super::queue::QueueLimits;
@@ -171,6 +176,38 @@ fn pfc_profile() -> cp::pfc::PfcProfile {
     .unwrap()
 }
 
+/// The congestion point of the shared-depth scenario: QCN on priority 3 and RED marking at
+/// enqueue with Kmin = Kmax, so that a mark is a function of the depth alone (RED's coin is
+/// drawn only between Kmin and Kmax): with per-worker generators the marks still compare
+/// with the one-worker run frame for frame.
+fn shared_cp_profiles() -> CpProfiles {
+    CpProfiles {
+        red: Some(
+            cp::red::RedProfile::new(&cp::red::RedParams {
+                kmin_bytes: 20_000,
+                kmax_bytes: 20_000,
+                mark_at: cp::red::MarkPoint::Enqueue,
+                ..Default::default()
+            })
+            .unwrap(),
+        ),
+        ..cp_profiles()
+    }
+}
+
+/// Port 3 of the test switch.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Bottleneck {
+    /// Paced at 40 Mbit/s with QCN and RED: one worker (0) holds its egress, frames for it
+    /// from the other workers cross; `pfc`: PFC on (every egress on worker 0).
+    Paced { pfc: bool },
+    /// Unpaced, QCN and RED ([`shared_cp_profiles`]), its egress on every worker with the
+    /// depth shared (`switch::depth`), every data priority paused (by its downstream) until
+    /// [`Switch::resume`]: its queues fill without draining, so each decision's depth is the
+    /// sum of what was queued before it, whichever worker queued it.
+    Shared,
+}
+
 /// A switch of `n` workers: the workers, the peers (`peers[port][worker]`), each worker's
 /// counters per port.
 struct Switch {
@@ -179,7 +216,10 @@ struct Switch {
     counters: Vec<Vec<Arc<PortCounters>>>,
 }
 
-fn switch(n: usize, pfc: bool) -> Switch {
+fn switch(n: usize, bottleneck: Bottleneck) -> Switch {
+    let pfc = bottleneck == Bottleneck::Paced { pfc: true };
+    let shared = bottleneck == Bottleneck::Shared;
+    let depth = SharedDepth::new(n);
     let rate = Rate::from_mbps(40);
     let mut links = links(n).into_iter();
     let owner = vec![0; PORTS];
@@ -194,20 +234,26 @@ fn switch(n: usize, pfc: bool) -> Switch {
             peers_p.push(peer);
             let c = Arc::new(PortCounters::default());
             cs.push(c.clone());
-            let stateful = p == BOTTLENECK || pfc;
+            let stateful = (p == BOTTLENECK && !shared) || pfc;
             // The bottleneck's data classes hold 64 frames: the lossy priority overflows.
             let limits = QueueLimits {
                 data_bytes: if p == BOTTLENECK { 64_000 } else { 256 * 1024 },
                 ..QueueLimits::default()
             };
-            let mut op =
-                OwnedPort::new(port, vec![0], limits, (p == BOTTLENECK).then_some(rate), c);
+            let paced = p == BOTTLENECK && !shared;
+            let mut op = OwnedPort::new(port, vec![0], limits, paced.then_some(rate), c);
             op.egress = !stateful || w == 0;
             if p == BOTTLENECK {
-                op.cp = Some(super::egress::CpHook::new(
-                    &cp_profiles(),
-                    SeedableRng::seed_from_u64(7),
-                ));
+                let prof = if shared {
+                    shared_cp_profiles()
+                } else {
+                    cp_profiles()
+                };
+                let cp = super::egress::CpHook::new(&prof, SeedableRng::seed_from_u64(7));
+                op.cp = Some(cp.for_worker(w));
+                if shared {
+                    op.depth = Some(depth.share(w));
+                }
             }
             ports.push(Some(op));
         }
@@ -238,6 +284,21 @@ fn switch(n: usize, pfc: bool) -> Switch {
     }
 }
 
+impl Switch {
+    /// Every data priority of the bottleneck paused (`quanta` > 0; without PFC no pause runs
+    /// out) or resumed (0) on every worker holding its egress, as a PFC frame received on it
+    /// would.
+    fn pause_bottleneck(&mut self, now: Instant, quanta: u16) {
+        for w in &mut self.workers {
+            if w.core.queue(BOTTLENECK).is_some() {
+                for p in 0..units::PRIORITIES as u8 {
+                    w.core.handle_pause(now, BOTTLENECK, p, quanta);
+                }
+            }
+        }
+    }
+}
+
 /// What a run produced: per port, the frames out (port 3's in order, the others sorted: they
 /// leave on several queues), and the decisions and counts to compare.
 #[derive(Debug, PartialEq, Eq)]
@@ -255,8 +316,15 @@ struct Outcome {
     learned: Vec<Lookup>,
 }
 
-fn run(n: usize, pfc: bool, input: &[Tick]) -> Outcome {
-    let mut sw = switch(n, pfc);
+/// Runs `input` through `n` workers stepped one poll at a time in turn (the last first), then
+/// lets the bottleneck drain.
+///
+/// Invariant this relies on for the shared bottleneck: a worker publishes its depths at the
+/// end of its poll and reads the others' at the start (`Worker::poll`), so with polls taken in
+/// turn every decision reads the port's exact depth (own + others', none of them stale).
+fn run(n: usize, bottleneck: Bottleneck, input: &[Tick]) -> Outcome {
+    let mut sw = switch(n, bottleneck);
+    let shared = bottleneck == Bottleneck::Shared;
     let mut now = Instant::from_nanos(1_000_000);
     let tick = Duration::from_micros(100);
     let mut bottleneck_out = Vec::new();
@@ -280,6 +348,12 @@ fn run(n: usize, pfc: bool, input: &[Tick]) -> Outcome {
             for f in &t.frames {
                 assert!(sw.peers[t.port][q].send(f));
             }
+        }
+        if shared && k == 0 {
+            sw.pause_bottleneck(now, 0xFFFF);
+        }
+        if shared && k == input.len() {
+            sw.pause_bottleneck(now, 0);
         }
         for w in (0..n).rev() {
             sw.workers[w].poll(now);
@@ -314,11 +388,14 @@ fn run(n: usize, pfc: bool, input: &[Tick]) -> Outcome {
         })
         .collect();
     let core0 = &sw.workers[0].core;
-    let q3 = core0.queue(BOTTLENECK).unwrap();
+    if shared {
+        // Several queues: the order between them is the workers'.
+        bottleneck_out.sort();
+    }
     Outcome {
         bottleneck_out,
         other_out,
-        cp: q3.hook().counters(),
+        cp: cp_counters(&sw),
         pfc: (0..PORTS).map(|p| core0.pfc_counters(p)).collect(),
         rx_pkts: (0..PORTS).map(|p| ld(|c| &c.rx_pkts, p)).collect(),
         rx_drops: (0..PORTS).map(|p| ld(|c| &c.rx_drops, p)).collect(),
@@ -326,6 +403,23 @@ fn run(n: usize, pfc: bool, input: &[Tick]) -> Outcome {
         queued: queues(&sw, |s| s.depth_pkts),
         learned,
     }
+}
+
+/// The bottleneck's congestion-point counters, summed over the workers holding its egress.
+fn cp_counters(sw: &Switch) -> CpCounters {
+    let mut sum = CpCounters::default();
+    for q in sw.workers.iter().filter_map(|w| w.core.queue(BOTTLENECK)) {
+        let c = q.hook().counters();
+        sum.qcn_samples += c.qcn_samples;
+        sum.cnms += c.cnms;
+        sum.marks += c.marks;
+        sum.ce_marks += c.ce_marks;
+        sum.tcd_ue += c.tcd_ue;
+        sum.tcd_ce += c.tcd_ce;
+        sum.unparsed += c.unparsed;
+        sum.cnm_errors += c.cnm_errors;
+    }
+    sum
 }
 
 /// `stat` summed over every class of every egress queue of every worker.
@@ -399,7 +493,7 @@ fn check_exactly_once(input: &[Tick], o: &Outcome, pfc: bool) {
 
 fn n_workers_equal_one(pfc: bool) {
     let input = input(if pfc { 11 } else { 5 }, 400);
-    let one = run(1, pfc, &input);
+    let one = run(1, Bottleneck::Paced { pfc }, &input);
     check_exactly_once(&input, &one, pfc);
     // The input congests the bottleneck: the decisions compared are not all zero.
     assert!(one.cp.cnms > 0 && one.cp.ce_marks > 0, "{:?}", one.cp);
@@ -415,7 +509,7 @@ fn n_workers_equal_one(pfc: bool) {
         );
     }
     for n in [2, 3] {
-        let many = run(n, pfc, &input);
+        let many = run(n, Bottleneck::Paced { pfc }, &input);
         check_exactly_once(&input, &many, pfc);
         // Learning converged: every worker puts every station behind its port.
         for (s, l) in many.learned.iter().enumerate() {
@@ -447,4 +541,151 @@ fn n_workers_forward_and_decide_as_one_with_a_congestion_point() {
 #[test]
 fn n_workers_forward_and_decide_as_one_with_pfc() {
     n_workers_equal_one(true);
+}
+
+/// The shared-depth design: the bottleneck's egress is on every worker, no frame crosses, and
+/// the decisions that are functions of the port's depth (tail drops, RED's marks) are those of
+/// the one-worker switch frame for frame (the workers stepped in turn: see [`run`]). QCN
+/// samples with each worker's own counter (the CNM rate per octet is the port's, the sampled
+/// frames are not the one worker's): its CNMs are compared within a bound.
+#[test]
+fn n_workers_share_a_congestion_points_depth_without_crossing() {
+    let input = input(5, 400);
+    let one = run(1, Bottleneck::Shared, &input);
+    check_exactly_once(&input, &one, false);
+    assert!(
+        one.queue_drops > 0 && one.cp.ce_marks > 0 && one.cp.cnms > 0,
+        "{:?}",
+        one.cp
+    );
+    let data = |o: &Outcome| -> Vec<Vec<Vec<u8>>> {
+        let only = |v: &Vec<Vec<u8>>| v.iter().filter(|f| is_data(f)).cloned().collect();
+        o.other_out.iter().map(only).collect()
+    };
+    for n in [2, 3] {
+        let many = run(n, Bottleneck::Shared, &input);
+        check_exactly_once(&input, &many, false);
+        for (s, l) in many.learned.iter().enumerate() {
+            assert_eq!(*l, Lookup::Port((s % PORTS) as _), "station {s}");
+        }
+        // Every frame out of the bottleneck with the ECN field one worker gave it; the same
+        // frames dropped at its queues (the limit is on the port's depth, summed).
+        assert!(
+            many.bottleneck_out == one.bottleneck_out,
+            "{n} workers: bottleneck differs"
+        );
+        assert_eq!(many.queue_drops, one.queue_drops, "{n} workers");
+        assert_eq!(many.cp.ce_marks, one.cp.ce_marks, "{n} workers");
+        assert_eq!(many.cp.marks, one.cp.marks, "{n} workers");
+        assert_eq!(data(&many), data(&one), "{n} workers");
+        assert_eq!(
+            (many.rx_pkts.clone(), many.rx_drops.clone()),
+            (one.rx_pkts.clone(), one.rx_drops.clone())
+        );
+        // QCN: each worker samples its own frames, an interval of its own octets apart,
+        // against the port's depth. Each of the N - 1 extra counters is at most one longest
+        // interval (MinSampleBase) out of phase with a single one, i.e. at most
+        // MinSampleBase / the shortest interval (300 / 37, under 9) samples.
+        let (a, b) = (many.cp.qcn_samples as i64, one.cp.qcn_samples as i64);
+        assert!(
+            (a - b).abs() <= 9 * (n as i64 - 1),
+            "{n} workers: {a} samples against {b}"
+        );
+        assert!(many.cp.cnms > 0);
+    }
+}
+
+/// The shared depth with the workers on threads of their own, polling concurrently: a
+/// decision reads another worker's depth as that worker last published it, at most one
+/// receive step old (here a burst: each worker polls one receive queue, of port 0, that
+/// carries the traffic). So the decisions are within that bound of the one-worker switch's
+/// rather than equal: with the bottleneck paused (nothing leaves), a worker can accept past
+/// the port's limit, or leave unmarked past RED's threshold, at most what the others received
+/// in the receive step they are in, one burst each. Every frame is still forwarded or counted
+/// exactly once.
+#[test]
+fn concurrent_workers_stay_within_a_burst_per_other_worker_of_one() {
+    const LEN: u64 = 1000;
+    const FRAMES: usize = 150;
+    let limit = 64_000; // the bottleneck's data classes, as `switch` sets them
+    let kmin = 20_000; // shared_cp_profiles
+    for n in [1usize, 2, 3] {
+        let mut sw = switch(n, Bottleneck::Shared);
+        let now = Instant::from_nanos(1_000_000);
+        sw.pause_bottleneck(now, 0xFFFF);
+        for w in &mut sw.workers {
+            w.fdb.add_static(station(BOTTLENECK), BOTTLENECK as _);
+        }
+        // Each worker's receive queue of port 0 holds FRAMES frames, from station 0 (behind
+        // port 0) to station 3, at priority 3.
+        let mut seq = 0;
+        for q in &sw.peers[0] {
+            for _ in 0..FRAMES {
+                seq += 1;
+                assert!(q.send(&frame(0, BOTTLENECK, 3, seq, LEN as usize)));
+            }
+        }
+        let workers = std::mem::take(&mut sw.workers);
+        // All start together, so that their polls overlap where the machine has the cores.
+        let start = Arc::new(std::sync::Barrier::new(n));
+        let threads: Vec<_> = workers
+            .into_iter()
+            .map(|mut w| {
+                let start = start.clone();
+                std::thread::spawn(move || {
+                    start.wait();
+                    for k in 0..2 * FRAMES as u64 {
+                        w.poll(now + Duration::from_nanos(k));
+                    }
+                    w
+                })
+            })
+            .collect();
+        sw.workers = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        let class3 = |f: fn(&super::queue::ClassStats) -> u64| -> u64 {
+            sw.workers
+                .iter()
+                .filter_map(|w| w.core.queue(BOTTLENECK))
+                .map(|q| f(&q.stats()[3]))
+                .sum()
+        };
+        let (accepted, dropped) = (class3(|s| s.enq_pkts), class3(|s| s.drop_pkts));
+        let marked = cp_counters(&sw).ce_marks;
+        assert_eq!(accepted + dropped, (n * FRAMES) as u64, "{n} workers");
+        // One worker: the limit admits 64 frames, the first 20 (20,000 octets with the frame
+        // itself) unmarked.
+        let (one_accepted, one_unmarked) = (limit / LEN, kmin / LEN);
+        let slack = (n as u64 - 1) * crate::port::BURST as u64;
+        assert!(
+            (one_accepted..=one_accepted + slack).contains(&accepted),
+            "{n} workers accepted {accepted}"
+        );
+        let unmarked = accepted - marked;
+        assert!(
+            (one_unmarked..=one_unmarked + slack).contains(&unmarked),
+            "{n} workers left {unmarked} unmarked"
+        );
+        // Resumed, every accepted frame leaves once, on the queue of the worker that took it.
+        sw.pause_bottleneck(now, 0);
+        for k in 0..100 {
+            for w in &mut sw.workers {
+                w.poll(now + Duration::from_micros(k));
+            }
+        }
+        let out: Vec<Vec<u8>> = sw.peers[BOTTLENECK]
+            .iter()
+            .flat_map(|q| q.drain())
+            .collect();
+        let mut seqs: Vec<u32> = out
+            .iter()
+            .map(|f| u32::from_be_bytes(f[f.len() - 4..].try_into().unwrap()))
+            .collect();
+        seqs.sort_unstable();
+        seqs.dedup();
+        assert_eq!(
+            (out.len(), seqs.len()),
+            (accepted as usize, accepted as usize)
+        );
+        assert!(sw.workers.iter().all(|w| w.cross_drops == 0));
+    }
 }

@@ -1,0 +1,122 @@
+//! A congestion-point port's queue depth shared by the workers that hold its egress, so that
+//! frames never change core for it (issue 21, design.md "no crossing").
+//!
+//! Every worker holding such a port keeps its own egress queue on it (and its own device
+//! transmit queue). What decides (QCN's Fb and sampling, RED/ECN, TCD, the tail-drop limit)
+//! reads the port's depth per data priority: the worker's own, exact, plus the other
+//! workers' as they last published them. Each worker publishes its depths in a cache line of
+//! its own (relaxed stores, only what changed, at most twice per poll: after receiving and
+//! after transmitting) and reads the others' lines once per poll, before it receives
+//! ([`DepthShare::refresh`]). Per poll that is N - 1 line reads and at most two line writes,
+//! against a crossing's line transfers per frame.
+//!
+//! Staleness: a decision reads another worker's depth as that worker last published it,
+//! before the reader's poll began. What the port as a whole lets through beyond an exact
+//! threshold (its limit, RED's Kmin) is at most one receive step per other worker (a burst
+//! per receive queue it polls): take the worker whose last admitting poll read the others
+//! last; every other worker's later admissions can only be in the receive step it was in at
+//! that read (a later poll would have read later), and that worker's own admissions are
+//! bounded by what it read. A preempted worker makes its own view older, not the bound larger.
+//! When the workers run one poll at a time in turn (tests step them so), every publish
+//! precedes the next worker's read and each decision reads the port's exact depth.
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use units::PRIORITIES;
+
+/// One worker's depths of one port, per data priority: one cache line (8 x 8 octets), aligned
+/// to 128 so that the adjacent-line prefetcher does not pair it with a neighbour's.
+#[repr(align(128))]
+#[derive(Default)]
+struct Line([AtomicU64; PRIORITIES]);
+
+/// One port's per-worker depths (a line per worker slot).
+pub struct SharedDepth {
+    lines: Box<[Line]>,
+}
+
+impl SharedDepth {
+    /// Depths for `workers` worker slots (slot = worker id), all 0.
+    pub fn new(workers: usize) -> Arc<SharedDepth> {
+        Arc::new(SharedDepth {
+            lines: (0..workers.max(1)).map(|_| Line::default()).collect(),
+        })
+    }
+
+    /// Worker `me`'s handle (its slot must be below the count given to [`new`](Self::new)).
+    pub fn share(self: &Arc<Self>, me: usize) -> DepthShare {
+        DepthShare {
+            shared: self.clone(),
+            me,
+            published: [0; PRIORITIES],
+        }
+    }
+}
+
+/// A worker's handle on a port's [`SharedDepth`]: its slot and what it last published.
+pub struct DepthShare {
+    shared: Arc<SharedDepth>,
+    me: usize,
+    published: [u64; PRIORITIES],
+}
+
+impl DepthShare {
+    /// Publishes this worker's depths per data priority; stores only those that changed
+    /// (an unchanged line stays in the readers' caches).
+    #[inline]
+    pub fn publish(&mut self, depths: impl Fn(usize) -> u64) {
+        let Some(line) = self.shared.lines.get(self.me) else {
+            return;
+        };
+        for (p, (slot, last)) in line.0.iter().zip(self.published.iter_mut()).enumerate() {
+            let d = depths(p);
+            if d != *last {
+                *last = d;
+                slot.store(d, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The other workers' published depths, summed per data priority.
+    #[inline]
+    pub fn refresh(&self, out: &mut [u64; PRIORITIES]) {
+        *out = [0; PRIORITIES];
+        for (w, line) in self.shared.lines.iter().enumerate() {
+            if w == self.me {
+                continue;
+            }
+            for (o, d) in out.iter_mut().zip(&line.0) {
+                *o += d.load(Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Whether any other worker shares the port (a lone worker's handle reads nothing).
+    pub fn is_shared(&self) -> bool {
+        self.shared.lines.len() > 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_reads_the_sum_of_the_others_not_its_own() {
+        let d = SharedDepth::new(3);
+        let (mut a, mut b, c) = (d.share(0), d.share(1), d.share(2));
+        a.publish(|p| 100 * p as u64);
+        b.publish(|p| if p == 3 { 7 } else { 0 });
+        let mut out = [0; PRIORITIES];
+        c.refresh(&mut out);
+        assert_eq!(out[3], 307);
+        assert_eq!(out[1], 100);
+        a.refresh(&mut out);
+        assert_eq!(out, [0, 0, 0, 7, 0, 0, 0, 0]);
+        // A later publish replaces the earlier one; unchanged priorities keep their values.
+        a.publish(|p| if p == 3 { 1 } else { 100 * p as u64 });
+        c.refresh(&mut out);
+        assert_eq!((out[3], out[2]), (8, 200));
+        assert!(c.is_shared() && !SharedDepth::new(1).share(0).is_shared());
+    }
+}
