@@ -5,18 +5,21 @@
 //! transmit queue). What decides (QCN's Fb and sampling, RED/ECN, TCD, the tail-drop limit)
 //! reads the port's depth per data priority: the worker's own, exact, plus the other
 //! workers' as they last published them. Each worker publishes its depths in a cache line of
-//! its own (relaxed stores, only what changed, at most twice per poll: after receiving and
-//! after transmitting) and reads the others' lines once per poll, before it receives
-//! ([`DepthShare::refresh`]). Per poll that is N - 1 line reads and at most two line writes,
-//! against a crossing's line transfers per frame.
+//! its own (relaxed stores, only what changed, once per poll, at its end) and reads the
+//! others' lines once per poll, before it receives ([`DepthShare::refresh`]). Per poll that is
+//! N - 1 line reads and at most one line write, against a crossing's line transfers per
+//! frame; a queue that drains every poll (no congestion) publishes 0 each time, i.e. writes
+//! nothing, and its readers keep its line cached. (Publishing after the receive step too made
+//! every poll move the line twice: a few ns per frame on bench-dpdk's cp row, measured.)
 //!
 //! Staleness: a decision reads another worker's depth as that worker last published it,
 //! before the reader's poll began. What the port as a whole lets through beyond an exact
-//! threshold (its limit, RED's Kmin) is at most one receive step per other worker (a burst
-//! per receive queue it polls): take the worker whose last admitting poll read the others
-//! last; every other worker's later admissions can only be in the receive step it was in at
-//! that read (a later poll would have read later), and that worker's own admissions are
-//! bounded by what it read. A preempted worker makes its own view older, not the bound larger.
+//! threshold (its limit, RED's Kmin) is at most one poll's admissions per other worker (a
+//! burst per receive queue it polls; nothing crosses to a shared port): take the worker whose
+//! last admitting poll read the others last; every other worker's later admissions can only
+//! be in the poll it was in at that read (a later poll would have read later), and that
+//! worker's own admissions are bounded by what it read. A preempted worker makes its own view
+//! older, not the bound larger.
 //! When the workers run one poll at a time in turn (tests step them so), every publish
 //! precedes the next worker's read and each decision reads the port's exact depth.
 use std::sync::atomic::{AtomicU64, Ordering};

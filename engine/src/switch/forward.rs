@@ -8,7 +8,7 @@
 //! own device queue, so frames never change core (`cli::switch` decides who holds what). A
 //! congestion point on such a port runs on each worker's queue and decides on the port's
 //! depth, the worker's own plus the others' as published ([`depth`](super::depth): read
-//! before receiving, published after receiving and after transmitting). One call to
+//! before receiving, published after transmitting). One call to
 //! [`Worker::poll`] does bounded work, in this order:
 //! 1. **rx -> route -> enqueue**: receive at most [`BURST`] frames per held receive queue;
 //!    classify each once ([`routing`](super::routing)), learn its source, look up its
@@ -388,7 +388,8 @@ impl<P: Port> Worker<P> {
     /// The depths of the ports whose egress this worker shares with others
     /// ([`depth`](super::depth)): `read`, the others' as published, into the queues'
     /// decisions (once per poll, before receiving); else this worker's own are published (what
-    /// changed since the last publish; after receiving and after transmitting).
+    /// changed since the last publish; once per poll, after transmitting: a queue that drains
+    /// every poll then publishes nothing and its line stays in the readers' caches).
     #[inline]
     fn share_depths(&mut self, read: bool) {
         for (e, op) in self.ports.iter_mut().enumerate() {
@@ -422,7 +423,6 @@ impl<P: Port> Worker<P> {
         self.share_depths(true);
         let mut work = self.receive(now);
         crate::steps::received(work);
-        self.share_depths(false);
         self.flush_all();
         work += self.take_crossings(now);
         work += self.transmit(now);

@@ -596,13 +596,12 @@ fn n_workers_share_a_congestion_points_depth_without_crossing() {
 }
 
 /// The shared depth with the workers on threads of their own, polling concurrently: a
-/// decision reads another worker's depth as that worker last published it, at most one
-/// receive step old (here a burst: each worker polls one receive queue, of port 0, that
-/// carries the traffic). So the decisions are within that bound of the one-worker switch's
-/// rather than equal: with the bottleneck paused (nothing leaves), a worker can accept past
-/// the port's limit, or leave unmarked past RED's threshold, at most what the others received
-/// in the receive step they are in, one burst each. Every frame is still forwarded or counted
-/// exactly once.
+/// decision reads another worker's depth as that worker last published it (at the end of its
+/// poll). So the decisions are within a bound of the one-worker switch's rather than equal:
+/// with the bottleneck paused (nothing leaves), the port can admit past its limit, or leave
+/// unmarked past RED's threshold, at most one poll's admissions per other worker (here a
+/// burst: each worker polls one receive queue, of port 0, that carries the traffic; the
+/// argument is in `switch::depth`). Every frame is still forwarded or counted exactly once.
 #[test]
 fn concurrent_workers_stay_within_a_burst_per_other_worker_of_one() {
     const LEN: u64 = 1000;
