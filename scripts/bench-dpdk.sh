@@ -21,24 +21,22 @@
 #
 # --workers N: the scaling table instead. For n = 1..N, quench's workers (`dpdk_fwd --workers n`)
 # over net_null0 and net_null1 with n queue pairs each, worker w on CPU (CPU + w) mod nproc and on
-# queue pair w of both ports, in three scenarios:
+# queue pair w of both ports, in these scenarios:
 # - plain: plain ports, every worker holds both ports' egress, no frame changes core;
 # - cp: both ports have a congestion point (`--cp`: QCN on the frames' priority; every frame goes
-#   through the egress queue), so each port's egress is one worker's (port p: worker p mod n), as
-#   `quench switch` does: with n workers, (n - 1) / n of the frames cross to the worker holding
-#   their egress; with one worker nothing can cross, and that is this scenario's baseline;
-#   The frames (64 octets) cross copied into the ring slot (`--cross-copy`);
-# - cp_mbufs (n > 1 only): cp with the crossing frames moved as mbufs (`--cross-mbufs`, the
-#   switch's default, `Worker::cross_copy_max`): the two ways of crossing side by side;
-# - cp_1thread, cp_mbufs_1thread (n > 1 only): cp and cp_mbufs with the n workers polled in
-#   turn on one thread and CPU (`--one-thread`): what crossing costs in instructions alone, no
-#   line changing core and no worker descheduled while another fills its ring (the figure a
-#   loaded machine still gives); the two-thread row's excess over it is the cache lines';
-# - cp_local (n > 1 only): the congestion points of cp, but every worker holds both ports' egress
-#   with its own congestion point on its own queues (`--cp-local`): nothing crosses; what
-#   per-worker egress on a CP port costs before its decision state is shared (against cp);
-# - split (n > 1 only): plain ports with the egress split as in cp (`--cross`, no congestion
-#   point): the crossing measured against the plain scenario's one worker (stop 26's column).
+#   through the egress queue), as `quench switch` runs it: every worker holds both ports' egress
+#   with its own congestion point, deciding on the port's depth summed over the workers
+#   (switch::depth). Each port's frames come from every worker (mixed: half of what a port
+#   sends was received by the other worker); the decision state is shared, no frame crosses.
+#   With one worker this is the baseline of the cp rows;
+# - cp_local (n > 1 only): cp without the sum (`--cp-local`): each worker's CP sees only its own
+#   queue, i.e. each worker's destinations as its own ports: not a correct switch, the bound
+#   cp can reach ("without crossing" below; cp is "with");
+# - cp_cross (n > 1 only): the design before the sum (`--cp-cross --cross-mbufs`): port p's
+#   egress on worker p mod n, (n - 1)/n of the frames cross to it as mbufs (what a paced port's
+#   frames still do);
+# - split (n > 1 only): plain ports with the egress split as in cp_cross (`--cross`, no congestion
+#   point): the crossing measured against the plain scenario's one worker.
 # Per row: Mpps (median of ROUNDS), per-worker Mpps, the ratio to n x the one-worker Mpps of the
 # same scenario (split: of plain), Mpps per CPU-second the workers had (on a loaded machine the
 # workers get less than their cores; frames per CPU-second still compare: ratio_cpu, that figure
@@ -86,16 +84,14 @@ if [ -n "$WORKERS" ]; then
   fi
   for n in $(seq "$WORKERS"); do
     cores=$(for w in $(seq 0 $((n - 1))); do echo $(((CPU + w) % ncpu)); done | paste -sd,)
-    for scenario in plain cp cp_mbufs cp_1thread cp_mbufs_1thread cp_local split; do
-      # One worker: nothing crosses; the other scenarios are plain or cp.
+    for scenario in plain cp cp_local cp_cross split; do
+      # One worker: nothing crosses and nothing is shared; the other scenarios are plain or cp.
       [ "$n" = 1 ] && [ "$scenario" != plain ] && [ "$scenario" != cp ] && continue
       case $scenario in
         plain) flags=() ;;
-        cp) flags=(--cp --cross-copy) ;;
-        cp_mbufs) flags=(--cp --cross-mbufs) ;;
-        cp_1thread) flags=(--cp --cross-copy --one-thread) ;;
-        cp_mbufs_1thread) flags=(--cp --cross-mbufs --one-thread) ;;
+        cp) flags=(--cp) ;;
         cp_local) flags=(--cp-local) ;;
+        cp_cross) flags=(--cp-cross --cross-mbufs) ;;
         split) flags=(--cross) ;;
       esac
       m=()
@@ -119,7 +115,7 @@ if [ -n "$WORKERS" ]; then
             print "|---|---|---|---|---|---|---|---|---|---|---|---|" }
     $2 == 1 { one[$1] = $3; onec[$1] = $4; onef[$1] = $5 }
     { base = ($1 == "split") ? "plain" : ($1 ~ /^cp/) ? "cp" : $1
-      share = ($1 == "plain" || $1 == "cp_local" || $2 == 1) ? 0 : ($2 - 1) / $2
+      share = ($1 == "cp_cross" || $1 == "split") ? ($2 - 1) / $2 : 0
       cost = "-"
       crossing = "none"
       dropped = 100 * (1 - $4 * $5 / 1000)
@@ -128,10 +124,14 @@ if [ -n "$WORKERS" ]; then
         cost = sprintf("%.1f", ($5 - onef[base]) / share)
         crossing = sprintf("%d/%d", $2 - 1, $2)
       }
-      cpus = ($1 ~ /1thread/) ? substr($6, 1, index($6 ",", ",") - 1) : $6
+      cpus = $6
       printf "| %s | %d | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f %% | %s |\n", $1, $2,
-        cpus, crossing, $3, $3 / $2, $3 / ($2 * one[base]), $4, $4 / onec[base], $5, dropped, cost }
-    END { print "(cp_mbufs: cp with crossing frames moved as mbufs, against cp one worker; *_1thread: the same n workers polled in turn on one thread and CPU; cp_local: every worker its own egress and congestion point on both ports, nothing crosses, against cp one worker; split: plain ports with the egress split as for cp, against plain one worker; ns per crossing frame: CPU ns per frame over the baseline one worker, divided by the share that crosses)" }'
+        cpus, crossing, $3, $3 / $2, $3 / ($2 * one[base]), $4, $4 / onec[base], $5, dropped, cost
+      if ($1 == "cp") with[$2] = $3 / one[base]
+      if ($1 == "cp_local") without[$2] = $3 / one[base]
+      if ($1 == "plain") plainr[$2] = $3 / one[base] }
+    END { print "(cp: every worker its own egress queue and congestion point on both ports, the port depth summed over workers, against cp one worker; cp_local: the same without the sum; cp_cross: each port egress on one worker, crossing frames moved as mbufs; split: plain ports with the egress split as for cp_cross, against plain one worker; ns per crossing frame: CPU ns per frame over the baseline one worker, divided by the share that crosses)"
+          for (k in with) if (k > 1) printf "bench-dpdk: %d workers against one worker of the same scenario: cp with crossing (mixed destinations, depth shared) %.2fx, without crossing (cp_local) %.2fx, plain %.2fx (target >= 1.80x with crossing)\n", k, with[k], without[k], plainr[k] }'
   exit 0
 fi
 

@@ -27,25 +27,26 @@
 //! pair 2w + 1, see [`null_queue`]) and registered as
 //! an EAL lcore (mbuf caches per worker). A receive callback writes each received frame's
 //! Ethernet header ([`stamp_headers`]), as a NIC writes what it receives. Every worker holds
-//! both ports' egress, so no frame
-//! changes core; with `--cross`, worker `w` holds only port `w % 2`'s egress (as for a port
-//! with a pacer or a congestion point), so the frames a worker receives for the other port,
+//! both ports' egress, so no frame changes core; with `--cross`, worker `w` holds only port
+//! `w % 2`'s egress (as for a paced port), so the frames a worker receives for the other port,
 //! half of them, cross to the worker holding it on the lock-free ring. `--cp` gives both ports
 //! a congestion point (QCN with its MIB defaults on priority 0, the frames' priority: every
-//! frame goes through the egress queue and the CP, no cut-through) and implies `--cross`, as
-//! `quench switch` gives a CP port's egress to one worker: with one worker that is the
-//! baseline a crossing run compares with (same ports, same input, nothing can cross).
-//! `--cp-local` gives every worker both ports' egress, each with its own congestion point on
-//! its own queues, so nothing crosses: what per-worker egress on a CP port would cost before
-//! the decision state is shared (each worker's QCN sees only its own queue). The
-//! frames (64 octets) cross copied into the ring slot with `--cross-copy`, as mbufs with
+//! frame goes through the egress queue and the CP, no cut-through) as `quench switch` runs
+//! one: every worker holds both ports' egress with its own congestion point on its own queue,
+//! deciding on the port's depth summed over the workers (`switch::depth`); each port's
+//! traffic comes from both workers and nothing crosses. `--cp-local` is the same without the
+//! sum (each CP sees only its worker's queue: not a correct switch, the bound of `--cp`).
+//! `--cp-cross` is the design before the sum: each port's egress on one worker and
+//! (n - 1)/n of the frames crossing to it (as a paced port's still do); crossing frames (64
+//! octets) are copied into the ring slot with `--cross-copy`, moved as mbufs with
 //! `--cross-mbufs` (the default, `Worker::cross_copy_max`). `--one-thread` polls the N
 //! workers in turn on one thread and core: the crossing's instructions without a line
 //! changing core (and without a worker descheduled while another fills its ring). Prints
-//! `quench_workers workers=N cross=0|1 cp=0|1 mbufs=0|1 one_thread=0|1 ... mpps=<Mpps>`.
+//! `quench_workers workers=N cross=0|1 cp=none|shared|local|cross mbufs=0|1 one_thread=0|1
+//! ... mpps=<Mpps>`.
 //!
 //! Usage: `cargo bench -p engine --features dpdk --bench dpdk_fwd -- SECONDS [--mix]
-//! [--workers N [--cross] [--cp | --cp-local] [--cross-copy | --cross-mbufs] [--one-thread]
+//! [--workers N [--cross] [--cp | --cp-local | --cp-cross] [--cross-copy | --cross-mbufs] [--one-thread]
 //! [--cores LIST]] EAL-ARGS...` (EAL args must create net_null0 and
 //! net_null1; `-l CPU` also pins this thread to CPU, as rte_eal_init pins the C loop's main
 //! thread.)
@@ -57,6 +58,7 @@ use engine::port::dpdk::{self, ffi, DpdkConfig, DpdkPort};
 use engine::port::heap::INLINE_MAX;
 use engine::port::{Frame, Port};
 use engine::switch::core::CpProfiles;
+use engine::switch::depth::SharedDepth;
 use engine::switch::egress::CpHook;
 use engine::switch::fdb::DEFAULT_AGEING;
 use engine::switch::fdb::{Fdb, DEFAULT_CAPACITY};
@@ -307,6 +309,18 @@ fn null_queue(w: usize) -> u16 {
     (2 * w + 1) as u16
 }
 
+/// Where the congestion points of `--cp`, `--cp-local` and `--cp-cross` run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum CpShape {
+    /// Every worker its own egress queue and congestion point on both ports, deciding on the
+    /// port's depth summed over the workers (`switch::depth`): what `quench switch` does.
+    Shared,
+    /// The same without the sum: each congestion point sees only its worker's queue.
+    Local,
+    /// Each port's egress on one worker (port p: worker p mod n); frames for it cross.
+    Cross,
+}
+
 /// The congestion point of `--cp`: QCN with the MIB's defaults on priority 0.
 fn cp_profiles() -> anyhow::Result<CpProfiles> {
     Ok(CpProfiles {
@@ -324,7 +338,7 @@ fn cp_profiles() -> anyhow::Result<CpProfiles> {
 fn run_workers(
     n: usize,
     cross: bool,
-    cp: Option<&CpProfiles>,
+    cp: Option<(&CpProfiles, CpShape)>,
     copy: Option<bool>,
     one_thread: bool,
     cores: &[usize],
@@ -362,6 +376,8 @@ fn run_workers(
     let mut links = links(n).into_iter();
     // With crossing, port p's egress is worker (p % n)'s alone.
     let owner: Vec<usize> = (0..2).map(|p| if cross { p % n } else { 0 }).collect();
+    // `CpShape::Shared`: each port's depth shared by the workers' congestion points.
+    let depths: Vec<_> = (0..2).map(|_| SharedDepth::new(n)).collect();
     let mut parts = Vec::new();
     for (w, ps) in handles.into_iter().enumerate() {
         let owned = ps
@@ -371,8 +387,12 @@ fn run_workers(
             .map(|(p, (port, c))| {
                 let mut op = OwnedPort::new(port, vec![0], QueueLimits::default(), None, c.clone());
                 op.egress = !cross || owner[p] == w;
-                if let Some(cp) = cp.filter(|_| op.egress) {
-                    op.cp = Some(CpHook::new(cp, SeedableRng::seed_from_u64(p as u64)));
+                if let Some((cp, shape)) = cp.filter(|_| op.egress) {
+                    let hook = CpHook::new(cp, SeedableRng::seed_from_u64(p as u64));
+                    op.cp = Some(hook.for_worker(w));
+                    if shape == CpShape::Shared && n > 1 {
+                        op.depth = Some(depths[p].share(w));
+                    }
                 }
                 Some(op)
             })
@@ -433,7 +453,7 @@ fn main() -> anyhow::Result<()> {
         .collect();
     let usage = || {
         anyhow::anyhow!(
-            "usage: dpdk_fwd SECONDS [--mix] [--workers N [--cross] [--cp | --cp-local] [--cross-copy | \
+            "usage: dpdk_fwd SECONDS [--mix] [--workers N [--cross] [--cp | --cp-local | --cp-cross] [--cross-copy | \
              --cross-mbufs] [--one-thread] [--cores LIST]] EAL-ARGS..."
         )
     };
@@ -455,14 +475,12 @@ fn main() -> anyhow::Result<()> {
             "--cross-mbufs" => copy = Some(false),
             "--cross-copy" => copy = Some(true),
             "--one-thread" => one_thread = true,
-            "--cp" => {
+            "--cp" => cp = Some((cp_profiles()?, CpShape::Shared)),
+            "--cp-local" => cp = Some((cp_profiles()?, CpShape::Local)),
+            "--cp-cross" => {
                 cross = true;
-                cp = Some(cp_profiles()?);
+                cp = Some((cp_profiles()?, CpShape::Cross));
             }
-            // Every worker holds both ports' egress, each with its own congestion point on its
-            // own queues: no frame crosses (the design without crossing, its decision state not
-            // shared).
-            "--cp-local" => cp = Some(cp_profiles()?),
             "--workers" | "--cores" => {
                 let v = eal.get(1).ok_or_else(usage)?.clone();
                 if a == "--workers" {
@@ -502,7 +520,7 @@ fn main() -> anyhow::Result<()> {
         let runs = run_workers(
             n,
             cross,
-            cp.as_ref(),
+            cp.as_ref().map(|(p, shape)| (p, *shape)),
             copy,
             one_thread,
             &cores,
@@ -540,7 +558,12 @@ fn main() -> anyhow::Result<()> {
              cpu_seconds={cpu:.3} rx_mpps_per_worker={} cross_drops={cross_drops} \
              queue_drops={queue_drops} rx_drops={rx_drops} cpu_ns_per_rx_frame={:.2} mpps_per_cpu={:.2} mpps={:.2}",
             u8::from(cross),
-            u8::from(cp.is_some()),
+            match cp.as_ref().map(|c| c.1) {
+                None => "none",
+                Some(CpShape::Shared) => "shared",
+                Some(CpShape::Local) => "local",
+                Some(CpShape::Cross) => "cross",
+            },
             u8::from(copy != Some(true)),
             u8::from(one_thread),
             per.join(","),
