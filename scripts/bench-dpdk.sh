@@ -37,7 +37,8 @@
 #   frames still do);
 # - split (n > 1 only): plain ports with the egress split as in cp_cross (`--cross`, no congestion
 #   point): the crossing measured against the plain scenario's one worker.
-# Per row: Mpps (median of ROUNDS), per-worker Mpps, the ratio to n x the one-worker Mpps of the
+# Each round runs every row once (1-worker and n-worker runs alternate). Per row: Mpps (median of
+# ROUNDS), per-worker Mpps, the ratio to n x the one-worker Mpps of the
 # same scenario (split: of plain), Mpps per CPU-second the workers had (on a loaded machine the
 # workers get less than their cores; frames per CPU-second still compare: ratio_cpu, that figure
 # over the baseline's, is the ratio to n x one worker that n workers with a core each to
@@ -82,33 +83,40 @@ if [ -n "$WORKERS" ]; then
     # share CPUs and the table would measure time slicing.
     echo "bench-dpdk: $WORKERS workers but $ncpu CPU(s) allowed ($(taskset -pc $$ | sed 's/.*: //')): workers share CPUs" >&2
   fi
-  for n in $(seq "$WORKERS"); do
-    cores=$(for w in $(seq 0 $((n - 1))); do echo $(((CPU + w) % ncpu)); done | paste -sd,)
-    for scenario in plain cp cp_local cp_cross split; do
-      # One worker: nothing crosses and nothing is shared; the other scenarios are plain or cp.
-      [ "$n" = 1 ] && [ "$scenario" != plain ] && [ "$scenario" != cp ] && continue
-      case $scenario in
-        plain) flags=() ;;
-        cp) flags=(--cp) ;;
-        cp_local) flags=(--cp-local) ;;
-        cp_cross) flags=(--cp-cross --cross-mbufs) ;;
-        split) flags=(--cross) ;;
-      esac
-      m=()
-      c=()
-      f=()
-      for r in $(seq "$ROUNDS"); do
+  # Rounds outermost: each round runs every (n, scenario) once, so 1-worker and n-worker runs
+  # alternate and a change of the machine's load during the run falls on both.
+  declare -A M C F CORES
+  keys=()
+  for r in $(seq "$ROUNDS"); do
+    for n in $(seq "$WORKERS"); do
+      cores=$(for w in $(seq 0 $((n - 1))); do echo $(((CPU + w) % ncpu)); done | paste -sd,)
+      for scenario in plain cp cp_local cp_cross split; do
+        # One worker: nothing crosses and nothing is shared; the other scenarios are plain or cp.
+        [ "$n" = 1 ] && [ "$scenario" != plain ] && [ "$scenario" != cp ] && continue
+        case $scenario in
+          plain) flags=() ;;
+          cp) flags=(--cp) ;;
+          cp_local) flags=(--cp-local) ;;
+          cp_cross) flags=(--cp-cross --cross-mbufs) ;;
+          split) flags=(--cross) ;;
+        esac
         line=$("$quench" "$SECS" --workers "$n" "${flags[@]}" --cores "$cores" "${EAL[@]}" | grep '^quench_workers')
         echo "$scenario workers $n round $r: $line"
+        k="$scenario $n"
+        [ "$r" = 1 ] && keys+=("$k")
+        CORES[$k]=$cores
         x=${line##*mpps=}
-        m+=("$x")
+        M[$k]+="$x "
         x=${line##*mpps_per_cpu=}
-        c+=("${x%% *}")
+        C[$k]+="${x%% *} "
         x=${line##*cpu_ns_per_rx_frame=}
-        f+=("${x%% *}")
+        F[$k]+="${x%% *} "
       done
-      rows+=("$scenario $n $(median "${m[@]}") $(median "${c[@]}") $(median "${f[@]}") $cores")
     done
+  done
+  for k in "${keys[@]}"; do
+    # shellcheck disable=SC2086 # the lists are space-separated on purpose
+    rows+=("$k $(median ${M[$k]}) $(median ${C[$k]}) $(median ${F[$k]}) ${CORES[$k]}")
   done
   printf '%s\n' "${rows[@]}" | awk '
     BEGIN { print "| scenario | workers | CPUs | frames crossing cores | Mpps | per-worker Mpps | ratio to n x one worker (same scenario) | Mpps per CPU-second | ratio_cpu | CPU ns per frame | frames dropped | ns per crossing frame |"
