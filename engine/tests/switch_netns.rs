@@ -538,6 +538,8 @@ fn ethtool_stat(ns: &str, dev: &str, name: &str) -> u64 {
 /// Two AF_XDP workers on two-queue veths (testbed.sh --queues 2): each worker has its own UMEM
 /// and one socket per port, on its own queue, in the one XDP program per device. Frames arriving
 /// on both receive queues are all forwarded, learning crosses workers, and the counters add up.
+/// r0 has a congestion point (QCN): both workers hold its egress, each transmitting on its own
+/// socket, the queue depth shared (`switch::depth`), so no frame crosses for it.
 #[test]
 fn two_xdp_workers_on_two_queue_veths_forward_every_frame() {
     if !netns_or_skip("two_xdp_workers_on_two_queue_veths_forward_every_frame") {
@@ -557,6 +559,7 @@ fn two_xdp_workers_on_two_queue_veths_forward_every_frame() {
             tb.prefix
         );
     }
+    ports += "[[congestion]]\nport = \"r0\"\nqcn = {}\n";
     let mut sw = Switch::start_with(&tb, &format!("workers = 2\n{ports}"));
     let sw_if = |n: &str| format!("{}-sw-{n}", tb.prefix);
     // R0 answers first, from each CPU (so from each queue): both workers learn it on r0.
