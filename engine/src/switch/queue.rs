@@ -182,8 +182,8 @@ pub struct EgressQueue<F, H = NoHook> {
     port_bytes: u64,
     /// Octets the other workers' queues of this port hold per data class, as they last
     /// published them (`switch::depth`); all 0 when this queue is the port's only one. The
-    /// limits, the hook's events and [`depth_bytes`](Self::depth_bytes) count them with this
-    /// queue's own, so every decision is on the port's whole queue.
+    /// data limits and the hook's events count them with this queue's own, so every decision
+    /// is on the port's whole queue; the stats stay this queue's own.
     others: [u64; PRIORITIES],
     others_sum: u64,
     hook: H,
@@ -222,12 +222,6 @@ impl<F: QueuedFrame, H: CongestionHook<F>> EgressQueue<F, H> {
     #[inline]
     fn others(&self, i: usize) -> u64 {
         self.others.get(i).copied().unwrap_or(0)
-    }
-
-    /// Octets of data priority `prio` queued at this port: this queue's and the others'.
-    pub fn depth_bytes(&self, prio: u8) -> u64 {
-        let i = usize::from(prio).min(PRIORITIES - 1);
-        self.stats[i].depth_bytes + self.others(i)
     }
 
     fn limit(&self, class: Class) -> u64 {
