@@ -8,12 +8,20 @@ and the bottleneck's utilisation; the bottleneck queue's mean / p99 depth agains
 and the frames the switch dropped (both from the `quench stats` samples, as
 scripts/loop-summary.py reads them); the appliance's queue drops, accepted feedback and added
 latency; the TCP flows' goodput (iperf3); what each UDP client offered (its own count: on a
-busy machine the clients may not get the CPU to offer their -b). Then, per run with a `cpu-CC.txt`, the UDP phase's
-CPU budget (scripts/cpu-budget.py), also in the JSON line (`cpu`).
+busy machine the clients may not get the CPU to offer their -b); the appliance's pacing audit
+(its reaction-point pairs' 100 ms windows against their RP rates' integrals, over the windows no
+stall of its loop touched). Then issue 17's targets per run with congestion control, yes or no
+(also in the JSON line, `targets`): Jain >= 0.95, utilisation >= 90 %, the switch's mean queue
+within its bound (QCN: 2 x Qeq; DCQCN: Kmax, as scripts/e2e.sh: the queue settles inside the
+RED band; both read from the run's switch config), no drop at the switch, every unstalled
+pacing window within 1 %, both TCP transfers completed. Then, per run with a `cpu-CC.txt`, the
+UDP phase's CPU budget (scripts/cpu-budget.py), also in the JSON line (`cpu`). The testbed's
+MTU and UDP datagram (OUT_DIR/testbed.json, written by appliance.sh) head the table.
 """
 import importlib.util
 import json
 import sys
+import tomllib
 from pathlib import Path
 
 LINK_BPS = 1e9
@@ -60,6 +68,50 @@ def last_json(path):
     return json.loads(lines[-1]) if lines else None
 
 
+def queue_bound(path):
+    """(set point label, bound on the mean queue in octets) from a switch config's congestion
+    point: QCN 2 x Qeq, DCQCN (RED) Kmax; (None, None) without one or an unreadable config."""
+    try:
+        cps = tomllib.loads(Path(path).read_text()).get("congestion", [])
+    except (OSError, tomllib.TOMLDecodeError):
+        return None, None
+    for cp in cps:
+        if "qcn" in cp:
+            qeq = cp["qcn"].get("queue_size_set_point", 26000)
+            return f"Qeq {qeq / 1e3:g} KB", 2 * qeq
+        if "red" in cp:
+            red = cp["red"]
+            return f"RED {red['kmin_bytes'] / 1e3:g}-{red['kmax_bytes'] / 1e3:g} KB", red["kmax_bytes"]
+    return None, None
+
+
+def switch_queue_drops(path):
+    """Tail drops at every egress queue of the switch, from its last `quench stats` sample."""
+    last = None
+    try:
+        for line in Path(path).read_text().splitlines():
+            try:
+                last = json.loads(line)
+            except ValueError:
+                continue
+    except OSError:
+        return 0
+    return sum(p["queue_drops"] for p in last["ports"]) if last else 0
+
+
+def targets(r, bound):
+    """Issue 17's done-when for one run with congestion control (see the module doc)."""
+    dev = r["pacing_unstalled_max_dev"]
+    return {
+        "jain>=0.95": r["jain"] >= 0.95,
+        "util>=0.90": r["utilisation"] >= 0.90,
+        "queue_mean<=bound": bound is not None and r["queue_mean_kb"] * 1e3 <= bound,
+        "no_switch_drops": r["switch_drops"] == 0,
+        "paced_within_1pct": r["pacing_unstalled_windows"] > 0 and dev is not None and dev <= 0.01,
+        "tcp_completed": all(x is not None and x > 0 for x in r["tcp_mbps"]),
+    }
+
+
 def run(out, cc):
     udp = [iperf(out / f"iperf-{cc}-udp-{i}.json", True) for i in (0, 1)]
     tcp = [iperf(out / f"iperf-{cc}-tcp-{i}.json", False) for i in (0, 1)]
@@ -74,7 +126,9 @@ def run(out, cc):
     cnt = [p["counters"] for p in pairs]
     lat = [p["latency_us"] for p in pairs]
     ok_udp = [x for x in udp if x is not None]
-    return {
+    # The "none" run uses the QCN switch config (scripts/appliance.sh) but has no loop to hold.
+    label, bound = queue_bound(out / f"switch-{cc}.toml") if cc != "none" else (None, None)
+    r = {
         "cc": cc,
         "udp_mbps": [None if x is None else round(x / 1e6, 1) for x in udp],
         # What each host offered: "above the bottleneck" only if the clients got the CPU.
@@ -84,8 +138,13 @@ def run(out, cc):
         "queue_mean_kb": round(mean / 1e3, 1),
         "queue_p99_kb": round(p99 / 1e3, 1),
         "queue_samples": n,
-        "set_point": loop_summary.SET_POINT.get(cc, ""),
+        "set_point": label or "",
+        "queue_bound_kb": None if bound is None else bound / 1e3,
         "switch_drops": drops,
+        # Of them, tail drops at the switch's egress queues (a queue that outgrew its octets:
+        # the loop let too much in); the rest were refused on receive or transmit or dropped by
+        # the kernel before the receive rings (a worker that did not get the CPU to read them).
+        "switch_queue_drops": switch_queue_drops(out / f"queue-{cc}.jsonl"),
         "appliance_queue_drops": sum(t["queue_drops"] for t in tab),
         "cnms_accepted": sum(c["cnms_accepted"] for c in cnt),
         "cnps_accepted": sum(c["cnps_accepted"] for c in cnt),
@@ -93,8 +152,22 @@ def run(out, cc):
         "np_cnps_sent": sum(p["counters"]["cnps_sent"] for p in nps),
         "appliance_latency_us": [max((l[k] for l in lat), default=None) for k in ("p50", "p99")],
         "tcp_mbps": [None if x is None else round(x / 1e6, 1) for x in tcp],
+        # The reaction-point pairs' pacing audit (the NP pair paces nothing).
+        **loop_summary.pacing_figures(pairs),
         "cpu": cpu(out / f"cpu-{cc}.txt"),
     }
+    r["targets"] = targets(r, bound) if cc != "none" else None
+    return r
+
+
+def paced(r):
+    """The pacing cell: the worst pair's share of unstalled windows within 1 %, the largest
+    deviation, and how many unstalled windows there were."""
+    n = r["pacing_unstalled_windows"]
+    if not n:
+        return "no window"
+    return (f"{loop_summary.pct(r['pacing_unstalled_within_1pct'])}, max "
+            f"{100 * (r['pacing_unstalled_max_dev'] or 0):.2f} % of {n}")
 
 
 def cpu(path):
@@ -111,8 +184,15 @@ def cpu(path):
 def main():
     out = Path(sys.argv[1])
     rows = [run(out, cc) for cc in sys.argv[2:]]
-    head = ("cc", "offered Mb/s", "UDP Mb/s", "Jain", "util", "queue mean/p99 KB", "set point", "switch drops",
-            "appl. drops", "CNMs/CNPs", "appl. latency p50/p99 us", "TCP Mb/s")
+    try:
+        tb = json.loads((out / "testbed.json").read_text())
+        print(f"MTU {tb['mtu']}, UDP datagrams of {tb['udp_len']} octets, each host offers "
+              f"{tb['udp_rate']}")
+    except (OSError, ValueError, KeyError):
+        tb = None
+    head = ("cc", "offered Mb/s", "UDP Mb/s", "Jain", "util", "queue mean/p99 KB", "set point",
+            "switch drops (at a queue)",
+            "appl. drops", "CNMs/CNPs", "appl. latency p50/p99 us", "paced 1 % (unstalled)", "TCP Mb/s")
     table = [head]
     for r in rows:
         table.append((
@@ -120,17 +200,22 @@ def main():
             " ".join("-" if v is None else f"{v:.0f}" for v in r["udp_mbps"]),
             f"{r['jain']:.3f}", f"{100 * r['utilisation']:.0f} %",
             f"{r['queue_mean_kb']:.1f} / {r['queue_p99_kb']:.1f}", r["set_point"],
-            str(r["switch_drops"]), str(r["appliance_queue_drops"]),
+            f"{r['switch_drops']} (queue {r['switch_queue_drops']})", str(r["appliance_queue_drops"]),
             f"{r['cnms_accepted']}/{r['cnps_accepted']}",
             "/".join("-" if v is None else f"{v:.0f}" for v in r["appliance_latency_us"]),
+            paced(r),
             " ".join("-" if v is None else f"{v:.0f}" for v in r["tcp_mbps"]),
         ))
     loop_summary.print_table(table)
     for r in rows:
+        if r["targets"] is not None:
+            print(f"{r['cc']} targets: " + ", ".join(
+                f"{k} {'yes' if v else 'NO'}" for k, v in r["targets"].items()))
+    for r in rows:
         if r["cpu"] is not None:
             print(f"{r['cc']}:")
             print("\n".join(cpu_budget.table(r["cpu"])))
-    print(json.dumps({"runs": rows}))
+    print(json.dumps({"testbed": tb, "runs": rows}))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@
 #   scripts/appliance.sh [SECONDS] [OUT_DIR]      (root; default 10 s per run, out/appliance)
 #
 # Topology (scripts/testbed.sh --appliance): P-s0, P-s1, P-r0 -- P-ap -- P-sw. Each run's logs:
-# OUT_DIR/{switch,appliance,queue,appliance-trace}-CC*.{log,jsonl}, iperf3 JSON in OUT_DIR/iperf-CC-PROTO-I.json.
+# OUT_DIR/{switch,appliance,queue,appliance-trace}-CC*.{log,jsonl}, iperf3 JSON in
+# OUT_DIR/iperf-CC-PROTO-I.json (its warnings in .err: at a large MTU iperf3 warns that the
+# datagram exceeds the TCP MSS of its control connection, which UDP does not care about).
 # OUT_DIR/cpu-CC.txt: two samples of every testbed process's CPU time, the machine's and the
 # switch's counters in the UDP phase; the summary prints the CPU budget from them
 # (scripts/cpu-budget.py: % of a CPU per process and role, us per delivered frame).
@@ -29,6 +31,11 @@
 # appliance's receive (veth + XDP copy) on their CPU. APPLIANCE_WRAP / SWITCH_WRAP run either
 # under a command (e.g. "chrt -f 1"). docs/design.md, "Sender appliance: the testbed's CPU",
 # has what each placement measured and why. UDP_RATE (default 800M) is what each host offers.
+# MTU: every host-facing link's MTU (the appliance-to-switch links get MTU + 4 for a CN-TAG);
+# UDP datagrams fill it (iperf3 -l MTU - 28) and TCP's MSS follows it. Default 3502 with
+# af_xdp, the largest a veth with XDP on its far end takes (scripts/testbed.sh --mtu), 1500
+# otherwise (an AF_PACKET ring slot holds 2 KiB). The testbed's CPU goes per frame, so fewer,
+# larger frames are what lets it fit two CPUs (docs/design.md, "the per-frame budget").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,6 +47,11 @@ place=${PLACE:-none}
 switch_args=${SWITCH_ARGS:-}
 appliance_args=${APPLIANCE_ARGS:-}
 idle=${IDLE:-}
+if [ "$driver" = af_xdp ]; then mtu=${MTU:-3502}; else mtu=${MTU:-1500}; fi
+case $mtu in
+  ''|*[!0-9]*) echo "appliance.sh: MTU=$mtu: a number of octets" >&2; exit 2 ;;
+esac
+if [ "$mtu" -lt 576 ]; then echo "appliance.sh: MTU=$mtu: at least 576" >&2; exit 2; fi
 case $idle in
   wait) switch_args="--idle wait $switch_args"; appliance_args="--idle wait $appliance_args" ;;
   '') ;;
@@ -60,7 +72,10 @@ if [ "$place" = split ]; then
   on_client=(taskset -c "${CLIENT_CPUS:-$tx_cpus}")
 fi
 
-scripts/testbed.sh up --senders 2 --receivers 1 --prefix "$prefix" --appliance
+scripts/testbed.sh up --senders 2 --receivers 1 --prefix "$prefix" --appliance --mtu "$mtu"
+# What the summary needs to know of the testbed: the MTU, the UDP datagram, the offered rate.
+printf '{"mtu": %d, "udp_len": %d, "udp_rate": "%s"}\n' "$mtu" $((mtu - 28)) "${UDP_RATE:-800M}" \
+  > "$out/testbed.json"
 ap="$prefix-ap"
 
 # cpu_sample FILE LABEL: one sample of the CPU budget (scripts/cpu-budget.py reads it): the
@@ -97,7 +112,8 @@ iperf_round() {
   sleep 0.5
   for i in 0 1; do
     "${on_client[@]}" ip netns exec "$prefix-s$i" iperf3 -c 10.71.0.101 -p $((5201 + i)) "$@" \
-      -t "$secs" -J --connect-timeout 3000 > "$out/iperf-$cc-$name-$i.json" 2>&1 &
+      -t "$secs" -J --connect-timeout 3000 > "$out/iperf-$cc-$name-$i.json" \
+      2> "$out/iperf-$cc-$name-$i.err" &
     pids+=($!)
     roles+=("client=$!")
   done
@@ -118,7 +134,7 @@ iperf_round() {
 }
 
 for cc in ${CCS:-qcn dcqcn}; do
-  echo "== $cc: switch (CP on r0's 1 Gbit/s egress), appliance, iperf3 UDP then TCP, ${secs}s each"
+  echo "== $cc: switch (CP on r0's 1 Gbit/s egress), appliance, iperf3 UDP then TCP, ${secs}s each, MTU $mtu"
   cfg="$out/switch-$cc.toml"
   # The shipped switch config with this testbed's ports, the chosen driver, the congestion
   # point on priority 0 (iperf3's frames are untagged) and the control socket of this run.
@@ -159,8 +175,9 @@ for cc in ${CCS:-qcn dcqcn}; do
   roles+=("stats=$statpid" "stats=$apstatpid")
   base_roles=${#roles[@]}
   # UDP: each host offers UDP_RATE, default 800 Mb/s (1.6 Gb/s into the 1 Gbit/s
-  # bottleneck); then TCP: one connection per host.
-  iperf_round udp -u -b "${UDP_RATE:-800M}" -l 1400
+  # bottleneck), in datagrams that fill the MTU (IPv4 and UDP headers: 28 octets); then TCP:
+  # one connection per host.
+  iperf_round udp -u -b "${UDP_RATE:-800M}" -l $((mtu - 28))
   sleep 1
   iperf_round tcp
   kill -INT "$appid" 2>/dev/null || true

@@ -78,21 +78,25 @@ def run(out, cc):
         "lost_frames": sum(f["lost"] for f in recv["flows"]),
         "pfc_pauses": pauses,
         "latency_us": [round(lat[k] / 1e3, 1) for k in ("p50_ns", "p99_ns", "p999_ns")],
-        # quench send's audit: octets sent per 100 ms window against its RP rate's integral.
-        "pacing_within_1pct": min(
-            (s.get("pacing", {}).get("within_1pct") or 0.0 for s in senders), default=None),
-        "pacing_max_dev": max(
-            (s.get("pacing", {}).get("max_abs_dev") or 0.0 for s in senders), default=None),
-        # The same over the windows no stall of the sender's loop over its catch-up bound
-        # touched (the pacer's own error, apart from the CPU being taken away), and how many.
-        "pacing_unstalled_windows": sum(
-            s.get("pacing", {}).get("unstalled_windows") or 0 for s in senders),
+        **pacing_figures(senders),
+    }
+
+
+def pacing_figures(parts):
+    """The pacing audit of every part (a `quench send` port, a `quench appliance` pair: each a
+    dict with its "pacing"): octets sent per 100 ms window against the RP rate's integral, the
+    worst part's share within 1 % and largest deviation, over all windows and over the windows
+    no stall of the part's loop over its catch-up bound touched (the pacer's own error, apart
+    from the CPU being taken away), and how many of those there were."""
+    pc = [s.get("pacing", {}) for s in parts]
+    return {
+        "pacing_within_1pct": min((p.get("within_1pct") or 0.0 for p in pc), default=None),
+        "pacing_max_dev": max((p.get("max_abs_dev") or 0.0 for p in pc), default=None),
+        "pacing_unstalled_windows": sum(p.get("unstalled_windows") or 0 for p in pc),
         "pacing_unstalled_max_dev": max(
-            (s.get("pacing", {}).get("unstalled_max_abs_dev") or 0.0 for s in senders),
-            default=None),
+            (p.get("unstalled_max_abs_dev") or 0.0 for p in pc), default=None),
         "pacing_unstalled_within_1pct": min(
-            (s.get("pacing", {}).get("unstalled_within_1pct") or 0.0 for s in senders),
-            default=None),
+            (p.get("unstalled_within_1pct") or 0.0 for p in pc), default=None),
     }
 
 

@@ -3,6 +3,7 @@
 # namespaces, each joined to one switch namespace by a veth pair.
 #
 #   scripts/testbed.sh up   [--senders N] [--receivers M] [--prefix P] [--appliance] [--queues Q]
+#                           [--mtu MTU]
 #   scripts/testbed.sh down [--prefix P]
 #   scripts/testbed.sh show [--prefix P]
 #
@@ -14,6 +15,10 @@
 # --appliance puts every host behind an appliance namespace P-ap (`quench appliance`): host X
 # (sI / rJ) is joined to P-ap's P-ap-iX (inside), and P-ap's P-ap-oX (outside) to the switch's
 # P-sw-X, so `quench appliance --inside P-ap/P-ap-iX --outside P-ap/P-ap-oX` stands between them.
+# --mtu MTU (default 1500) sets every host-facing link (both ends) to MTU, and with --appliance
+# the appliance-to-switch links to MTU + 4 (room for a CN-TAG). On a veth whose far end has an
+# XDP program (the switch's and the appliance's AF_XDP ports) the kernel takes at most 3506 with
+# 4 KiB pages (docs/design.md, "the per-frame budget"), so with --appliance at most 3502.
 # `up` is idempotent (creates only what is missing); `down` removes every namespace with the
 # prefix, which removes their links and any XDP program on them.
 set -euo pipefail
@@ -25,6 +30,7 @@ receivers=1
 prefix=${QN_PREFIX:-qn}
 appliance=0
 queues=
+mtu=1500
 while [ $# -gt 0 ]; do
   case "$1" in
     --senders) senders=$2; shift 2 ;;
@@ -32,6 +38,7 @@ while [ $# -gt 0 ]; do
     --prefix) prefix=$2; shift 2 ;;
     --appliance) appliance=1; shift ;;
     --queues) queues=$2; shift 2 ;;
+    --mtu) mtu=$2; shift 2 ;;
     *) echo "testbed.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -39,6 +46,13 @@ done
 if [ "$(id -u)" -ne 0 ]; then
   echo "testbed.sh: needs root (network namespaces and veth pairs)" >&2
   exit 1
+fi
+case $mtu in
+  ''|*[!0-9]*) echo "testbed.sh: --mtu $mtu: a number of octets" >&2; exit 2 ;;
+esac
+if [ "$mtu" -lt 68 ]; then
+  echo "testbed.sh: --mtu $mtu: below IPv4's minimum of 68" >&2
+  exit 2
 fi
 if [ ${#prefix} -gt 8 ]; then
   echo "testbed.sh: prefix '$prefix' too long (max 8 characters: interface names are 15)" >&2
@@ -87,12 +101,16 @@ join() {
     veth "$ap" "$ap-o$2$3" "$sw" "$port"
     ip -n "$ap" link set "$ap-o$2$3" promisc on
     # Inside the congestion-notification domain a frame may carry a 4-octet CN-TAG on top of a
-    # full-size frame (as a VLAN tag needs "baby giant" room): 1504 between appliance and switch.
-    ip -n "$ap" link set "$ap-o$2$3" mtu 1504
-    ip -n "$sw" link set "$port" mtu 1504
+    # full-size frame (as a VLAN tag needs "baby giant" room): MTU + 4 between appliance and
+    # switch.
+    ip -n "$ap" link set "$ap-o$2$3" mtu $((mtu + 4))
+    ip -n "$sw" link set "$port" mtu $((mtu + 4))
+    ip -n "$ap" link set "$ap-i$2$3" mtu "$mtu"
   else
     veth "$ns" eth0 "$sw" "$port"
+    ip -n "$sw" link set "$port" mtu "$mtu"
   fi
+  ip -n "$ns" link set eth0 mtu "$mtu"
   ip -n "$ns" link set eth0 address "$mac"
   ip -n "$ns" addr replace "$addr" dev eth0
   # Kernel TCP/UDP from the hosts: a veth hands frames over with the L4 checksum left to offload

@@ -965,10 +965,6 @@ fn kernel_tcp_through_the_switch_completes() {
     );
 }
 
-/// `quench appliance` on the testbed with the appliance namespace (testbed.sh --appliance):
-/// kernel TCP (iperf3) from a sender through a QCN appliance pair, the switch and a plain
-/// appliance pair in front of the receiver completes; its frames are classified into a flow,
-/// queued and released, and the appliance reports it.
 /// A child stopped with SIGINT (by pid) and waited for; its stdout.
 fn stop(c: std::process::Child) -> String {
     // Safety: signalling our own child by its pid.
@@ -982,18 +978,41 @@ fn stop(c: std::process::Child) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `quench appliance` on the testbed with the appliance namespace (testbed.sh --appliance):
+/// kernel TCP (iperf3) from a sender through a QCN appliance pair, the switch and a plain
+/// appliance pair in front of the receiver completes; its frames are classified into a flow,
+/// queued and released, and the appliance reports it.
 #[test]
 fn kernel_tcp_through_the_appliance_is_classified_paced_and_reported() {
-    let name = "kernel_tcp_through_the_appliance_is_classified_paced_and_reported";
+    tcp_through_the_appliance(
+        "kernel_tcp_through_the_appliance_is_classified_paced_and_reported",
+        1500,
+    );
+}
+
+/// The same at the largest MTU the testbed takes (testbed.sh --mtu 3502, the outside links
+/// 3506): the AF_XDP ports of the switch and the appliance pick page-sized chunks for it, and
+/// full-size segments (frames of 3,520 octets with the CN-TAG) cross tagged, none left
+/// untagged for their size.
+#[test]
+fn kernel_tcp_through_the_appliance_at_mtu_3502() {
+    tcp_through_the_appliance("kernel_tcp_through_the_appliance_at_mtu_3502", 3502);
+}
+
+fn tcp_through_the_appliance(name: &str, mtu: u32) {
     if !netns_or_skip(name) || !iperf3_or_skip(name) {
         return;
     }
     let _l = lock();
     let tb = Testbed::up_with(
-        format!("q{}p", std::process::id() % 1000),
+        format!(
+            "q{}{}",
+            std::process::id() % 1000,
+            if mtu > 1500 { 'm' } else { 'p' }
+        ),
         1,
         1,
-        &["--appliance"],
+        &["--appliance", "--mtu", &mtu.to_string()],
     );
     let p = &tb.prefix;
     let dir = std::env::temp_dir().join(format!("{p}-appl"));
@@ -1095,7 +1114,17 @@ fn kernel_tcp_through_the_appliance_is_classified_paced_and_reported() {
         "{s_out}"
     );
     assert_eq!(pair["table"]["queue_drops"], 0, "{s_out}");
+    assert_eq!(pair["counters"]["untagged_too_long"], 0, "{s_out}");
     assert!(pair["latency_us"]["count"].as_u64().unwrap() > 0, "{s_out}");
+    // Bulk TCP sends full segments: the flow's mean frame is over the 1500-MTU frame's size
+    // exactly when the large MTU carried.
+    let top = &pair["top_flows"][0];
+    let mean = top["sent_bytes"].as_f64().unwrap() / top["sent_frames"].as_f64().unwrap();
+    assert_eq!(
+        mean > 1518.0,
+        mtu > 1500,
+        "mean frame {mean} octets at MTU {mtu}: {s_out}"
+    );
     let r = summary(&r_out);
     assert!(
         r["appliance"][0]["counters"]["direct"].as_u64().unwrap() > 0,

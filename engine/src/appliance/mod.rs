@@ -128,6 +128,9 @@ pub struct Appliance<F> {
     latency: Histogram<u64>,
     /// [`Appliance::on_inside_burst`]'s classified frames (kept to reuse its allocation).
     burst: Vec<Option<(FlowFrame, u64)>>,
+    /// Largest frame the outside port carries ([`Appliance::set_max_frame`]): a CN-TAG is
+    /// added only to frames that stay within it.
+    max_frame: usize,
 }
 
 /// Flows [`Appliance::report`] lists.
@@ -164,7 +167,14 @@ impl<F: Frame> Appliance<F> {
             counters: Counters::default(),
             latency: Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3)?,
             burst: Vec::new(),
+            max_frame: MAX_FRAME,
         })
+    }
+
+    /// The outside port's largest frame (its `Capabilities::max_frame`; [`MAX_FRAME`] until
+    /// set): frames the CN-TAG would take past it leave untagged, counted.
+    pub fn set_max_frame(&mut self, max_frame: usize) {
+        self.max_frame = max_frame;
     }
 
     pub fn counters(&self) -> Counters {
@@ -238,7 +248,7 @@ impl<F: Frame> Appliance<F> {
         alloc: impl FnOnce(usize) -> Option<F>,
     ) -> Option<F> {
         let mut insert = rpid.filter(|_| !ff.tagged);
-        if insert.is_some() && src.len() + cntag::LEN > MAX_FRAME {
+        if insert.is_some() && src.len() + cntag::LEN > self.max_frame {
             self.counters.untagged_too_long += 1;
             insert = None;
         }
@@ -756,6 +766,25 @@ pub(crate) mod tests {
         assert_eq!(one.table().flows(), 7);
         let at = t0 + Duration::from_millis(10);
         assert_eq!(release_all(&mut one, at), release_all(&mut burst, at));
+    }
+
+    /// The CN-TAG goes on while the tagged frame fits the outside port's largest frame and
+    /// not past it (the frame then leaves untagged, counted): the bound is the port's, so a
+    /// large-MTU port's frames are tagged too.
+    #[test]
+    fn the_cn_tag_is_added_up_to_the_outside_ports_largest_frame() {
+        let t0 = Instant::from_nanos(1_000_000);
+        let f = data(5000, Ecn::NotEct, false);
+        for (max_frame, tagged) in [(f.len() + 4, true), (f.len() + 3, false)] {
+            let mut a = appliance(Cc::Qcn, Role::Rp);
+            a.set_max_frame(max_frame);
+            assert!(matches!(a.on_inside(t0, &f, heap), InsideAction::Queued));
+            let out = release_all(&mut a, t0 + Duration::from_micros(1));
+            assert_eq!(out.len(), 1);
+            assert_eq!(decode(&out[0]).unwrap().l2.rpid.is_some(), tagged);
+            assert_eq!(out[0].len(), f.len() + if tagged { 4 } else { 0 });
+            assert_eq!(a.counters().untagged_too_long, u64::from(!tagged));
+        }
     }
 
     #[test]

@@ -537,7 +537,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Role::Rp => (cfg.rp(), cfg.np()),
             Role::Np => (Ok(HostRp::None), cfg.notification_point().map(Some)),
         };
-        let app = Appliance::new(
+        let mut app = Appliance::new(
             role,
             cfg.cn_tag,
             cfg.ect0,
@@ -545,10 +545,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             rp.with_context(|| path.to_string())?,
             np.with_context(|| path.to_string())?,
         )?;
+        let inside = args.port.open(i).context("--inside")?;
+        let outside = args.port.open(o).context("--outside")?;
+        app.set_max_frame(outside.caps().max_frame);
         pairs.push(Pair {
             label: format!("{i}<->{o}"),
-            inside: args.port.open(i).context("--inside")?,
-            outside: args.port.open(o).context("--outside")?,
+            inside,
+            outside,
             app,
             to_out: Vec::with_capacity(TX_BACKLOG * 2),
             to_in: Vec::with_capacity(TX_BACKLOG * 2),

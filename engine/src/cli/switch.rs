@@ -261,13 +261,20 @@ fn open_port(
     queues: &[u16],
     force: bool,
 ) -> Result<AnyPort, PortError> {
-    #[cfg(not(feature = "dpdk"))]
-    let _ = all; // only DPDK ports read the profile-wide `[dpdk]` table
     match p.kind {
         PortKind::Xdp => {
             if pool.is_none() {
-                // Per port: fill ring + tx ring + queue slack, 4096 frames (8 MiB).
-                *pool = Some(XdpPool::new(4096 * 4)?);
+                // Per port: fill ring + tx ring + queue slack, 4096 frames (8 MiB of 2 KiB
+                // chunks). A frame moves between the worker's ports without a copy, so every
+                // chunk holds the largest MTU of the switch's AF_XDP ports.
+                let mtu = all
+                    .ports
+                    .iter()
+                    .filter(|q| q.kind == PortKind::Xdp)
+                    .filter_map(|q| crate::port::device_mtu(&q.iface))
+                    .max()
+                    .unwrap_or(1500);
+                *pool = Some(XdpPool::for_mtu(4096 * 4, mtu)?);
             }
             let pool = pool.as_ref().ok_or_else(|| PortError::Unsupported {
                 name: p.iface.clone(),

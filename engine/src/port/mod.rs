@@ -196,6 +196,15 @@ pub enum PortError {
          `ip link set dev {name} xdp off` or start quench with --force-xdp to replace it"
     )]
     XdpConflict { name: String, prog_id: u32 },
+    /// veth_xdp_set (drivers/net/veth.c) answers ERANGE ("Peer MTU is too large to set XDP")
+    /// when the peer's MTU exceeds what one page holds after XDP's headroom and the
+    /// skb_shared_info: `SKB_WITH_OVERHEAD(PAGE_SIZE - 256) - 14`, 3506 with 4 KiB pages.
+    #[error(
+        "the kernel refuses XDP on {name:?} at its MTU ({mtu}) or its peer's (ERANGE): a veth \
+         with an XDP program takes a peer MTU of at most 3506 with 4 KiB pages; lower it \
+         (`ip link set dev PEER mtu 3506`)"
+    )]
+    XdpMtu { name: String, mtu: String },
     #[error("{op} on {name:?} failed: {source}")]
     Io {
         name: String,
@@ -443,6 +452,20 @@ pub fn device_mac(name: &str) -> Option<MacAddr> {
             *m = *b as u8;
         }
         Some(MacAddr::from(mac))
+    })
+    .flatten()
+}
+
+/// The interface's MTU (SIOCGIFMTU on a socket of this thread's network namespace, as
+/// [`device_queues`] asks), `None` when it cannot be had.
+pub fn device_mtu(name: &str) -> Option<u32> {
+    with_ifreq(name, |fd, ifr| {
+        // SAFETY: SIOCGIFMTU fills ifr_mtu of a valid ifreq.
+        if unsafe { libc::ioctl(fd, libc::SIOCGIFMTU, ifr as *mut libc::ifreq) } != 0 {
+            return None;
+        }
+        // SAFETY: the kernel just wrote the MTU member of the union.
+        u32::try_from(unsafe { ifr.ifr_ifru.ifru_mtu }).ok()
     })
     .flatten()
 }

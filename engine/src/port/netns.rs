@@ -148,7 +148,9 @@ pub fn open_port(
     use crate::port::any::AnyPort;
     match driver {
         "af_xdp" => {
-            let pool = crate::port::xdp::XdpPool::new(4096)?;
+            // Chunks that hold the device's MTU (2 KiB up to 1770, a page above).
+            let mtu = crate::port::device_mtu(iface).unwrap_or(1500);
+            let pool = crate::port::xdp::XdpPool::for_mtu(4096, mtu)?;
             let opts = crate::port::xdp::XdpOptions {
                 mode: Default::default(),
                 force: false,

@@ -42,12 +42,20 @@ use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
 
 use super::{device_mac, device_queues, if_index, Capabilities, Frame, Port, PortError, PortKind};
 
-/// UMEM frame size: the kernel's minimum chunk (and a page fits two).
-const FRAME_SIZE: u32 = 2048;
+/// UMEM chunk sizes: the kernel's minimum (a page holds two) and, for an MTU whose frames do
+/// not fit it, a page (the largest chunk of an aligned UMEM: xdp_umem_reg in net/xdp/xdp_umem.c
+/// takes a power of two from 2048 to PAGE_SIZE).
+const CHUNK_SMALL: u32 = 2048;
+const CHUNK_PAGE: u32 = 4096;
 /// Ring sizes (fill, completion, rx, tx) per socket.
 const RING: u32 = 2048;
-/// Room for frames: the device writes after XDP_PACKET_HEADROOM (256).
-const FRAME_CAP: usize = FRAME_SIZE as usize - 256;
+/// Headroom the kernel keeps in front of a received frame in each chunk (XDP_PACKET_HEADROOM):
+/// a chunk holds a frame of at most its size less this (copy mode drops longer ones,
+/// `__xsk_rcv`'s `len > frame_size` in net/xdp/xsk.c).
+const HEADROOM: usize = 256;
+/// What an MTU's frame adds to it: the Ethernet header and two 4-octet tags (VLAN, CN-TAG or
+/// QinQ), as [`super::MAX_FRAME`] does for 1500.
+const L2_OVERHEAD: u32 = 14 + 8;
 
 /// How to attach.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Deserialize)]
@@ -65,6 +73,8 @@ pub enum XdpMode {
 struct PoolInner {
     umem: Umem,
     free: RefCell<Vec<FrameDesc>>,
+    /// Largest frame a chunk holds (chunk size less [`HEADROOM`]).
+    frame_cap: usize,
 }
 
 extern "C" {
@@ -78,8 +88,34 @@ extern "C" {
 pub struct XdpPool(Rc<PoolInner>);
 
 impl XdpPool {
-    /// A UMEM of `frames` frames of 2 KiB (locked memory: `frames * 2048` octets).
+    /// A UMEM of `frames` frames of 2 KiB (locked memory: `frames * 2048` octets): frames of
+    /// MTU 1500 with two tags.
     pub fn new(frames: u32) -> Result<XdpPool, PortError> {
+        XdpPool::for_mtu(frames, 1500)
+    }
+
+    /// The chunk size whose frames hold an MTU of `mtu` octets with [`L2_OVERHEAD`]: 2048 up
+    /// to MTU 1770, a page (4096) up to 3818; above, an error naming the MTU (a frame that
+    /// spans chunks needs AF_XDP multi-buffer, which quench does not use).
+    pub fn chunk_for_mtu(mtu: u32) -> Result<u32, PortError> {
+        let need = mtu as usize + L2_OVERHEAD as usize + HEADROOM;
+        [CHUNK_SMALL, CHUNK_PAGE]
+            .into_iter()
+            .find(|&c| need <= c as usize)
+            .ok_or_else(|| PortError::Unsupported {
+                name: "umem".into(),
+                what: format!(
+                    "MTU {mtu}: an AF_XDP chunk holds a frame of at most {} octets (MTU {})",
+                    CHUNK_PAGE as usize - HEADROOM,
+                    CHUNK_PAGE - HEADROOM as u32 - L2_OVERHEAD
+                ),
+            })
+    }
+
+    /// A UMEM of `frames` frames, each a chunk that holds a frame of MTU `mtu`
+    /// ([`XdpPool::chunk_for_mtu`]; locked memory: `frames` times the chunk).
+    pub fn for_mtu(frames: u32, mtu: u32) -> Result<XdpPool, PortError> {
+        let chunk = XdpPool::chunk_for_mtu(mtu)?;
         // libxdp/libbpf narrate program loading on stderr ("No bpffs found", ...); quench
         // reports what it got through Capabilities and its own errors instead.
         // Safety: setting a print callback to none (NULL) is always allowed.
@@ -88,14 +124,14 @@ impl XdpPool {
             libbpf_set_print(std::ptr::null());
         }
         let config = UmemConfig::builder()
-            .frame_size(FrameSize::new(FRAME_SIZE).map_err(|e| unsupported("umem", e))?)
+            .frame_size(FrameSize::new(chunk).map_err(|e| unsupported("umem", e))?)
             .fill_queue_size(QueueSize::new(RING).map_err(|e| unsupported("umem", e))?)
             .comp_queue_size(QueueSize::new(RING).map_err(|e| unsupported("umem", e))?)
             .build()
             .map_err(|e| unsupported("umem", e))?;
         let n = NonZeroU32::new(frames.max(1)).unwrap_or(NonZeroU32::MIN);
         let (umem, descs) = Umem::new(config, n, false).map_err(|e| {
-            let needed = frames as u64 * FRAME_SIZE as u64;
+            let needed = frames as u64 * chunk as u64;
             // The kernel charges a UMEM's pages to RLIMIT_MEMLOCK and answers ENOBUFS when
             // they do not fit (xdp_umem_account_pages); older kernels said ENOMEM or EPERM.
             match io_errno(&e) {
@@ -115,7 +151,13 @@ impl XdpPool {
         Ok(XdpPool(Rc::new(PoolInner {
             umem,
             free: RefCell::new(descs),
+            frame_cap: chunk as usize - HEADROOM,
         })))
+    }
+
+    /// Largest frame one of this pool's chunks holds, octets.
+    pub fn frame_cap(&self) -> usize {
+        self.0.frame_cap
     }
 
     /// Frames currently free.
@@ -183,7 +225,7 @@ impl Frame for XdpFrame {
         }
     }
     fn set_len(&mut self, len: usize) -> usize {
-        let len = len.min(FRAME_CAP);
+        let len = len.min(self.pool.frame_cap());
         // Safety: as in `data_mut`.
         unsafe {
             self.pool
@@ -506,7 +548,7 @@ impl XdpPort {
                             kind: PortKind::Xdp,
                             rx_queues: queues.len() as u16,
                             tx_queues: queues.len() as u16,
-                            max_frame: FRAME_CAP,
+                            max_frame: pool.frame_cap(),
                             zero_copy: zc,
                             mode,
                             mac: device_mac(ifname),
@@ -518,7 +560,9 @@ impl XdpPort {
                         device,
                     });
                 }
-                Err(e) => last_err = Some(e),
+                // The MTU refusal says what to change; a later mode's error would hide it.
+                Err(e) if !matches!(last_err, Some(PortError::XdpMtu { .. })) => last_err = Some(e),
+                Err(_) => {}
             }
         }
         Err(last_err.unwrap_or(PortError::Unsupported {
@@ -616,6 +660,10 @@ fn classify_socket_error(ifname: &str, e: &xsk_rs::socket::SocketCreateError) ->
                 .unwrap_or(0);
             PortError::XdpConflict { name, prog_id: id }
         }
+        Some(libc::ERANGE) => PortError::XdpMtu {
+            mtu: super::device_mtu(&name).map_or_else(|| "unknown".into(), |m| m.to_string()),
+            name,
+        },
         Some(libc::ENOMEM) | Some(libc::ENOBUFS) => PortError::Memlock {
             name,
             needed: 0,
@@ -706,7 +754,7 @@ impl Port for XdpPort {
     }
 
     fn alloc(&mut self, len: usize) -> Option<XdpFrame> {
-        if len > FRAME_CAP {
+        if len > self.pool.frame_cap() {
             return None;
         }
         let desc = self.pool.0.free.borrow_mut().pop()?;
@@ -759,5 +807,24 @@ impl Port for XdpPort {
             refill(&self.pool, q, &mut self.fill);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A chunk holds the headroom and a frame of the MTU with its Ethernet header and two
+    /// tags: 2 KiB to MTU 1770, a page to 3818, and a clear error above.
+    #[test]
+    fn the_chunk_holds_the_mtus_frame() {
+        assert_eq!(XdpPool::chunk_for_mtu(1500).unwrap(), 2048);
+        assert_eq!(XdpPool::chunk_for_mtu(1770).unwrap(), 2048);
+        assert_eq!(XdpPool::chunk_for_mtu(1771).unwrap(), 4096);
+        assert_eq!(XdpPool::chunk_for_mtu(3502).unwrap(), 4096);
+        assert_eq!(XdpPool::chunk_for_mtu(3818).unwrap(), 4096);
+        let e = XdpPool::chunk_for_mtu(3819).unwrap_err().to_string();
+        assert!(e.contains("MTU 3819") && e.contains("(MTU 3818)"), "{e}");
+        assert!(XdpPool::chunk_for_mtu(9000).is_err());
     }
 }
