@@ -8,7 +8,9 @@ and the bottleneck's utilisation; the bottleneck queue's mean / p99 depth agains
 and the frames the switch dropped (both from the `quench stats` samples, as
 scripts/loop-summary.py reads them); the appliance's queue drops, accepted feedback and added
 latency; the TCP flows' goodput (iperf3); what each UDP client offered (its own count: on a
-busy machine the clients may not get the CPU to offer their -b); the appliance's pacing audit
+busy machine the clients may not get the CPU to offer their -b); the datagrams the receiver's
+kernel dropped for a full socket buffer (OUT_DIR/udp-CC.txt: delivered by the switch, not read
+by iperf3 in time); the appliance's pacing audit
 (its reaction-point pairs' 100 ms windows against their RP rates' integrals, over the windows no
 stall of its loop touched). Then issue 17's targets per run with congestion control, yes or no
 (also in the JSON line, `targets`): Jain >= 0.95, utilisation >= 90 %, the switch's mean queue
@@ -99,6 +101,21 @@ def switch_queue_drops(path):
     return sum(p["queue_drops"] for p in last["ports"]) if last else 0
 
 
+def receiver_udp_drops(path):
+    """Datagrams the receiver's kernel dropped in the UDP phase, full socket buffer
+    (RcvbufErrors) and all input errors (InErrors), from two /proc/net/snmp samples
+    (a header and a value line each); None without both."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError:
+        return None
+    if len(lines) < 4:
+        return None
+    a = dict(zip(lines[0].split()[1:], map(int, lines[1].split()[1:])))
+    b = dict(zip(lines[2].split()[1:], map(int, lines[3].split()[1:])))
+    return {k: b[k] - a[k] for k in ("RcvbufErrors", "InErrors") if k in a and k in b}
+
+
 def targets(r, bound):
     """Issue 17's done-when for one run with congestion control (see the module doc)."""
     dev = r["pacing_unstalled_max_dev"]
@@ -146,6 +163,7 @@ def run(out, cc):
         # the kernel before the receive rings (a worker that did not get the CPU to read them).
         "switch_queue_drops": switch_queue_drops(out / f"queue-{cc}.jsonl"),
         "appliance_queue_drops": sum(t["queue_drops"] for t in tab),
+        "receiver_udp_drops": receiver_udp_drops(out / f"udp-{cc}.txt"),
         "cnms_accepted": sum(c["cnms_accepted"] for c in cnt),
         "cnps_accepted": sum(c["cnps_accepted"] for c in cnt),
         "feedback_refused": sum(c["unknown_flow"] + c["forged"]["total"] for c in cnt),
@@ -192,7 +210,7 @@ def main():
         tb = None
     head = ("cc", "offered Mb/s", "UDP Mb/s", "Jain", "util", "queue mean/p99 KB", "set point",
             "switch drops (at a queue)",
-            "appl. drops", "CNMs/CNPs", "appl. latency p50/p99 us", "paced 1 % (unstalled)", "TCP Mb/s")
+            "appl. drops", "rcv buf drops", "CNMs/CNPs", "appl. latency p50/p99 us", "paced 1 % (unstalled)", "TCP Mb/s")
     table = [head]
     for r in rows:
         table.append((
@@ -201,6 +219,7 @@ def main():
             f"{r['jain']:.3f}", f"{100 * r['utilisation']:.0f} %",
             f"{r['queue_mean_kb']:.1f} / {r['queue_p99_kb']:.1f}", r["set_point"],
             f"{r['switch_drops']} (queue {r['switch_queue_drops']})", str(r["appliance_queue_drops"]),
+            "-" if r["receiver_udp_drops"] is None else str(r["receiver_udp_drops"].get("RcvbufErrors", "-")),
             f"{r['cnms_accepted']}/{r['cnps_accepted']}",
             "/".join("-" if v is None else f"{v:.0f}" for v in r["appliance_latency_us"]),
             paced(r),

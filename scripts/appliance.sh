@@ -110,6 +110,10 @@ iperf_round() {
     roles+=("server=$!")
   done
   sleep 0.5
+  # The receiver's UDP counters before and after (OUT_DIR/udp-CC.txt): datagrams its kernel
+  # dropped for a full socket buffer (RcvbufErrors) are frames the switch delivered that an
+  # iperf3 server did not read in time.
+  if [ "$name" = udp ]; then ip netns exec "$prefix-r0" grep '^Udp:' /proc/net/snmp > "$out/udp-$cc.txt"; fi
   for i in 0 1; do
     "${on_client[@]}" ip netns exec "$prefix-s$i" iperf3 -c 10.71.0.101 -p $((5201 + i)) "$@" \
       -t "$secs" -J --connect-timeout 3000 > "$out/iperf-$cc-$name-$i.json" \
@@ -129,6 +133,7 @@ iperf_round() {
     cpu_sample "$out/cpu-$cc.txt" end
   fi
   wait "${pids[@]: -2}" || true
+  if [ "$name" = udp ]; then ip netns exec "$prefix-r0" grep '^Udp:' /proc/net/snmp >> "$out/udp-$cc.txt"; fi
   # The round's clients and servers are gone: the next round's replace them.
   roles=("${roles[@]:0:$base_roles}")
 }

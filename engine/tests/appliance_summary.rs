@@ -1,7 +1,8 @@
 //! scripts/appliance-summary.py (the table and JSON line scripts/appliance.sh prints), fed the
 //! files of two scripted runs: QCN meeting every target of issue 17 and DCQCN missing them. It
 //! must read the testbed's MTU, take the queue's bound from each run's switch config (QCN
-//! 2 x Qeq, DCQCN Kmax), split the switch's drops into queue drops and the rest, give the
+//! 2 x Qeq, DCQCN Kmax), split the switch's drops into queue drops and the rest, count the
+//! datagrams the receiver's kernel dropped (two /proc/net/snmp samples), give the
 //! appliance's pacing over its unstalled windows (the reaction-point pairs only), and judge
 //! each target.
 use std::path::Path;
@@ -56,6 +57,13 @@ fn run(dir: &Path, r: &Run) {
         q += "\n";
     }
     write(dir, &format!("queue-{cc}.jsonl"), &q);
+    // The receiver's UDP counters before and after: 5 datagrams more dropped for a full buffer.
+    let h = "Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors";
+    write(
+        dir,
+        &format!("udp-{cc}.txt"),
+        &format!("{h}\nUdp: 10 0 1 3 2 0\n{h}\nUdp: 900 0 6 3 7 0\n"),
+    );
     let pacing = |dev: f64| {
         format!(
             r#""pacing": {{"windows": 150, "within_1pct": 0.9, "max_abs_dev": 0.05, "unstalled_windows": 100, "unstalled_within_1pct": {}, "unstalled_max_abs_dev": {dev}}}"#,
@@ -154,4 +162,6 @@ fn targets_from_two_scripted_runs() {
     assert_eq!(d["switch_queue_drops"], 40);
     assert_eq!(d["pacing_unstalled_max_dev"], 0.02);
     assert_eq!(d["appliance_queue_drops"], 14);
+    assert_eq!(d["receiver_udp_drops"]["RcvbufErrors"], 5);
+    assert_eq!(d["receiver_udp_drops"]["InErrors"], 5);
 }
