@@ -150,10 +150,8 @@ fn through_the_simulator() -> Seen {
         let from = (k % 2) as u32;
         let pkt = Pkt {
             flow: from,
-            dst: 2,
             seq: k / 2,
             size: len,
-            payload: len - 60,
             kind: Kind::Data,
             prio: 3,
             ecn: Ecn::Ect0,

@@ -111,10 +111,8 @@ fn through_the_simulator(kind: CcKind, spacing: rp::Spacing) -> Trace {
             marked.next();
             let pkt = Pkt {
                 flow: 0,
-                dst: 1,
                 seq: 1 << 39,
                 size: FRAME,
-                payload: FRAME - w.cfg.host.header_bytes,
                 kind: Kind::Data,
                 prio: PRIO,
                 ecn: if ce { Ecn::Ce } else { Ecn::Ect0 },
@@ -131,10 +129,8 @@ fn through_the_simulator(kind: CcKind, spacing: rp::Spacing) -> Trace {
             let pkt = match input {
                 Input::Feedback(fb) => Pkt {
                     flow: 0,
-                    dst: 0,
                     seq: 0,
                     size: 64,
-                    payload: 0,
                     kind: if kind == CcKind::Qcn {
                         Kind::Cnm
                     } else {

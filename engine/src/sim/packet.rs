@@ -1,9 +1,15 @@
 //! The simulator's packet: a small `Copy` struct, never bytes.
 //!
 //! A simulated packet carries only what the algorithms and the simulator need: the flow it
-//! belongs to, its sequence number, its wire size, its destination host, its priority, its ECN
-//! codepoint and, for feedback and PFC frames, a small payload field. It is copied by value
-//! through queues and events; nothing is allocated per packet.
+//! belongs to, its sequence number, its wire size, its priority, its ECN codepoint and, for
+//! feedback and PFC frames, a small payload field. It is copied by value through queues and
+//! events; nothing is allocated per packet.
+//!
+//! What follows from the rest is not carried (24 octets, not 32: every hop writes the packet
+//! into an event and a switch queue and reads it back long after, so its size is wheel and
+//! queue storage that misses the caches): the destination host is the flow's receiver for
+//! data and its sender for everything else ([`Pkt::towards_receiver`]), and a data packet's
+//! payload is its size less the run's header octets (every data packet carries one header).
 
 /// What a packet is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,14 +35,10 @@ pub enum Kind {
 pub struct Pkt {
     /// Index of the flow in the simulation (for CNM: the flow the sampled frame belonged to).
     pub flow: u32,
-    /// Destination host index (not node id).
-    pub dst: u32,
     /// Data: first payload octet. Ack / Nack: cumulative sequence number.
     pub seq: u64,
-    /// Octets on the wire.
+    /// Octets on the wire (data: the payload and one header).
     pub size: u32,
-    /// Payload octets (data only).
-    pub payload: u32,
     pub kind: Kind,
     /// Priority 0..=7.
     pub prio: u8,
@@ -56,14 +58,19 @@ impl Pkt {
     /// from a switch on the way).
     pub const UNROUTED: u8 = u8::MAX;
 
+    /// Whether the packet goes to its flow's receiver (data) or back to its sender (ACK,
+    /// NACK, CNP, CNM). A PFC frame goes one hop and is never routed.
+    #[inline]
+    pub fn towards_receiver(&self) -> bool {
+        self.kind == Kind::Data
+    }
+
     /// A PFC frame for priority `prio` with `quanta` (0: resume), `size` octets on the wire.
     pub fn pause(prio: u8, quanta: u16, size: u32) -> Pkt {
         Pkt {
             flow: 0,
-            dst: 0,
             seq: 0,
             size,
-            payload: 0,
             kind: Kind::Pause,
             prio,
             ecn: units::Ecn::NotEct,
@@ -78,7 +85,8 @@ impl Pkt {
 mod tests {
     #[test]
     fn packets_stay_small() {
-        // Events carry packets by value; keep them within half a cache line.
-        assert!(std::mem::size_of::<super::Pkt>() <= 32);
+        // Events and switch queues carry packets by value: an `Arrive` event (the packet, its
+        // port and the enum's tag) in 32 octets, half a cache line.
+        assert!(std::mem::size_of::<super::Pkt>() <= 24);
     }
 }

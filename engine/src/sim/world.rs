@@ -36,14 +36,12 @@ const NONE: u32 = u32::MAX;
 const ROUTE_HOPS: usize = 8;
 
 /// What a switch needs to route a flow's packets, apart from the flow's other state (read on
-/// every switch hop): its receiver and, per direction, the egress port (node-local) at each
-/// switch of its path. The ECMP pick depends only on the switch, the destination and the
+/// every switch hop): per direction, the egress port (node-local) at each switch of its path. The ECMP pick depends only on the switch, the destination and the
 /// flow's key, so the path is computed once ([`World::path`]) and every packet that starts at
 /// an end follows it; [`Pkt::hop`] says how far it is. A path longer than [`ROUTE_HOPS`]
 /// switches is not cached (its `len` is 0) and is routed by table at every hop.
 #[derive(Clone, Copy, Debug)]
 struct FlowRoute {
-    dst_h: u32,
     /// Data (from the sender) and the rest (from the receiver).
     fwd: Hops,
     rev: Hops,
@@ -74,7 +72,7 @@ impl Hops {
 #[derive(Clone, Copy, Debug)]
 enum Ev {
     /// `pkt` has fully arrived at `port` (the receiving end of a link). The packet rides in
-    /// the event (40 octets): the wheel writes an event once and reads it once, so a packet
+    /// the event (32 octets): the wheel writes an event once and reads it once, so a packet
     /// kept apart (a slab indexed by the event) only added a second cold line per hop.
     Arrive {
         port: u32,
@@ -111,6 +109,10 @@ enum Ev {
     /// ns-3's queue-length monitor prints its histograms.
     QlenDump,
 }
+
+// The wheel stores every pending event by value (with its sequence number): keep the largest,
+// `Arrive`, at half a cache line.
+const _: () = assert!(std::mem::size_of::<Ev>() <= 32);
 
 struct Node {
     first_port: u32,
@@ -190,7 +192,8 @@ const SIM_PACING: PacingConfig = PacingConfig {
 };
 
 /// A simulated flow's data as its host core sends it: payloads of at most an MTU from
-/// `snd_nxt` up to `bytes`, each with the headers' octets; go-back-N moves `snd_nxt` back.
+/// `snd_nxt` up to `bytes`, each with one header's octets (the receiver takes them off again);
+/// go-back-N moves `snd_nxt` back.
 #[derive(Clone, Copy, Debug)]
 pub struct SimSource {
     pub snd_nxt: u64,
@@ -206,17 +209,17 @@ impl SimSource {
 }
 
 impl Source for SimSource {
-    /// The payload's sequence number and length.
-    type Item = (u64, u32);
+    /// The payload's sequence number (its length is the frame's less the header).
+    type Item = u64;
 
     fn peek(&self) -> Option<u32> {
         (self.snd_nxt < self.bytes).then(|| self.payload() + self.header)
     }
 
-    fn take(&mut self) -> (u64, u32) {
-        let (seq, payload) = (self.snd_nxt, self.payload());
-        self.snd_nxt += u64::from(payload);
-        (seq, payload)
+    fn take(&mut self) -> u64 {
+        let seq = self.snd_nxt;
+        self.snd_nxt += u64::from(self.payload());
+        seq
     }
 }
 
@@ -573,7 +576,6 @@ impl World {
                 .path(f.dst, f.src, src_h, &ecmp.reverse())
                 .unwrap_or_default();
             w.flow_routes.push(FlowRoute {
-                dst_h,
                 fwd: Hops::of(&fwd, &w.ports),
                 rev: Hops::of(&rev, &w.ports),
             });
@@ -1013,16 +1015,14 @@ impl World {
             self.arm_wake(h);
             return None;
         };
-        let (seq, payload) = t.item;
+        let seq = t.item;
         let fi = t.id.0;
         let f = &mut self.flows[fi as usize];
         f.last_tx = now;
         let pkt = Pkt {
             flow: fi,
-            dst: f.dst_h,
             seq,
             size: t.len,
-            payload,
             kind: Kind::Data,
             prio: f.spec.pg,
             ecn: Ecn::Ect1,
@@ -1055,13 +1055,10 @@ impl World {
             match ev {
                 Event::Pfc { port, action } => self.send_pfc(first + port as u32, action),
                 Event::Cnm { cnm, .. } => {
-                    let f = &self.flows[cnm.flow as usize];
                     let pkt = Pkt {
                         flow: cnm.flow,
-                        dst: f.src_h,
                         seq: 0,
                         size: self.cfg.host.ctrl_bytes,
-                        payload: 0,
                         kind: Kind::Cnm,
                         prio: cnm.prio,
                         ecn: Ecn::NotEct,
@@ -1170,19 +1167,21 @@ impl World {
         // Data goes to the flow's receiver; everything else (ACK, NACK, CNP, CNM) back to its
         // sender, with the addresses and ports swapped.
         let r = &self.flow_routes[pkt.flow as usize];
-        let forward = pkt.dst == r.dst_h;
+        let forward = pkt.towards_receiver();
         let cached = if forward { &r.fwd } else { &r.rev };
         let local = if pkt.hop < cached.len {
             let local = cached.out[pkt.hop as usize];
             pkt.hop += 1;
             u32::from(local)
         } else {
-            let hops = self.routes.next_hops(node, pkt.dst);
+            let f = &self.flows[pkt.flow as usize];
+            let hops = self
+                .routes
+                .next_hops(node, if forward { f.dst_h } else { f.src_h });
             if hops.is_empty() {
                 self.ports[(first + in_port) as usize].stats.drops += 1;
                 return;
             }
-            let f = &self.flows[pkt.flow as usize];
             let key = if forward { f.ecmp } else { f.ecmp.reverse() };
             pkt.hop = Pkt::UNROUTED;
             hops[ecmp_pick(&key, node, hops.len())] as u32
@@ -1299,10 +1298,8 @@ impl World {
         let mut reply: Option<Pkt> = None;
         let ctrl = |kind, seq, aux| Pkt {
             flow: fi,
-            dst: f.src_h,
             seq,
             size: cfg.ctrl_bytes,
-            payload: 0,
             kind,
             prio: pkt.prio,
             ecn: Ecn::NotEct,
@@ -1311,13 +1308,15 @@ impl World {
             hop: 0,
         };
         if pkt.seq == f.rcv_nxt {
-            f.rcv_nxt += pkt.payload as u64;
+            // Every data packet carries one header ([`SimSource`]).
+            let payload = u64::from(pkt.size.saturating_sub(cfg.header_bytes));
+            f.rcv_nxt += payload;
             if now >= self.cfg.stats_from {
-                f.window_bytes += pkt.payload as u64;
+                f.window_bytes += payload;
                 f.first_window_delivery.get_or_insert(now);
             }
             f.last_delivery = now;
-            f.sample_bytes += pkt.payload as u64;
+            f.sample_bytes += payload;
             f.since_ack += 1;
             let last = f.rcv_nxt >= f.spec.bytes;
             if cfg.ack_every > 0 && (f.since_ack >= cfg.ack_every || last || notify) {
