@@ -188,7 +188,10 @@ struct Host {
 }
 
 /// How a simulated host paces (ns-3 HPCC's `RdmaHw`): releases to the nanosecond (a wheel of
-/// 1 ns ticks, 64 of them before the heap); no catch-up: a frame that leaves late (the port was
+/// 1 ns ticks, 2 of them before the heap: a host's frames are 20-83 ns apart at 100-400 Gb/s,
+/// so nearly every release waits in the heap whatever the wheel's size, and a wheel of 64
+/// slots only spread the releases over 64 cold queue headers per host; the order is the same,
+/// by (tick, insertion), for any size); no catch-up: a frame that leaves late (the port was
 /// busy with another flow's frame or a control frame) pushes the flow's schedule; a PFC pause
 /// does not move the schedule: the frame it held leaves when it ends; a rate change spaces the
 /// flow's next frame and leaves the release already timed alone (ns-3's DCQCN and the QCN
@@ -196,7 +199,7 @@ struct Host {
 /// [`HostConfig::spacing`](super::config::HostConfig::spacing) says ns-3's way.
 const SIM_PACING: PacingConfig = PacingConfig {
     tick: Duration::from_nanos(1),
-    wheel_slots: 64,
+    wheel_slots: 2,
     max_catch_up: Duration::ZERO,
     catch_up_speed: None,
     pause_shifts_schedule: false,
