@@ -5,7 +5,7 @@
 //! feedback and PFC frames, a small payload field. It is copied by value through queues and
 //! events; nothing is allocated per packet.
 //!
-//! What follows from the rest is not carried (24 octets, not 32: every hop writes the packet
+//! What follows from the rest is not carried (the packet is 24 octets: every hop writes it
 //! into an event and a switch queue and reads it back long after, so its size is wheel and
 //! queue storage that misses the caches): the destination host is the flow's receiver for
 //! data and its sender for everything else ([`Pkt::towards_receiver`]), and a data packet's

@@ -36,7 +36,8 @@ const NONE: u32 = u32::MAX;
 const ROUTE_HOPS: usize = 8;
 
 /// What a switch needs to route a flow's packets, apart from the flow's other state (read on
-/// every switch hop): per direction, the egress port (node-local) at each switch of its path. The ECMP pick depends only on the switch, the destination and the
+/// every switch hop): per direction, the egress port (node-local) at each switch of its path.
+/// The ECMP pick depends only on the switch, the destination and the
 /// flow's key, so the path is computed once ([`World::path`]) and every packet that starts at
 /// an end follows it; [`Pkt::hop`] says how far it is. A path longer than [`ROUTE_HOPS`]
 /// switches is not cached (its `len` is 0) and is routed by table at every hop.
@@ -146,10 +147,10 @@ pub struct PortStats {
     pub pauses_received: u64,
 }
 
-/// A port of the simulated network. A packet's hop reads the receiving port (`node`, `lossy`)
-/// and the sending one (everything up to `stats`' first four fields); they are the first 64
-/// octets and the first of the second line (`repr(C)`, aligned to a line), so a hop misses on
-/// three lines of ports at most, not the four or five an unordered 176-octet port spanned.
+/// A port of the simulated network. A packet's hop reads the receiving port's `node` and
+/// `lossy` and the sending port's fields up to the first four of `stats`: they fill the first
+/// line and the start of the second (`repr(C)`, aligned to a line), so a hop touches at most
+/// three lines of ports.
 #[repr(C, align(64))]
 struct Port {
     node: u32,
@@ -189,9 +190,9 @@ struct Host {
 
 /// How a simulated host paces (ns-3 HPCC's `RdmaHw`): releases to the nanosecond (a wheel of
 /// 1 ns ticks, 2 of them before the heap: a host's frames are 20-83 ns apart at 100-400 Gb/s,
-/// so nearly every release waits in the heap whatever the wheel's size, and a wheel of 64
-/// slots only spread the releases over 64 cold queue headers per host; the order is the same,
-/// by (tick, insertion), for any size); no catch-up: a frame that leaves late (the port was
+/// so nearly every release waits in the heap whatever the wheel's size, and more slots only
+/// spread the releases over more queue headers, each cold when its tick comes; the order is
+/// (tick, insertion) for any size); no catch-up: a frame that leaves late (the port was
 /// busy with another flow's frame or a control frame) pushes the flow's schedule; a PFC pause
 /// does not move the schedule: the frame it held leaves when it ends; a rate change spaces the
 /// flow's next frame and leaves the release already timed alone (ns-3's DCQCN and the QCN

@@ -141,9 +141,9 @@ impl Default for QueueLimits {
 /// publishes copies for the control plane.
 ///
 /// Layout: what every enqueue and dequeue changes (the first seven fields) shares one cache
-/// line, the drop counters follow (`repr(C)`, aligned to a line). Unaligned, the 80 octets of
-/// a class straddled two lines and every frame touched both; the simulator's fat tree keeps
-/// thousands of these queues and reaches each long after its last frame.
+/// line, the drop counters follow (`repr(C)`, aligned to a line), so a frame touches one line
+/// of counters. The simulator's fat tree keeps thousands of these queues and reaches each
+/// long after its last frame.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[repr(C, align(64))]
 pub struct ClassStats {
