@@ -103,8 +103,8 @@ pub fn run_loop_waiting<S>(
 pub const WAIT_MIN: std::time::Duration = std::time::Duration::from_micros(5);
 
 /// What a poll loop does once it has been idle for [`Idle::SPINS`] iterations in a row (before
-/// that it always spins with a CPU relax hint: poll mode, a frame that arrives is seen within a
-/// microsecond).
+/// that it always spins, with a CPU relax hint but in [`IdleMode::Spin`]: poll mode, a frame
+/// that arrives is seen within a microsecond).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum IdleMode {
     /// Yield the CPU (`sched_yield`) on every further idle iteration. For a shared CPU: when
@@ -117,7 +117,13 @@ pub enum IdleMode {
     Yield,
     /// Keep spinning, never give the CPU up: for a loop with a core of its own (as DPDK's
     /// lcores), where a yield can only hand the CPU to someone whose time slice then delays
-    /// the frames that arrive meanwhile. [`others_on`] says when a core is one's own.
+    /// the frames that arrive meanwhile. [`others_on`] says when a core is one's own. Its idle
+    /// iterations carry no CPU relax hint (PAUSE), as DPDK's polling loops do not: in a VM
+    /// the host counts PAUSEs executed close together (AMD's pause filter, Intel's pause-loop
+    /// exiting) and stops a vCPU that runs such a loop on the grounds that it waits for a
+    /// lock held by a descheduled vCPU; on the testbed VM a loop of clock reads with a PAUSE
+    /// in each iteration had hundreds of 5-10 us stops a second that the same loop without
+    /// it did not have (docs/design.md, "quench's own ring to kick").
     Spin,
     /// Sleep this long on every further idle iteration: a yield returns at once when nobody
     /// else wants this CPU, so a yielding loop never lets its CPU go idle, and the scheduler
@@ -173,15 +179,18 @@ impl Idle {
     }
 
     /// Counts one iteration: work starts the idle run again; the first [`Idle::SPINS`] idle
-    /// iterations in a row (every one in [`IdleMode::Spin`]) spin with a CPU relax hint. True
-    /// when the loop is past them and does what its mode says.
+    /// iterations in a row spin with a CPU relax hint ([`IdleMode::Spin`]: every one, with
+    /// none). True when the loop is past them and does what its mode says.
     fn past_spins(&mut self, work: usize) -> bool {
         if work > 0 {
             self.run = 0;
             return false;
         }
-        if self.run < Self::SPINS || self.mode == IdleMode::Spin {
-            self.run = self.run.saturating_add(1);
+        if self.mode == IdleMode::Spin {
+            return false;
+        }
+        if self.run < Self::SPINS {
+            self.run += 1;
             std::hint::spin_loop();
             return false;
         }
@@ -434,12 +443,12 @@ mod tests {
         assert_eq!(idle.run, Idle::SPINS);
         idle.after(3);
         assert_eq!(idle.run, 0);
-        // A spinning one counts its idle run but never reaches the yield branch.
+        // A spinning one never leaves the spin: it needs no count.
         let mut spin = Idle::new(IdleMode::Spin);
         for _ in 0..Idle::SPINS + 3 {
-            spin.after(0);
+            assert!(!spin.past_spins(0));
         }
-        assert_eq!(spin.run, Idle::SPINS + 3);
+        assert_eq!(spin.run, 0);
         // A sleeping one spins the same budget, then stays past it (sleeping) until work.
         let mut nap = Idle::new(IdleMode::Sleep(std::time::Duration::from_micros(1)));
         for _ in 0..Idle::SPINS + 2 {
