@@ -61,12 +61,25 @@ pub enum Spacing {
 const FRAC_BITS: u32 = 32;
 const ONE: u128 = 1 << FRAC_BITS;
 
-/// One flow's pacing schedule (16 bytes): the earliest release of its next frame.
+/// One flow's pacing schedule (12 octets, aligned to 4): the earliest release of its next
+/// frame.
+///
+/// The schedule is a fixed-point time of 64 + [`FRAC_BITS`] = 96 bits, computed in `u128` and
+/// stored as three 32-bit words, least significant first: a `u128` field would take 16 octets
+/// aligned to 16, and a flow's state holds two pacers among up to a million flows (the sender
+/// appliance), each of whose cache lines a frame pays for. Every operation reads the words
+/// into a `u128` and writes its result back, so the arithmetic is the `u128` arithmetic;
+/// a result past 2^96 (a release after `Instant::MAX`, which [`Pacer::release_time`] already
+/// reports as `Instant::MAX`) is stored as 2^96 - 1.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Pacer {
-    /// Earliest release of the next frame, nanoseconds << FRAC_BITS.
-    next_fp: u128,
+    /// Earliest release of the next frame, nanoseconds << FRAC_BITS, as 32-bit words, least
+    /// significant first.
+    next: [u32; 3],
 }
+
+/// The largest schedule a [`Pacer`] stores.
+const MAX_FP: u128 = (1 << 96) - 1;
 
 fn fp(t: Instant) -> u128 {
     u128::from(t.as_nanos()) << FRAC_BITS
@@ -89,13 +102,29 @@ fn gap_fp(len: u64, rate: Rate) -> u128 {
 impl Pacer {
     /// A schedule that allows a frame at any time (from `Instant::ZERO`).
     pub const fn new() -> Self {
-        Pacer { next_fp: 0 }
+        Pacer { next: [0; 3] }
     }
 
     /// A schedule whose first frame may leave at `t` and not earlier: a flow that starts at
     /// `t` owes nothing for the time before.
     pub fn starting_at(t: Instant) -> Self {
-        Pacer { next_fp: fp(t) }
+        let mut p = Pacer::new();
+        p.set_fp(fp(t));
+        p
+    }
+
+    /// The schedule, nanoseconds << FRAC_BITS.
+    #[inline]
+    fn next_fp(&self) -> u128 {
+        let [lo, mid, hi] = self.next;
+        u128::from(lo) | u128::from(mid) << 32 | u128::from(hi) << 64
+    }
+
+    /// Stores the schedule `v` (at most [`MAX_FP`]).
+    #[inline]
+    fn set_fp(&mut self, v: u128) {
+        let v = v.min(MAX_FP);
+        self.next = [v as u32, (v >> 32) as u32, (v >> 64) as u32];
     }
 
     /// When a frame of `len` octets offered at `now` may be released at `rate`, the schedule
@@ -125,7 +154,7 @@ impl Pacer {
         if rate == Rate::ZERO {
             return Instant::MAX;
         }
-        let release_fp = self.next_fp.max(fp(now).saturating_sub(fp_d(credit)));
+        let release_fp = self.next_fp().max(fp(now).saturating_sub(fp_d(credit)));
         let (release_fp, gap) = match spacing {
             Spacing::Exact => (release_fp, gap_fp(len, rate)),
             // From the release rounded up to the nanosecond it happens at (ns-3 counts from
@@ -135,14 +164,14 @@ impl Pacer {
                 fp_d(TxTime::Ns3.of(rate, len)),
             ),
         };
-        self.next_fp = release_fp.saturating_add(gap);
+        self.set_fp(release_fp.saturating_add(gap));
         Instant::from_nanos(ceil_ns(release_fp))
     }
 
     /// The schedule's next release, rounded up to a nanosecond; it may lie before `now` (credit).
     #[inline]
     pub fn release_time(&self) -> Instant {
-        Instant::from_nanos(ceil_ns(self.next_fp))
+        Instant::from_nanos(ceil_ns(self.next_fp()))
     }
 
     /// The earliest instant the next frame could go, without committing anything.
@@ -159,7 +188,7 @@ impl Pacer {
 
     /// How far the schedule lags `now` (the credit banked; zero when it is ahead).
     pub fn lag(&self, now: Instant) -> Duration {
-        let behind = fp(now).saturating_sub(self.next_fp);
+        let behind = fp(now).saturating_sub(self.next_fp());
         Duration::from_nanos(u64::try_from(behind >> FRAC_BITS).unwrap_or(u64::MAX))
     }
 
@@ -167,17 +196,18 @@ impl Pacer {
     /// the sending time given up.
     pub fn forget_credit(&mut self, now: Instant, credit: Duration) -> Duration {
         let floor = fp(now).saturating_sub(fp_d(credit));
-        if self.next_fp >= floor {
+        let next = self.next_fp();
+        if next >= floor {
             return Duration::ZERO;
         }
-        let lost = floor - self.next_fp;
-        self.next_fp = floor;
+        let lost = floor - next;
+        self.set_fp(floor);
         Duration::from_nanos(u64::try_from(lost >> FRAC_BITS).unwrap_or(u64::MAX))
     }
 
     /// The flow could not send for `d` (PFC paused its priority): the schedule moves on by `d`.
     pub fn shift(&mut self, d: Duration) {
-        self.next_fp = self.next_fp.saturating_add(fp_d(d));
+        self.set_fp(self.next_fp().saturating_add(fp_d(d)));
     }
 
     /// The rate changed from `old` to `new` at `now`: the part of the schedule ahead of `now`
@@ -191,11 +221,12 @@ impl Pacer {
         }
         let now_fp = fp(now);
         let scale = |d: u128| d.saturating_mul(u128::from(old.as_bps())) / u128::from(new.as_bps());
-        self.next_fp = if self.next_fp >= now_fp {
-            now_fp.saturating_add(scale(self.next_fp - now_fp))
+        let next = self.next_fp();
+        self.set_fp(if next >= now_fp {
+            now_fp.saturating_add(scale(next - now_fp))
         } else {
-            now_fp.saturating_sub(scale(now_fp - self.next_fp))
-        };
+            now_fp.saturating_sub(scale(now_fp - next))
+        });
         self.release_time()
     }
 }
@@ -463,5 +494,28 @@ mod tests {
             // frames drift by under a nanosecond, so the rounded-up times differ by at most one.
             prop_assert!(got.abs_diff(want) <= 1, "{} vs {}", got, want);
         }
+    }
+
+    /// The stored schedule is the `u128` one, word for word, over the whole range a time can
+    /// take (a release up to `Instant::MAX` with any fraction), and 12 octets aligned to 4;
+    /// past 2^96 it stays at the largest, whose release is `Instant::MAX` as before.
+    #[test]
+    fn the_packed_schedule_is_the_u128_one() {
+        assert_eq!(std::mem::size_of::<Pacer>(), 12);
+        assert_eq!(std::mem::align_of::<Pacer>(), 4);
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for k in 0..10_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let v = (u128::from(x) << 32 | u128::from(x.rotate_left(17) as u32)) >> (k % 96);
+            let mut p = Pacer::new();
+            p.set_fp(v);
+            assert_eq!(p.next_fp(), v);
+        }
+        let mut p = Pacer::starting_at(Instant::MAX);
+        p.shift(Duration::from_nanos(u64::MAX));
+        assert_eq!(p.next_fp(), MAX_FP);
+        assert_eq!(p.release_time(), Instant::MAX);
     }
 }

@@ -169,7 +169,7 @@ pub struct Queued<F> {
     #[allow(clippy::box_collection)]
     rest: Option<Box<VecDeque<QueuedFrame<F>>>>,
     /// Octets queued and the bound, 32 bits each: a flow's state is one of up to 1M the
-    /// appliance touches at random, so 8 octets less matters (`Slot` within four cache lines).
+    /// appliance touches at random, so 8 octets less matters (`Slot` within three cache lines).
     bytes: u32,
     limit: u32,
 }
@@ -295,32 +295,68 @@ pub struct Flow<S> {
     pub bytes_sent: u64,
     /// Sending time this flow gave up at the catch-up bound.
     pub lag_dropped: Duration,
-    pub started_at: Option<Instant>,
-    /// When its source last ran dry (for a generated flow of a given size: when it finished).
-    pub finished_at: Option<Instant>,
-    /// How many times its source ran dry (a queued source between bursts).
-    pub ran_dry: u64,
-    /// The release the flow waits for or last had, and the rate that set it (`None` before the
-    /// first frame).
-    pending: Option<Pending>,
+    /// When it started ([`UNSET`]: not yet): [`Flow::started_at`].
+    started: Instant,
+    /// When its source last ran dry ([`UNSET`]: it has a frame, or never had one):
+    /// [`Flow::finished_at`].
+    finished: Instant,
+    /// How many times its source ran dry (a queued source between bursts). 32 bits, wrapping:
+    /// a pacing audit compares two counts one window apart, never 2^32 runs.
+    pub ran_dry: u32,
+    /// The release the flow waits for or last had, and the rate that set it, when
+    /// `has_pending` (not before the first frame): [`Flow::pending`].
+    pending: Pending,
+    has_pending: bool,
     /// An entry of the slot's current generation is on the wheel.
     scheduled: bool,
     /// The reaction-point timer deadline the timer heap holds for it ([`NO_TIMER`]: none).
     timer_at: Instant,
 }
 
-/// `Flow::timer_at` of a flow whose reaction point has no timer armed (an `Option` would take
-/// 8 octets more per flow: see `Queued`).
+/// `Flow::timer_at` of a flow whose reaction point has no timer armed. This and the other
+/// sentinels instead of `Option`s keep a flow's slot in three cache lines (test
+/// `a_queued_flow_fits_in_three_cache_lines`): an `Option<Instant>` takes 16 octets, an
+/// `Option<Pending>` 8 more than the flag beside `scheduled`.
 const NO_TIMER: Instant = Instant::MAX;
+
+/// `Flow::started` and `Flow::finished` of a flow that has not: no flow starts or runs dry at
+/// `Instant::MAX`, the end of time.
+const UNSET: Instant = Instant::MAX;
 
 impl<S> Flow<S> {
     /// The flow's reaction-point state.
     pub fn rp(&self) -> &FlowRp {
         &self.rp
     }
+
+    /// When it started (`None`: not yet).
+    pub fn started_at(&self) -> Option<Instant> {
+        (self.started != UNSET).then_some(self.started)
+    }
+
+    /// When its source last ran dry (for a generated flow of a given size: when it finished);
+    /// `None` while it has a frame, and before its first.
+    pub fn finished_at(&self) -> Option<Instant> {
+        (self.finished != UNSET).then_some(self.finished)
+    }
+
+    fn pending(&self) -> Option<Pending> {
+        self.has_pending.then_some(self.pending)
+    }
+
+    fn pending_mut(&mut self) -> Option<&mut Pending> {
+        self.has_pending.then_some(&mut self.pending)
+    }
+
+    fn set_pending(&mut self, p: Option<Pending>) {
+        self.has_pending = p.is_some();
+        if let Some(p) = p {
+            self.pending = p;
+        }
+    }
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct Pending {
     /// When the wheel hands the flow back.
     at: Instant,
@@ -384,7 +420,7 @@ impl PauseClock {
     }
 }
 
-/// Aligned to a cache line: a slot of a queued flow is exactly four (see `Queued`), not five.
+/// Aligned to a cache line: a slot of a queued flow is exactly three (see `Queued`), not four.
 #[repr(align(64))]
 struct Slot<S> {
     /// Bumped when the flow's release is re-timed and when the slot is emptied: wheel and
@@ -485,10 +521,11 @@ impl<S: Source> HostCore<S> {
             seq: 0,
             bytes_sent: 0,
             lag_dropped: Duration::ZERO,
-            started_at: None,
-            finished_at: None,
+            started: UNSET,
+            finished: UNSET,
             ran_dry: 0,
-            pending: None,
+            pending: Pending::default(),
+            has_pending: false,
             scheduled: false,
             timer_at: NO_TIMER,
         };
@@ -597,14 +634,14 @@ impl<S: Source> HostCore<S> {
         let Some(f) = slot.flow.as_mut() else {
             return;
         };
-        if f.scheduled || f.started_at.is_none() || f.source.peek().is_none() {
+        if f.scheduled || f.started == UNSET || f.source.peek().is_none() {
             return;
         }
-        f.finished_at = None;
-        let at = match f.pending {
+        f.finished = UNSET;
+        let at = match f.pending() {
             Some(p) if p.at > now => p.at,
             _ => {
-                f.pending = None;
+                f.set_pending(None);
                 now
             }
         };
@@ -774,7 +811,7 @@ impl<S: Source> HostCore<S> {
         let rate = self.rp.rate(&f.rp, f.spec.id, f.spec.cap);
         // The frame's place in the schedule: where the flow's pacer says (what a stall owed
         // included), or the wheel's time for the first frame and after a retime moved it later.
-        let mut due = match f.pending {
+        let mut due = match f.pending() {
             Some(p) if p.due.release_time() <= release => p.due,
             _ => rp::Pacer::starting_at(release),
         };
@@ -795,26 +832,26 @@ impl<S: Source> HostCore<S> {
             // on schedule it never binds (it runs ahead of the flow's own); after a stall it
             // spaces the frames owed at the peak rate instead of sending them back to back.
             Some(speed) if speed > 0.0 => {
-                let mut peak = f.pending.map_or(rp::Pacer::starting_at(now), |p| p.peak);
+                let mut peak = f.pending().map_or(rp::Pacer::starting_at(now), |p| p.peak);
                 let peak_rate = Rate::from_bps((rate.as_bps() as f64 * speed) as u64);
                 peak.next_release(now, u64::from(len), peak_rate, PEAK_BURST);
                 (next.max(peak.release_time()), peak)
             }
             _ => (next, due),
         };
-        f.pending = Some(Pending {
+        f.set_pending(Some(Pending {
             at,
             rate,
             due,
             peak,
             pause_mark,
-        });
+        }));
         if more {
             self.wheel.insert(at, (i, generation));
         } else {
             f.scheduled = false;
-            f.finished_at = Some(now);
-            f.ran_dry += 1;
+            f.finished = now;
+            f.ran_dry = f.ran_dry.wrapping_add(1);
         }
         self.rp
             .on_tx(&mut f.rp, f.spec.id, now, u64::from(len), more);
@@ -840,7 +877,7 @@ impl<S: Source> HostCore<S> {
             let Some(f) = slot.flow.as_mut() else {
                 continue;
             };
-            f.started_at = Some(at);
+            f.started = at;
             if f.source.peek().is_some() {
                 f.scheduled = true;
                 self.wheel.insert(now, (i, generation));
@@ -895,11 +932,7 @@ impl<S: Source> HostCore<S> {
                 self.parked[usize::from(prio)].push((i, generation));
                 continue;
             }
-            if let Some(p) = f
-                .pending
-                .as_mut()
-                .filter(|_| self.cfg.pause_shifts_schedule)
-            {
+            if let Some(p) = f.pending_mut().filter(|_| self.cfg.pause_shifts_schedule) {
                 let paused = clock - p.pause_mark;
                 if paused > Duration::ZERO {
                     p.pause_mark = clock;
@@ -950,7 +983,7 @@ impl<S: Source> HostCore<S> {
         let Some(f) = slot.flow.as_mut() else {
             return;
         };
-        let Some(p) = f.pending else {
+        let Some(p) = f.pending() else {
             return;
         };
         let rate = self.rp.rate(&f.rp, f.spec.id, f.spec.cap);
@@ -970,12 +1003,12 @@ impl<S: Source> HostCore<S> {
             // the old rate; left in time units, a cut would have forgiven part of it (a
             // halving, half) and a rise inflated it. An idle flow keeps its schedule for
             // [`HostCore::wake`].
-            f.pending = Some(Pending { rate, due, ..p });
+            f.set_pending(Some(Pending { rate, due, ..p }));
             return;
         }
         let at = rp::Pacer::starting_at(p.at).retime(now, p.rate, rate);
         slot.generation = slot.generation.wrapping_add(1);
-        f.pending = Some(Pending { at, rate, due, ..p });
+        f.set_pending(Some(Pending { at, rate, due, ..p }));
         self.wheel.insert(at, (i, slot.generation));
     }
 }

@@ -90,7 +90,7 @@ pub struct PaceAudit {
     /// sized flow ends mid-window by design, a queued one sends less than its rate while its
     /// queue is empty): (the flow, octets sent, time given up and times run dry at the window
     /// start, bits the RP rate allowed so far).
-    open: Vec<(FlowHandle, u64, Duration, u64, f64)>,
+    open: Vec<(FlowHandle, u64, Duration, u32, f64)>,
     window_start: Option<Instant>,
     last_sample: Option<Instant>,
     /// `sent / allowed - 1` of each closed window of each flow.
@@ -144,7 +144,7 @@ impl PaceAudit {
                 continue;
             };
             // Only flows that ran the whole window and never ran dry in it.
-            if allowed > 0.0 && f.started_at.is_some_and(|s| s <= start) && f.ran_dry == dry0 {
+            if allowed > 0.0 && f.started_at().is_some_and(|s| s <= start) && f.ran_dry == dry0 {
                 let sent = (f.bytes_sent - sent0) as f64 * 8.0;
                 self.deviations.push(sent / allowed - 1.0);
                 self.stalled
