@@ -65,21 +65,29 @@ const ONE: u128 = 1 << FRAC_BITS;
 /// frame.
 ///
 /// The schedule is a fixed-point time of 64 + [`FRAC_BITS`] = 96 bits, computed in `u128` and
-/// stored as three 32-bit words, least significant first: a `u128` field would take 16 octets
-/// aligned to 16, and a flow's state holds two pacers among up to a million flows (the sender
-/// appliance), each of whose cache lines a frame pays for. Every operation reads the words
-/// into a `u128` and writes its result back, so the arithmetic is the `u128` arithmetic;
-/// a result past 2^96 (a release after `Instant::MAX`, which [`Pacer::release_time`] already
-/// reports as `Instant::MAX`) is stored as 2^96 - 1.
+/// stored as its nanoseconds and its fraction, packed to 4 octets: a `u128` field would take
+/// 16 octets aligned to 16, and a flow's state holds two pacers among up to a million flows
+/// (the sender appliance), each of whose cache lines a frame pays for. Every operation reads
+/// the two into a `u128` and writes its result back, so the arithmetic is the `u128`
+/// arithmetic; a result past 2^96 (a release after `Instant::MAX`, which
+/// [`Pacer::release_time`] already reports as `Instant::MAX`) is stored as 2^96 - 1. Two
+/// fields of their own sizes, not three 32-bit words: a 64-bit load spanning two narrower
+/// stores just made cannot take its value from the store buffer and waits for them to drain
+/// (a store-forwarding stall), on every read after a write.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C, packed(4))]
 pub struct Pacer {
-    /// Earliest release of the next frame, nanoseconds << FRAC_BITS, as 32-bit words, least
-    /// significant first.
-    next: [u32; 3],
+    /// Earliest release of the next frame: whole nanoseconds, and the fraction in units of
+    /// 2^-FRAC_BITS ns.
+    ns: u64,
+    frac: u32,
 }
 
 /// The largest schedule a [`Pacer`] stores.
 const MAX_FP: u128 = (1 << 96) - 1;
+
+// `Pacer::frac` holds the FRAC_BITS bits of fraction.
+const _: () = assert!(FRAC_BITS == 32);
 
 fn fp(t: Instant) -> u128 {
     u128::from(t.as_nanos()) << FRAC_BITS
@@ -102,7 +110,7 @@ fn gap_fp(len: u64, rate: Rate) -> u128 {
 impl Pacer {
     /// A schedule that allows a frame at any time (from `Instant::ZERO`).
     pub const fn new() -> Self {
-        Pacer { next: [0; 3] }
+        Pacer { ns: 0, frac: 0 }
     }
 
     /// A schedule whose first frame may leave at `t` and not earlier: a flow that starts at
@@ -116,15 +124,15 @@ impl Pacer {
     /// The schedule, nanoseconds << FRAC_BITS.
     #[inline]
     fn next_fp(&self) -> u128 {
-        let [lo, mid, hi] = self.next;
-        u128::from(lo) | u128::from(mid) << 32 | u128::from(hi) << 64
+        u128::from(self.ns) << FRAC_BITS | u128::from(self.frac)
     }
 
     /// Stores the schedule `v` (at most [`MAX_FP`]).
     #[inline]
     fn set_fp(&mut self, v: u128) {
         let v = v.min(MAX_FP);
-        self.next = [v as u32, (v >> 32) as u32, (v >> 64) as u32];
+        self.ns = (v >> FRAC_BITS) as u64;
+        self.frac = v as u32;
     }
 
     /// When a frame of `len` octets offered at `now` may be released at `rate`, the schedule
@@ -496,8 +504,8 @@ mod tests {
         }
     }
 
-    /// The stored schedule is the `u128` one, word for word, over the whole range a time can
-    /// take (a release up to `Instant::MAX` with any fraction), and 12 octets aligned to 4;
+    /// The stored schedule is the `u128` one over the whole range a time can take (a release up
+    /// to `Instant::MAX` with any fraction), in 12 octets aligned to 4;
     /// past 2^96 it stays at the largest, whose release is `Instant::MAX` as before.
     #[test]
     fn the_packed_schedule_is_the_u128_one() {
