@@ -18,11 +18,14 @@
 # flow and trace files); a later run on the same inputs reuses them and says so. The fat tree's
 # ns-3 run takes ~6 min of CPU, so a rerun that changes only quench takes ~2 min instead of ~9.
 # FAT_SEEDS=K (default 1) adds K - 1 more flow files for C (traffic_gen.py seeded with 2..K, same
-# load and duration) and a second ns-3 random run (NS_GLOBAL_VALUE=RngRun=2, which reseeds its
-# RED coin) on every file, then prints the buckets pooled over the K files: ns-3 run 2 against
-# ns-3 run 1 (how far ns-3 is from itself) and quench against ns-3 run 1. A bucket of one file
-# holds 160 flows, so its p99 is the 2nd-largest slowdown; pooled over K files it is the ~1.6K-th.
-# That is 2K - 1 more ns-3 runs (cached in NS3_CACHE like the others).
+# load and duration), a second ns-3 random run (NS_GLOBAL_VALUE=RngRun=2, which reseeds its RED
+# coin) and a second quench run (`--seed 2`, which reseeds quench's) on every file, then prints
+# the buckets pooled over the K files: ns-3 run 2 against ns-3 run 1 and quench seed 2 against
+# seed 1 (how far each simulator is from itself), quench against each ns-3 run, and last both
+# runs of each pooled, quench's two against ns-3's two: the same number of runs on each side,
+# the comparison the done-when figure is read from. A bucket of one file holds 160 flows, so its
+# p99 is the 2nd-largest slowdown; pooled over K files it is the ~1.6K-th, over both runs the
+# ~3.2K-th. That is 2K - 1 more ns-3 runs (cached in NS3_CACHE like the others).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p engine --bin quench >/dev/null 2>&1 || cargo build --release -p engine --bin quench
@@ -129,7 +132,8 @@ median_of() {
   for d in "$@"; do cat "$d/rss"; done | sort -n | tail -1 > "$out/rss"
   cp "$1/fct.txt" "$out/fct.txt"
 }
-quench_run() { timed "$2" "$Q" sim -q --ns3-config "$1" --out "$2/quench-out"; }
+# quench_run CONFIG OUT [SEED]: SEED (default 1, quench's own default) goes to --seed.
+quench_run() { timed "$2" "$Q" sim -q --ns3-config "$1" --out "$2/quench-out" --seed "${3:-1}"; }
 # The simulator binary itself, not `waf --run` (which first re-checks the whole build): the
 # wall time is ns-3's simulation alone, as quench's is. Through NS3_CACHE.
 # ns3_run CONFIG OUT [RNGRUN]: RNGRUN (default 1, ns-3's own default) goes to ns-3's RngRun.
@@ -227,7 +231,7 @@ row "C: fat tree, $(head -1 "$W/mix/flow_fat.txt" | tr -d ' ') flows" "$W/C"
 # port every 100 ns of the window (run.py's: one simulated second, long after the last flow), a
 # cost that does not depend on the flows; it only reads the queues, so the FCTs are the same.
 fct_config() { config "$@" | sed 's/^QLEN_MON_END .*/QLEN_MON_END 2000000000/'; }
-qf=$W/C/q/fct.txt n1=$W/C/n/fct.txt n2=
+qf=$W/C/q/fct.txt n1=$W/C/n/fct.txt n2= q2=
 for s in $(seq "$K"); do
   [ "$K" = 1 ] && break
   o=$W/C/s$s
@@ -236,6 +240,9 @@ for s in $(seq "$K"); do
     quench_run "$o-q.txt" "$o/q"
     qf+=,$o/q/fct.txt
   fi
+  fct_config fat "$(flows "$s")" "$o/q2" > "$o-q2.txt"
+  quench_run "$o-q2.txt" "$o/q2" 2
+  q2+=${q2:+,}$o/q2/fct.txt
   [ "$RUN_NS3" = 1 ] || continue
   if [ "$s" != 1 ]; then
     fct_config fat "$(flows "$s")" "$o/n" > "$o-n.txt"
@@ -253,7 +260,7 @@ done
 # run), a bucket's slowdowns from every file together; the size shown is the bucket's largest.
 # The files come from one size distribution, so bucket i of each covers the same sizes but for
 # the sampling of 3,200 flows (the 5 % bucket ends at 3,050 octets in file 1).
-python3 - "$qf" "$n1" "$n2" <<'PY'
+python3 - "$qf" "$n1" "$n2" "$q2" <<'PY'
 import sys
 def rows(path):
     rows = []
@@ -287,18 +294,23 @@ def table(a, b, names):
         print(line)
     if b:
         print("   within 10 %%: p50 %d of 20 buckets, p99 %d of 20" % (close[0], close[1]))
-qf, n1, n2 = sys.argv[1:4]
+qf, n1, n2, q2 = sys.argv[1:5]
 k = len(qf.split(","))
 table(buckets(qf.split(",")[0]), n1 and buckets(n1.split(",")[0]), ("quench", "ns-3"))
 if k > 1:
     print("C pooled over %d flow files (seeds 1-%d):" % (k, k))
+    print(" quench --seed 2 against quench --seed 1:")
+    table(buckets(q2), buckets(qf), ("quench seed 2", "quench seed 1"))
     if n1:
         print(" ns-3 RngRun 2 against ns-3 RngRun 1:")
         table(buckets(n2), buckets(n1), ("ns-3 run 2", "ns-3 run 1"))
         print(" quench against ns-3 RngRun 1:")
-    table(buckets(qf), n1 and buckets(n1), ("quench", "ns-3 run 1"))
-    if n1:
+        table(buckets(qf), buckets(n1), ("quench", "ns-3 run 1"))
         print(" quench against ns-3 RngRun 2:")
         table(buckets(qf), buckets(n2), ("quench", "ns-3 run 2"))
+        print(" both runs of each pooled, quench seeds 1 and 2 against ns-3 RngRun 1 and 2:")
+        table(buckets(qf + "," + q2), buckets(n1 + "," + n2), ("quench", "ns-3"))
+    else:
+        table(buckets(qf), None, ("quench", None))
 PY
 echo "bench-sim.sh: $(( $(date +%s) - T0 )) s in all"
