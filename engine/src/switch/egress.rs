@@ -279,8 +279,7 @@ pub(super) const TX_BURSTS: usize = 4;
 
 /// Takes from `next` what the pacer allows, a burst at a time, and transmits, up to `bursts`
 /// bursts while the device takes whole bursts. Returns frames sent. `next` is the switch core's
-/// `poll_transmit` for this port. The port's ring upkeep ([`Port::poll`]) is the caller's,
-/// after every port's transmit.
+/// `poll_transmit` for this port.
 pub(super) fn transmit<P: Port>(
     op: &mut OwnedPort<P>,
     now: Instant,
@@ -329,5 +328,6 @@ pub(super) fn transmit<P: Port>(
             }
         }
     }
+    let _ = op.port.poll();
     sent
 }

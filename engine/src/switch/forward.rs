@@ -19,9 +19,8 @@
 //! 2. take at most `BURST x 4` frames from its own inbound ring and learning notices;
 //! 3. **tx**: the core's due timeouts (received pauses running out, PFC refreshes); per owned
 //!    port, what the core's queues and the pacer release (at most [`BURST`]) goes to the
-//!    device and is kicked ([`egress`](super::egress)); only after every port's kick, each
-//!    port's ring upkeep ([`Port::poll`]: transmitted buffers reclaimed, receive rings
-//!    refilled); the core's events (PAUSE frames, CNMs) are queued like received frames;
+//!    device ([`egress`](super::egress)); the core's events (PAUSE frames, CNMs) are queued
+//!    like received frames;
 //! 4. **housekeeping**: about every millisecond, publish counters; every second, age the MAC
 //!    table.
 //!
@@ -583,9 +582,14 @@ impl<P: Port> Worker<P> {
         let mut work = self.handle_events(now);
         let lone = self.links.from.is_empty();
         for e in 0..self.ports.len() {
-            let Some(op) = self.ports[e].as_mut().filter(|op| op.egress) else {
+            let Some(op) = self.ports[e].as_mut() else {
                 continue;
             };
+            if !op.egress {
+                // Received on only: its receive rings still want refilling.
+                let _ = op.port.poll();
+                continue;
+            }
             let core = &mut self.core;
             let idle = core.queue(e).map_or(true, |q| q.is_empty());
             let bursts = if lone || op.pacer.is_some() {
@@ -596,14 +600,6 @@ impl<P: Port> Worker<P> {
             work += transmit(op, now, idle, bursts, || {
                 core.poll_transmit(now, e).map(|(_, f)| f.frame)
             });
-        }
-        // Every port's ring upkeep (transmitted buffers reclaimed, receive rings refilled)
-        // comes after every port's kick: a frame received in this poll then waits for no
-        // port's upkeep before its transmit. (Run per port in index order, an AF_XDP ingress
-        // port's fill-ring refill, 32 descriptors at a time, came before the egress port's
-        // kick.)
-        for op in self.ports.iter_mut().flatten() {
-            let _ = op.port.poll();
         }
         work + self.handle_events(now)
     }
