@@ -102,6 +102,11 @@ pub fn run_loop_waiting<S>(
 /// The shortest wait in the kernel worth its system call and wake-up ([`run_loop_waiting`]).
 pub const WAIT_MIN: std::time::Duration = std::time::Duration::from_micros(5);
 
+/// The longest wait in the kernel of a loop with nothing queued (`--idle wait`, the switch's
+/// workers and the appliance's loop): how late it may notice the stop flag, a signal's flag or
+/// a request on the control socket.
+pub const IDLE_WAIT_MAX: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// What a poll loop does once it has been idle for [`Idle::SPINS`] iterations in a row (before
 /// that it always spins, with a CPU relax hint but in [`IdleMode::Spin`]: poll mode, a frame
 /// that arrives is seen within a microsecond).

@@ -299,9 +299,10 @@ pub const SLEEP_EARLY: Duration = Duration::from_micros(5);
 /// ~9 full-size frames of the ring's 2048).
 pub const SLEEP_MAX: Duration = Duration::from_micros(100);
 
-/// Longest wait in the kernel with nothing queued (`--idle wait`): how late the loop may
-/// notice the end of its run, a signal's flag or a request on the control socket.
-pub const IDLE_WAIT_MAX: Duration = Duration::from_millis(10);
+/// Longest wait in the kernel with nothing queued (`--idle wait`): the workers' own
+/// ([`crate::worker::IDLE_WAIT_MAX`]), in this loop's clock units.
+const IDLE_WAIT_MAX: Duration =
+    Duration::from_nanos(crate::worker::IDLE_WAIT_MAX.as_nanos() as u64);
 
 /// The pacing audit's window (as `quench send`'s).
 const AUDIT_WINDOW: Duration = Duration::from_millis(100);

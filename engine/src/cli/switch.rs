@@ -110,9 +110,6 @@ impl Args {
     }
 }
 
-/// Longest wait of an idle worker with `--idle wait`: how late it may notice the stop flag.
-const IDLE_WAIT_MAX: std::time::Duration = std::time::Duration::from_millis(10);
-
 /// Each worker's idle mode and why. `auto`: a worker spins when its core is its own, that is
 /// when the process has a core for its waiting threads besides one per worker
 /// ([`worker::keep_off_workers`]) and no other process's user-space thread may run on the
@@ -496,7 +493,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     &clock,
                     &stop,
                     &mut wait,
-                    IDLE_WAIT_MAX,
+                    worker::IDLE_WAIT_MAX,
                     &mut wk,
                     |wk, now| wk.poll(now),
                     |wk, now| wk.next_deadline(now),
