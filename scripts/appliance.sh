@@ -17,6 +17,7 @@
 # switch's counters in the UDP phase; the summary prints the CPU budget from them
 # (scripts/cpu-budget.py: % of a CPU per process and role, us per delivered frame).
 # CAPTURE=1 writes OUT_DIR/outside-CC.pcap (the outside link, by the switch) and decodes it.
+# APPLIANCE_CONFIG (default configs/appliance.toml) is `quench appliance --config`;
 # APPLIANCE_ARGS adds options to `quench appliance` (e.g. --busy-poll), SWITCH_ARGS to `quench
 # switch` (e.g. --idle-sleep 50us: its idle loop sleeps rather than yields). IDLE=wait: both
 # wait in the kernel for a frame when idle (`--idle wait`); IDLE= (empty, the default): each
@@ -159,8 +160,11 @@ for cc in ${CCS:-qcn dcqcn}; do
   pids+=($swpid)
   apsock=/run/quench/$prefix-ap-$cc.sock
   # One process, one loop: the hosts' pairs (reaction points) and, in front of the receiver,
-  # the notification-point pair (CE marks become CNPs under DCQCN; CN-TAGs are removed).
-  "${on_ap[@]}" ${APPLIANCE_WRAP:-} "$quench" appliance --driver "$driver" --cc "$cc" --duration "${total}s" --control-socket "$apsock" \
+  # the notification-point pair (CE marks become CNPs under DCQCN; CN-TAGs are removed). The
+  # reaction points' tables: configs/appliance.toml's, i.e. the preset the testbed's senders
+  # share (configs/testbed-1g.toml); APPLIANCE_CONFIG names another file.
+  "${on_ap[@]}" ${APPLIANCE_WRAP:-} "$quench" appliance --config "${APPLIANCE_CONFIG:-configs/appliance.toml}" \
+    --driver "$driver" --cc "$cc" --duration "${total}s" --control-socket "$apsock" \
     --inside "$ap/$ap-is0" --outside "$ap/$ap-os0" --inside "$ap/$ap-is1" --outside "$ap/$ap-os1" \
     --np-inside "$ap/$ap-ir0" --np-outside "$ap/$ap-or0" $appliance_args \
     > "$out/appliance-$cc.log" 2>&1 &

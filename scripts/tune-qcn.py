@@ -5,7 +5,8 @@ senders at 10 Gb/s into one 1 Gbit/s bottleneck, N = 2 and 4, seeds 1 and 2) at 
 (10 us per hop) and a long (250 us per hop, ~1 ms RTT: the testbed's scheduling delays) feedback
 loop, and scores each setting by the acceptance bars of scripts/e2e.sh: utilisation >= 90 %,
 Jain >= 0.95, mean queue <= 2 x Qeq. Prints the shipped setting (configs/switch-qcn.toml,
-configs/send.toml), the MIB values scaled to 1 Gbit/s, and the best of a grid.
+configs/testbed-1g.toml: the preset configs/send.toml and configs/appliance.toml name), the MIB
+values scaled to 1 Gbit/s, and the best of a grid.
 
 `fw` below is the configuration key `feedback_weight`, the IEEE8021-CN-MIB's exponent: the weight
 of the queue's change in Fb is w = 2^fw (MIB default fw = 1, w = 2), as cp/src/qcn.rs reads it.
@@ -28,7 +29,7 @@ QEQ = 50000
 def shipped():
     sw = tomllib.load(open(os.path.join(ROOT, "configs", "switch-qcn.toml"), "rb"))
     qcn = [c for c in sw["congestion"] if "qcn" in c][0]["qcn"]
-    rp = tomllib.load(open(os.path.join(ROOT, "configs", "send.toml"), "rb"))["qcn_rp"]
+    rp = tomllib.load(open(os.path.join(ROOT, "configs", "testbed-1g.toml"), "rb"))["qcn_rp"]
     return (qcn.get("feedback_weight", 1), qcn.get("min_sample_base", 150000),
             rp.get("rpg_time_reset", 15000), rp.get("rpg_ai_rate", 5), rp.get("rpg_hai_rate", 50),
             qcn.get("queue_size_set_point", 26000), rp.get("rpg_byte_reset", 150000))

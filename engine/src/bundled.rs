@@ -91,6 +91,12 @@ pub const BUNDLED: &[Bundled] = &[
         "NVIDIA (Mellanox) NIC DCQCN firmware defaults, 100 Gb/s (dcqcn_rp, np)"
     ),
     bundled!(
+        "testbed-1g",
+        Preset,
+        "testbed-1g.toml",
+        "the 1 Gbit/s testbed's RPs: QCN as tune-qcn.py chose, DCQCN paper scaled (qcn_rp, dcqcn_rp)"
+    ),
+    bundled!(
         "send",
         Send,
         "send.toml",
@@ -232,6 +238,58 @@ pub fn table<T: serde::de::DeserializeOwned>(
         .map(|t| t.clone().try_into())
         .transpose()
         .with_context(|| format!("{}: table [{table}]", src.origin))
+}
+
+/// The congestion-control tables of a preset: `[qcn_rp]`, `[dcqcn_rp]`, `[np]`, each `None` when
+/// the file has none. `quench send` and `quench appliance` take theirs from three places, each
+/// table whole (a table is never merged key by key): `--preset` on the command line, else the
+/// table written in the configuration file, else the one of the preset its `preset` key names,
+/// else the table's defaults.
+#[derive(Debug, Default)]
+pub struct PresetTables {
+    pub qcn_rp: Option<rp::QcnParams>,
+    pub dcqcn_rp: Option<rp::DcqcnParams>,
+    pub np: Option<np::NpParams>,
+}
+
+impl PresetTables {
+    /// The tables of `src`, a preset's text.
+    pub fn read(src: &Source) -> anyhow::Result<Self> {
+        Ok(PresetTables {
+            qcn_rp: table(src, "qcn_rp")?,
+            dcqcn_rp: table(src, "dcqcn_rp")?,
+            np: table(src, "np")?,
+        })
+    }
+
+    /// The tables of `--preset arg` (a bundled name or a file from the working directory).
+    pub fn from_option(arg: &str) -> anyhow::Result<Self> {
+        use anyhow::Context as _;
+        let src = open(arg, Kind::Preset, None).with_context(|| format!("--preset {arg}"))?;
+        Self::read(&src)
+    }
+
+    /// The tables of the preset a configuration file's `preset` key names (`config` is that
+    /// file: a relative path is read from its directory). Errors name the file and the key.
+    pub fn from_key(arg: &str, config: &Source) -> anyhow::Result<Self> {
+        let src = open(arg, Kind::Preset, Some(&config.dir)).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: key `preset`: must be a bundled preset or a preset file: {e}",
+                config.origin
+            )
+        })?;
+        Self::read(&src)
+            .map_err(|e| anyhow::anyhow!("{}: key `preset` = {arg:?}: {e:#}", config.origin))
+    }
+
+    /// Each table of `self` that is `None` taken from `under`.
+    pub fn or(self, under: PresetTables) -> PresetTables {
+        PresetTables {
+            qcn_rp: self.qcn_rp.or(under.qcn_rp),
+            dcqcn_rp: self.dcqcn_rp.or(under.dcqcn_rp),
+            np: self.np.or(under.np),
+        }
+    }
 }
 
 /// `quench presets`: one line per bundled file.

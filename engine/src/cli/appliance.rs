@@ -159,6 +159,9 @@ pub struct ApplianceConfig {
     pub when_full: WhenFull,
     /// Control socket for `quench stats` (none when absent).
     pub control_socket: Option<std::path::PathBuf>,
+    /// A preset (bundled name or file, relative to this file) whose `[qcn_rp]` / `[dcqcn_rp]` /
+    /// `[np]` stand where this file writes none ([`crate::bundled::PresetTables`]).
+    pub preset: Option<String>,
     pub qcn_rp: Option<rp::QcnParams>,
     pub dcqcn_rp: Option<rp::DcqcnParams>,
     pub np: Option<np::NpParams>,
@@ -167,6 +170,29 @@ pub struct ApplianceConfig {
 impl ApplianceConfig {
     pub fn parse(text: &str) -> Result<Self, toml::de::Error> {
         toml::from_str(text)
+    }
+
+    /// Reads a configuration file; its tables are its own or, where it writes none, those of
+    /// the preset its `preset` key names.
+    pub fn read(src: &crate::bundled::Source) -> anyhow::Result<Self> {
+        let mut cfg = Self::parse(&src.text).with_context(|| src.origin.clone())?;
+        if let Some(p) = &cfg.preset {
+            cfg.set_tables(crate::bundled::PresetTables::from_key(p, src)?, false);
+        }
+        Ok(cfg)
+    }
+
+    /// Takes `t`'s tables: all it holds when `over`, else only those this config lacks.
+    fn set_tables(&mut self, t: crate::bundled::PresetTables, over: bool) {
+        let mine = crate::bundled::PresetTables {
+            qcn_rp: self.qcn_rp.take(),
+            dcqcn_rp: self.dcqcn_rp.take(),
+            np: self.np.take(),
+        };
+        let t = if over { t.or(mine) } else { mine.or(t) };
+        self.qcn_rp = t.qcn_rp;
+        self.dcqcn_rp = t.dcqcn_rp;
+        self.np = t.np;
     }
 
     /// The line rate.
@@ -244,7 +270,7 @@ impl ApplianceConfig {
 fn load(args: &Args) -> anyhow::Result<ApplianceConfig> {
     let src = crate::bundled::open(&args.config, crate::bundled::Kind::Appliance, None)
         .with_context(|| format!("--config {}", args.config))?;
-    let mut cfg = ApplianceConfig::parse(&src.text).with_context(|| src.origin.clone())?;
+    let mut cfg = ApplianceConfig::read(&src)?;
     if let Some(cc) = args.cc {
         cfg.cc = cc;
     }
@@ -255,17 +281,7 @@ fn load(args: &Args) -> anyhow::Result<ApplianceConfig> {
         cfg.role = if role == "np" { Role::Np } else { Role::Rp };
     }
     if let Some(p) = &args.preset {
-        use crate::bundled::{open, table, Kind};
-        let preset = open(p, Kind::Preset, None).with_context(|| format!("--preset {p}"))?;
-        if let Some(t) = table(&preset, "qcn_rp")? {
-            cfg.qcn_rp = Some(t);
-        }
-        if let Some(t) = table(&preset, "dcqcn_rp")? {
-            cfg.dcqcn_rp = Some(t);
-        }
-        if let Some(t) = table(&preset, "np")? {
-            cfg.np = Some(t);
-        }
+        cfg.set_tables(crate::bundled::PresetTables::from_option(p)?, true);
     }
     Ok(cfg)
 }
@@ -821,11 +837,63 @@ mod tests {
 
     #[test]
     fn the_shipped_config_parses_and_validates() {
-        let text = include_str!("../../../configs/appliance.toml");
-        let c = ApplianceConfig::parse(text).unwrap();
+        let src = crate::bundled::open("appliance", crate::bundled::Kind::Appliance, None).unwrap();
+        let c = ApplianceConfig::read(&src).unwrap();
         c.table().unwrap();
         c.rp().unwrap();
         c.np().unwrap();
+    }
+
+    /// The appliance and `quench send` run the testbed's reaction points from one preset: the
+    /// tables they end up with are the preset's, not the code's defaults.
+    #[test]
+    fn the_shipped_appliance_and_sender_share_their_rp_tables() {
+        use crate::bundled::{open, Kind, PresetTables};
+        let ap = ApplianceConfig::read(&open("appliance", Kind::Appliance, None).unwrap()).unwrap();
+        let send = crate::cli::send::load(&open("send", Kind::Send, None).unwrap()).unwrap();
+        let preset = PresetTables::from_option("testbed-1g").unwrap();
+        assert!(preset.qcn_rp.is_some() && preset.dcqcn_rp.is_some());
+        assert_eq!(ap.qcn_rp, preset.qcn_rp);
+        assert_eq!(ap.dcqcn_rp, preset.dcqcn_rp);
+        assert_eq!(send.qcn_rp, preset.qcn_rp);
+        assert_eq!(send.dcqcn_rp, preset.dcqcn_rp);
+        assert_ne!(ap.qcn_rp, Some(rp::QcnParams::default()));
+        assert_ne!(ap.dcqcn_rp, Some(rp::DcqcnParams::default()));
+    }
+
+    /// A table the file writes stands over its preset's; `--preset` stands over both; a preset
+    /// that cannot be read is an error naming the file and the key.
+    #[test]
+    fn tables_come_from_the_command_line_then_the_file_then_its_preset() {
+        use crate::bundled::{PresetTables, Source};
+        let src = |text: &str| Source {
+            text: text.to_string().into(),
+            origin: "mine.toml".into(),
+            dir: ".".into(),
+        };
+        let c = ApplianceConfig::read(&src("preset = \"testbed-1g\"\n[qcn_rp]\nrpg_ai_rate = 7\n"))
+            .unwrap();
+        assert_eq!(c.qcn_rp.as_ref().unwrap().rpg_ai_rate, 7);
+        // The file's table is whole: the preset's other QCN keys do not fill it in.
+        assert_eq!(
+            c.qcn_rp.as_ref().unwrap().rpg_time_reset,
+            rp::QcnParams::default().rpg_time_reset
+        );
+        let preset = PresetTables::from_option("testbed-1g").unwrap();
+        assert_eq!(c.dcqcn_rp, preset.dcqcn_rp);
+        let mut c = c;
+        c.set_tables(PresetTables::from_option("nvidia").unwrap(), true);
+        let nvidia = PresetTables::from_option("nvidia").unwrap();
+        assert_eq!(c.dcqcn_rp, nvidia.dcqcn_rp);
+        assert_eq!(c.qcn_rp.as_ref().unwrap().rpg_ai_rate, 7);
+        let e = ApplianceConfig::read(&src("preset = \"testbed-10g\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("mine.toml") && e.contains("`preset`"), "{e}");
+        assert!(
+            e.contains("testbed-1g"),
+            "the known presets are listed: {e}"
+        );
     }
 
     #[test]

@@ -92,6 +92,9 @@ pub struct SendConfig {
     /// over the committed one), so a long `max_catch_up_us` does not become a line-rate burst.
     /// Absent: frames owed leave as fast as the loop polls. Must be above 1.
     pub catch_up_speed: Option<f64>,
+    /// A preset (bundled name or file, relative to this file) whose `[qcn_rp]` / `[dcqcn_rp]`
+    /// stand where this file writes none ([`crate::bundled::PresetTables`]).
+    pub preset: Option<String>,
     pub qcn_rp: Option<rp::QcnParams>,
     pub dcqcn_rp: Option<rp::DcqcnParams>,
     pub flows: Vec<FlowGroup>,
@@ -179,8 +182,18 @@ pub struct Args {
     pub duration: Duration,
 }
 
+/// Reads a send configuration; its reaction-point tables are its own or, where it writes none,
+/// those of the preset its `preset` key names.
 pub(crate) fn load(src: &crate::bundled::Source) -> anyhow::Result<SendConfig> {
-    crate::config_file::from_str(&src.text, &src.origin).map_err(anyhow::Error::msg)
+    use crate::bundled::PresetTables;
+    let mut cfg: SendConfig =
+        crate::config_file::from_str(&src.text, &src.origin).map_err(anyhow::Error::msg)?;
+    if let Some(p) = &cfg.preset {
+        let t = PresetTables::from_key(p, src)?;
+        cfg.qcn_rp = cfg.qcn_rp.or(t.qcn_rp);
+        cfg.dcqcn_rp = cfg.dcqcn_rp.or(t.dcqcn_rp);
+    }
+    Ok(cfg)
 }
 
 /// The host's reaction points for `cc` at line rate `line`, from the `[qcn_rp]` /
@@ -254,7 +267,7 @@ struct PortConfig {
 }
 
 fn port_config(args: &Args, arg: &str, rate: Option<&Rate>) -> anyhow::Result<PortConfig> {
-    use crate::bundled::{open, table, Kind};
+    use crate::bundled::{open, Kind, PresetTables};
     let src = open(arg, Kind::Send, None).with_context(|| format!("--config {arg}"))?;
     let mut cfg = load(&src)?;
     let file = src.origin.clone();
@@ -265,13 +278,9 @@ fn port_config(args: &Args, arg: &str, rate: Option<&Rate>) -> anyhow::Result<Po
         }
     }
     if let Some(p) = &args.preset {
-        let preset = open(p, Kind::Preset, None).with_context(|| format!("--preset {p}"))?;
-        if let Some(q) = table(&preset, "qcn_rp")? {
-            cfg.qcn_rp = Some(q);
-        }
-        if let Some(d) = table(&preset, "dcqcn_rp")? {
-            cfg.dcqcn_rp = Some(d);
-        }
+        let t = PresetTables::from_option(p)?;
+        cfg.qcn_rp = t.qcn_rp.or(cfg.qcn_rp);
+        cfg.dcqcn_rp = t.dcqcn_rp.or(cfg.dcqcn_rp);
     }
     let line =
         Rate::parse(&cfg.line_rate).map_err(|e| anyhow::anyhow!("{file}: line_rate: {e}"))?;
