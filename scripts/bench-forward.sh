@@ -48,6 +48,16 @@
 #                    when idle, as `quench switch` does by default on a core of its own
 #   IDLE=MODE        quench switch --idle MODE (auto, the default; yield; spin; a duration);
 #                    BUSY_POLL=1 is IDLE=spin
+#   NAPI_BUSY_POLL=1 preferred busy polling of the forwarder's veths' NAPI, for quench
+#                    (`--napi-busy-poll`: its spinning worker runs the veth's receive, the XDP
+#                    program and the copy into its UMEM, instead of the sender's sendto on the
+#                    sender's core) and testpmd net_af_xdp (which sets SO_PREFER_BUSY_POLL
+#                    itself) alike: the forwarder's two veths get napi_defer_hard_irqs 2 and
+#                    gro_flush_timeout 200000 ns (DPDK's af_xdp guide's values) for its cells,
+#                    their old values back after each; the bridge's cells run without. The
+#                    latency part only (its quench worker spins under SHIELD=1), and the rates
+#                    part too with IDLE=spin (a yielding worker cannot busy-poll: its frames
+#                    would wait for the timeout). NAPI_BUSY_POLL=0: neither
 #   --stages         also record each latency cell with `perf record -k mono -a` (kernel trace
 #                    points: the sender's sendto, the veths' transmit and receive, the XDP
 #                    redirect, the forwarder's kick, scheduling, softirqs, timer interrupts) and
@@ -68,6 +78,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 idle=${IDLE:-auto}
 [ "${BUSY_POLL:-0}" = 1 ] && idle=spin
+napi_bp=${NAPI_BUSY_POLL:-0}
 secs=4
 rates=1
 keep=
@@ -212,11 +223,45 @@ if [ -n "$workers" ]; then
   exit 0
 fi
 
+# napi_knobs on|off: the NAPI deferral that preferred busy polling needs (NAPI_BUSY_POLL=1) on
+# the forwarder's two veths, or their values from before back. Set while the forwarder in
+# $napi_fwd_bp (quench or testpmd af_xdp) runs, so that the bridge's cells keep the defaults.
+napi_saved=
+napi_knobs() {
+  local d f
+  if [ "$1" = on ]; then
+    napi_saved=
+    for d in $P-sw-s0 $P-sw-r0; do
+      for f in napi_defer_hard_irqs gro_flush_timeout; do
+        napi_saved+="$d/$f=$(ip netns exec $P-sw cat /sys/class/net/$d/$f) "
+      done
+      ip netns exec $P-sw sh -c "echo 2 >/sys/class/net/$d/napi_defer_hard_irqs; \
+        echo 200000 >/sys/class/net/$d/gro_flush_timeout"
+    done
+  else
+    for f in $napi_saved; do
+      ip netns exec $P-sw sh -c "echo ${f#*=} >/sys/class/net/${f%%=*}" 2>/dev/null || true
+    done
+    napi_saved=
+  fi
+}
+# busy_polled: BusyPollRxPackets of the forwarder's namespace (TcpExt, /proc/net/netstat).
+busy_polled() {
+  ip netns exec $P-sw awk '/^TcpExt:/ { if (!n) { for (i = 1; i <= NF; i++) if ($i == "BusyPollRxPackets") c = i; n = 1 } else print $c }' /proc/net/netstat
+}
+# Whether the forwarder $1 busy-polls its NAPI in the current part ($napi_part: 1 in the
+# latency part, 1 in the rates part only with IDLE=spin).
+napi_on() { [ "$napi_part" = 1 ] && { [ "$1" = quench ] || [ "$1" = af_xdp ]; }; }
+napi_part=0
+[ "$napi_bp" = 1 ] && [ "$idle" = spin ] && napi_part=1
+
 declare -A res
 # Starts forwarder $1 (quench, bridge, af_packet, af_xdp) on core 0 in the switch namespace, for
 # at most $2 seconds (testpmd); stop_forwarder $1 stops it. $fwd_pid: the process to stop.
 start_forwarder() {
   fwd_pid=
+  local bp=()
+  if napi_on "$1"; then napi_knobs on; [ "$1" = quench ] && bp=(--napi-busy-poll); fi
   case "$1" in
     quench)
       switch_cfg ""
@@ -226,7 +271,7 @@ start_forwarder() {
       # own and it spins, as it would for a user who shields a core; else it yields.
       # IDLE=yield|spin|auto|DURATION sets it (an A/B); BUSY_POLL=1 is IDLE=spin.
       ip netns exec $P-sw taskset -c 0-$last $Q switch --config "$out/sw.toml" --workers 1 \
-        --idle "$idle" >"$out/sw.out" 2>"$out/sw.err" &
+        --idle "$idle" "${bp[@]}" >"$out/sw.out" 2>"$out/sw.err" &
       fwd_pid=$!
       sleep 1.5 ;;
     appliance)
@@ -273,6 +318,7 @@ stop_forwarder() {
     *) kill -INT "$fwd_pid" 2>/dev/null || true; wait "$fwd_pid" 2>/dev/null || true
        cp "$out/pmd.out" "$out/pmd-$1-$(date +%s).out" ;;
   esac
+  [ -z "$napi_saved" ] || napi_knobs off
 }
 
 if [ "$appliance" = 1 ]; then
@@ -331,6 +377,7 @@ fi
 
 # Latency: one paced flow through each forwarder at each load; the sink's summary.json.
 read -ra loads <<<"$lat_loads"
+napi_part=$napi_bp
 # SHIELD=1 (two CPUs): for the latency part, the machine's other work (other processes, kernel
 # reclaim and RCU threads, the devices' interrupts and the unbound workqueues' workers:
 # scripts/cpu-shield.sh --irqs) moves onto the last CPU, the sender's and sink's, leaving core 0
@@ -361,7 +408,13 @@ lat_round() {
           --rate "$((load * 10))mbit" --duration "${lsecs}s" --sink $P-r0/eth0 --sink-no-cnp \
           --sink-out "$1" >"$1.log" 2>&1 || { cat "$1.log" >&2; exit 1; }
       }
+      # With NAPI_BUSY_POLL=1: the frames the kernel's busy polling processed in the
+      # forwarder's namespace during the cell (BusyPollRxPackets, /proc/net/netstat), the
+      # evidence that the forwarder's polls, not the sender's softirq, ran the veth's receive.
+      napi_on $fwd && bp0=$(busy_polled)
       send_cell "$d"
+      napi_on $fwd && echo "  [round $rnd, $fwd, $load %] frames received by busy polling:" \
+        "$(( $(busy_polled) - bp0 ))" >&2
       lat_args+=("$rnd" "$fwd" "$load" "$d")
       if [ "$stages" = 1 ]; then
         # A second cell under the trace, so that the table's cell is not perturbed by it.
@@ -381,7 +434,8 @@ lat_round() {
         stop_forwarder quench
         cp "$out/sw.out" "$out/sw-r$rnd-$load.out"
         # The idle decision, and with a `step-clock` build (QUENCH=...) the loop's steps.
-        grep -h -e "when idle" -e "steps of" "$out/sw.err" | sed "s/^/  [round $rnd, $load %] /" >&2 || true
+        grep -h -e "when idle" -e "steps of" -e "NAPI" -e "napi_defer" "$out/sw.err" \
+          | sed "s/^/  [round $rnd, $load %] /" >&2 || true
       fi
     done
     [ $fwd = quench ] || stop_forwarder $fwd

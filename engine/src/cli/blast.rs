@@ -284,6 +284,7 @@ fn blast_af_xdp(
         mode,
         force: false,
         queues: Some(vec![0]),
+        busy_poll: None,
     };
     let mut port = XdpPort::open(&pool, iface, &opts)?;
     let mut pacer = rate.map(|r| Shaper::new(r, Shaper::default_burst(r, 1514).max(PACED_CREDIT)));

@@ -74,6 +74,18 @@ pub struct Args {
     /// The same as `--idle DURATION`.
     #[arg(long, value_parser = super::duration_or_secs_arg, conflicts_with = "idle")]
     pub idle_sleep: Option<Duration>,
+    /// Preferred busy polling of the AF_XDP ports' NAPI by a spinning worker
+    /// (SO_PREFER_BUSY_POLL, SO_BUSY_POLL, SO_BUSY_POLL_BUDGET = BUDGET, default 64): when a
+    /// port's rx ring is empty the worker runs the device's receive processing itself (on a
+    /// veth: the XDP program and the copy into the UMEM), instead of the sender's transmit
+    /// doing it on the sender's core. Takes effect where the devices' `napi_defer_hard_irqs`
+    /// and `gro_flush_timeout` (sysfs) are set and the kernel gives each socket its queue's
+    /// NAPI id (zero-copy drivers; not veth on Linux 6.13 and later, where it cannot take
+    /// effect: printed at start); a worker that does not spin leaves it off (its frames would
+    /// wait for `gro_flush_timeout`).
+    #[arg(long, value_name = "BUDGET", num_args = 0..=1, default_missing_value = "64",
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub napi_busy_poll: Option<u16>,
 }
 
 /// `--idle`: one mode for every worker, or each worker's by [`idle_modes`].
@@ -147,6 +159,125 @@ fn idle_modes(arg: IdleArg, workers: usize) -> Vec<(worker::IdleMode, String)> {
             },
         )
         .collect()
+}
+
+/// Each worker's preferred busy polling (`--napi-busy-poll BUDGET`). Only a spinning worker
+/// polls: with the devices' NAPI deferral set, the kernel leaves a frame on the veth's queue
+/// until the worker's next poll or, if none comes, until `gro_flush_timeout` passes; a worker
+/// that yields or sleeps when idle would make its frames wait for that timeout. So an idle mode
+/// fixed to anything else is an error, and under `--idle auto` a worker that yields goes
+/// without (and says so).
+fn napi_busy_poll(
+    budget: Option<u16>,
+    arg: IdleArg,
+    idle: &[(worker::IdleMode, String)],
+) -> anyhow::Result<Vec<Option<xdp::NapiBusyPoll>>> {
+    use worker::IdleMode;
+    let Some(budget) = budget else {
+        return Ok(vec![None; idle.len()]);
+    };
+    let name = |m: IdleMode| match m {
+        IdleMode::Yield => "yield",
+        IdleMode::Wait => "wait",
+        IdleMode::Sleep(_) => "a duration",
+        IdleMode::Spin => "spin",
+    };
+    if let IdleArg::Fixed(m) = arg {
+        if m != IdleMode::Spin {
+            bail!(
+                "--napi-busy-poll needs a spinning worker (--idle spin, or auto on a core of its \
+                 own), not --idle {}: a worker that stops polling when idle leaves its frames to \
+                 the devices' gro_flush_timeout",
+                name(m)
+            );
+        }
+    }
+    Ok(idle
+        .iter()
+        .enumerate()
+        .map(|(w, (m, _))| {
+            if *m == IdleMode::Spin {
+                Some(xdp::NapiBusyPoll { budget })
+            } else {
+                eprintln!(
+                    "quench switch: worker {w} does not busy-poll its ports' NAPI \
+                     (--napi-busy-poll): it does not spin when idle ({})",
+                    name(*m)
+                );
+                None
+            }
+        })
+        .collect())
+}
+
+/// What stands in the way of a busy-polling worker's ports, printed at start: a device whose
+/// NAPI deferral is not set (the kernel then runs the receive in the sender's context
+/// whatever the worker polls), a socket that has no NAPI id (nothing for a busy poll to run:
+/// Linux 6.13 and later take it when the socket binds, from the driver's queue-to-NAPI map,
+/// which veth does not fill; earlier kernels from the first frame received).
+fn busy_poll_notes(wk: &Worker<SwitchPort>) {
+    for op in wk.ports.iter().flatten() {
+        let c = crate::port::Port::caps(&op.port);
+        if c.kind != PortKind::Xdp {
+            continue;
+        }
+        if let Some((defer, timeout)) = xdp::napi_deferral(&c.name) {
+            if defer == 0 || timeout == 0 {
+                eprintln!(
+                    "quench switch: {}: napi_defer_hard_irqs {defer}, gro_flush_timeout \
+                     {timeout} ns: with either 0 the kernel runs the receive in the sender's \
+                     context whatever the worker polls (--napi-busy-poll takes it over only \
+                     with both set, e.g. 2 and 200000 in /sys/class/net/{}/)",
+                    c.name, c.name
+                );
+            }
+        }
+        let mut ids = Vec::new();
+        crate::port::Port::napi_ids(&op.port, &mut ids);
+        if ids.iter().any(Option::is_none) {
+            eprintln!(
+                "quench switch: {}: the kernel gave the AF_XDP socket no NAPI id (yet), so \
+                 --napi-busy-poll has nothing to poll: Linux 6.13 and later take it at bind \
+                 from the driver's queue-to-NAPI map, which veth does not fill; with the \
+                 device's NAPI deferral set its frames then wait for gro_flush_timeout",
+                c.name
+            );
+        }
+    }
+}
+
+/// What a busy-polling worker's ports recorded, for its exit line: each AF_XDP port's NAPI ids
+/// (one per queue; "none" for a socket that recorded none, so that nothing was polled) and
+/// the frames busy polling processed in this network namespace meanwhile (`BusyPollRxPackets`,
+/// every busy-polling socket of the namespace together) since `rx0`.
+fn busy_poll_report(wk: &Worker<SwitchPort>, rx0: Option<u64>) -> String {
+    let ports: Vec<String> = wk
+        .ports
+        .iter()
+        .flatten()
+        .map(|op| {
+            let mut ids = Vec::new();
+            crate::port::Port::napi_ids(&op.port, &mut ids);
+            let ids: Vec<String> = ids
+                .iter()
+                .map(|i| i.map_or("none".into(), |i| i.to_string()))
+                .collect();
+            format!(
+                "{} napi {}",
+                crate::port::Port::caps(&op.port).name,
+                ids.join(",")
+            )
+        })
+        .collect();
+    let frames = match (rx0, xdp::busy_poll_rx_packets()) {
+        (Some(a), Some(b)) => format!("{} frames", b.saturating_sub(a)),
+        _ => "an unknown number of frames (/proc/net/netstat unreadable)".into(),
+    };
+    format!(
+        "busy-polled its ports' NAPI ({}): {frames} received by busy polling in this network \
+         namespace (BusyPollRxPackets)",
+        ports.join("; ")
+    )
 }
 
 /// The progress status of the switch from a counters snapshot: forwarding rate over the
@@ -257,6 +388,7 @@ fn open_port(
     pool: &mut Option<XdpPool>,
     queues: &[u16],
     force: bool,
+    busy_poll: Option<xdp::NapiBusyPoll>,
 ) -> Result<AnyPort, PortError> {
     match p.kind {
         PortKind::Xdp => {
@@ -281,6 +413,7 @@ fn open_port(
                 mode: p.xdp_mode,
                 force,
                 queues: Some(queues.to_vec()),
+                busy_poll,
             };
             xdp::XdpPort::open(pool, &p.iface, &opts).map(AnyPort::Xdp)
         }
@@ -373,6 +506,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         })
         .collect();
     let idle = idle_modes(args.idle(), workers);
+    let busy_poll = napi_busy_poll(args.napi_busy_poll, args.idle(), &idle)?;
     let mut links = links(workers).into_iter();
     let (ready_tx, ready_rx) = mpsc::channel::<Result<Vec<(usize, Capabilities)>, String>>();
     let mut handles = Vec::new();
@@ -388,6 +522,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let counters_w = worker_counters[w].clone();
         let force = args.force_xdp;
         let idle_mode = idle[w].0;
+        let busy_poll_w = busy_poll[w];
         let h = worker::spawn_pinned(w, format!("quench-w{w}"), move || {
             let mut pool = None;
             let mut ports: Vec<Option<OwnedPort<SwitchPort>>> =
@@ -395,7 +530,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let mut caps = Vec::new();
             for (pi, queues) in &units {
                 let p = &profile.ports[*pi];
-                let port = match open_port(&profile, p, &mut pool, queues, force) {
+                let port = match open_port(&profile, p, &mut pool, queues, force, busy_poll_w) {
                     Ok(port) => port,
                     Err(e) => {
                         let _ = ready.send(Err(format!("port {:?}: {e}", p.name)));
@@ -477,6 +612,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 }
                 wk.set_pfc(pfc.clone(), &rates, &macs);
             }
+            if busy_poll_w.is_some() {
+                busy_poll_notes(&wk);
+            }
             let _ = ready.send(Ok(caps));
             if matches!(
                 idle_mode,
@@ -485,6 +623,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 worker::fine_timer_slack();
             }
             crate::steps::start(&clock);
+            let busy_rx0 = xdp::busy_poll_rx_packets();
             let wait = (idle_mode == worker::IdleMode::Wait)
                 .then(|| worker::RxWait::new(wk.rx_fds()))
                 .flatten();
@@ -501,6 +640,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 None => worker::run_loop(&clock, &stop, worker::Idle::new(idle_mode), |now| {
                     wk.poll(now)
                 }),
+            }
+            if busy_poll_w.is_some() {
+                eprintln!(
+                    "quench switch: worker {w} {}",
+                    busy_poll_report(&wk, busy_rx0)
+                );
             }
             wk.shutdown();
             if let Some(steps) = crate::steps::report() {
@@ -674,5 +819,61 @@ mod tests {
         assert_eq!(plan[0], vec![(0, vec![0]), (1, vec![0]), (2, vec![0])]);
         assert!(plan[1].is_empty());
         assert!(p.ports.iter().all(|q| whole_egress(&p, q)));
+    }
+
+    /// `--napi-busy-poll` is for spinning workers only: an idle mode fixed to anything else is
+    /// refused with the reason, and under `auto` each worker that does not spin goes without.
+    #[test]
+    fn napi_busy_poll_goes_only_to_spinning_workers() {
+        use worker::IdleMode;
+        let spin = (IdleMode::Spin, String::new());
+        let yld = (IdleMode::Yield, String::new());
+        let bp = Some(xdp::NapiBusyPoll { budget: 32 });
+        assert_eq!(
+            napi_busy_poll(None, IdleArg::Auto, std::slice::from_ref(&spin)).unwrap(),
+            vec![None]
+        );
+        assert_eq!(
+            napi_busy_poll(Some(32), IdleArg::Auto, &[spin.clone(), yld.clone()]).unwrap(),
+            vec![bp, None]
+        );
+        assert_eq!(
+            napi_busy_poll(Some(32), IdleArg::Fixed(IdleMode::Spin), &[spin]).unwrap(),
+            vec![bp]
+        );
+        let e = napi_busy_poll(Some(32), IdleArg::Fixed(IdleMode::Yield), &[yld])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--idle yield") && e.contains("gro_flush_timeout"),
+            "{e}"
+        );
+    }
+
+    /// The flag alone takes the default budget; a budget of 0 (which the kernel would read as
+    /// "its own default of 8") is refused by the parser.
+    #[test]
+    fn napi_busy_poll_budget_parses() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            a: Args,
+        }
+        let parse = |v: &[&str]| {
+            <Cli as clap::Parser>::try_parse_from(
+                ["quench", "--config", "c.toml"].iter().chain(v.iter()),
+            )
+        };
+        assert_eq!(parse(&[]).unwrap().a.napi_busy_poll, None);
+        assert_eq!(
+            parse(&["--napi-busy-poll"]).unwrap().a.napi_busy_poll,
+            Some(64)
+        );
+        assert_eq!(
+            parse(&["--napi-busy-poll=16"]).unwrap().a.napi_busy_poll,
+            Some(16)
+        );
+        assert!(parse(&["--napi-busy-poll=0"]).is_err());
+        assert!(parse(&["--napi-busy-poll=70000"]).is_err());
     }
 }

@@ -155,6 +155,7 @@ pub fn open_port(
                 mode: Default::default(),
                 force: false,
                 queues: Some(vec![0]),
+                busy_poll: None,
             };
             crate::port::xdp::XdpPort::open(&pool, iface, &opts).map(AnyPort::Xdp)
         }
