@@ -57,7 +57,15 @@
 #                    their old values back after each; the bridge's cells run without. The
 #                    latency part only (its quench worker spins under SHIELD=1), and the rates
 #                    part too with IDLE=spin (a yielding worker cannot busy-poll: its frames
-#                    would wait for the timeout). NAPI_BUSY_POLL=0: neither
+#                    would wait for the timeout). NAPI_BUSY_POLL=0: neither. On veth with
+#                    Linux 6.13 and later the AF_XDP sockets get no NAPI id, nothing is
+#                    busy-polled (the cells print 0 frames), and every frame waits for the
+#                    timeout: the knob shows the kernel's state, it does not help there
+#   NAPI_THREADED=1  instead (or too): the forwarder's veths' NAPI in kernel threads pinned to
+#                    core 0 at SCHED_FIFO 50 (sysfs `threaded`), for quench and testpmd af_xdp
+#                    alike, the latency part only: the veth's receive (XDP program, copy into
+#                    the UMEM) leaves the sender's core, at the price of a wake-up and two
+#                    context switches on core 0 per batch
 #   --stages         also record each latency cell with `perf record -k mono -a` (kernel trace
 #                    points: the sender's sendto, the veths' transmit and receive, the XDP
 #                    redirect, the forwarder's kick, scheduling, softirqs, timer interrupts) and
@@ -79,6 +87,7 @@ cd "$(dirname "$0")/.."
 idle=${IDLE:-auto}
 [ "${BUSY_POLL:-0}" = 1 ] && idle=spin
 napi_bp=${NAPI_BUSY_POLL:-0}
+napi_threaded=${NAPI_THREADED:-0}
 secs=4
 rates=1
 keep=
@@ -223,21 +232,33 @@ if [ -n "$workers" ]; then
   exit 0
 fi
 
-# napi_knobs on|off: the NAPI deferral that preferred busy polling needs (NAPI_BUSY_POLL=1) on
-# the forwarder's two veths, or their values from before back. Set while the forwarder in
-# $napi_fwd_bp (quench or testpmd af_xdp) runs, so that the bridge's cells keep the defaults.
+# napi_knobs on|off: the forwarder's two veths' NAPI settings for its cells, or their values
+# from before back. NAPI_BUSY_POLL=1: the deferral that preferred busy polling needs
+# (napi_defer_hard_irqs 2, gro_flush_timeout 200000 ns). NAPI_THREADED=1: the veths' NAPI in
+# kernel threads (sysfs `threaded` 1), pinned to core 0, the forwarder's, at SCHED_FIFO 50, so
+# that the sender's transmit only queues a frame and wakes the thread, which runs the XDP
+# program and the copy into the forwarder's UMEM on core 0 (preempting the forwarder there).
+# Set while quench or testpmd af_xdp runs, so that the bridge's cells keep the defaults.
 napi_saved=
 napi_knobs() {
-  local d f
+  local d f v t
   if [ "$1" = on ]; then
     napi_saved=
     for d in $P-sw-s0 $P-sw-r0; do
-      for f in napi_defer_hard_irqs gro_flush_timeout; do
+      for f in napi_defer_hard_irqs gro_flush_timeout threaded; do
         napi_saved+="$d/$f=$(ip netns exec $P-sw cat /sys/class/net/$d/$f) "
       done
-      ip netns exec $P-sw sh -c "echo 2 >/sys/class/net/$d/napi_defer_hard_irqs; \
-        echo 200000 >/sys/class/net/$d/gro_flush_timeout"
+      for v in $([ "$napi_bp" = 1 ] && echo napi_defer_hard_irqs=2 gro_flush_timeout=200000) \
+               $([ "$napi_threaded" = 1 ] && echo threaded=1); do
+        ip netns exec $P-sw sh -c "echo ${v#*=} >/sys/class/net/$d/${v%%=*}"
+      done
     done
+    if [ "$napi_threaded" = 1 ]; then
+      # The threads are named napi/DEV-ID (the command name cut to 15 characters).
+      for t in $(pgrep "^napi/$P-sw-"); do
+        taskset -pc 0 "$t" >/dev/null && chrt -f -p 50 "$t" || true
+      done
+    fi
   else
     for f in $napi_saved; do
       ip netns exec $P-sw sh -c "echo ${f#*=} >/sys/class/net/${f%%=*}" 2>/dev/null || true
@@ -249,8 +270,9 @@ napi_knobs() {
 busy_polled() {
   ip netns exec $P-sw awk '/^TcpExt:/ { if (!n) { for (i = 1; i <= NF; i++) if ($i == "BusyPollRxPackets") c = i; n = 1 } else print $c }' /proc/net/netstat
 }
-# Whether the forwarder $1 busy-polls its NAPI in the current part ($napi_part: 1 in the
-# latency part, 1 in the rates part only with IDLE=spin).
+# Whether the forwarder $1 gets napi_knobs in the current part ($napi_part: 1 in the latency
+# part with NAPI_BUSY_POLL=1 or NAPI_THREADED=1; in the rates part only with NAPI_BUSY_POLL=1
+# and IDLE=spin).
 napi_on() { [ "$napi_part" = 1 ] && { [ "$1" = quench ] || [ "$1" = af_xdp ]; }; }
 napi_part=0
 [ "$napi_bp" = 1 ] && [ "$idle" = spin ] && napi_part=1
@@ -261,7 +283,10 @@ declare -A res
 start_forwarder() {
   fwd_pid=
   local bp=()
-  if napi_on "$1"; then napi_knobs on; [ "$1" = quench ] && bp=(--napi-busy-poll); fi
+  if napi_on "$1"; then
+    napi_knobs on
+    [ "$1" = quench ] && [ "$napi_bp" = 1 ] && bp=(--napi-busy-poll)
+  fi
   case "$1" in
     quench)
       switch_cfg ""
@@ -377,7 +402,8 @@ fi
 
 # Latency: one paced flow through each forwarder at each load; the sink's summary.json.
 read -ra loads <<<"$lat_loads"
-napi_part=$napi_bp
+napi_part=0
+[ "$napi_bp" = 1 ] || [ "$napi_threaded" = 1 ] && napi_part=1
 # SHIELD=1 (two CPUs): for the latency part, the machine's other work (other processes, kernel
 # reclaim and RCU threads, the devices' interrupts and the unbound workqueues' workers:
 # scripts/cpu-shield.sh --irqs) moves onto the last CPU, the sender's and sink's, leaving core 0
@@ -411,9 +437,9 @@ lat_round() {
       # With NAPI_BUSY_POLL=1: the frames the kernel's busy polling processed in the
       # forwarder's namespace during the cell (BusyPollRxPackets, /proc/net/netstat), the
       # evidence that the forwarder's polls, not the sender's softirq, ran the veth's receive.
-      napi_on $fwd && bp0=$(busy_polled)
+      [ "$napi_bp" = 1 ] && napi_on $fwd && bp0=$(busy_polled)
       send_cell "$d"
-      napi_on $fwd && echo "  [round $rnd, $fwd, $load %] frames received by busy polling:" \
+      [ "$napi_bp" = 1 ] && napi_on $fwd && echo "  [round $rnd, $fwd, $load %] frames received by busy polling:" \
         "$(( $(busy_polled) - bp0 ))" >&2
       lat_args+=("$rnd" "$fwd" "$load" "$d")
       if [ "$stages" = 1 ]; then
