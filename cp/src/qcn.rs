@@ -247,6 +247,68 @@ impl QcnCpProfile {
             _ => base,
         }
     }
+
+    /// Whether frames are sampled by a byte interval (the default), not a per-frame coin.
+    pub fn samples_by_octets(&self) -> bool {
+        matches!(self.sampling, Sampling::ByteInterval { .. })
+    }
+
+    /// Byte-interval mode with the counter and Qold kept by the caller (the engine's port-wide
+    /// sampling state when several workers' queues make one port): a frame the caller's
+    /// counter did not sample. The queue holds `queue_bytes` octets with the frame; `q_old` is
+    /// Qold. Seed lines 153-164 and 176-179, as [`QcnCp::on_frame`] decides them.
+    pub fn on_unsampled(&self, queue_bytes: u64, q_old: u64) -> QcnDecision {
+        let q = queue_bytes.min(QUEUE_CAP);
+        let fb = self.fb(q, q_old);
+        self.decision(q, q_old, fb, self.quantize(fb), false)
+    }
+
+    /// As [`on_unsampled`](Self::on_unsampled), for a frame that reached the caller's sample
+    /// point: the decision, and the caller's new Qold and the next interval (octets, >= 1),
+    /// drawn from `rng` as [`QcnCp::on_frame`] draws it (one draw with jitter, none without).
+    pub fn on_sampled(
+        &self,
+        queue_bytes: u64,
+        q_old: u64,
+        rng: &mut impl RngCore,
+    ) -> (QcnDecision, QcnSample) {
+        let q = queue_bytes.min(QUEUE_CAP);
+        let fb = self.fb(q, q_old);
+        let qntz_fb = self.quantize(fb);
+        let next_interval = self.next_interval(qntz_fb, rng).max(1);
+        let d = self.decision(q, q_old, fb, qntz_fb, true);
+        (
+            d,
+            QcnSample {
+                q_old: q,
+                next_interval,
+            },
+        )
+    }
+
+    /// The decision for a frame with Fb `fb` (QntzFb `qntz_fb`) at a queue of `q` octets
+    /// (capped), `q_old` being Qold before it. Seed lines 166-179.
+    fn decision(&self, q: u64, q_old: u64, fb: i64, qntz_fb: u8, sampled: bool) -> QcnDecision {
+        let mut feedback = None;
+        // Line 170: "if (Fb < 0) then generate_fb_frame = 1;" -- here QntzFb > 0 (see the
+        // module doc: a CNM with QntzFb 0 is ignored by the RP).
+        if sampled && qntz_fb > 0 {
+            let q = q as i64;
+            feedback = Some(QcnFeedback {
+                qntz_fb,
+                qoffset: to_cnm_units(q - self.qeq),
+                qdelta: to_cnm_units(q - q_old.min(QUEUE_CAP) as i64),
+            });
+        }
+        QcnDecision {
+            fb,
+            qntz_fb,
+            sampled,
+            // Lines 176-179: "if (Fb < 0) then IncomingFrame.DE = 1;"
+            discard_eligible: fb < 0,
+            feedback,
+        }
+    }
 }
 
 /// The congestion information for one CNM. The engine adds the CPID (protocols.md: CP MAC +
@@ -277,6 +339,15 @@ pub struct QcnDecision {
     pub discard_eligible: bool,
     /// Send a CNM to the frame's source.
     pub feedback: Option<QcnFeedback>,
+}
+
+/// A sample taken by a counter the caller keeps ([`QcnCpProfile::on_sampled`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QcnSample {
+    /// Qold from now on: the queue length at this sample (seed line 173: "qlen_old = qlen;").
+    pub q_old: u64,
+    /// Octets to arrive before the next sample, >= 1 (the remainder is not carried over).
+    pub next_interval: u64,
 }
 
 /// Per-queue QCN CP state: Qold and the octets still to arrive before the next sample.
@@ -342,30 +413,12 @@ impl QcnCp {
                 }
             }
         };
-        let q_old_before = self.q_old;
-        let mut feedback = None;
+        let d = profile.decision(q, self.q_old, fb, qntz_fb, sampled);
         if sampled {
-            // Line 170: "if (Fb < 0) then generate_fb_frame = 1;" -- here QntzFb > 0 (see the
-            // module doc: a CNM with QntzFb 0 is ignored by the RP).
-            if qntz_fb > 0 {
-                let q = q as i64;
-                feedback = Some(QcnFeedback {
-                    qntz_fb,
-                    qoffset: to_cnm_units(q - profile.qeq),
-                    qdelta: to_cnm_units(q - q_old_before.min(QUEUE_CAP) as i64),
-                });
-            }
             // Line 173: "qlen_old = qlen;"
             self.q_old = q;
         }
-        QcnDecision {
-            fb,
-            qntz_fb,
-            sampled,
-            // Lines 176-179: "if (Fb < 0) then IncomingFrame.DE = 1;"
-            discard_eligible: fb < 0,
-            feedback,
-        }
+        d
     }
 }
 
@@ -669,6 +722,39 @@ mod tests {
                             prop_assert_eq!(d.sampled, u64::from(b) >= before);
                             prop_assert!(cp.bytes_until_sample() >= 1);
                         }
+                    }
+                }
+            }
+        }
+
+        /// A counter and Qold kept outside ([`QcnCpProfile::on_sampled`] / `on_unsampled`, the
+        /// engine's port-wide sampling) decide every frame as [`QcnCp::on_frame`] does, with
+        /// the same draws: the sample point is the first frame whose arrival reaches the last
+        /// sample's position plus the interval.
+        #[test]
+        fn a_counter_kept_outside_decides_as_on_frame(p in params(), seed in any::<u64>(), evs in prop::collection::vec(ev(), 1..400)) {
+            let p = QcnCpParams { sampling: SamplingMode::ByteInterval, ..p };
+            let prof = QcnCpProfile::new(&p).unwrap();
+            prop_assert!(prof.samples_by_octets());
+            let mut cp = QcnCp::new(&prof);
+            let (mut r1, mut r2) = (Xoshiro256PlusPlus::seed_from_u64(seed), Xoshiro256PlusPlus::seed_from_u64(seed));
+            let (mut q, mut pos, mut next, mut q_old) = (0u64, 0u64, prof.sample_interval(0), 0u64);
+            for e in evs {
+                match e {
+                    Ev::Dequeue(b) => q = q.saturating_sub(u64::from(b)),
+                    Ev::Enqueue(b) => {
+                        q += u64::from(b);
+                        pos += u64::from(b);
+                        let d = cp.on_frame(&prof, q, b, &mut r1);
+                        let outside = if pos >= next {
+                            let (d, s) = prof.on_sampled(q, q_old, &mut r2);
+                            (next, q_old) = (pos + s.next_interval, s.q_old);
+                            d
+                        } else {
+                            prof.on_unsampled(q, q_old)
+                        };
+                        prop_assert_eq!(d, outside);
+                        prop_assert_eq!(q_old, cp.q_old());
                     }
                 }
             }

@@ -378,6 +378,12 @@ fn run_workers(
     let owner: Vec<usize> = (0..2).map(|p| if cross { p % n } else { 0 }).collect();
     // `CpShape::Shared`: each port's depth shared by the workers' congestion points.
     let depths: Vec<_> = (0..2).map(|_| SharedDepth::new(n)).collect();
+    // ... and their QCN sampling, port-wide (`switch::sampling`), as `quench switch` does.
+    let samplings: Vec<_> = (0..2u64)
+        .map(|p| {
+            cp.and_then(|(c, _)| CpHook::new(c, SeedableRng::seed_from_u64(p)).shared_sampling())
+        })
+        .collect();
     let mut parts = Vec::new();
     for (w, ps) in handles.into_iter().enumerate() {
         let owned = ps
@@ -388,11 +394,14 @@ fn run_workers(
                 let mut op = OwnedPort::new(port, vec![0], QueueLimits::default(), None, c.clone());
                 op.egress = !cross || owner[p] == w;
                 if let Some((cp, shape)) = cp.filter(|_| op.egress) {
-                    let hook = CpHook::new(cp, SeedableRng::seed_from_u64(p as u64));
-                    op.cp = Some(hook.for_worker(w));
+                    let mut hook = CpHook::new(cp, SeedableRng::seed_from_u64(p as u64));
                     if shape == CpShape::Shared && n > 1 {
                         op.depth = Some(depths[p].share(w));
+                        if let Some(s) = &samplings[p] {
+                            hook = hook.with_shared_sampling(s);
+                        }
                     }
+                    op.cp = Some(hook.for_worker(w));
                 }
                 Some(op)
             })

@@ -22,6 +22,7 @@ use crate::switch::control::ControlSocket;
 use crate::switch::depth::SharedDepth;
 use crate::switch::fdb::{Fdb, PortIdx, DEFAULT_CAPACITY};
 use crate::switch::forward::{links, OwnedPort, Worker};
+use crate::switch::sampling::SharedSampling;
 use crate::switch::stats::{PortCounters, PortInfo, Registry, WorkerCounters};
 use crate::time::Clock;
 use crate::wire::MacAddr;
@@ -505,6 +506,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             (shared && holders.count() > 1).then(|| SharedDepth::new(workers))
         })
         .collect();
+    // Their QCN sampling, port-wide (switch::sampling): the one-worker congestion point's
+    // (its MAC does not enter the sampling; a config error is reported by the workers).
+    let samplings: Vec<Option<Arc<SharedSampling>>> = profile
+        .ports
+        .iter()
+        .zip(&depths)
+        .enumerate()
+        .map(|(i, (p, d))| {
+            let c = p.congestion.as_ref().filter(|_| d.is_some())?;
+            let cp = crate::switch::cp::CpHook::from_config(i, c, MacAddr::zero()).ok()?;
+            cp.shared_sampling()
+        })
+        .collect();
     let idle = idle_modes(args.idle(), workers);
     let busy_poll = napi_busy_poll(args.napi_busy_poll, args.idle(), &idle)?;
     let mut links = links(workers).into_iter();
@@ -515,6 +529,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let owner = owner.clone();
         let counters = counters.clone();
         let depths = depths.clone();
+        let samplings = samplings.clone();
         let links = links.next().context("a worker's links")?;
         let stop = stop.clone();
         let ready = ready_tx.clone();
@@ -565,7 +580,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         .and_then(|(_, c)| c.mac)
                         .unwrap_or(MacAddr(0x02, 0x71, 0x6e, 0xff, 0x00, *pi as u8));
                     match crate::switch::cp::CpHook::from_config(*pi, c, mac) {
-                        Ok(h) => {
+                        Ok(mut h) => {
+                            if let Some(s) = &samplings[*pi] {
+                                h = h.with_shared_sampling(s);
+                            }
                             owned.cp = Some(h.for_worker(w));
                             owned.depth = depths[*pi].as_ref().map(|d| d.share(w));
                         }

@@ -25,6 +25,7 @@
 //!
 //! Every frame handed in is queued or handed back to be freed, exactly once ([`Handled`]).
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use cp::pfc::{PauseWatchdog, PausedState, PfcAction, PfcIngress, PfcProfile};
 use cp::qcn::{QcnCp, QcnCpProfile, QcnFeedback};
@@ -36,6 +37,7 @@ use units::{Ecn, Instant, Rate, PRIORITIES};
 use super::queue::{
     Admit, Class, CongestionHook, EgressQueue, Enqueued, QueueEvent, QueueLimits, QueuedFrame,
 };
+use super::sampling::{SampleShare, SharedSampling};
 use crate::wire::MacAddr;
 
 /// The ingress of a frame no PFC account holds (lossy, flooded, control, or PFC off).
@@ -131,6 +133,9 @@ pub struct PortCp<C> {
     tcd: Option<Box<(TcdProfile, [TcdPort; PRIORITIES])>>,
     cnm: CnmSource,
     rng: Xoshiro256PlusPlus,
+    /// QCN's sampling state port-wide, when several workers' queues make the port
+    /// ([`super::sampling`]); `None`: this queue's own `QcnCp`s sample.
+    port_wide: Option<Box<SampleShare>>,
     /// CNMs built, waiting for [`SwitchCore::poll_event`].
     made: Vec<C>,
     counters: CpCounters,
@@ -154,6 +159,7 @@ impl<C> PortCp<C> {
             }),
             cnm: p.cnm,
             rng,
+            port_wide: None,
             made: Vec::new(),
             counters: CpCounters::default(),
         }
@@ -172,6 +178,45 @@ impl<C> PortCp<C> {
             self.rng.jump();
         }
         self
+    }
+
+    /// The port-wide QCN sampling state this congestion point would start with as the one
+    /// congestion point of its port: its profile, and its generator as it is now (call it
+    /// before [`with_shared_sampling`](Self::with_shared_sampling) and
+    /// [`for_worker`](Self::for_worker)). `None` without QCN or in probability mode (a coin
+    /// per frame has no counter to share; see `switch::sampling`).
+    pub fn shared_sampling(&self) -> Option<Arc<SharedSampling>> {
+        let (prof, _) = &**self.qcn.as_ref()?;
+        prof.samples_by_octets()
+            .then(|| SharedSampling::new(prof, self.rng.clone()))
+    }
+
+    /// Makes QCN sample port-wide with `shared` (made by
+    /// [`shared_sampling`](Self::shared_sampling) of a congestion point like this one): its
+    /// draws are then `shared`'s, stream 0 of the seed, so this congestion point's own
+    /// generator (RED's coin) moves one stream on; [`for_worker`](Self::for_worker) after it
+    /// gives worker w stream w + 1.
+    pub fn with_shared_sampling(mut self, shared: &Arc<SharedSampling>) -> Self {
+        if self.qcn.is_some() {
+            self.port_wide = Some(Box::new(shared.share()));
+            self.rng.jump();
+        }
+        self
+    }
+
+    /// Once per poll, before receiving: the other workers' admitted octets per data priority,
+    /// as published (`switch::depth`), for the port-wide sampling (nothing without it).
+    pub fn set_others_admitted(&mut self, others: &[u64; PRIORITIES]) {
+        if let Some(s) = &mut self.port_wide {
+            s.refresh(others, self.prio_mask);
+        }
+    }
+
+    /// The octets this worker's queue admitted per data priority, for the others (zeros
+    /// without the port-wide sampling: nothing to publish).
+    pub fn admitted(&self) -> &[u64; PRIORITIES] {
+        const NONE: [u64; PRIORITIES] = [0; PRIORITIES];
+        self.port_wide.as_ref().map_or(&NONE, |s| s.admitted())
     }
 
     fn watches(&self, class: Class) -> Option<u8> {
@@ -256,7 +301,10 @@ impl<F: CoreFrame> CongestionHook<F> for PortCp<F::Cnm> {
         let q = ev.class_bytes + u64::from(ev.frame_len);
         if let Some(qcn) = &mut self.qcn {
             let (prof, cps) = &mut **qcn;
-            let d = cps[usize::from(prio)].on_frame(prof, q, ev.frame_len, &mut self.rng);
+            let d = match &mut self.port_wide {
+                Some(s) => s.on_frame(prof, prio, q, ev.frame_len),
+                None => cps[usize::from(prio)].on_frame(prof, q, ev.frame_len, &mut self.rng),
+            };
             if d.sampled {
                 self.counters.qcn_samples += 1;
             }

@@ -400,12 +400,13 @@ impl<P: Port> Worker<P> {
                 continue;
             };
             if read {
-                let mut others = [0; units::PRIORITIES];
-                share.refresh(&mut others);
-                q.set_others(&others);
+                let (mut depths, mut admitted) = ([0; units::PRIORITIES], [0; units::PRIORITIES]);
+                share.refresh(&mut depths, &mut admitted);
+                q.set_others(&depths);
+                q.hook_mut().set_others_admitted(&admitted);
             } else {
                 let st = q.stats();
-                share.publish(|p| st[p].depth_bytes);
+                share.publish(|p| st[p].depth_bytes, q.hook().admitted());
             }
         }
     }

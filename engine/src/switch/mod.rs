@@ -11,6 +11,7 @@ pub mod forward;
 pub mod queue;
 pub mod rings;
 mod routing;
+pub mod sampling;
 #[cfg(test)]
 mod scale_tests;
 pub mod spsc;

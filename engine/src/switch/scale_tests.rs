@@ -33,6 +33,7 @@ use super::depth::SharedDepth;
 use super::fdb::{Fdb, Lookup, DEFAULT_CAPACITY};
 use super::forward::{links, OwnedPort, Worker};
 use super::queue::QueueLimits;
+use super::sampling::SharedSampling;
 use super::stats::{PortCounters, WorkerCounters};
 use crate::port::mem::{MemPeer, MemPort};
 use crate::wire::pfc::{emit_frame, PfcRepr};
@@ -214,12 +215,22 @@ struct Switch {
     workers: Vec<Worker<MemPort>>,
     peers: Vec<Vec<MemPeer>>,
     counters: Vec<Vec<Arc<PortCounters>>>,
+    /// The bottleneck's port-wide QCN sampling (shared, more than one worker).
+    sampling: Option<Arc<SharedSampling>>,
 }
 
 fn switch(n: usize, bottleneck: Bottleneck) -> Switch {
     let pfc = bottleneck == Bottleneck::Paced { pfc: true };
     let shared = bottleneck == Bottleneck::Shared;
     let depth = SharedDepth::new(n);
+    // QCN's sampling port-wide (`switch::sampling`), as `quench switch` shares it: with the
+    // one-worker congestion point's generator.
+    let seed = || SeedableRng::seed_from_u64(7);
+    let sampling = if shared && n > 1 {
+        super::egress::CpHook::new(&shared_cp_profiles(), seed()).shared_sampling()
+    } else {
+        None
+    };
     let rate = Rate::from_mbps(40);
     let mut links = links(n).into_iter();
     let owner = vec![0; PORTS];
@@ -249,7 +260,10 @@ fn switch(n: usize, bottleneck: Bottleneck) -> Switch {
                 } else {
                     cp_profiles()
                 };
-                let cp = super::egress::CpHook::new(&prof, SeedableRng::seed_from_u64(7));
+                let mut cp = super::egress::CpHook::new(&prof, seed());
+                if let Some(s) = &sampling {
+                    cp = cp.with_shared_sampling(s);
+                }
                 op.cp = Some(cp.for_worker(w));
                 if shared {
                     op.depth = Some(depth.share(w));
@@ -281,6 +295,7 @@ fn switch(n: usize, bottleneck: Bottleneck) -> Switch {
         workers,
         peers,
         counters,
+        sampling,
     }
 }
 
@@ -544,10 +559,10 @@ fn n_workers_forward_and_decide_as_one_with_pfc() {
 }
 
 /// The shared-depth design: the bottleneck's egress is on every worker, no frame crosses, and
-/// the decisions that are functions of the port's depth (tail drops, RED's marks) are those of
-/// the one-worker switch frame for frame (the workers stepped in turn: see [`run`]). QCN
-/// samples with each worker's own counter (the CNM rate per octet is the port's, the sampled
-/// frames are not the one worker's): its CNMs are compared within a bound.
+/// the decisions are those of the one-worker switch frame for frame (the workers stepped in
+/// turn: see [`run`]): the tail drops and RED's marks (functions of the port's depth), and
+/// QCN's samples and CNMs, since the sampling state is the port's (`switch::sampling`: the
+/// position, the next sample point, Qold and the one-worker generator).
 #[test]
 fn n_workers_share_a_congestion_points_depth_without_crossing() {
     let input = input(5, 400);
@@ -582,16 +597,12 @@ fn n_workers_share_a_congestion_points_depth_without_crossing() {
             (many.rx_pkts.clone(), many.rx_drops.clone()),
             (one.rx_pkts.clone(), one.rx_drops.clone())
         );
-        // QCN: each worker samples its own frames, an interval of its own octets apart,
-        // against the port's depth. Each of the N - 1 extra counters is at most one longest
-        // interval (MinSampleBase) out of phase with a single one, i.e. at most
-        // MinSampleBase / the shortest interval (300 / 37, under 9) samples.
-        let (a, b) = (many.cp.qcn_samples as i64, one.cp.qcn_samples as i64);
-        assert!(
-            (a - b).abs() <= 9 * (n as i64 - 1),
-            "{n} workers: {a} samples against {b}"
-        );
-        assert!(many.cp.cnms > 0);
+        // QCN sampled the one-worker switch's frames: the same samples, and the same CNMs
+        // (QntzFb, QOffset, QDelta, CPID, the sampled frame's addresses, RPID and first
+        // octets), out of the same ports (every frame the other ports sent, CNMs included).
+        assert_eq!(many.cp, one.cp, "{n} workers");
+        assert_eq!(many.other_out, one.other_out, "{n} workers: CNMs differ");
+        assert_eq!(many, one, "{n} workers");
     }
 }
 
@@ -664,6 +675,17 @@ fn concurrent_workers_stay_within_a_burst_per_other_worker_of_one() {
             (one_unmarked..=one_unmarked + slack).contains(&unmarked),
             "{n} workers left {unmarked} unmarked"
         );
+        // QCN (MinSampleBase 15,000 octets, the first interval unjittered): every sample
+        // number was taken by exactly one worker, and a position lags the port's by at most
+        // the slack, so the first sample point is reached by the time 15,000 + slack octets
+        // and a frame more were admitted.
+        let samples = cp_counters(&sw).qcn_samples;
+        if let Some(s) = &sw.sampling {
+            assert_eq!(s.samples(3), samples, "{n} workers");
+        }
+        if accepted * LEN >= 15_000 + (slack + 1) * LEN {
+            assert!(samples >= 1, "{n} workers: no sample in {accepted} frames");
+        }
         // Resumed, every accepted frame leaves once, on the queue of the worker that took it.
         sw.pause_bottleneck(now, 0);
         for k in 0..100 {
