@@ -70,6 +70,11 @@ fn is_data(f: &[u8]) -> bool {
     f.get(16..18) == Some(&[0x08, 0x00][..])
 }
 
+/// Whether `f` is a MAC Control frame (PFC).
+fn is_pfc(f: &[u8]) -> bool {
+    f.get(12..14) == Some(&[0x88, 0x08][..])
+}
+
 fn pause(quanta: u16) -> Vec<u8> {
     let mut b = vec![0u8; 64];
     let n = emit_frame(station(BOTTLENECK), &PfcRepr::pause(1 << 3, quanta), &mut b).unwrap();
@@ -320,6 +325,9 @@ impl Switch {
 struct Outcome {
     bottleneck_out: Vec<Vec<u8>>,
     other_out: Vec<Vec<Vec<u8>>>,
+    /// Per port, the PFC frames out of it in the order they left (not sorted: with PFC one
+    /// worker holds every egress, so the order is the decisions' order).
+    pauses_out: Vec<Vec<Vec<u8>>>,
     cp: CpCounters,
     pfc: Vec<PfcCounters>,
     rx_pkts: Vec<u64>,
@@ -344,10 +352,12 @@ fn run(n: usize, bottleneck: Bottleneck, input: &[Tick]) -> Outcome {
     let tick = Duration::from_micros(100);
     let mut bottleneck_out = Vec::new();
     let mut other_out: Vec<Vec<Vec<u8>>> = vec![Vec::new(); PORTS];
+    let mut pauses_out: Vec<Vec<Vec<u8>>> = vec![Vec::new(); PORTS];
     let mut collect = |sw: &Switch| {
         for (p, qs) in sw.peers.iter().enumerate() {
             for q in qs {
                 let got = q.drain();
+                pauses_out[p].extend(got.iter().filter(|f| is_pfc(f)).cloned());
                 if p == BOTTLENECK {
                     bottleneck_out.extend(got);
                 } else {
@@ -410,6 +420,7 @@ fn run(n: usize, bottleneck: Bottleneck, input: &[Tick]) -> Outcome {
     Outcome {
         bottleneck_out,
         other_out,
+        pauses_out,
         cp: cp_counters(&sw),
         pfc: (0..PORTS).map(|p| core0.pfc_counters(p)).collect(),
         rx_pkts: (0..PORTS).map(|p| ld(|c| &c.rx_pkts, p)).collect(),
@@ -514,6 +525,9 @@ fn n_workers_equal_one(pfc: bool) {
     assert!(one.cp.cnms > 0 && one.cp.ce_marks > 0, "{:?}", one.cp);
     if pfc {
         assert!(one.pfc[0].xoff_sent + one.pfc[1].xoff_sent + one.pfc[2].xoff_sent > 0);
+        let sent: u64 = one.pfc.iter().map(|c| c.sent).sum();
+        let frames: usize = one.pauses_out.iter().map(Vec::len).sum();
+        assert_eq!(frames as u64, sent, "every PFC frame sent is compared");
         assert!(one.pfc[BOTTLENECK].pauses_received > 0);
     } else {
         assert!(
@@ -544,6 +558,9 @@ fn n_workers_equal_one(pfc: bool) {
         );
         assert_eq!(many.cp, one.cp, "{n} workers");
         assert_eq!(many.pfc, one.pfc, "{n} workers");
+        // The PAUSE frames themselves, port by port in their order: the same priorities and
+        // quanta, XOFF and XON, sent when one worker sent them (relative to each other).
+        assert_eq!(many.pauses_out, one.pauses_out, "{n} workers: PAUSE frames differ");
         assert_eq!(many, one, "{n} workers");
     }
 }
