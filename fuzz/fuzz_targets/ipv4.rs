@@ -1,7 +1,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use engine::wire::ipv4::{self, Ecn, Ipv4Repr};
+use engine::wire::ipv4::{self, Ecn, Ipv4Flow, Ipv4Repr};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok((r, hl)) = Ipv4Repr::parse(data) {
@@ -19,6 +19,18 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!((r2.ecn, hl2), (ecn, hl));
             assert_eq!(Ipv4Repr { ecn: r.ecn, ..r2 }, r);
         }
+    }
+    // The appliance's flow read (no checksum check) accepts at least what parse accepts, with
+    // the same header length and fields.
+    match (Ipv4Repr::parse(data), Ipv4Flow::read(data)) {
+        (Ok((r, hl)), read) => {
+            let (f, hl2) = read.expect("flow read accepts a parsed header");
+            assert_eq!(hl2, hl);
+            assert_eq!((f.src, f.dst, f.protocol, f.ecn), (r.src, r.dst, r.protocol.0, r.ecn));
+            assert_eq!(f.fragment, r.flags & 1 != 0 || r.frag_offset != 0);
+        }
+        (Err(ipv4::Ipv4Error::BadChecksum { .. }), read) => assert!(read.is_ok()),
+        (Err(e), read) => assert_eq!(read, Err(e)),
     }
     // Never panics on any input.
     let mut h = data.to_vec();

@@ -12,13 +12,15 @@
 //!
 //! Not flow data, passed straight through unpaced: ARP, LLDP, PFC / MAC control, CNMs, IPv6
 //! Neighbor Discovery and router messages (ICMPv6 133..=137), other EtherTypes, and frames that
-//! do not parse (counted by the caller).
+//! do not parse (counted by the caller). An IPv4 header checksum is not verified: a frame with
+//! a bad one is paced as its fields say and its receiver discards it
+//! ([`crate::wire::ipv4::Ipv4Flow`] gives the sources).
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use pnet_packet::ethernet::EtherType;
 
 use crate::wire::ethernet::{ethertype, walk};
-use crate::wire::ipv4::{self, Ecn, Ipv4Repr};
+use crate::wire::ipv4::{self, Ecn, Ipv4Flow, Ipv4Repr};
 use crate::wire::ipv6::{self, Ipv6Repr};
 use crate::wire::roce::{self, BthRepr};
 use crate::wire::{cnm, udp, MacAddr};
@@ -229,11 +231,11 @@ pub fn classify(frame: &[u8]) -> Class {
     let at = w.payload_offset as u16;
     let (key, l3) = match w.ethertype {
         et if et == ethertype::IPV4 => {
-            let Ok((ip, hl)) = Ipv4Repr::parse(payload) else {
+            // The header checksum is left to the receiver (`Ipv4Flow`'s docs say why).
+            let Ok((ip, hl)) = Ipv4Flow::read(payload) else {
                 return Class::Pass(PassReason::Malformed);
             };
-            let protocol = ip.protocol.0;
-            let fragment = ip.frag_offset != 0 || ip.flags & 0b001 != 0;
+            let (protocol, fragment) = (ip.protocol, ip.fragment);
             let l4 = &payload[hl..];
             let key = if !fragment
                 && protocol == PROTO_UDP

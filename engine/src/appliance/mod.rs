@@ -953,7 +953,7 @@ pub(crate) mod tests {
         };
         assert_eq!(out.into_vec(), arp);
         let mut bad = data(1, Ecn::NotEct, false);
-        bad[14 + 10] ^= 1; // IPv4 checksum
+        bad[14] = 0x44; // IPv4 header length 4 words
         assert!(matches!(a.on_inside(t0, &bad, heap), InsideAction::Send(_)));
         assert!(matches!(
             a.on_inside(t0, &[0u8; 5], heap),
@@ -962,5 +962,24 @@ pub(crate) mod tests {
         let c = a.counters();
         assert_eq!((c.pass_arp, c.pass_malformed), (1, 2));
         assert_eq!(a.table().flows(), 0);
+    }
+
+    /// An IPv4 header checksum is left to the receiver: a frame with a bad one is paced as its
+    /// fields say, and leaves with the checksum still bad after the ECT(0) rewrite (RFC 1624's
+    /// incremental update carries the error), so the receiver still discards it.
+    #[test]
+    fn a_bad_ipv4_checksum_is_paced_and_stays_bad() {
+        let mut a = appliance(Cc::Dcqcn, Role::Rp);
+        let t0 = Instant::from_nanos(1_000);
+        let mut bad = data(1, Ecn::NotEct, false);
+        bad[14 + 10] ^= 1; // IPv4 checksum
+        assert!(matches!(a.on_inside(t0, &bad, heap), InsideAction::Queued));
+        assert_eq!(a.counters().pass_malformed, 0);
+        let sent = release_all(&mut a, t0 + Duration::from_micros(1)).remove(0);
+        assert_eq!(ipv4::ecn(&sent[14..]), Ok(Ecn::Ect0));
+        assert!(matches!(
+            ipv4::Ipv4Repr::parse(&sent[14..]),
+            Err(ipv4::Ipv4Error::BadChecksum { .. })
+        ));
     }
 }

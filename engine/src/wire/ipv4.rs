@@ -54,6 +54,79 @@ pub enum Ipv4Error {
     },
 }
 
+/// The first 20 octets of `buf`, the header length and the total length, once the version, the
+/// header length and the total length are consistent with each other and with `buf` (what
+/// [`Ipv4Repr::parse`] and [`Ipv4Flow::read`] both check, RFC 791 section 3.1).
+fn check_lengths(buf: &[u8]) -> Result<(&[u8; HEADER_LEN], usize, u16), Ipv4Error> {
+    let Some(h) = buf.first_chunk::<HEADER_LEN>() else {
+        return Err(Truncated {
+            what: "IPv4",
+            need: HEADER_LEN,
+            have: buf.len(),
+        }
+        .into());
+    };
+    let version = h[0] >> 4;
+    if version != 4 {
+        return Err(Ipv4Error::BadVersion(version));
+    }
+    let ihl = h[0] & 0x0F;
+    if ihl < 5 {
+        return Err(Ipv4Error::BadHeaderLen(ihl));
+    }
+    let header = usize::from(ihl) * 4;
+    let total = u16::from_be_bytes([h[2], h[3]]);
+    if usize::from(total) < header {
+        return Err(Ipv4Error::BadTotalLen { total, header });
+    }
+    check_len("IPv4", buf, usize::from(total))?;
+    Ok((h, header, total))
+}
+
+/// What a flow classifier reads of an IPv4 header (the sender appliance's, per frame): read
+/// straight from the header's fixed offsets (RFC 791 section 3.1) once its lengths are checked,
+/// and **without verifying the header checksum**, which [`Ipv4Repr::parse`] does. A forwarder
+/// that is not a router has no duty to check it: RFC 1812 section 5.2.2 asks it of routers,
+/// which rewrite the TTL; a bridge does not look at it; the receiving host verifies it and
+/// discards a bad header (RFC 1122 section 3.2.1.2), and an in-place rewrite ([`set_ecn`], RFC
+/// 1624's incremental update) keeps a bad checksum bad, so the receiver still sees the error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv4Flow {
+    /// ECN field.
+    pub ecn: Ecn,
+    /// Protocol of the payload.
+    pub protocol: u8,
+    /// A fragment of a datagram: more fragments follow, or its offset is not zero.
+    pub fragment: bool,
+    /// Source address.
+    pub src: Ipv4Addr,
+    /// Destination address.
+    pub dst: Ipv4Addr,
+}
+
+impl Ipv4Flow {
+    /// Reads the header at the start of `buf`; returns it and the header length (payload
+    /// offset). Refuses what [`Ipv4Repr::parse`] refuses, except a bad checksum.
+    #[inline]
+    pub fn read(buf: &[u8]) -> Result<(Self, usize), Ipv4Error> {
+        let (h, header, _) = check_lengths(buf)?;
+        // Flags are the top 3 bits of octet 6 (MF is the lowest of them), the fragment offset
+        // the 13 bits after.
+        let more_fragments = h[6] & 0x20 != 0;
+        let offset = u16::from_be_bytes([h[6], h[7]]) & 0x1FFF;
+        Ok((
+            Ipv4Flow {
+                ecn: Ecn::from_bits(h[1] & 0b11),
+                protocol: h[9],
+                fragment: more_fragments || offset != 0,
+                src: Ipv4Addr::new(h[12], h[13], h[14], h[15]),
+                dst: Ipv4Addr::new(h[16], h[17], h[18], h[19]),
+            },
+            header,
+        ))
+    }
+}
+
 /// What an IPv4 header says (options dropped).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Ipv4Repr {
@@ -100,21 +173,8 @@ impl Ipv4Repr {
     /// The payload is `buf[header_len..header_len + payload_len]`; octets past the total length
     /// (Ethernet padding) are ignored.
     pub fn parse(buf: &[u8]) -> Result<(Self, usize), Ipv4Error> {
+        let (_, header, total) = check_lengths(buf)?;
         let p = view("IPv4", buf, HEADER_LEN, Ipv4Packet::new)?;
-        let version = p.get_version();
-        if version != 4 {
-            return Err(Ipv4Error::BadVersion(version));
-        }
-        let ihl = p.get_header_length();
-        if ihl < 5 {
-            return Err(Ipv4Error::BadHeaderLen(ihl));
-        }
-        let header = usize::from(ihl) * 4;
-        let total = p.get_total_length();
-        if usize::from(total) < header {
-            return Err(Ipv4Error::BadTotalLen { total, header });
-        }
-        check_len("IPv4", buf, usize::from(total))?;
         // header <= total <= buf.len(), so the slice is there.
         let hdr = view(
             "IPv4",
@@ -341,6 +401,7 @@ mod tests {
             let mut out = vec![0u8; 20 + usize::from(payload_len)];
             prop_assert_eq!(r.emit(&mut out), Ok(20));
             prop_assert_eq!(Ipv4Repr::parse(&out), Ok((r, 20)));
+            prop_assert_eq!(Ipv4Flow::read(&out), Ok((flow_of(&r), 20)));
             // The in-place rewrite keeps every header's checksum valid.
             for to in Ecn::ALL {
                 let mut h = out.clone();
@@ -364,7 +425,31 @@ mod tests {
             bytes[11] = 0;
             let sum = ipv4::checksum(&Ipv4Packet::new(&bytes[..hl]).unwrap());
             bytes[10..12].copy_from_slice(&sum.to_be_bytes());
-            let _ = Ipv4Repr::parse(&bytes);
+            let parsed = Ipv4Repr::parse(&bytes);
+            // The flow read refuses exactly what parse refuses (the checksum is valid here) and
+            // reads the same fields.
+            let read = Ipv4Flow::read(&bytes);
+            prop_assert_eq!(parsed.map(|(r, hl)| (flow_of(&r), hl)), read);
+            // A bad checksum: refused by parse only.
+            bytes[10] ^= 0x5A;
+            if let Ok(ok) = read {
+                prop_assert_eq!(Ipv4Flow::read(&bytes), Ok(ok));
+                prop_assert!(
+                    matches!(Ipv4Repr::parse(&bytes), Err(Ipv4Error::BadChecksum { .. })),
+                    "checksum not verified"
+                );
+            }
+        }
+    }
+
+    /// What [`Ipv4Flow::read`] should read of a header `r` describes.
+    fn flow_of(r: &Ipv4Repr) -> Ipv4Flow {
+        Ipv4Flow {
+            ecn: r.ecn,
+            protocol: r.protocol.0,
+            fragment: r.flags & 0b001 != 0 || r.frag_offset != 0,
+            src: r.src,
+            dst: r.dst,
         }
     }
 }
