@@ -15,7 +15,7 @@ fn line_rate(file: &str) -> Rate {
     match file {
         "ieee-8021qau.toml" => Rate::from_gbps(10),
         "dcqcn-paper.toml" => Rate::from_gbps(40),
-        "send.toml" => Rate::from_gbps(1),
+        "testbed-1g.toml" => Rate::from_gbps(1),
         _ => Rate::from_gbps(100),
     }
 }
@@ -63,8 +63,8 @@ fn every_preset_parses_into_profiles() {
     }
     assert_eq!(
         (qcn, dcqcn),
-        (3, 4),
-        "appliance, ieee-8021qau, send; nvidia, dcqcn-paper, hpcc-ns3, send"
+        (2, 4),
+        "ieee-8021qau, testbed-1g; nvidia, dcqcn-paper, hpcc-ns3, testbed-1g"
     );
 }
 
