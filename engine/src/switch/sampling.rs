@@ -273,4 +273,63 @@ mod tests {
         assert!(!a.on_frame(&prof, 3, 0, 1_000).sampled);
         assert_eq!(shared.samples(3), 1);
     }
+
+    /// Four threads crossing sample points concurrently (an interval every 10 of their
+    /// frames, the admitted counts exchanged every 32 frames as polls would): every sample
+    /// number is taken by exactly one thread, and each sample's next point is at least the
+    /// shortest interval past the one before (its winner's position had reached that one).
+    #[test]
+    fn concurrent_claims_take_each_sample_number_once() {
+        const THREADS: usize = 4;
+        const FRAMES: u64 = 20_000;
+        let prof = QcnCpProfile::new(&QcnCpParams {
+            min_sample_base: 10_000,
+            ..QcnCpParams::default()
+        })
+        .unwrap();
+        let shared = SharedSampling::new(&prof, Xoshiro256PlusPlus::seed_from_u64(9));
+        let published: Arc<Vec<AtomicU64>> =
+            Arc::new((0..THREADS).map(|_| AtomicU64::new(0)).collect());
+        let start = Arc::new(std::sync::Barrier::new(THREADS));
+        let threads: Vec<_> = (0..THREADS)
+            .map(|me| {
+                let (mut h, prof) = (shared.share(), prof.clone());
+                let (published, start) = (published.clone(), start.clone());
+                std::thread::spawn(move || {
+                    let mut taken = Vec::new();
+                    start.wait();
+                    for k in 0..FRAMES {
+                        if k % 32 == 0 {
+                            published[me].store(h.admitted()[3], Ordering::Relaxed);
+                            let mut others = [0; PRIORITIES];
+                            others[3] = (0..THREADS)
+                                .filter(|&w| w != me)
+                                .map(|w| published[w].load(Ordering::Relaxed))
+                                .sum();
+                            h.refresh(&others, 1 << 3);
+                        }
+                        if h.on_frame(&prof, 3, 50_000, 1_000).sampled {
+                            taken.push((h.seen[3].seq / 2, h.seen[3].next));
+                        }
+                    }
+                    taken
+                })
+            })
+            .collect();
+        let mut taken: Vec<(u64, u64)> = threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        taken.sort_unstable();
+        let n = shared.samples(3);
+        assert!(n > 1_000, "{n} samples");
+        let numbers: Vec<u64> = taken.iter().map(|t| t.0).collect();
+        assert_eq!(numbers, (1..=n).collect::<Vec<_>>());
+        let shortest = prof.sample_interval(63) * 85 / 100;
+        let mut last = prof.sample_interval(0);
+        for &(k, next) in &taken {
+            assert!(next >= last + shortest, "sample {k}: {next} after {last}");
+            last = next;
+        }
+    }
 }

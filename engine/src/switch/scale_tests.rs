@@ -560,7 +560,10 @@ fn n_workers_equal_one(pfc: bool) {
         assert_eq!(many.pfc, one.pfc, "{n} workers");
         // The PAUSE frames themselves, port by port in their order: the same priorities and
         // quanta, XOFF and XON, sent when one worker sent them (relative to each other).
-        assert_eq!(many.pauses_out, one.pauses_out, "{n} workers: PAUSE frames differ");
+        assert_eq!(
+            many.pauses_out, one.pauses_out,
+            "{n} workers: PAUSE frames differ"
+        );
         assert_eq!(many, one, "{n} workers");
     }
 }
