@@ -21,15 +21,18 @@
 #                                    malformed; CNPs decode as RoCEv2 opcode 0x81 and scapy
 #                                    verifies their ICRCs
 # Each loop scenario also checks every sender's 100 ms windows: octets sent against the integral
-# of its RP rate (quench send's pacing audit), within 1 %. Its figures also give the largest
-# deviation over the windows that no stall of the sender's loop over its catch-up bound touched
-# (pacing_unstalled_max_dev): the pacer's own error, apart from the CPU being taken away.
+# of its RP rate (quench send's pacing audit), within 1 % over the windows that no stall of the
+# sender's loop over its catch-up bound touched (pacing_unstalled_max_dev: the pacer's own error,
+# apart from the CPU being taken away; the VM's own stops are out of the sender's reach), with
+# at least E2E_MIN_UNSTALLED (10) such windows per sender, so that a run with none cannot pass.
+# The all-windows figure (pacing_max_dev) is printed beside it.
 # SHIELD=1 runs the loops with the machine's other work kept off the sender's CPU
 # (scripts/closed-loop.sh says what that costs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-out/e2e}
 secs=${E2E_SECS:-10}
+export E2E_MIN_UNSTALLED=${E2E_MIN_UNSTALLED:-10}
 if [ "$(id -u)" -ne 0 ]; then
   echo "e2e.sh: needs root (network namespaces, veth pairs)" >&2
   exit 2
@@ -48,7 +51,7 @@ loop() { # loop N: QCN and DCQCN with N senders
   PFC=1 SENDERS=$n scripts/closed-loop.sh "$secs" "$dir" | grep -E '^(total|==)' || true
   python3 scripts/loop-summary.py "$dir" qcn dcqcn | tee "$dir/summary.txt" | grep -v '^{' || true
   python3 - "$dir/summary.txt" "$n" >> "$results" <<'PY'
-import json, sys
+import json, os, sys
 runs = json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][-1])["runs"]
 n = sys.argv[2]
 # Mean queue, KB: QCN within 2 x Qeq (configs/switch-qcn.toml: 50 KB); DCQCN around the RED
@@ -60,7 +63,15 @@ for r in runs:
          # Lossless end to end: nothing dropped anywhere in the switch, nothing missing at the
          # receiver (its sequence numbers).
          "no_drops": r["drops"] == 0 and r["lost_frames"] == 0,
-         "paced_within_1pct_of_rp": (r["pacing_max_dev"] or 1.0) <= 0.01}
+         # The decided pacing target: 1 % per 100 ms window over the windows no stall of the
+         # sender's loop touched, each sender having at least E2E_MIN_UNSTALLED of them.
+         "paced_unstalled_within_1pct_of_rp":
+             (r["pacing_unstalled_windows_min"] or 0) >= int(os.environ["E2E_MIN_UNSTALLED"])
+             and r["pacing_unstalled_max_dev"] is not None and r["pacing_unstalled_max_dev"] <= 0.01}
+    print(f"pacing {r['cc']}-{n}: unstalled windows {r['pacing_unstalled_windows']} "
+          f"(fewest per sender {r['pacing_unstalled_windows_min']}), largest deviation "
+          f"{100 * (r['pacing_unstalled_max_dev'] or 0):.3f} %; all windows: largest "
+          f"{100 * (r['pacing_max_dev'] or 0):.3f} %", file=sys.stderr)
     print(json.dumps({"scenario": f"{r['cc']}-{n}", "figures": r, "targets": t}))
 PY
 }
@@ -141,7 +152,7 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 print("== e2e: targets")
 for r in rows:
     for k, v in r["targets"].items():
-        print(f"  {r['scenario']:<10} {k:<28} {'pass' if v else 'FAIL'}")
+        print(f"  {r['scenario']:<10} {k:<34} {'pass' if v else 'FAIL'}")
 ok = all(all(r["targets"].values()) for r in rows)
 print(json.dumps({"pass": ok, "scenarios": rows}))
 sys.exit(0 if ok else 1)

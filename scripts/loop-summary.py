@@ -87,12 +87,17 @@ def pacing_figures(parts):
     dict with its "pacing"): octets sent per 100 ms window against the RP rate's integral, the
     worst part's share within 1 % and largest deviation, over all windows and over the windows
     no stall of the part's loop over its catch-up bound touched (the pacer's own error, apart
-    from the CPU being taken away), and how many of those there were."""
+    from the CPU being taken away), and how many of those there were (in all and in the part
+    with the fewest)."""
     pc = [s.get("pacing", {}) for s in parts]
     return {
         "pacing_within_1pct": min((p.get("within_1pct") or 0.0 for p in pc), default=None),
         "pacing_max_dev": max((p.get("max_abs_dev") or 0.0 for p in pc), default=None),
         "pacing_unstalled_windows": sum(p.get("unstalled_windows") or 0 for p in pc),
+        # The fewest any one part had: a target on the unstalled windows' deviation needs each
+        # part to have some (a part with none would otherwise pass on the others' windows).
+        "pacing_unstalled_windows_min": min(
+            (p.get("unstalled_windows") or 0 for p in pc), default=None),
         "pacing_unstalled_max_dev": max(
             (p.get("unstalled_max_abs_dev") or 0.0 for p in pc), default=None),
         "pacing_unstalled_within_1pct": min(
