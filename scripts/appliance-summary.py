@@ -5,9 +5,10 @@ usage: appliance-summary.py OUT_DIR CC [CC ...]     (prints the table, then one 
 
 Per run (congestion control): the UDP flows' goodput at the receiver (iperf3), their Jain index
 and the bottleneck's utilisation; the bottleneck queue's mean / p99 depth against its set point
-and the frames the switch dropped (both from the `quench stats` samples, as
+and the frames the switch dropped, with the tail drops at its queues and the PFC headroom
+overruns among them, and the PAUSE frames it sent (all from the `quench stats` samples, as
 scripts/loop-summary.py reads them); the appliance's queue drops, accepted feedback and added
-latency; the TCP flows' goodput (iperf3); what each UDP client offered (its own count: on a
+latency and the PAUSE frames it honoured; the TCP flows' goodput (iperf3); what each UDP client offered (its own count: on a
 busy machine the clients may not get the CPU to offer their -b); the datagrams the receiver's
 kernel dropped for a full socket buffer (OUT_DIR/udp-CC.txt: delivered by the switch, not read
 by iperf3 in time); the appliance's pacing audit
@@ -87,8 +88,9 @@ def queue_bound(path):
     return None, None
 
 
-def switch_queue_drops(path):
-    """Tail drops at every egress queue of the switch, from its last `quench stats` sample."""
+def switch_drops_by_kind(path):
+    """Tail drops at every egress queue of the switch and PFC headroom overruns at its ingress
+    ports (a PAUSE that took effect too late), from its last `quench stats` sample."""
     last = None
     try:
         for line in Path(path).read_text().splitlines():
@@ -97,8 +99,11 @@ def switch_queue_drops(path):
             except ValueError:
                 continue
     except OSError:
-        return 0
-    return sum(p["queue_drops"] for p in last["ports"]) if last else 0
+        return 0, 0
+    if not last:
+        return 0, 0
+    return (sum(p["queue_drops"] for p in last["ports"]),
+            sum(p.get("pfc_headroom_drops", 0) for p in last["ports"]))
 
 
 def receiver_udp_drops(path):
@@ -134,6 +139,7 @@ def run(out, cc):
     tcp = [iperf(out / f"iperf-{cc}-tcp-{i}.json", False) for i in (0, 1)]
     sent = [offered(out / f"iperf-{cc}-udp-{i}.json") for i in (0, 1)]
     mean, p99, n, drops, pauses = loop_summary.queue_stats(out / f"queue-{cc}.jsonl")
+    queue_drops, headroom_drops = switch_drops_by_kind(out / f"queue-{cc}.jsonl")
     app = last_json(out / f"appliance-{cc}.log") or {}
     # The hosts' pairs (reaction points) and the receiver's (notification point), one process.
     every = app.get("appliance", [])
@@ -161,7 +167,12 @@ def run(out, cc):
         # Of them, tail drops at the switch's egress queues (a queue that outgrew its octets:
         # the loop let too much in); the rest were refused on receive or transmit or dropped by
         # the kernel before the receive rings (a worker that did not get the CPU to read them).
-        "switch_queue_drops": switch_queue_drops(out / f"queue-{cc}.jsonl"),
+        "switch_queue_drops": queue_drops,
+        # With PFC (appliance.sh PFC=1): frames that arrived after the PAUSE beyond the
+        # headroom, the PAUSE frames the switch sent and those the appliance honoured.
+        "switch_headroom_drops": headroom_drops,
+        "pfc_pauses_sent": pauses,
+        "appliance_pfc_rx": sum(c.get("pfc_rx", 0) for c in cnt),
         "appliance_queue_drops": sum(t["queue_drops"] for t in tab),
         "receiver_udp_drops": receiver_udp_drops(out / f"udp-{cc}.txt"),
         "cnms_accepted": sum(c["cnms_accepted"] for c in cnt),
@@ -209,7 +220,7 @@ def main():
     except (OSError, ValueError, KeyError):
         tb = None
     head = ("cc", "offered Mb/s", "UDP Mb/s", "Jain", "util", "queue mean/p99 KB", "set point",
-            "switch drops (at a queue)",
+            "switch drops (queue, headroom)", "PAUSEs sent/honoured",
             "appl. drops", "rcv buf drops", "CNMs/CNPs", "appl. latency p50/p99 us", "paced 1 % (unstalled)", "TCP Mb/s")
     table = [head]
     for r in rows:
@@ -218,7 +229,8 @@ def main():
             " ".join("-" if v is None else f"{v:.0f}" for v in r["udp_mbps"]),
             f"{r['jain']:.3f}", f"{100 * r['utilisation']:.0f} %",
             f"{r['queue_mean_kb']:.1f} / {r['queue_p99_kb']:.1f}", r["set_point"],
-            f"{r['switch_drops']} (queue {r['switch_queue_drops']})", str(r["appliance_queue_drops"]),
+            f"{r['switch_drops']} ({r['switch_queue_drops']}, {r['switch_headroom_drops']})",
+            f"{r['pfc_pauses_sent']}/{r['appliance_pfc_rx']}", str(r["appliance_queue_drops"]),
             "-" if r["receiver_udp_drops"] is None else str(r["receiver_udp_drops"].get("RcvbufErrors", "-")),
             f"{r['cnms_accepted']}/{r['cnps_accepted']}",
             "/".join("-" if v is None else f"{v:.0f}" for v in r["appliance_latency_us"]),

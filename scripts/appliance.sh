@@ -17,7 +17,9 @@
 # switch's counters in the UDP phase; the summary prints the CPU budget from them
 # (scripts/cpu-budget.py: % of a CPU per process and role, us per delivered frame).
 # CAPTURE=1 writes OUT_DIR/outside-CC.pcap (the outside link, by the switch) and decodes it.
-# APPLIANCE_CONFIG (default configs/appliance.toml) is `quench appliance --config`;
+# APPLIANCE_CONFIG (default configs/appliance.toml) is `quench appliance --config`; PFC=1 makes
+# priority 0 lossless between the switch and the appliances (below, where the switch's
+# config is written);
 # APPLIANCE_ARGS adds options to `quench appliance` (e.g. --busy-poll), SWITCH_ARGS to `quench
 # switch` (e.g. --idle-sleep 50us: its idle loop sleeps rather than yields). IDLE=wait: both
 # wait in the kernel for a frame when idle (`--idle wait`); IDLE= (empty, the default): each
@@ -147,6 +149,23 @@ for cc in ${CCS:-qcn dcqcn}; do
   sed -e "s/qn-sw-/$prefix-sw-/" -e "s|/run/quench/switch.sock|/run/quench/$prefix-$cc.sock|" \
     -e 's/^priorities = .*/priorities = [0]/' "configs/switch-${cc/none/qcn}.toml" > "$cfg"
   sed -i "/^iface = /a driver = \"$driver\"" "$cfg"
+  # PFC=1: priority 0 (iperf3's untagged frames) is lossless between the switch and the
+  # appliances, as a RoCE fabric runs DCQCN over PFC: the switch pauses an appliance whose
+  # frames waiting in it reach XOFF, and the appliance holds that priority's releases (its
+  # config's `pfc = true`), so the excess waits in the appliance's flow queues. XOFF 100 KB a
+  # port (the two ingress ports' 200 KB lie above QCN's 2 x Qeq and DCQCN's Kmax, so PFC is the
+  # backstop, not the controller); headroom 200 KB: what the appliance may still send after the
+  # PAUSE, before its loop reads it (1.6 ms at 1 Gbit/s; configs/switch-pfc.toml says why that
+  # long); the buffer holds every port's XOFF + headroom (the switch checks it).
+  apcfg=$out/appliance-$cc.toml
+  cp "${APPLIANCE_CONFIG:-configs/appliance.toml}" "$apcfg"
+  if [ -n "${PFC:-}" ]; then
+    sed -i 's/^queue_bytes = .*/queue_bytes = 1048576/' "$cfg"
+    printf '%s\n' '[pfc]' 'lossless_priorities = [0]' 'threshold = "static"' 'xoff_bytes = 100000' \
+      "xon_bytes = $((100000 - 2 * mtu))" 'headroom_bytes = 200000' 'link_rate = "1gbit"' \
+      'pause = "until_resume"' 'pause_quanta = 65535' >> "$cfg"
+    if grep -q '^pfc = ' "$apcfg"; then sed -i 's/^pfc = .*/pfc = true/' "$apcfg"; else sed -i '1i pfc = true' "$apcfg"; fi
+  fi
   sock=/run/quench/$prefix-$cc.sock
   total=$((2 * secs + 8))
   # CAPTURE=1: the switch records what crosses its port toward host 0's appliance (data with
@@ -162,8 +181,9 @@ for cc in ${CCS:-qcn dcqcn}; do
   # One process, one loop: the hosts' pairs (reaction points) and, in front of the receiver,
   # the notification-point pair (CE marks become CNPs under DCQCN; CN-TAGs are removed). The
   # reaction points' tables: configs/appliance.toml's, i.e. the preset the testbed's senders
-  # share (configs/testbed-1g.toml); APPLIANCE_CONFIG names another file.
-  "${on_ap[@]}" ${APPLIANCE_WRAP:-} "$quench" appliance --config "${APPLIANCE_CONFIG:-configs/appliance.toml}" \
+  # share (configs/testbed-1g.toml); APPLIANCE_CONFIG names another file (a copy of it is the
+  # run's OUT_DIR/appliance-CC.toml).
+  "${on_ap[@]}" ${APPLIANCE_WRAP:-} "$quench" appliance --config "$apcfg" \
     --driver "$driver" --cc "$cc" --duration "${total}s" --control-socket "$apsock" \
     --inside "$ap/$ap-is0" --outside "$ap/$ap-os0" --inside "$ap/$ap-is1" --outside "$ap/$ap-os1" \
     --np-inside "$ap/$ap-ir0" --np-outside "$ap/$ap-or0" $appliance_args \

@@ -1,7 +1,8 @@
 //! scripts/appliance-summary.py (the table and JSON line scripts/appliance.sh prints), fed the
 //! files of two scripted runs: QCN meeting every target of issue 17 and DCQCN missing them. It
 //! must read the testbed's MTU, take the queue's bound from each run's switch config (QCN
-//! 2 x Qeq, DCQCN Kmax), split the switch's drops into queue drops and the rest, count the
+//! 2 x Qeq, DCQCN Kmax), split the switch's drops into queue drops, PFC headroom overruns and
+//! the rest, count the PAUSE frames sent and honoured, count the
 //! datagrams the receiver's kernel dropped (two /proc/net/snmp samples), give the
 //! appliance's pacing over its unstalled windows (the reaction-point pairs only), and judge
 //! each target.
@@ -15,7 +16,8 @@ fn write(dir: &Path, name: &str, text: &str) {
 }
 
 /// One run's files: UDP goodput per host (Mb/s) at the receiver, the bottleneck's queue depth
-/// (octets) in each sample while frames leave, drops (queue, receive), the unstalled pacing
+/// (octets) in each sample while frames leave, drops (queue, receive, PFC headroom), the PAUSE
+/// frames the switch sent (the appliance honoured half of them per pair), the unstalled pacing
 /// windows' largest deviation, and the switch's congestion point.
 struct Run<'a> {
     cc: &'a str,
@@ -23,6 +25,9 @@ struct Run<'a> {
     depths: &'a [u64],
     queue_drops: u64,
     rx_drops: u64,
+    /// PFC: frames over an ingress port's headroom, PAUSE frames the switch sent.
+    headroom_drops: u64,
+    pauses: u64,
     max_dev: f64,
     congestion: &'a str,
 }
@@ -49,8 +54,10 @@ fn run(dir: &Path, r: &Run) {
         // The drops grow to their total by the last sample.
         let last = k + 1 == r.depths.len();
         q += &format!(
-            r#"{{"ports": [{{"name": "s0", "queue_drops": 0, "rx_drops": {}, "tx_drops": 0, "tx_pkts": 0, "queue_depth_bytes": 0}}, {{"name": "r0", "queue_drops": {}, "rx_drops": 0, "tx_drops": 0, "tx_pkts": {}, "queue_depth_bytes": {d}}}]}}"#,
+            r#"{{"ports": [{{"name": "s0", "queue_drops": 0, "rx_drops": {}, "tx_drops": 0, "tx_pkts": 0, "queue_depth_bytes": 0, "pfc_headroom_drops": {}, "pfc_pauses_sent": {}}}, {{"name": "r0", "queue_drops": {}, "rx_drops": 0, "tx_drops": 0, "tx_pkts": {}, "queue_depth_bytes": {d}}}]}}"#,
             if last { r.rx_drops } else { 0 },
+            if last { r.headroom_drops } else { 0 },
+            if last { r.pauses } else { 0 },
             if last { r.queue_drops } else { 0 },
             1000 * (k + 1)
         );
@@ -72,7 +79,8 @@ fn run(dir: &Path, r: &Run) {
     };
     let pair = |role: &str, dev: f64| {
         format!(
-            r#"{{"role": "{role}", "table": {{"queue_drops": 7}}, "counters": {{"cnms_accepted": 3, "cnps_accepted": 0, "unknown_flow": 0, "forged": {{"total": 0}}, "cnps_sent": 0}}, "latency_us": {{"p50": 10.0, "p99": 90.0}}, {}}}"#,
+            r#"{{"role": "{role}", "table": {{"queue_drops": 7}}, "counters": {{"cnms_accepted": 3, "cnps_accepted": 0, "unknown_flow": 0, "forged": {{"total": 0}}, "cnps_sent": 0, "pfc_rx": {}}}, "latency_us": {{"p50": 10.0, "p99": 90.0}}, {}}}"#,
+            if role == "rp" { r.pauses / 2 } else { 0 },
             pacing(dev)
         )
     };
@@ -115,6 +123,8 @@ fn targets_from_two_scripted_runs() {
             depths: &[60_000, 80_000, 100_000],
             queue_drops: 0,
             rx_drops: 0,
+            headroom_drops: 0,
+            pauses: 0,
             max_dev: 0.008,
             congestion: "qcn = { queue_size_set_point = 50000 }",
         },
@@ -127,6 +137,8 @@ fn targets_from_two_scripted_runs() {
             depths: &[100_000, 160_000],
             queue_drops: 40,
             rx_drops: 2,
+            headroom_drops: 3,
+            pauses: 10,
             max_dev: 0.02,
             congestion: "red = { kmin_bytes = 30000, kmax_bytes = 120000, pmax = 0.2 }",
         },
@@ -158,8 +170,13 @@ fn targets_from_two_scripted_runs() {
     assert_eq!(q["pacing_unstalled_max_dev"], 0.008);
     assert_eq!(d["set_point"], "RED 30-120 KB");
     assert_eq!(d["queue_bound_kb"], 120.0);
-    assert_eq!(d["switch_drops"], 42);
+    assert_eq!(d["switch_drops"], 45);
     assert_eq!(d["switch_queue_drops"], 40);
+    assert_eq!(d["switch_headroom_drops"], 3);
+    assert_eq!(d["pfc_pauses_sent"], 10);
+    assert_eq!(d["appliance_pfc_rx"], 10);
+    assert_eq!(q["switch_headroom_drops"], 0);
+    assert_eq!(q["pfc_pauses_sent"], 0);
     assert_eq!(d["pacing_unstalled_max_dev"], 0.02);
     assert_eq!(d["appliance_queue_drops"], 14);
     assert_eq!(d["receiver_udp_drops"]["RcvbufErrors"], 5);

@@ -175,6 +175,8 @@ pub struct FlowFrame {
     pub tag_at: u16,
     /// The frame already carries a CN-TAG.
     pub tagged: bool,
+    /// Its 802.1p priority (the outer VLAN tag's PCP, 0 untagged): the priority PFC pauses.
+    pub priority: u8,
     pub l3: L3,
 }
 
@@ -290,6 +292,7 @@ pub fn classify(frame: &[u8]) -> Class {
         dst_mac,
         tag_at,
         tagged: w.rpid.is_some(),
+        priority: w.priority(),
         l3,
     })
 }

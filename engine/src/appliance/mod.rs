@@ -93,6 +93,8 @@ pub struct Counters {
     /// Notification-point role.
     pub cnps_sent: u64,
     pub cnps_suppressed: u64,
+    /// PFC frames from the network honoured ([`Appliance::set_pfc`]) and consumed.
+    pub pfc_rx: u64,
 }
 
 /// What to do with an inside frame.
@@ -109,7 +111,7 @@ pub enum InsideAction<F> {
 /// What to do with an outside frame.
 #[derive(Debug)]
 pub enum OutsideAction<F> {
-    /// Feedback accepted and consumed.
+    /// Feedback (or, honoured, a PFC frame) accepted and consumed.
     Consumed,
     /// Pass it inside: `inside` is the copy for the inside port (`None`: no buffer, counted),
     /// and in the NP role there may be a CNP to send out of the outside port.
@@ -131,6 +133,9 @@ pub struct Appliance<F> {
     /// Largest frame the outside port carries ([`Appliance::set_max_frame`]): a CN-TAG is
     /// added only to frames that stay within it.
     max_frame: usize,
+    /// The priorities PFC PAUSE frames from the network pause ([`Appliance::set_pfc`]; `None`:
+    /// PFC frames pass inside like any other frame).
+    pfc: Option<cp::pfc::PausedState>,
 }
 
 /// Flows [`Appliance::report`] lists.
@@ -168,7 +173,23 @@ impl<F: Frame> Appliance<F> {
             latency: Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3)?,
             burst: Vec::new(),
             max_frame: MAX_FRAME,
+            pfc: None,
         })
+    }
+
+    /// Honour PFC (802.1Qbb) on the outside port, whose speed is `link_rate` (PAUSE quanta are
+    /// 512 bit times of it), as a NIC does: a PAUSE frame for a priority holds that priority's
+    /// releases for its quanta (until an XON), so the flows' frames wait in their queues
+    /// (bounded; what does not fit is dropped and counted there) and their schedules move on by
+    /// the pause; the PFC frame is consumed, since the appliance is the link's end. RP role
+    /// only: in the NP role the outside port's PFC frames still pass inside.
+    pub fn set_pfc(&mut self, link_rate: units::Rate) {
+        self.pfc = Some(cp::pfc::PausedState::new(link_rate));
+    }
+
+    /// Whether PFC pauses `prio` at `now` (never without [`Appliance::set_pfc`]).
+    pub fn paused(&self, now: Instant, prio: u8) -> bool {
+        self.pfc.as_ref().is_some_and(|p| p.is_paused(now, prio))
     }
 
     /// The outside port's largest frame (its `Capabilities::max_frame`; [`MAX_FRAME`] until
@@ -378,19 +399,20 @@ impl<F: Frame> Appliance<F> {
         frame: &[u8],
         alloc: impl FnOnce(usize) -> Option<F>,
     ) -> InsideAction<F> {
-        let slot = match self
-            .table
-            .slot_for_hashed(now, hash, ff.key, ff.src_mac, ff.dst_mac)
-        {
-            Ok(slot) => slot,
-            Err(table::WhenFull::Bypass) => {
-                return match self.rewrite(ff, None, frame, alloc) {
-                    Some(f) => InsideAction::Send(f),
-                    None => InsideAction::Dropped,
+        let slot =
+            match self
+                .table
+                .slot_for_hashed(now, hash, ff.key, ff.priority, ff.src_mac, ff.dst_mac)
+            {
+                Ok(slot) => slot,
+                Err(table::WhenFull::Bypass) => {
+                    return match self.rewrite(ff, None, frame, alloc) {
+                        Some(f) => InsideAction::Send(f),
+                        None => InsideAction::Dropped,
+                    }
                 }
-            }
-            Err(table::WhenFull::Drop) => return InsideAction::Dropped,
-        };
+                Err(table::WhenFull::Drop) => return InsideAction::Dropped,
+            };
         let rpid = self.table.rpid(slot);
         let Some(out) = self.rewrite(ff, rpid, frame, alloc) else {
             return InsideAction::Dropped;
@@ -490,6 +512,18 @@ impl<F: Frame> Appliance<F> {
                 inside: self.inward(frame, alloc_in),
                 cnp,
             };
+        }
+        if let Some(paused) = &mut self.pfc {
+            if let Some(pfc) = pfc_frame(frame) {
+                self.counters.pfc_rx += 1;
+                for prio in 0..units::PRIORITIES as u8 {
+                    if pfc.enabled(usize::from(prio)) {
+                        paused.on_pause_frame(now, prio, pfc.quanta[usize::from(prio)]);
+                        self.table.on_pause(now, prio, paused.paused_until(prio));
+                    }
+                }
+                return OutsideAction::Consumed;
+            }
         }
         match feedback(frame) {
             Some(Feedback::Cnm {
@@ -603,6 +637,15 @@ impl<F: Frame> Appliance<F> {
     }
 }
 
+/// The PDU of a PFC frame (EtherType 0x8808, opcode 0x0101), if `frame` is one.
+fn pfc_frame(frame: &[u8]) -> Option<crate::wire::pfc::PfcRepr> {
+    let w = walk(frame).ok()?;
+    if w.ethertype != crate::wire::ethernet::ethertype::MAC_CONTROL {
+        return None;
+    }
+    crate::wire::pfc::PfcRepr::parse(frame.get(w.payload_offset..)?).ok()
+}
+
 /// Errors from [`Appliance::new`].
 pub mod table_error {
     #[derive(Debug, thiserror::Error)]
@@ -714,6 +757,84 @@ pub(crate) mod tests {
         let n = emit_cnm(&l2, &cnm, &mut buf).unwrap();
         buf.truncate(n);
         buf
+    }
+
+    /// A PFC frame from the network pausing `prio` for `quanta` (0: XON).
+    fn pfc(prio: u8, quanta: u16) -> Vec<u8> {
+        use crate::wire::pfc::{emit_frame, PfcRepr, FRAME_LEN};
+        let mut buf = vec![0u8; FRAME_LEN];
+        emit_frame(CP, &PfcRepr::pause(1 << prio, quanta), &mut buf).unwrap();
+        buf
+    }
+
+    /// The UDP source port of every frame in `frames` (IPv4 without options).
+    fn sports(frames: &[Vec<u8>]) -> Vec<u16> {
+        frames
+            .iter()
+            .map(|f| {
+                let at = walk(f).unwrap().payload_offset + 20;
+                u16::from_be_bytes([f[at], f[at + 1]])
+            })
+            .collect()
+    }
+
+    /// Honouring PFC: a PAUSE for priority 3 holds the tagged (PCP 3) flow's frames in its
+    /// queue while the untagged flow (priority 0) goes on, and the XON releases them; the PFC
+    /// frames are consumed. Without `set_pfc` a PFC frame passes inside as before.
+    #[test]
+    fn pfc_holds_the_paused_priority_until_resumed() {
+        let mut a = appliance(Cc::Qcn, Role::Rp);
+        a.set_pfc(units::Rate::from_gbps(1));
+        let t0 = Instant::from_nanos(1_000_000);
+        let pause = pfc(3, crate::wire::pfc::MAX_QUANTA);
+        assert!(matches!(
+            a.on_outside(t0, &pause, heap, heap),
+            OutsideAction::Consumed
+        ));
+        assert_eq!(a.counters().pfc_rx, 1);
+        assert!(a.paused(t0, 3) && !a.paused(t0, 0));
+        for _ in 0..3 {
+            assert!(matches!(
+                a.on_inside(t0, &data(5000, Ecn::NotEct, false), heap),
+                InsideAction::Queued
+            ));
+            assert!(matches!(
+                a.on_inside(t0, &data(5001, Ecn::NotEct, true), heap),
+                InsideAction::Queued
+            ));
+        }
+        // 1 ms on (the pause is 33.5 ms): every untagged frame is out (three 1,060-octet frames
+        // at 1 Gb/s take 25 us), none of the tagged flow's.
+        let t1 = t0 + Duration::from_millis(1);
+        let mut out = Vec::new();
+        for k in 0..100 {
+            out.extend(release_all(&mut a, t0 + Duration::from_micros(10 * k)));
+        }
+        out.extend(release_all(&mut a, t1));
+        assert_eq!(sports(&out), [5000, 5000, 5000]);
+        // The XON: the held frames leave.
+        assert!(matches!(
+            a.on_outside(t1, &pfc(3, 0), heap, heap),
+            OutsideAction::Consumed
+        ));
+        assert!(!a.paused(t1, 3));
+        let mut out = Vec::new();
+        for k in 0..100 {
+            out.extend(release_all(&mut a, t1 + Duration::from_micros(10 * k)));
+        }
+        assert_eq!(sports(&out), [5001, 5001, 5001]);
+        assert_eq!(a.counters().pfc_rx, 2);
+
+        let mut plain = appliance(Cc::Qcn, Role::Rp);
+        let OutsideAction::Pass {
+            inside: Some(f), ..
+        } = plain.on_outside(t0, &pause, heap, heap)
+        else {
+            panic!("a PFC frame passes inside when PFC is not honoured");
+        };
+        assert_eq!(f.data(), &pause[..]);
+        assert_eq!(plain.counters().pfc_rx, 0);
+        assert!(!plain.paused(t0, 3));
     }
 
     /// A burst does what the same frames one at a time do: the same actions in order, the same

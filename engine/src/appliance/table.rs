@@ -40,9 +40,8 @@ use crate::wire::MacAddr;
 
 /// Entries the clock hand looks at for an idle slot when the table is full.
 pub const FULL_SCAN: usize = 64;
-/// How far behind its schedule a flow may fall (the loop was late) and still catch up by
-/// sending what it owes at once: the rate limiter's burst tolerance, as `quench send`'s
-/// `max_catch_up_us` default.
+/// The default of [`TableConfig::max_catch_up`]: the rate limiter's burst tolerance, as `quench
+/// send`'s `max_catch_up_us` default.
 pub const MAX_CATCH_UP: Duration = Duration::from_micros(50);
 /// Entries the clock hand looks at per [`FlowTable::on_housekeeping`] call for idle eviction.
 pub const IDLE_SCAN: usize = 16;
@@ -306,6 +305,9 @@ pub struct TableConfig {
     pub line_rate: Rate,
     /// Give each flow a 16-bit RPID for the CN-TAG the appliance adds (QCN).
     pub rpids: bool,
+    /// How far behind its schedule a flow may fall (the loop was late) and still catch up by
+    /// sending what it owes at once; beyond it, sending time is given up (counted per flow).
+    pub max_catch_up: Duration,
 }
 
 impl Default for TableConfig {
@@ -319,6 +321,7 @@ impl Default for TableConfig {
             tick: Duration::from_nanos(256),
             line_rate: Rate::from_gbps(1),
             rpids: false,
+            max_catch_up: MAX_CATCH_UP,
         }
     }
 }
@@ -429,10 +432,12 @@ pub struct FlowTable<F> {
 
 impl<F> FlowTable<F> {
     pub fn new(cfg: TableConfig, rp: HostRp) -> Result<Self, WheelError> {
-        // No priority of the appliance's flows is ever paused (it does not take part in PFC).
+        // A flow's priority is paused while PFC PAUSE frames from the network say so
+        // ([`FlowTable::on_pause`]); its schedule moves on by the pause (the default
+        // `pause_shifts_schedule`), so it owes nothing for it.
         let pacing = PacingConfig {
             tick: cfg.tick,
-            max_catch_up: MAX_CATCH_UP,
+            max_catch_up: cfg.max_catch_up,
             catch_up_speed: None,
             ..PacingConfig::default()
         };
@@ -590,15 +595,23 @@ impl<F> FlowTable<F> {
     }
 
     /// Adds flow `key` (key hash `hash`); `None` when the table is full of busy flows.
-    fn create(&mut self, now: Instant, hash: u64, key: FlowKey, macs: [MacAddr; 2]) -> Option<u32> {
+    fn create(
+        &mut self,
+        now: Instant,
+        hash: u64,
+        key: FlowKey,
+        priority: u8,
+        macs: [MacAddr; 2],
+    ) -> Option<u32> {
         if !self.make_room() {
             return None;
         }
         self.next_fid = self.next_fid.wrapping_add(1);
         let spec = FlowSpec {
             id: FlowId(self.next_fid),
-            // The appliance does not take part in PFC: no priority of its flows is paused.
-            priority: 0,
+            // The priority of its first frame: what PFC pauses (802.1Qbb pauses a priority,
+            // and a flow's frames share one).
+            priority,
             cap: self.cfg.line_rate,
             start: now,
         };
@@ -648,16 +661,18 @@ impl<F> FlowTable<F> {
         Some(i)
     }
 
-    /// The slot of flow `key` (source and destination MACs `src`, `dst`), created if new; when
-    /// the table is full of busy flows, the policy that applies (counted here).
+    /// The slot of flow `key` (802.1p priority `priority`, source and destination MACs `src`,
+    /// `dst`), created if new; when the table is full of busy flows, the policy that applies
+    /// (counted here).
     pub fn slot_for(
         &mut self,
         now: Instant,
         key: FlowKey,
+        priority: u8,
         src: MacAddr,
         dst: MacAddr,
     ) -> Result<u32, WhenFull> {
-        self.slot_for_hashed(now, key_hash(&key), key, src, dst)
+        self.slot_for_hashed(now, key_hash(&key), key, priority, src, dst)
     }
 
     /// [`FlowTable::slot_for`] with the key's [`key_hash`] already computed (for a burst whose
@@ -667,19 +682,21 @@ impl<F> FlowTable<F> {
         now: Instant,
         hash: u64,
         key: FlowKey,
+        priority: u8,
         src: MacAddr,
         dst: MacAddr,
     ) -> Result<u32, WhenFull> {
         if let Some(i) = self.find_hashed(hash, &key) {
             return Ok(i);
         }
-        self.create(now, hash, key, [src, dst]).ok_or_else(|| {
-            match self.cfg.when_full {
-                WhenFull::Bypass => self.counters.bypass_frames += 1,
-                WhenFull::Drop => self.counters.full_drops += 1,
-            }
-            self.cfg.when_full
-        })
+        self.create(now, hash, key, priority, [src, dst])
+            .ok_or_else(|| {
+                match self.cfg.when_full {
+                    WhenFull::Bypass => self.counters.bypass_frames += 1,
+                    WhenFull::Drop => self.counters.full_drops += 1,
+                }
+                self.cfg.when_full
+            })
     }
 
     /// Queues a frame of `len` octets on the flow in `slot` (from [`FlowTable::slot_for`]).
@@ -700,8 +717,8 @@ impl<F> FlowTable<F> {
         Admitted::Queued(slot)
     }
 
-    /// A data frame of `len` octets of flow `key` entered the inside port:
-    /// [`FlowTable::slot_for`] then [`FlowTable::enqueue`].
+    /// A data frame of `len` octets of flow `key` (an untagged frame: priority 0) entered the
+    /// inside port: [`FlowTable::slot_for`] then [`FlowTable::enqueue`].
     pub fn on_inside(
         &mut self,
         now: Instant,
@@ -711,11 +728,18 @@ impl<F> FlowTable<F> {
         len: u32,
         frame: F,
     ) -> Admitted<F> {
-        match self.slot_for(now, key, src, dst) {
+        match self.slot_for(now, key, 0, src, dst) {
             Ok(i) => self.enqueue(now, i, len, frame),
             Err(WhenFull::Bypass) => Admitted::Bypass(frame),
             Err(WhenFull::Drop) => Admitted::Refused(frame),
         }
+    }
+
+    /// PFC: the flows of priority `prio` release nothing until `until` (`None`: from now on
+    /// they may; `Instant::MAX`: until told), as of `now`. Their frames wait in their queues
+    /// and their schedules move on by the pause ([`HostCore::handle_pause`]).
+    pub fn on_pause(&mut self, now: Instant, prio: u8, until: Option<Instant>) {
+        self.core.handle_pause(now, prio, until);
     }
 
     /// The next frame due at `now`, if any.

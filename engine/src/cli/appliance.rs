@@ -124,6 +124,9 @@ fn default_idle_timeout_s() -> f64 {
 fn yes() -> bool {
     true
 }
+fn default_catch_up_us() -> u32 {
+    (MAX_CATCH_UP.as_nanos() / 1000) as u32
+}
 
 /// configs/appliance.toml.
 #[derive(Debug, Deserialize)]
@@ -157,6 +160,14 @@ pub struct ApplianceConfig {
     /// flows.
     #[serde(default)]
     pub when_full: WhenFull,
+    /// Microseconds of sending time a flow whose release the loop was late for catches up at
+    /// once (more is given up, counted); as `quench send`'s key.
+    #[serde(default = "default_catch_up_us")]
+    pub max_catch_up_us: u32,
+    /// Honour PFC PAUSE frames from the network on the outside port (RP role): the paused
+    /// priority's flows hold their frames ([`Appliance::set_pfc`]).
+    #[serde(default)]
+    pub pfc: bool,
     /// Control socket for `quench stats` (none when absent).
     pub control_socket: Option<std::path::PathBuf>,
     /// A preset (bundled name or file, relative to this file) whose `[qcn_rp]` / `[dcqcn_rp]` /
@@ -227,7 +238,16 @@ impl ApplianceConfig {
                 "must be a positive number of seconds",
             ));
         }
+        // The catch-up bound is a burst at the line rate: at most one second of it.
+        if self.max_catch_up_us == 0 || self.max_catch_up_us > 1_000_000 {
+            return Err(ParamError::new(
+                "max_catch_up_us",
+                self.max_catch_up_us,
+                "must be in 1..=1000000",
+            ));
+        }
         Ok(TableConfig {
+            max_catch_up: Duration::from_micros(u64::from(self.max_catch_up_us)),
             max_flows: self.max_flows,
             queue_bytes: self.queue_bytes,
             idle_timeout: Duration::from_nanos((self.idle_timeout_s * 1e9) as u64),
@@ -330,9 +350,16 @@ impl Pair {
     /// One pass over the pair; true when a frame moved or waits for ring space.
     fn poll(&mut self, now: Instant) -> anyhow::Result<bool> {
         // Before this iteration changes any rate (PaceAudit::sample's contract).
-        let core = self.app.table().core();
+        // A flow PFC pauses may send nothing (802.1Qbb): its rate is zero meanwhile.
+        let (app, core) = (&self.app, self.app.table().core());
         self.audit.sample(now, core, |id| {
-            core.find(id).map_or(Rate::ZERO, |h| core.rate(h))
+            core.find(id)
+                .filter(|&h| {
+                    !core
+                        .flow(h)
+                        .is_some_and(|f| app.paused(now, f.spec.priority))
+                })
+                .map_or(Rate::ZERO, |h| core.rate(h))
         });
         let mut busy = false;
         self.rx.clear();
@@ -418,7 +445,8 @@ impl Pair {
 }
 
 /// The progress status of the appliance's pairs: release rate over the interval, totals of
-/// frames, drops, feedback accepted, CNPs sent, PFC (MAC control) frames passed, flows held.
+/// frames, drops, feedback accepted, CNPs sent, PFC (MAC control) frames passed or honoured,
+/// flows held.
 fn show_progress(
     p: &mut Progress,
     now: Instant,
@@ -436,7 +464,8 @@ fn show_progress(
         drops += t.queue_drops + t.full_drops + pr.tx_dropped;
         feedback += c.cnms_accepted + c.cnps_accepted;
         cnps += c.cnps_sent;
-        pfc += c.pass_mac_control;
+        // PFC frames passed inside or (`pfc = true`) honoured.
+        pfc += c.pass_mac_control + c.pfc_rx;
         flows += pr.app.table().flows() as u64;
     }
     let db = released.step(bytes);
@@ -537,9 +566,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // more than the catch-up bound.
     let mode = args.idle();
     let stall = if mode == ApplianceIdle::Spin {
-        MAX_CATCH_UP
+        table.max_catch_up
     } else {
-        SLEEP_MAX + MAX_CATCH_UP
+        SLEEP_MAX + table.max_catch_up
     };
     let mut stalls = LoopStalls::new(stall);
     let mut pairs = Vec::new();
@@ -565,6 +594,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let inside = args.port.open(i).context("--inside")?;
         let outside = args.port.open(o).context("--outside")?;
         app.set_max_frame(outside.caps().max_frame);
+        if cfg.pfc && role == Role::Rp {
+            app.set_pfc(table.line_rate);
+        }
         pairs.push(Pair {
             label: format!("{i}<->{o}"),
             inside,
@@ -913,5 +945,10 @@ mod tests {
         assert_eq!(c.table().unwrap_err().param, "line_rate");
         let c = ApplianceConfig::parse("idle_timeout_s = -1.0\n").unwrap();
         assert_eq!(c.table().unwrap_err().param, "idle_timeout_s");
+        let c = ApplianceConfig::parse("max_catch_up_us = 0\n").unwrap();
+        assert_eq!(c.table().unwrap_err().param, "max_catch_up_us");
+        let c = ApplianceConfig::parse("max_catch_up_us = 250\npfc = true\n").unwrap();
+        assert_eq!(c.table().unwrap().max_catch_up, Duration::from_micros(250));
+        assert!(c.pfc);
     }
 }
