@@ -73,6 +73,9 @@ pub struct Worker<P: Port> {
     links: Links,
     pub fdb: Fdb,
     rx: Vec<P::Frame>,
+    /// The port [`Worker::receive`] reads first in its next poll: it moves on by one each
+    /// poll, so no ingress port's burst is always queued behind another's.
+    rx_first: usize,
     /// Scratch of `forward_burst`: the runs of one burst, and each frame's IPv4 offset.
     runs: Vec<Run>,
     l3: [u16; BURST],
@@ -196,6 +199,7 @@ impl<P: Port> Worker<P> {
             links,
             fdb,
             rx: Vec::with_capacity(BURST),
+            rx_first: 0,
             runs: Vec::with_capacity(BURST),
             l3: [0; BURST],
             last_publish: Instant::ZERO,
@@ -474,9 +478,24 @@ impl<P: Port> Worker<P> {
     }
 
     /// 1. Receive, classify, learn, route, enqueue.
+    ///
+    /// The ports are read in turn from `rx_first`, which moves on by one each poll: a poll
+    /// queues each port's burst behind the bursts of the ports read before it, so with a fixed
+    /// order the later ports' frames would always meet the queue the earlier ones just grew,
+    /// and a congestion point sampling them (QCN's Fb weighs the queue's growth) would hold
+    /// the later ports' flows to less. A real switch interleaves its ports' arrivals frame by
+    /// frame.
     fn receive(&mut self, now: Instant) -> usize {
         let mut work = 0;
-        for i in 0..self.ports.len() {
+        let n = self.ports.len();
+        let first = self.rx_first;
+        self.rx_first = if first + 1 >= n { 0 } else { first + 1 };
+        for k in 0..n {
+            let i = if first + k >= n {
+                first + k - n
+            } else {
+                first + k
+            };
             let Some(op) = self.ports[i].as_mut() else {
                 continue;
             };
