@@ -613,6 +613,19 @@ impl<S: Source> HostCore<S> {
             .map_or(Rate::ZERO, |f| self.rp.rate(&f.rp, f.spec.id, f.spec.cap))
     }
 
+    /// The flow's schedule lies before `t`: it still owes frames that came due before then
+    /// (a driver that polled at `t` and released every due frame leaves nothing owed from
+    /// before `t`). PFC pause time counted by `t`'s poll is not owed: the schedule moves on by
+    /// it. `false` for no flow, or one that has not sent yet.
+    pub fn owes_from_before(&self, h: FlowHandle, t: Instant) -> bool {
+        let Some((f, p)) = self.flow(h).and_then(|f| Some((f, f.pending()?))) else {
+            return false;
+        };
+        let mut due = p.due;
+        due.shift(self.pause.of(f.spec.priority) - p.pause_mark);
+        due.release_time() < t
+    }
+
     /// Sending time the flows gave up at the catch-up bound (the driver was not running).
     pub fn lag_dropped(&self) -> Duration {
         self.flows()

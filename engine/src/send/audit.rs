@@ -96,9 +96,9 @@ pub struct PaceAudit {
     /// `sent / allowed - 1` of each closed window of each flow.
     pub deviations: Vec<f64>,
     /// For each of `deviations`: a stall touched the window. The worker's loop stopped for
-    /// longer than `stall` in it (a gap across the window's end counts to the window it ends),
-    /// or the flow gave up sending time at the catch-up bound in it (making up a stall from
-    /// the window before).
+    /// longer than `stall` in it (a gap across the window's end counts to the window it ends,
+    /// and so does its catch-up: a window ends once its flows owe nothing from before the
+    /// last iteration), or the flow gave up sending time at the catch-up bound in it.
     pub stalled: Vec<bool>,
 }
 
@@ -112,33 +112,50 @@ impl PaceAudit {
         }
     }
 
-    /// Call on every loop iteration, before the iteration changes any rate: integrates each
-    /// long flow's `rate_of` (the rate it may send at: its RP rate within its cap, zero while
-    /// PFC pauses it) since the last call and closes the window when it is over. Every
+    /// Call on every loop iteration, before the iteration changes any rate or sends: integrates
+    /// each long flow's `rate_of` (the rate it may send at: its RP rate within its cap, zero
+    /// while PFC pauses it) since the last call and closes the window when it is over. Every
     /// call, because a worker changes rates at its iterations' times: the rate read now held
     /// since the last one (sampling every 100 us instead charged each cut or rise to up to
     /// 100 us before it happened).
+    ///
+    /// The frames due in the interval between two samples leave at the iteration of the later
+    /// one, so the octets counted at a sample answer the rate's integral up to the sample
+    /// before: a window's integral ends at the previous sample, its octets at this one. After
+    /// a gap of the loop that is the catch-up: a gap and the octets that make it up fall in one
+    /// window, the one whose flag the gap sets (counted to the window it started in, the
+    /// catch-up left a window no flag marked with what the gap owed: a stall's past the
+    /// threshold, a shorter gap's both ways). The window also waits until its flows owe
+    /// nothing from before the previous sample (a catch-up longer than one iteration), at most
+    /// one more window: a flow that never catches up is the pacer's own error.
     pub fn sample<S: Source>(
         &mut self,
         now: Instant,
         g: &HostCore<S>,
         mut rate_of: impl FnMut(FlowId) -> Rate,
     ) {
-        let Some(last) = self.last_sample else {
+        let Some(last) = self.last_sample.replace(now) else {
             self.restart(now, g);
             return;
         };
+        if let Some(start) = self.window_start.filter(|&w| last - w >= self.window) {
+            let behind = self.open.iter().any(|&(h, ..)| g.owes_from_before(h, last));
+            if !behind || last - start >= self.window + self.window {
+                self.close(start, g);
+                self.restart(last, g);
+            }
+        }
         self.gap_in_window |= now - last > self.stall;
         let dt = (now - last).as_secs_f64();
-        self.last_sample = Some(now);
         for (h, _, _, _, allowed) in &mut self.open {
             if let Some(f) = g.flow(*h) {
                 *allowed += rate_of(f.spec.id).as_bps() as f64 * dt;
             }
         }
-        let Some(start) = self.window_start.filter(|&w| now - w >= self.window) else {
-            return;
-        };
+    }
+
+    /// The window that started at `start` is over: each audited flow's deviation and flag.
+    fn close<S: Source>(&mut self, start: Instant, g: &HostCore<S>) {
         for &(h, sent0, lag0, dry0, allowed) in &self.open {
             let Some(f) = g.flow(h) else {
                 continue;
@@ -151,12 +168,11 @@ impl PaceAudit {
                     .push(self.gap_in_window || f.lag_dropped > lag0);
             }
         }
-        self.restart(now, g);
     }
 
-    fn restart<S: Source>(&mut self, now: Instant, g: &HostCore<S>) {
-        self.window_start = Some(now);
-        self.last_sample = Some(now);
+    /// A window starts at `start` (its rate integral from there), its octets from now on.
+    fn restart<S: Source>(&mut self, start: Instant, g: &HostCore<S>) {
+        self.window_start = Some(start);
         self.gap_in_window = false;
         self.open = g
             .flows()
@@ -330,7 +346,8 @@ mod tests {
     #[test]
     fn pace_audit_marks_the_windows_a_stall_cost_sending_time() {
         // RP at 400 Mb/s for 500 ms; the driver is off the CPU from 250 to 253 ms.
-        let audit = audited(500_000_000, 250_000_000..253_000_000, 400, 400);
+        // (A window's octets end a sample after its allowance: the driver runs to 500.005 ms.)
+        let audit = audited(500_005_000, 250_000_000..253_000_000, 400, 400);
         // Windows start at 0, 100, ... ms; the third lost 3 ms less the 50 us bound: -2.95 %.
         assert_eq!(audit.stalled, [false, false, true, false, false]);
         assert!(
@@ -345,6 +362,48 @@ mod tests {
         assert_eq!(audit.within(0.01), Some(0.8));
     }
 
+    /// A 400 Mb/s flow with a 1 ms catch-up bound (quench send's configs/send.toml), audited
+    /// with 1 ms stalls, driven every 5 us to 300 ms except while off the CPU (`off`).
+    fn audited_1ms_bound(off: std::ops::Range<u64>) -> PaceAudit {
+        let mut g = catching_up(1, None);
+        g.set_cap(Instant::ZERO, H0, Rate::from_mbps(400));
+        let mut audit = PaceAudit::new(Duration::from_millis(100), Duration::from_millis(1));
+        for t in (0..=300_000_000u64).step_by(5_000) {
+            if !off.contains(&t) {
+                let now = Instant::from_nanos(t);
+                audit.sample(now, &g, |_| Rate::from_mbps(400));
+                while g.poll_transmit(now).is_some() {}
+            }
+        }
+        audit
+    }
+
+    #[test]
+    fn a_stall_across_a_window_end_and_its_catch_up_mark_the_same_window() {
+        // Off the CPU from 99.5 to 102 ms, across the first window's end: the 1 ms made up at
+        // 102 ms belongs to the window whose allowance the stall ran up and that the stall
+        // marks. Counted in the next window, it made that one +1 % with no stall marked.
+        let audit = audited_1ms_bound(99_500_000..102_000_000);
+        assert_eq!(audit.stalled, [true, false], "{:?}", audit.deviations);
+        // The first window lost the 1.5 ms past the bound.
+        assert!(
+            (audit.deviations[0] + 0.015).abs() < 0.001,
+            "{:?}",
+            audit.deviations
+        );
+        assert!(audit.deviations[1].abs() < 0.001, "{:?}", audit.deviations);
+    }
+
+    #[test]
+    fn a_gap_under_the_stall_threshold_across_a_window_end_moves_no_octets_between_windows() {
+        // Off the CPU for 0.9 ms across the first window's end: no stall, nothing given up;
+        // the octets owed are made up at 100.4 ms in the window whose allowance they are
+        // (before, -0.9 % in the first window and +0.9 % in the second, neither marked).
+        let audit = audited_1ms_bound(99_500_000..100_400_000);
+        assert_eq!(audit.stalled, [false, false]);
+        assert!(audit.max_abs().unwrap() < 0.001, "{:?}", audit.deviations);
+    }
+
     #[test]
     fn octets_owed_across_a_stall_survive_a_rate_cut_read_after_it() {
         // The driver is off the CPU from 5 to 8 ms with the rate at 500 Mb/s; the cut that
@@ -357,7 +416,7 @@ mod tests {
             let mut audit = PaceAudit::new(Duration::from_millis(100), Duration::from_micros(50));
             let mut t = 0u64;
             let mut cut = false;
-            while t <= 100_000_000 {
+            while t <= 100_002_000 {
                 if !(5_000_000..8_000_000).contains(&t) {
                     let now = Instant::from_nanos(t);
                     let rate = |_: FlowId| Rate::from_mbps(if cut { 250 } else { 500 });
