@@ -616,9 +616,14 @@ impl<S: Source> HostCore<S> {
     /// The flow's schedule lies before `t`: it still owes frames that came due before then
     /// (a driver that polled at `t` and released every due frame leaves nothing owed from
     /// before `t`). PFC pause time counted by `t`'s poll is not owed: the schedule moves on by
-    /// it. `false` for no flow, or one that has not sent yet.
+    /// it. `false` for no flow, one that has not sent yet, and one idle without a frame (it
+    /// owes nothing for the idle time: [`HostCore::wake`]).
     pub fn owes_from_before(&self, h: FlowHandle, t: Instant) -> bool {
-        let Some((f, p)) = self.flow(h).and_then(|f| Some((f, f.pending()?))) else {
+        let Some((f, p)) = self
+            .flow(h)
+            .filter(|f| f.scheduled)
+            .and_then(|f| Some((f, f.pending()?)))
+        else {
             return false;
         };
         let mut due = p.due;

@@ -617,3 +617,26 @@ fn with_ns3_spacing_due_flows_are_served_round_robin_in_creation_order() {
         [1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 1]
     );
 }
+
+#[test]
+fn a_flow_owes_what_came_due_before_a_poll_but_not_its_pause_time() {
+    // 1 Gb/s, 1500-octet frames: the second is due at 12 us.
+    let mut g = catching_up(10, None);
+    let t0 = Instant::ZERO;
+    while g.poll_transmit(t0).is_some() {}
+    let us = |n: u64| Instant::from_nanos(n * 1_000);
+    assert!(!g.owes_from_before(H0, us(12)));
+    assert!(g.owes_from_before(H0, us(13)));
+    // Paused from 5 us to 1 ms (995 us, counted by the poll at 1 ms): due at 1007 us.
+    g.handle_pause(us(5), 3, Some(us(1_000)));
+    g.handle_pause(us(1_000), 3, None);
+    assert!(!g.owes_from_before(H0, us(1_007)));
+    assert!(g.owes_from_before(H0, us(1_008)));
+    // A flow with nothing to send owes nothing.
+    let mut g = core_with(
+        PacingConfig::default(),
+        vec![flow(1, 0, Some(1500), Rate::from_gbps(1))],
+    );
+    while g.poll_transmit(t0).is_some() {}
+    assert!(!g.owes_from_before(H0, us(1_000)));
+}
