@@ -363,8 +363,9 @@ mod tests {
     }
 
     /// A 400 Mb/s flow with a 1 ms catch-up bound (quench send's configs/send.toml), audited
-    /// with 1 ms stalls, driven every 5 us to 300 ms except while off the CPU (`off`).
-    fn audited_1ms_bound(off: std::ops::Range<u64>) -> PaceAudit {
+    /// with 1 ms stalls, driven every 5 us to 300 ms except while off the CPU (`off`); while
+    /// `held` the loop runs and samples but sends nothing (a transmit ring that took nothing).
+    fn audited_1ms_bound_held(off: std::ops::Range<u64>, held: std::ops::Range<u64>) -> PaceAudit {
         let mut g = catching_up(1, None);
         g.set_cap(Instant::ZERO, H0, Rate::from_mbps(400));
         let mut audit = PaceAudit::new(Duration::from_millis(100), Duration::from_millis(1));
@@ -372,10 +373,30 @@ mod tests {
             if !off.contains(&t) {
                 let now = Instant::from_nanos(t);
                 audit.sample(now, &g, |_| Rate::from_mbps(400));
-                while g.poll_transmit(now).is_some() {}
+                while !held.contains(&t) && g.poll_transmit(now).is_some() {}
             }
         }
         audit
+    }
+
+    fn audited_1ms_bound(off: std::ops::Range<u64>) -> PaceAudit {
+        audited_1ms_bound_held(off, 0..0)
+    }
+
+    #[test]
+    fn sending_time_given_up_after_a_window_end_marks_the_window_it_was_owed_in() {
+        // The loop runs but sends nothing from 98 to 101 ms: at 100 ms the flow owes 2 ms and
+        // gives up 2 of the 3 ms owed when it sends again. That window (-2 %) had no loop gap
+        // and gave up nothing before its end, so it was unmarked and the next one, marked by
+        // the lag given up, got the 1 ms made up (stop 29's -2.71 % window had that shape).
+        let audit = audited_1ms_bound_held(0..0, 98_000_000..101_000_000);
+        assert_eq!(audit.stalled, [true, false], "{:?}", audit.deviations);
+        assert!(
+            (audit.deviations[0] + 0.0198).abs() < 0.001,
+            "{:?}",
+            audit.deviations
+        );
+        assert!(audit.deviations[1].abs() < 0.001, "{:?}", audit.deviations);
     }
 
     #[test]
