@@ -100,7 +100,9 @@ pub struct Counters {
 /// What to do with an inside frame.
 #[derive(Debug)]
 pub enum InsideAction<F> {
-    /// Send this frame (a copy on the outside port) now.
+    /// Send this frame (a copy on the outside port) now: not paced, or its flow was idle and
+    /// its reaction point allows it now (released at once: counted as released, its latency
+    /// recorded, [`Appliance::set_release_on_arrival`]).
     Send(F),
     /// Queued on its flow.
     Queued,
@@ -420,8 +422,20 @@ impl<F: Frame> Appliance<F> {
         let len = out.len() as u32;
         match self.table.enqueue(now, slot, len, out) {
             Admitted::Queued(_) => InsideAction::Queued,
+            Admitted::Released(r) => {
+                self.on_sent(now, r.arrived);
+                InsideAction::Send(r.frame)
+            }
             _ => InsideAction::Dropped,
         }
+    }
+
+    /// Whether a data frame whose flow is idle and whose reaction point allows it now leaves at
+    /// once, as [`Appliance::poll_release`] would release it next ([`InsideAction::Send`]),
+    /// instead of waiting on the flow for a poll (default: yes). A driver whose transmit
+    /// backlog is full says no, so that such frames wait on their flows, not in the backlog.
+    pub fn set_release_on_arrival(&mut self, yes: bool) {
+        self.table.set_release_on_arrival(yes);
     }
 
     /// The next frame due at `now`; the driver sends it and calls
@@ -866,27 +880,69 @@ pub(crate) mod tests {
             InsideAction::Queued => (1, Vec::new()),
             InsideAction::Dropped => (2, Vec::new()),
         };
-        let t0 = Instant::from_nanos(1_000_000);
+        // The frames at `t` one at a time and as a burst: the same actions, counters and
+        // releases after; the actions.
+        let round = |one: &mut Appliance<HeapFrame>, burst: &mut Appliance<HeapFrame>, t| {
+            let singly: Vec<_> = frames
+                .iter()
+                .map(|f| kind(&one.on_inside(t, f, heap)))
+                .collect();
+            let mut together = Vec::new();
+            burst.on_inside_burst(
+                t,
+                &frames,
+                |f| f.as_slice(),
+                heap,
+                |a| together.push(kind(&a)),
+            );
+            assert_eq!(singly, together);
+            assert_eq!(one.counters(), burst.counters());
+            assert_eq!(one.table().counters(), burst.table().counters());
+            let at = t + Duration::from_millis(10);
+            assert_eq!(release_all(one, at), release_all(burst, at));
+            singly
+        };
         let (mut one, mut burst) = (mk(), mk());
-        let singly: Vec<_> = frames
-            .iter()
-            .map(|f| kind(&one.on_inside(t0, f, heap)))
-            .collect();
-        let mut together = Vec::new();
-        burst.on_inside_burst(
-            t0,
-            &frames,
-            |f| f.as_slice(),
-            heap,
-            |a| together.push(kind(&a)),
-        );
-        assert_eq!(singly, together);
+        let t0 = Instant::from_nanos(1_000_000);
+        let singly = round(&mut one, &mut burst, t0);
         assert!(singly.iter().any(|(k, _)| *k == 2), "a queue overflowed");
-        assert_eq!(one.counters(), burst.counters());
-        assert_eq!(one.table().counters(), burst.table().counters());
         assert_eq!(one.table().flows(), 7);
-        let at = t0 + Duration::from_millis(10);
-        assert_eq!(release_all(&mut one, at), release_all(&mut burst, at));
+        // Again, the flows now started and idle: each flow's first frame leaves at once.
+        let singly = round(&mut one, &mut burst, t0 + Duration::from_millis(11));
+        assert!(
+            singly.iter().any(|(k, f)| *k == 0 && f.len() > 100),
+            "released at once"
+        );
+    }
+
+    /// A frame of an idle flow whose reaction point allows it now leaves in the same call,
+    /// rewritten, counted as released, its latency recorded; a frame its flow owes time for,
+    /// and any frame while the driver says its transmit backlog is full, wait for a poll.
+    #[test]
+    fn an_idle_flows_frame_leaves_at_once_unless_the_driver_says_wait() {
+        let mut a = appliance(Cc::Qcn, Role::Rp);
+        let t0 = Instant::from_nanos(1_000_000);
+        let f = data(5000, Ecn::NotEct, false);
+        // A new flow starts at the next poll; its first frame waits for it.
+        assert!(matches!(a.on_inside(t0, &f, heap), InsideAction::Queued));
+        assert_eq!(release_all(&mut a, t0).len(), 1);
+        let t1 = t0 + Duration::from_millis(1);
+        let InsideAction::Send(out) = a.on_inside(t1, &f, heap) else {
+            panic!("an idle flow's frame waited")
+        };
+        assert_eq!(out.len(), f.len() + cntag::LEN, "CN-TAG added");
+        let t = a.table().counters();
+        assert_eq!((t.queued_frames, t.released_frames), (2, 2));
+        assert_eq!(a.latency().len(), 2);
+        // The next one owes the first one's time on the wire at the flow's rate.
+        assert!(matches!(a.on_inside(t1, &f, heap), InsideAction::Queued));
+        assert_eq!(release_all(&mut a, t1 + Duration::from_millis(1)).len(), 1);
+        // The driver's backlog is full: the frame waits on its flow, for the next poll.
+        a.set_release_on_arrival(false);
+        let t2 = t1 + Duration::from_millis(2);
+        assert!(matches!(a.on_inside(t2, &f, heap), InsideAction::Queued));
+        assert_eq!(release_all(&mut a, t2).len(), 1);
+        assert_eq!(a.table().counters().released_frames, 4);
     }
 
     /// The CN-TAG goes on while the tagged frame fits the outside port's largest frame and

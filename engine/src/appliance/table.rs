@@ -33,7 +33,7 @@ use std::net::Ipv4Addr;
 use units::{Duration, FlowId, Instant, Rate};
 
 use super::classify::{CnpKey, FlowKey};
-use crate::host::core::{Flow, FlowHandle, FlowSpec, HostCore, PacingConfig, Queued};
+use crate::host::core::{Flow, FlowHandle, FlowSpec, HostCore, PacingConfig, Queued, Transmit};
 use crate::host::rp::{Feedback, HostRp, Refused};
 use crate::send::wheel::WheelError;
 use crate::wire::MacAddr;
@@ -356,6 +356,9 @@ pub struct TableCounters {
 pub enum Admitted<F> {
     /// Queued for the flow (the slot index).
     Queued(u32),
+    /// The flow was idle and its pacer allows the frame now: released at once, as
+    /// [`FlowTable::poll_release`] would have released it next ([`HostCore::wake_and_transmit`]).
+    Released(Release<F>),
     /// The flow's queue is full: the frame is handed back to be freed.
     Dropped(F),
     /// The table is full of busy flows and the policy is `bypass`: send the frame now.
@@ -424,6 +427,8 @@ pub struct FlowTable<F> {
     by_cnp: FastMap<(u32, Ipv4Addr), u32>,
     by_rpid: FastMap<u16, u32>,
     hand: usize,
+    /// [`FlowTable::set_release_on_arrival`].
+    release_on_arrival: bool,
     next_fid: u32,
     next_rpid: u16,
     live: usize,
@@ -461,6 +466,7 @@ impl<F> FlowTable<F> {
             by_cnp: FastMap::default(),
             by_rpid: FastMap::default(),
             hand: 0,
+            release_on_arrival: true,
             next_fid: 0,
             next_rpid: 0,
             live: 0,
@@ -713,8 +719,20 @@ impl<F> FlowTable<F> {
         }
         self.counters.queued_frames += 1;
         // An idle flow keeps no credit: its first frame goes at once, the next on its rate.
-        self.core.wake(now, h);
-        Admitted::Queued(slot)
+        if !self.release_on_arrival {
+            self.core.wake(now, h);
+            return Admitted::Queued(slot);
+        }
+        match self.core.wake_and_transmit(now, h) {
+            Some(tx) => Admitted::Released(self.released(tx)),
+            None => Admitted::Queued(slot),
+        }
+    }
+
+    /// Whether [`FlowTable::enqueue`] may release a frame at once (default: yes). A driver
+    /// whose transmit backlog is full says no: the frames then wait on their flows.
+    pub fn set_release_on_arrival(&mut self, yes: bool) {
+        self.release_on_arrival = yes;
     }
 
     /// A data frame of `len` octets of flow `key` (an untagged frame: priority 0) entered the
@@ -745,16 +763,21 @@ impl<F> FlowTable<F> {
     /// The next frame due at `now`, if any.
     pub fn poll_release(&mut self, now: Instant) -> Option<Release<F>> {
         let tx = self.core.poll_transmit(now)?;
+        Some(self.released(tx))
+    }
+
+    /// Counts a frame the core released.
+    fn released(&mut self, tx: Transmit<(Instant, F)>) -> Release<F> {
         let slot = tx.handle.0;
         self.counters.released_frames += 1;
         self.counters.released_bytes += u64::from(tx.len);
         let (arrived, frame) = tx.item;
-        Some(Release {
+        Release {
             slot,
             len: tx.len,
             arrived,
             frame,
-        })
+        }
     }
 
     /// Takes slot `i` out of the CNP chain of `at`.

@@ -365,6 +365,9 @@ impl Pair {
         self.rx.clear();
         self.inside.rx_burst(0, &mut self.rx, BURST)?;
         busy |= !self.rx.is_empty();
+        // A burst of frames released at once must fit the transmit backlog.
+        self.app
+            .set_release_on_arrival(self.to_out.len() + BURST <= TX_BACKLOG);
         let (out, to_out) = (&mut self.outside, &mut self.to_out);
         self.app.on_inside_burst(
             now,

@@ -645,15 +645,44 @@ impl<S: Source> HostCore<S> {
     /// The flow's source has a frame again: the flow waits for its release (a flow idle past
     /// its last release time owes nothing for the idle time and has no credit from it).
     pub fn wake(&mut self, now: Instant, h: FlowHandle) {
-        let Some(slot) = self.slots.get_mut(h.0 as usize) else {
-            return;
-        };
+        if let Some((at, entry)) = self.ready(now, h) {
+            self.wheel.insert(at, entry);
+        }
+    }
+
+    /// [`HostCore::wake`], and when the flow's frame is the one [`HostCore::poll_transmit`]
+    /// would hand out next, that frame, taken now exactly as `poll_transmit(now)` would take it
+    /// (the wheel entry is neither made nor popped). That is when the flow owes no wait (idle
+    /// past its last release time, its release is `now`), its priority is not paused, and the
+    /// wheel holds nothing for its slot of `now` or an earlier one: the wheel releases by slot,
+    /// then in insertion order (send/wheel.rs), so an entry put in now would come out first.
+    /// Not with [`Spacing::Ns3`], whose pick among due flows is a round-robin. For a driver
+    /// that hands frames to idle flows one at a time (the sender appliance); the frame leaves
+    /// at its release time instead of at the start of the wheel's next slot.
+    pub fn wake_and_transmit(&mut self, now: Instant, h: FlowHandle) -> Option<Transmit<S::Item>> {
+        let (at, entry) = self.ready(now, h)?;
+        let prio = self.slots[h.0 as usize].flow.as_ref()?.spec.priority;
+        self.pause.advance(now);
+        if at > now
+            || self.cfg.spacing == Spacing::Ns3
+            || self.pause.paused_now(prio)
+            || self.wheel.holds_by(at)
+        {
+            self.wheel.insert(at, entry);
+            return None;
+        }
+        self.transmit(now, at, h.0)
+    }
+
+    /// A flow whose source has a frame again is scheduled: when it may release (its pending
+    /// release, or `now` for a flow idle past it) and its wheel entry; `None` if it already
+    /// waits, has not started or has nothing.
+    fn ready(&mut self, now: Instant, h: FlowHandle) -> Option<(Instant, (u32, u32))> {
+        let slot = self.slots.get_mut(h.0 as usize)?;
         let generation = slot.generation;
-        let Some(f) = slot.flow.as_mut() else {
-            return;
-        };
+        let f = slot.flow.as_mut()?;
         if f.scheduled || f.started == UNSET || f.source.peek().is_none() {
-            return;
+            return None;
         }
         f.finished = UNSET;
         let at = match f.pending() {
@@ -664,7 +693,7 @@ impl<S: Source> HostCore<S> {
             }
         };
         f.scheduled = true;
-        self.wheel.insert(at, (h.0, generation));
+        Some((at, (h.0, generation)))
     }
 
     /// Feedback for the flow: drives its reaction point and re-times its pending release at
@@ -807,6 +836,12 @@ impl<S: Source> HostCore<S> {
         self.unpark(now);
         self.start_due(now);
         let (release, i) = self.pop_due(now)?;
+        self.transmit(now, release, i)
+    }
+
+    /// Takes slot `i`'s next frame, due at `release`, at `now`: charges it to the flow's
+    /// reaction point and schedules the flow's next frame.
+    fn transmit(&mut self, now: Instant, release: Instant, i: u32) -> Option<Transmit<S::Item>> {
         let pause_mark = {
             let f = self.slots[i as usize].flow.as_ref()?;
             self.pause.of(f.spec.priority)

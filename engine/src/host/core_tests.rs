@@ -640,3 +640,98 @@ fn a_flow_owes_what_came_due_before_a_poll_but_not_its_pause_time() {
     while g.poll_transmit(t0).is_some() {}
     assert!(!g.owes_from_before(H0, us(1_000)));
 }
+
+proptest::proptest! {
+    /// A frame handed to an idle flow and released at once ([`HostCore::wake_and_transmit`]) is
+    /// the frame a poll right then would release after [`HostCore::wake`], charged the same,
+    /// and the cores go on alike: one wakes and polls, the other releases on arrival, through
+    /// random frames for six flows (1500 and 64 octets at 1 Gb/s) and polls, on the wheel's
+    /// ticks.
+    #[test]
+    fn releasing_on_arrival_is_what_the_wheel_would_release_next(
+        ops in proptest::collection::vec((0u32..6, 0u64..40, 0u8..3), 1..300),
+    ) {
+        let cfg = PacingConfig::default();
+        let tick = cfg.tick;
+        let mk = || -> HostCore<Queued<u32>> {
+            let mut c = HostCore::new(cfg, HostRp::None, None).unwrap();
+            for id in 0..6 {
+                let spec = FlowSpec {
+                    id: FlowId(id),
+                    priority: 0,
+                    cap: Rate::from_gbps(1),
+                    start: Instant::ZERO,
+                };
+                c.add_flow(spec, Queued::new(1_000_000)).unwrap();
+            }
+            c
+        };
+        let (mut polled, mut direct) = (mk(), mk());
+        let mut now = Instant::ZERO;
+        // Both start their flows at the first poll.
+        proptest::prop_assert!(polled.poll_transmit(now).is_none());
+        proptest::prop_assert!(direct.poll_transmit(now).is_none());
+        for (n, (k, ticks, what)) in ops.into_iter().enumerate() {
+            now += Duration::from_nanos(ticks * tick.as_nanos());
+            let h = FlowHandle(k);
+            if what < 2 {
+                let len = if what == 0 { 1500 } else { 64 };
+                for c in [&mut polled, &mut direct] {
+                    c.source_mut(h).unwrap().push(len, now, n as u32).unwrap();
+                }
+                polled.wake(now, h);
+                if let Some(tx) = direct.wake_and_transmit(now, h) {
+                    proptest::prop_assert_eq!(polled.poll_transmit(now), Some(tx));
+                }
+            } else {
+                loop {
+                    let (a, b) = (polled.poll_transmit(now), direct.poll_transmit(now));
+                    proptest::prop_assert_eq!(&a, &b);
+                    if a.is_none() {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn an_idle_flows_frame_leaves_on_arrival_unless_the_wheel_holds_an_earlier_one() {
+    let mut g: HostCore<Queued<u32>> =
+        HostCore::new(PacingConfig::default(), HostRp::None, None).unwrap();
+    let spec = |id| FlowSpec {
+        id: FlowId(id),
+        priority: 0,
+        cap: Rate::from_gbps(1),
+        start: Instant::ZERO,
+    };
+    let (a, b) = (
+        g.add_flow(spec(1), Queued::new(10_000)).unwrap(),
+        g.add_flow(spec(2), Queued::new(10_000)).unwrap(),
+    );
+    assert!(g.poll_transmit(Instant::ZERO).is_none(), "started, idle");
+    let t = Instant::from_nanos(1_000);
+    // Idle: out at once, at its arrival.
+    g.source_mut(a).unwrap().push(1500, t, 1).unwrap();
+    let tx = g.wake_and_transmit(t, a).unwrap();
+    assert_eq!((tx.item, tx.release, tx.seq), ((t, 1), t, 0));
+    // Its next frame owes 12 us at 1 Gb/s: it waits on the wheel.
+    g.source_mut(a).unwrap().push(1500, t, 2).unwrap();
+    assert!(g.wake_and_transmit(t, a).is_none());
+    // Another idle flow's frame, while the wheel holds `a`'s for a later slot: out at once.
+    g.source_mut(b).unwrap().push(64, t, 3).unwrap();
+    assert_eq!(g.wake_and_transmit(t, b).unwrap().item, (t, 3));
+    // At `a`'s release, `b`'s second frame arrives before the poll: `a`'s entry is due in the
+    // same slot or an earlier one, so `b`'s waits behind it.
+    let t2 = t + Duration::from_micros(100);
+    g.source_mut(b).unwrap().push(64, t2, 4).unwrap();
+    assert!(g.wake_and_transmit(t2, b).is_none());
+    assert_eq!(g.poll_transmit(t2).unwrap().item, (t, 2));
+    assert_eq!(
+        g.poll_transmit(t2 + Duration::from_nanos(256))
+            .unwrap()
+            .item,
+        (t2, 4)
+    );
+}

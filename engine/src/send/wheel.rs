@@ -219,6 +219,16 @@ impl<T> Wheel<T> {
         }
     }
 
+    /// An entry is in the slot an entry inserted now at `at` would go to, or in an earlier
+    /// one: it would come out before such an entry.
+    pub fn holds_by(&self, at: Instant) -> bool {
+        let tick = self.tick_of(at).max(self.cursor);
+        match self.next_occupied() {
+            Some(t) => t <= tick,
+            None => self.far.peek().is_some_and(|Reverse(f)| f.tick <= tick),
+        }
+    }
+
     /// When the earliest entry becomes due (its slot's tick start, at or after its release
     /// time); `None` when empty. Looks at the occupancy bitmap, at most `slots / 64` words.
     pub fn next_deadline(&self) -> Option<Instant> {
@@ -328,6 +338,30 @@ mod tests {
             let end = now + 1_000_000;
             while w.pop_due(ns(end)).is_some() {}
             prop_assert!(w.is_empty());
+        }
+
+        /// `holds_by(at)` is false exactly when an entry inserted at `at` would be the next one
+        /// out: after random inserts and polls, the probe comes out first iff it said so.
+        #[test]
+        fn holds_by_says_whether_an_entry_comes_out_first(
+            ops in proptest::collection::vec((0u64..20_000, 0u64..3_000, any::<bool>()), 0..100),
+            probe in 0u64..30_000,
+            slots in prop_oneof![Just(32usize), Just(256)],
+        ) {
+            let mut w = Wheel::new(Duration::from_nanos(64), slots).unwrap();
+            let mut now = 0u64;
+            for (i, (offset, advance, poll)) in ops.into_iter().enumerate() {
+                w.insert(ns(now + offset), i as u32);
+                now += advance;
+                if poll {
+                    while w.pop_due(ns(now)).is_some() {}
+                }
+            }
+            let at = (now + probe).saturating_sub(5_000);
+            let held = w.holds_by(ns(at));
+            w.insert(ns(at), u32::MAX);
+            let first = w.pop_due(ns(u64::MAX / 2)).map(|(_, i)| i);
+            prop_assert_eq!(first == Some(u32::MAX), !held);
         }
     }
 }
