@@ -140,6 +140,16 @@ pub struct Appliance<F> {
     pfc: Option<cp::pfc::PausedState>,
 }
 
+/// How many frames ahead of the one it queues [`Appliance::on_inside_burst`] asks the cache
+/// for a flow's lines (its table slot and the core's flow, four lines): the lines should
+/// arrive while the frames before are queued, so the distance times the work per frame (about
+/// 100 ns) is about one miss's latency (390 ns on this VM's huge pages, docs/design.md "the
+/// per-frame cost at a million flows"), and few enough requests are in flight at once (16
+/// lines) that issuing one does not wait for a line fill buffer (a core has 10-16: Intel's
+/// optimization reference manual, "software prefetch"). docs/design.md ("seventh pass") has
+/// 1, 2, 3, 4, 6, 8, 16 and a whole burst measured.
+const LOOKAHEAD: usize = 4;
+
 /// Flows [`Appliance::report`] lists.
 pub const TOP_FLOWS: usize = 16;
 
@@ -326,11 +336,13 @@ impl<F: Frame> Appliance<F> {
     }
 
     /// A burst of frames arrived on the inside port: [`Appliance::on_inside`] for each, in
-    /// order, `out` getting each one's action, with every frame classified and its flow's state
-    /// asked of the cache ([`FlowTable::prefetch`], then [`FlowTable::prefetch_flow`]) before
-    /// the first is queued: over a table of a million flows each frame misses the cache on its
-    /// index entry and then on its flow, and the misses of a burst overlap instead of following
-    /// one another. `data(r)` is the frame `r` holds.
+    /// order, `out` getting each one's action, as a pipeline: every frame classified, its key
+    /// hashed and its index entry asked of the cache ([`FlowTable::prefetch`]) before the first
+    /// is queued, then each frame queued while the flow of the frame [`LOOKAHEAD`] places
+    /// further is asked for ([`FlowTable::prefetch_flow`]): over a table of a million flows each
+    /// frame misses the cache on its index entry and then on its flow, and the misses of a
+    /// burst overlap with one another and with the work on the frames before them instead of
+    /// following one another. `data(r)` is the frame `r` holds.
     pub fn on_inside_burst<R>(
         &mut self,
         now: Instant,
@@ -349,10 +361,19 @@ impl<F: Frame> Appliance<F> {
             });
             sorted.push(ff);
         }
-        for &(_, h) in sorted.iter().flatten() {
-            self.table.prefetch_flow(h);
+        // A flow's lines are asked for LOOKAHEAD frames ahead of the one being queued: their
+        // misses overlap with the queueing of the frames before, and only so many are in
+        // flight at once.
+        let ahead = |j: usize| sorted.get(j).and_then(|ff| ff.as_ref()).map(|&(_, h)| h);
+        for j in 0..LOOKAHEAD {
+            if let Some(h) = ahead(j) {
+                self.table.prefetch_flow(h);
+            }
         }
-        for (r, ff) in frames.iter().zip(&sorted) {
+        for (j, (r, ff)) in frames.iter().zip(&sorted).enumerate() {
+            if let Some(h) = ahead(j + LOOKAHEAD) {
+                self.table.prefetch_flow(h);
+            }
             out(match ff {
                 Some((ff, h)) => self.queue(now, ff, *h, data(r), &mut alloc),
                 None => self.copy(data(r), &mut alloc),
