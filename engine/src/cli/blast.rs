@@ -182,10 +182,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// A device counter from sysfs (`tx_packets`, `tx_dropped`), 0 when unreadable.
 fn tx_counter(iface: &str, name: &str) -> u64 {
-    std::fs::read_to_string(format!("/sys/class/net/{iface}/statistics/{name}"))
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0)
+    crate::port::device_attr(iface, &format!("statistics/{name}")).unwrap_or(0)
 }
 
 /// Frames in the first, short live test run, after which the device's counter must have moved.

@@ -461,6 +461,16 @@ pub fn device_mac(name: &str) -> Option<MacAddr> {
     .flatten()
 }
 
+/// An integer attribute of a network device from sysfs (`/sys/class/net/NAME/ATTR`, e.g.
+/// `statistics/tx_packets` or `gro_flush_timeout`), `None` when it cannot be read or parsed.
+pub fn device_attr(name: &str, attr: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/sys/class/net/{name}/{attr}"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// The interface's MTU (SIOCGIFMTU on a socket of this thread's network namespace, as
 /// [`device_queues`] asks), `None` when it cannot be had.
 pub fn device_mtu(name: &str) -> Option<u32> {

@@ -433,14 +433,10 @@ fn netstat_field(text: &str, group: &str, field: &str) -> Option<u64> {
 /// A device's NAPI deferral settings (sysfs `napi_defer_hard_irqs`, `gro_flush_timeout` in ns)
 /// in the calling thread's network namespace; `None` if unreadable.
 pub fn napi_deferral(ifname: &str) -> Option<(u64, u64)> {
-    let read = |f: &str| -> Option<u64> {
-        std::fs::read_to_string(format!("/sys/class/net/{ifname}/{f}"))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
-    };
-    Some((read("napi_defer_hard_irqs")?, read("gro_flush_timeout")?))
+    Some((
+        super::device_attr(ifname, "napi_defer_hard_irqs")?,
+        super::device_attr(ifname, "gro_flush_timeout")?,
+    ))
 }
 
 /// An AF_XDP port: one socket per device queue, all on the worker's pool.
