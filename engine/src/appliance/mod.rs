@@ -551,12 +551,7 @@ impl<F: Frame> Appliance<F> {
         if let Some(paused) = &mut self.pfc {
             if let Some(pfc) = pfc_frame(frame) {
                 self.counters.pfc_rx += 1;
-                for prio in 0..units::PRIORITIES as u8 {
-                    if pfc.enabled(usize::from(prio)) {
-                        paused.on_pause_frame(now, prio, pfc.quanta[usize::from(prio)]);
-                        self.table.on_pause(now, prio, paused.paused_until(prio));
-                    }
-                }
+                self.table.on_pfc(now, paused, &pfc);
                 return OutsideAction::Consumed;
             }
         }

@@ -753,11 +753,16 @@ impl<F> FlowTable<F> {
         }
     }
 
-    /// PFC: the flows of priority `prio` release nothing until `until` (`None`: from now on
-    /// they may; `Instant::MAX`: until told), as of `now`. Their frames wait in their queues
-    /// and their schedules move on by the pause ([`HostCore::handle_pause`]).
-    pub fn on_pause(&mut self, now: Instant, prio: u8, until: Option<Instant>) {
-        self.core.handle_pause(now, prio, until);
+    /// A PFC frame from the network: the flows of each priority it pauses release nothing
+    /// until the pause ends. Their frames wait in their queues and their schedules move on by
+    /// the pause ([`HostCore::handle_pfc`]).
+    pub fn on_pfc(
+        &mut self,
+        now: Instant,
+        paused: &mut cp::pfc::PausedState,
+        pfc: &crate::wire::pfc::PfcRepr,
+    ) {
+        self.core.handle_pfc(now, paused, pfc);
     }
 
     /// The next frame due at `now`, if any.

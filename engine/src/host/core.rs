@@ -725,6 +725,23 @@ impl<S: Source> HostCore<S> {
         self.unpark(now);
     }
 
+    /// A PFC (802.1Qbb) frame this sender received on its link: every priority the frame
+    /// names is paused for its quanta (0: resumed), as `paused` times them at the link's speed,
+    /// and holds its releases until then ([`HostCore::handle_pause`]).
+    pub fn handle_pfc(
+        &mut self,
+        now: Instant,
+        paused: &mut cp::pfc::PausedState,
+        pfc: &crate::wire::pfc::PfcRepr,
+    ) {
+        for prio in 0..PRIORITIES as u8 {
+            if pfc.enabled(usize::from(prio)) {
+                paused.on_pause_frame(now, prio, pfc.quanta[usize::from(prio)]);
+                self.handle_pause(now, prio, paused.paused_until(prio));
+            }
+        }
+    }
+
     /// Flows parked on a priority whose pause has ended go back on the wheel, due now (their
     /// schedule then moves on by the pause, if [`PacingConfig::pause_shifts_schedule`]).
     fn unpark(&mut self, now: Instant) {

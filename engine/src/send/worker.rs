@@ -245,14 +245,7 @@ impl SendWorker {
             }
             Body::Pfc(pfc) => {
                 self.counters.pfc_rx += 1;
-                for prio in 0..units::PRIORITIES as u8 {
-                    if pfc.enabled(usize::from(prio)) {
-                        self.paused
-                            .on_pause_frame(now, prio, pfc.quanta[usize::from(prio)]);
-                        self.core
-                            .handle_pause(now, prio, self.paused.paused_until(prio));
-                    }
-                }
+                self.core.handle_pfc(now, &mut self.paused, &pfc);
             }
             _ => self.counters.other_rx += 1,
         }
