@@ -50,6 +50,15 @@ pub fn quanta_duration(quanta: u16, rate: Rate) -> Duration {
     rate.tx_time(u64::from(quanta) * QUANTUM_BITS / 8)
 }
 
+/// When a pause that a PAUSE frame received at `now` on a link of `rate` gives a priority with
+/// `quanta` ends: `now` plus `quanta` x 512 bit times, replacing any earlier pause time; quanta 0
+/// is a resume, `None` (802.1Qbb as protocols.md has it: "pause times in quanta of 512 bit
+/// times ... Quanta 0 = resume (XON)"). The rule every receiver of PAUSE frames times its
+/// pauses by ([`PausedState`], a host's pause clock).
+pub fn pause_end(now: Instant, quanta: u16, rate: Rate) -> Option<Instant> {
+    (quanta > 0).then(|| now + quanta_duration(quanta, rate))
+}
+
 /// Which threshold decides XOFF / XON.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize))]
@@ -704,7 +713,7 @@ impl PausedState {
         let Some(slot) = self.paused_until.get_mut(usize::from(prio)) else {
             return false;
         };
-        *slot = (quanta > 0).then(|| now + quanta_duration(quanta, self.link_rate));
+        *slot = pause_end(now, quanta, self.link_rate);
         true
     }
 

@@ -135,9 +135,10 @@ pub struct Appliance<F> {
     /// Largest frame the outside port carries ([`Appliance::set_max_frame`]): a CN-TAG is
     /// added only to frames that stay within it.
     max_frame: usize,
-    /// The priorities PFC PAUSE frames from the network pause ([`Appliance::set_pfc`]; `None`:
-    /// PFC frames pass inside like any other frame).
-    pfc: Option<cp::pfc::PausedState>,
+    /// The outside link's speed when PFC PAUSE frames from the network are honoured
+    /// ([`Appliance::set_pfc`]; `None`: PFC frames pass inside like any other frame). The
+    /// pauses themselves are the host core's ([`HostCore::handle_pfc`](crate::host::core::HostCore::handle_pfc)).
+    pfc: Option<units::Rate>,
 }
 
 /// How many frames ahead of the one it queues [`Appliance::on_inside_burst`] asks the cache
@@ -196,12 +197,13 @@ impl<F: Frame> Appliance<F> {
     /// the pause; the PFC frame is consumed, since the appliance is the link's end. RP role
     /// only: in the NP role the outside port's PFC frames still pass inside.
     pub fn set_pfc(&mut self, link_rate: units::Rate) {
-        self.pfc = Some(cp::pfc::PausedState::new(link_rate));
+        self.pfc = Some(link_rate);
     }
 
-    /// Whether PFC pauses `prio` at `now` (never without [`Appliance::set_pfc`]).
+    /// Whether PFC pauses `prio` at `now` (never without [`Appliance::set_pfc`]; `now` no
+    /// earlier than the last call with a time: [`HostCore::paused`](crate::host::core::HostCore::paused)).
     pub fn paused(&self, now: Instant, prio: u8) -> bool {
-        self.pfc.as_ref().is_some_and(|p| p.is_paused(now, prio))
+        self.pfc.is_some() && self.table.core().paused(now, prio)
     }
 
     /// The outside port's largest frame (its `Capabilities::max_frame`; [`MAX_FRAME`] until
@@ -548,10 +550,10 @@ impl<F: Frame> Appliance<F> {
                 cnp,
             };
         }
-        if let Some(paused) = &mut self.pfc {
+        if let Some(link_rate) = self.pfc {
             if let Some(pfc) = pfc_frame(frame) {
                 self.counters.pfc_rx += 1;
-                self.table.on_pfc(now, paused, &pfc);
+                self.table.on_pfc(now, link_rate, &pfc);
                 return OutsideAction::Consumed;
             }
         }

@@ -753,16 +753,12 @@ impl<F> FlowTable<F> {
         }
     }
 
-    /// A PFC frame from the network: the flows of each priority it pauses release nothing
+    /// A PFC frame from the network, on a link of `link_rate`: the flows of each priority it
+    /// pauses release nothing
     /// until the pause ends. Their frames wait in their queues and their schedules move on by
     /// the pause ([`HostCore::handle_pfc`]).
-    pub fn on_pfc(
-        &mut self,
-        now: Instant,
-        paused: &mut cp::pfc::PausedState,
-        pfc: &crate::wire::pfc::PfcRepr,
-    ) {
-        self.core.handle_pfc(now, paused, pfc);
+    pub fn on_pfc(&mut self, now: Instant, link_rate: Rate, pfc: &crate::wire::pfc::PfcRepr) {
+        self.core.handle_pfc(now, link_rate, pfc);
     }
 
     /// The next frame due at `now`, if any.

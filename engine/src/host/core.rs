@@ -412,6 +412,15 @@ impl PauseClock {
             .unwrap_or(Duration::ZERO)
     }
 
+    /// Whether `prio` is paused at `now` (no earlier than the last look).
+    fn paused_at(&self, now: Instant, prio: u8) -> bool {
+        self.until
+            .get(usize::from(prio))
+            .copied()
+            .flatten()
+            .is_some_and(|u| now < u)
+    }
+
     /// Whether `prio` was paused at the last look.
     fn paused_now(&self, prio: u8) -> bool {
         self.until
@@ -725,21 +734,30 @@ impl<S: Source> HostCore<S> {
         self.unpark(now);
     }
 
-    /// A PFC (802.1Qbb) frame this sender received on its link: every priority the frame
-    /// names is paused for its quanta (0: resumed), as `paused` times them at the link's speed,
-    /// and holds its releases until then ([`HostCore::handle_pause`]).
-    pub fn handle_pfc(
-        &mut self,
-        now: Instant,
-        paused: &mut cp::pfc::PausedState,
-        pfc: &crate::wire::pfc::PfcRepr,
-    ) {
+    /// A PFC (802.1Qbb) frame this sender received on its link, whose speed is `link_rate`:
+    /// every priority the frame names is paused for its quanta (0: resumed; timed by
+    /// [`cp::pfc::pause_end`]) and holds its releases until then ([`HostCore::handle_pause`]).
+    /// The core's pause clock is the one record of the pause: [`HostCore::paused`] reads it.
+    pub fn handle_pfc(&mut self, now: Instant, link_rate: Rate, pfc: &crate::wire::pfc::PfcRepr) {
         for prio in 0..PRIORITIES as u8 {
             if pfc.enabled(usize::from(prio)) {
-                paused.on_pause_frame(now, prio, pfc.quanta[usize::from(prio)]);
-                self.handle_pause(now, prio, paused.paused_until(prio));
+                let until = cp::pfc::pause_end(now, pfc.quanta[usize::from(prio)], link_rate);
+                self.handle_pause(now, prio, until);
             }
         }
+    }
+
+    /// Whether PFC pauses `prio` at `now` (no earlier than the core's last call with a time:
+    /// the clock forgets a pause once a call's `now` has passed its end).
+    pub fn paused(&self, now: Instant, prio: u8) -> bool {
+        self.pause.paused_at(now, prio)
+    }
+
+    /// The priorities PFC pauses at `now` (bit n = priority n), as [`HostCore::paused`].
+    pub fn paused_mask(&self, now: Instant) -> u8 {
+        (0..PRIORITIES as u8)
+            .filter(|&p| self.paused(now, p))
+            .fold(0, |m, p| m | 1 << p)
     }
 
     /// Flows parked on a priority whose pause has ended go back on the wheel, due now (their

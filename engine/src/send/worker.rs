@@ -84,9 +84,9 @@ pub struct SendWorker {
     specs: Vec<FlowStart>,
     addr: Addressing,
     counters: SendCounters,
-    /// Priorities stopped by PFC frames received on the port (802.1Qbb: quanta are bit times
-    /// of this port's link).
-    paused: cp::pfc::PausedState,
+    /// The port's link speed: the quanta of PFC frames received on it are bit times of it
+    /// (802.1Qbb); the pauses themselves are the core's ([`HostCore::handle_pfc`]).
+    link_rate: Rate,
     /// The clock id written into every test header ([`crate::time::clock_id`]; 0 = not said).
     clock: u32,
 }
@@ -125,7 +125,7 @@ impl SendWorker {
             specs: schedule,
             addr,
             counters: SendCounters::default(),
-            paused: cp::pfc::PausedState::new(Rate::from_gbps(1)),
+            link_rate: Rate::from_gbps(1),
             clock: 0,
         })
     }
@@ -139,7 +139,7 @@ impl SendWorker {
 
     /// The port's link rate, for the quanta of received PFC frames (default 1 Gbit/s).
     pub fn with_link_rate(mut self, rate: Rate) -> Self {
-        self.paused = cp::pfc::PausedState::new(rate);
+        self.link_rate = rate;
         self
     }
 
@@ -167,7 +167,7 @@ impl SendWorker {
     pub fn paced_rate(&self, now: Instant, flow: FlowId) -> Rate {
         let paused = self.core.find(flow).is_some_and(|h| {
             let prio = self.specs[h.0 as usize].priority;
-            self.paused.is_paused(now, prio)
+            self.core.paused(now, prio)
         });
         if paused {
             Rate::ZERO
@@ -245,7 +245,7 @@ impl SendWorker {
             }
             Body::Pfc(pfc) => {
                 self.counters.pfc_rx += 1;
-                self.core.handle_pfc(now, &mut self.paused, &pfc);
+                self.core.handle_pfc(now, self.link_rate, &pfc);
             }
             _ => self.counters.other_rx += 1,
         }
@@ -253,7 +253,7 @@ impl SendWorker {
 
     /// Priorities paused by PFC at `now` (bit n = priority n).
     pub fn paused_mask(&self, now: Instant) -> u8 {
-        self.paused.paused_mask(now)
+        self.core.paused_mask(now)
     }
 
     /// Runs the reaction points' timers due at `now`.
