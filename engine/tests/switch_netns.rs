@@ -6,22 +6,20 @@ use std::path::PathBuf;
 use std::process::{Child, Command};
 
 use engine::port::packet::PacketPort;
-use engine::port::{heap::HeapFrame, Frame, Port};
+use engine::port::{heap::HeapFrame, Port};
 use engine::switch::control::query;
 use engine::switch::stats::Snapshot;
 use engine::time::Clock;
 use units::Duration;
 
 mod common;
-use common::{lock, netns_or_skip, repo, xdp_progs, Testbed};
+use common::{collect, in_ns, lock, netns_or_skip, repo, send, xdp_progs, Testbed, ETH_TEST};
 
 const S0: [u8; 6] = [0x02, 0x71, 0x6e, 0x01, 0, 0];
 const R0: [u8; 6] = [0x02, 0x71, 0x6e, 0x02, 0, 0];
 const A: [u8; 6] = [0x02, 0x71, 0x6e, 0x0a, 0, 1];
 const B: [u8; 6] = [0x02, 0x71, 0x6e, 0x0b, 0, 1];
 const C: [u8; 6] = [0x02, 0x71, 0x6e, 0x0c, 0, 1];
-/// IEEE 802 local experimental EtherType: test frames are told apart from any other traffic.
-const ETH_TEST: [u8; 2] = [0x88, 0xb5];
 
 fn iperf3_or_skip(test: &str) -> bool {
     let ok = Command::new("iperf3").arg("--version").output().is_ok();
@@ -101,14 +99,6 @@ impl Drop for Switch {
     }
 }
 
-/// Runs `f` on a thread inside network namespace `ns`.
-fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let ns = ns.to_string();
-    std::thread::spawn(move || engine::port::netns::in_netns(Some(&ns), f).unwrap())
-        .join()
-        .unwrap()
-}
-
 fn test_frame(dst: [u8; 6], src: [u8; 6], pcp: Option<u8>, seq: u32, len: usize) -> Vec<u8> {
     let mut f = Vec::with_capacity(len);
     f.extend_from_slice(&dst);
@@ -126,54 +116,6 @@ fn test_frame(dst: [u8; 6], src: [u8; 6], pcp: Option<u8>, seq: u32, len: usize)
         f.push(x as u8);
     }
     f
-}
-
-fn is_test(f: &[u8]) -> bool {
-    f.get(12..14) == Some(&ETH_TEST[..]) || f.get(16..18) == Some(&ETH_TEST[..])
-}
-
-fn send(ns: &str, frames: Vec<Vec<u8>>) {
-    in_ns(ns, move || {
-        let mut p = PacketPort::open("eth0").unwrap();
-        let mut burst: Vec<HeapFrame> = frames
-            .iter()
-            .map(|f| HeapFrame::copy_of(f).unwrap())
-            .collect();
-        while !burst.is_empty() {
-            p.tx_burst(0, &mut burst).unwrap();
-            p.poll().unwrap();
-        }
-        for _ in 0..10 {
-            p.poll().unwrap();
-        }
-    })
-}
-
-/// Starts collecting test frames in `ns` for `ms` milliseconds (or until `want` arrived).
-fn collect(ns: &str, want: usize, ms: u64) -> std::thread::JoinHandle<Vec<Vec<u8>>> {
-    let ns = ns.to_string();
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let h = std::thread::spawn(move || {
-        in_ns(&ns, move || {
-            let mut p = PacketPort::open("eth0").unwrap();
-            ready_tx.send(()).unwrap();
-            let clock = Clock::monotonic();
-            let t0 = clock.now();
-            let mut got = Vec::new();
-            let mut buf = Vec::new();
-            while got.len() < want && clock.now() - t0 < Duration::from_millis(ms) {
-                p.rx_burst(0, &mut buf, 64).unwrap();
-                got.extend(
-                    buf.drain(..)
-                        .map(|f| f.data().to_vec())
-                        .filter(|f| is_test(f)),
-                );
-            }
-            got
-        })
-    });
-    ready_rx.recv().unwrap();
-    h
 }
 
 #[test]

@@ -282,6 +282,7 @@ fn blast_af_xdp(
         force: false,
         queues: Some(vec![0]),
         busy_poll: None,
+        program: None,
     };
     let mut port = XdpPort::open(&pool, iface, &opts)?;
     let mut pacer = rate.map(|r| Shaper::new(r, Shaper::default_burst(r, 1514).max(PACED_CREDIT)));

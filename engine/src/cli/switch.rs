@@ -415,6 +415,7 @@ fn open_port(
                 force,
                 queues: Some(queues.to_vec()),
                 busy_poll,
+                program: None,
             };
             xdp::XdpPort::open(pool, &p.iface, &opts).map(AnyPort::Xdp)
         }

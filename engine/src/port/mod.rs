@@ -38,6 +38,7 @@ pub mod capture;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod heap;
+pub mod kfp;
 pub mod live;
 pub mod mem;
 pub mod netns;

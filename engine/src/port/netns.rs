@@ -156,6 +156,7 @@ pub fn open_port(
                 force: false,
                 queues: Some(vec![0]),
                 busy_poll: None,
+                program: None,
             };
             crate::port::xdp::XdpPort::open(&pool, iface, &opts).map(AnyPort::Xdp)
         }

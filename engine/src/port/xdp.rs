@@ -25,7 +25,9 @@
 //! so the first open of a device in a process looks at what is attached: a libxdp AF_XDP
 //! program whose owner (recorded in a pid file) is no longer alive is stale and removed;
 //! anything else is an attach conflict, reported with the program id, unless the caller forces
-//! the replacement.
+//! the replacement. quench's own program (the kernel fast path, [`super::kfp`]) is handled the
+//! same way: the port attaches it itself ([`XdpOptions::program`]), libxdp is told not to load
+//! its own (`XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD`), and the last close detaches it.
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -451,6 +453,9 @@ pub struct XdpPort {
     fill: Vec<FrameDesc>,
     /// This port's entry in [`DEVICES`] (and its owner file's path).
     device: PathBuf,
+    /// The attach mode of the program this port attached ([`XdpOptions::program`]), which the
+    /// last close of the device detaches (libxdp detaches only its own).
+    own_program: Option<(u32, u32)>,
 }
 
 /// Options for [`XdpPort::open`].
@@ -463,6 +468,18 @@ pub struct XdpOptions {
     pub queues: Option<Vec<u16>>,
     /// Preferred busy polling of each queue's NAPI by the port's user ([`NapiBusyPoll`]).
     pub busy_poll: Option<NapiBusyPoll>,
+    /// Attach this program instead of libxdp's (the kernel fast path, [`super::kfp`]).
+    pub program: Option<XdpProgram>,
+}
+
+/// A loaded XDP program for [`XdpOptions::program`]: the port attaches it to its device when
+/// it opens the device's first queue, enters each socket in the program's XSKMAP at its
+/// queue's index (`xsk_socket__update_xskmap` does the same map update), and detaches it when
+/// the last queue closes. The fds stay the caller's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XdpProgram {
+    pub prog_fd: std::os::fd::RawFd,
+    pub xskmap_fd: std::os::fd::RawFd,
 }
 
 fn unsupported(what: &str, e: impl std::fmt::Display) -> PortError {
@@ -606,15 +623,42 @@ pub fn detach_program(ifindex: u32, mode: u32) -> Result<(), std::io::Error> {
     }
 }
 
-/// Program names libxdp loads for AF_XDP sockets.
-fn is_libxdp_program(name: &str) -> bool {
-    name.starts_with("xsk_def_prog") || name.starts_with("xdp_dispatcher")
+/// Attaches program `prog_fd` to `ifindex` in `mode` (only where none is attached).
+fn attach_program(
+    ifname: &str,
+    ifindex: u32,
+    prog_fd: std::os::fd::RawFd,
+    mode: XdpFlags,
+) -> Result<(), PortError> {
+    let flags = mode.bits() | XdpFlags::XDP_FLAGS_UPDATE_IF_NOEXIST.bits();
+    // Safety: plain syscall wrapper; a null opts pointer is allowed.
+    let rc =
+        unsafe { libxdp_sys::bpf_xdp_attach(ifindex as i32, prog_fd, flags, std::ptr::null()) };
+    match -rc {
+        0 => Ok(()),
+        libc::EBUSY | libc::EEXIST => Err(PortError::XdpConflict {
+            name: ifname.to_string(),
+            prog_id: attached_programs(ifindex).first().map_or(0, |p| p.id),
+        }),
+        errno => Err(PortError::Io {
+            name: ifname.to_string(),
+            op: "attach the fast path's XDP program",
+            source: std::io::Error::from_raw_os_error(errno),
+        }),
+    }
+}
+
+/// Program names libxdp loads for AF_XDP sockets, and quench's own ([`super::kfp`]).
+fn is_afxdp_program(name: &str) -> bool {
+    name.starts_with("xsk_def_prog")
+        || name.starts_with("xdp_dispatcher")
+        || name.starts_with(super::kfp::PROG_NAME)
 }
 
 /// Removes stale AF_XDP programs from `ifname`; errors on a live or foreign one unless `force`.
 pub fn clear_stale(ifname: &str, ifindex: u32, force: bool) -> Result<(), PortError> {
     for p in attached_programs(ifindex) {
-        let stale = is_libxdp_program(&p.name) && owner_alive(ifname).is_none();
+        let stale = is_afxdp_program(&p.name) && owner_alive(ifname).is_none();
         if !(stale || force) {
             return Err(PortError::XdpConflict {
                 name: ifname.to_string(),
@@ -684,15 +728,21 @@ impl XdpPort {
             .collect();
         let mut last_err = None;
         for (xdp_flags, bind, _, _) in attempts {
-            match open_queues(
-                pool,
-                &iface,
-                ifname,
-                &qids,
-                *xdp_flags,
-                *bind,
-                opts.busy_poll,
-            ) {
+            let attached = match opts.program.filter(|_| first) {
+                Some(p) => match attach_program(ifname, ifindex, p.prog_fd, *xdp_flags) {
+                    Ok(()) => Some((ifindex, xdp_flags.bits())),
+                    Err(e) => {
+                        last_err = Some(e);
+                        continue;
+                    }
+                },
+                None => None,
+            };
+            let opened = open_queues(pool, &iface, ifname, &qids, *xdp_flags, *bind, opts);
+            if let (Err(_), Some((ix, mode))) = (&opened, attached) {
+                let _ = detach_program(ix, mode);
+            }
+            match opened {
                 Ok(queues) => {
                     // Ask the kernel what we got: a socket sharing a UMEM inherits its mode, and
                     // the attach mode is the program's, not the flag's.
@@ -728,6 +778,7 @@ impl XdpPort {
                         scratch: vec![FrameDesc::default(); RING as usize],
                         fill: Vec::with_capacity(RING as usize),
                         device,
+                        own_program: attached,
                     });
                 }
                 // The MTU refusal says what to change; a later mode's error would hide it.
@@ -753,6 +804,9 @@ impl Drop for XdpPort {
             *n
         });
         if n == Some(0) {
+            if let Some((ifindex, mode)) = self.own_program {
+                let _ = detach_program(ifindex, mode);
+            }
             open.remove(&self.device);
             let _ = std::fs::remove_file(&self.device);
         }
@@ -772,17 +826,22 @@ fn open_queues(
     qids: &[u16],
     xdp_flags: XdpFlags,
     bind: BindFlags,
-    busy_poll: Option<NapiBusyPoll>,
+    opts: &XdpOptions,
 ) -> Result<Vec<XskQueue>, PortError> {
+    let (busy_poll, xskmap) = (opts.busy_poll, opts.program.map(|p| p.xskmap_fd));
     let ring = QueueSize::new(RING).map_err(|e| unsupported(ifname, e))?;
     let mut queues = Vec::new();
+    let libxdp = match xskmap {
+        Some(_) => LibxdpFlags::XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD,
+        None => LibxdpFlags::empty(),
+    };
     for &q in qids {
         let config = SocketConfig::builder()
             .rx_queue_size(ring)
             .tx_queue_size(ring)
             .xdp_flags(xdp_flags)
             .bind_flags(bind | BindFlags::XDP_USE_NEED_WAKEUP)
-            .libxdp_flags(LibxdpFlags::empty())
+            .libxdp_flags(libxdp)
             .build();
         // Safety: each (ifname, queue) pair is bound once per UMEM here, so the shared-UMEM
         // contract of `Socket::new` (INHIBIT_PROG_LOAD for re-binding a pair) does not apply.
@@ -791,6 +850,26 @@ fn open_queues(
         let (fq, cq) = fqcq.ok_or_else(|| unsupported(ifname, "queue already bound"))?;
         if let Some(b) = busy_poll {
             b.apply(ifname, rx.fd().as_raw_fd())?;
+        }
+        if let Some(map) = xskmap {
+            let key = q as u32;
+            let fd = rx.fd().as_raw_fd();
+            // Safety: a 4-octet key and a 4-octet value (the socket's fd), the XSKMAP's sizes.
+            let rc = unsafe {
+                libxdp_sys::bpf_map_update_elem(
+                    map,
+                    &key as *const u32 as *const libc::c_void,
+                    &fd as *const i32 as *const libc::c_void,
+                    0,
+                )
+            };
+            if rc < 0 {
+                return Err(PortError::Io {
+                    name: ifname.to_string(),
+                    op: "enter the AF_XDP socket in the XSKMAP",
+                    source: std::io::Error::from_raw_os_error(-rc),
+                });
+            }
         }
         let mut xq = XskQueue {
             tx,

@@ -143,3 +143,69 @@ impl Drop for Testbed {
             .output();
     }
 }
+
+/// IEEE 802 local experimental EtherType: test frames are told apart from any other traffic.
+pub const ETH_TEST: [u8; 2] = [0x88, 0xb5];
+
+/// A test frame: its EtherType (after an optional VLAN tag) is [`ETH_TEST`].
+pub fn is_test(f: &[u8]) -> bool {
+    f.get(12..14) == Some(&ETH_TEST[..]) || f.get(16..18) == Some(&ETH_TEST[..])
+}
+
+/// Runs `f` on a thread inside network namespace `ns`.
+pub fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let ns = ns.to_string();
+    std::thread::spawn(move || engine::port::netns::in_netns(Some(&ns), f).unwrap())
+        .join()
+        .unwrap()
+}
+
+/// Sends `frames` from `eth0` of namespace `ns` (AF_PACKET), in order.
+pub fn send(ns: &str, frames: Vec<Vec<u8>>) {
+    use engine::port::{heap::HeapFrame, packet::PacketPort, Port};
+    in_ns(ns, move || {
+        let mut p = PacketPort::open("eth0").unwrap();
+        let mut burst: Vec<HeapFrame> = frames
+            .iter()
+            .map(|f| HeapFrame::copy_of(f).unwrap())
+            .collect();
+        while !burst.is_empty() {
+            p.tx_burst(0, &mut burst).unwrap();
+            p.poll().unwrap();
+        }
+        for _ in 0..10 {
+            p.poll().unwrap();
+        }
+    })
+}
+
+/// Starts collecting test frames ([`is_test`]) on `eth0` of namespace `ns` for `ms`
+/// milliseconds (or until `want` arrived).
+pub fn collect(ns: &str, want: usize, ms: u64) -> std::thread::JoinHandle<Vec<Vec<u8>>> {
+    use engine::port::{packet::PacketPort, Frame, Port};
+    use engine::time::Clock;
+    use units::Duration;
+    let ns = ns.to_string();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let h = std::thread::spawn(move || {
+        in_ns(&ns, move || {
+            let mut p = PacketPort::open("eth0").unwrap();
+            ready_tx.send(()).unwrap();
+            let clock = Clock::monotonic();
+            let t0 = clock.now();
+            let mut got = Vec::new();
+            let mut buf = Vec::new();
+            while got.len() < want && clock.now() - t0 < Duration::from_millis(ms) {
+                p.rx_burst(0, &mut buf, 64).unwrap();
+                got.extend(
+                    buf.drain(..)
+                        .map(|f| f.data().to_vec())
+                        .filter(|f| is_test(f)),
+                );
+            }
+            got
+        })
+    });
+    ready_rx.recv().unwrap();
+    h
+}
