@@ -17,7 +17,8 @@
 # veth's rx_packets delta over the middle of each run. Ends with a table (Mpps, ratios of quench
 # to the bridge and to each testpmd) and a last line of JSON.
 #
-# Latency: then each forwarder (quench switch, the bridge, testpmd net_af_xdp) carries one paced
+# Latency: then each forwarder (quench switch, quench switch --fast-path kernel, the bridge,
+# testpmd net_af_xdp) carries one paced
 # flow of 1500-octet frames at 10 %, 50 % and 90 % of the testbed's 1 Gbit/s bottleneck
 # (configs/send.toml's line rate; no forwarder shapes, so all see the same offered load):
 # `quench send --sink` sends from the sender's namespace and receives in the receiver's from one
@@ -27,23 +28,27 @@
 # transmit), not the sink's poll loop (docs/design.md, "the stages of a frame"). The one-way
 # latency histogram's p50 / p99 / p99.9
 # (HdrHistogram, 3 digits) go side by side in one table; sender, veths and receiver are common
-# to the three, so the differences are what the forwarders add.
+# to all, so the differences are what the forwarders add.
 #
 #   --appliance      only this: 64 B forwarding through `quench appliance` (no congestion control,
 #                    no limit, --busy-poll, one inside/outside pair, pinned to core 0) against
 #                    `quench switch`, same testbed, same run; prints both, the ratio, and JSON
 #   --latency-only   skip the rate and shaping runs
-#   --forwarders L   the latency part's forwarders, of quench bridge af_xdp (default: all three,
-#                    in that order; the table's ratio column needs quench and bridge)
+#   --forwarders L   the latency part's forwarders, of quench quench_kfp bridge af_xdp (default:
+#                    all four, in that order; the table's ratio columns need bridge). quench_kfp
+#                    is `quench switch --fast-path kernel`: the flow's source (learned) and
+#                    destination (the static entry) are at plain ports, so its frames are
+#                    redirected by quench's XDP program in the kernel and never reach the worker
 #   --loads L        the latency part's loads in % of 1 Gbit/s (default "10 50 90")
 #   --lat-secs S     seconds per latency cell (default 4)
 #   --lat-rounds R   R rounds of the latency part instead of one (the forwarders' order reversed
 #                    every other round): each round's p99s, then per load the median over the
-#                    rounds of each forwarder's p99 and of the per-round ratios quench / bridge
-#                    and quench / testpmd af_xdp (scripts/latency-table.py). One 4 s cell moves
-#                    a ratio 2-3x between runs; the medians are what the latency goal is judged
-#                    on. `--latency-only --lat-rounds 5` takes about 5 min for the three
-#                    forwarders (--lat-secs 4, the default), with SHIELD=1 as the figure wants
+#                    rounds of each forwarder's p99 and of the per-round ratios quench / bridge,
+#                    quench_kfp / bridge and quench / testpmd af_xdp (scripts/latency-table.py).
+#                    One 4 s cell moves a ratio 2-3x between runs; the medians are what the
+#                    latency goal is judged on. `--latency-only --lat-rounds 5` takes about 7 min
+#                    for the four forwarders (--lat-secs 4, the default), with SHIELD=1 as the
+#                    figure wants
 #   SHIELD=1         the latency part on a shielded core 0 (below); quench's worker then spins
 #                    when idle, as `quench switch` does by default on a core of its own
 #   IDLE=MODE        quench switch --idle MODE (auto, the default; yield; spin; a duration);
@@ -93,7 +98,7 @@ rates=1
 keep=
 workers=
 appliance=0
-lat_fwds="quench bridge af_xdp"
+lat_fwds="quench quench_kfp bridge af_xdp"
 lat_loads="10 50 90"
 lsecs=4
 lat_rounds=1
@@ -288,8 +293,9 @@ start_forwarder() {
     [ "$1" = quench ] && [ "$napi_bp" = 1 ] && bp=(--napi-busy-poll)
   fi
   case "$1" in
-    quench)
+    quench | quench_kfp)
       switch_cfg ""
+      [ "$1" = quench_kfp ] && bp+=(--fast-path kernel)
       # Every CPU allowed (a shielded caller has only the last): the worker takes core 0, the
       # main and control-socket threads the rest (worker::keep_off_workers).
       # Its idle mode is the default (`--idle auto`): under SHIELD=1 core 0 is the worker's
@@ -337,7 +343,7 @@ start_forwarder() {
 }
 stop_forwarder() {
   case "$1" in
-    quench) kill -TERM "$fwd_pid"; wait "$fwd_pid" || true ;;
+    quench | quench_kfp) kill -TERM "$fwd_pid"; wait "$fwd_pid" || true ;;
     appliance) kill -INT "$fwd_pid"; wait "$fwd_pid" || true ;;
     bridge) ip -n $P-sw link del br0 ;;
     *) kill -INT "$fwd_pid" 2>/dev/null || true; wait "$fwd_pid" 2>/dev/null || true
@@ -425,10 +431,10 @@ lat_round() {
   shift
   for fwd in "$@"; do
     # testpmd's bound: every cell (two with --stages, the traced one slower) and their start-up.
-    [ $fwd = quench ] || start_forwarder $fwd $(( ${#loads[@]} * (lsecs + 3) * (1 + 2 * stages) + 5 ))
+    per_load $fwd || start_forwarder $fwd $(( ${#loads[@]} * (lsecs + 3) * (1 + 2 * stages) + 5 ))
     for load in "${loads[@]}"; do
       d="$out/lat-r$rnd-$fwd-$load"
-      [ $fwd = quench ] && start_forwarder quench 0
+      per_load $fwd && start_forwarder $fwd 0
       send_cell() { # OUT: one paced cell into OUT (the sink's report directory)
         taskset -c $last $Q send --iface $P-s0/eth0 --config configs/send.toml --cc none \
           --rate "$((load * 10))mbit" --duration "${lsecs}s" --sink $P-r0/eth0 --sink-no-cnp \
@@ -456,7 +462,13 @@ lat_round() {
         [ -n "$keep" ] || rm -f "$d-stages.perf"
         sed "s/^/  [$load %] /" "$d-stages.txt" | grep -v '^  \[[0-9]* %\] {' >&2 || true
       fi
-      if [ $fwd = quench ]; then
+      if [ $fwd = quench_kfp ]; then
+        stop_forwarder quench_kfp
+        cp "$out/sw.out" "$out/sw-kfp-r$rnd-$load.out"
+        # What the program forwarded in the kernel against what reached the worker.
+        grep -h "kernel fast path" "$out/sw.err" "$out/sw.out" \
+          | sed "s/^/  [round $rnd, kfp, $load %] /" >&2 || true
+      elif [ $fwd = quench ]; then
         stop_forwarder quench
         cp "$out/sw.out" "$out/sw-r$rnd-$load.out"
         # The idle decision, and with a `step-clock` build (QUENCH=...) the loop's steps.
@@ -464,9 +476,11 @@ lat_round() {
           | sed "s/^/  [round $rnd, $load %] /" >&2 || true
       fi
     done
-    [ $fwd = quench ] || stop_forwarder $fwd
+    per_load $fwd || stop_forwarder $fwd
   done
 }
+# quench's switches start afresh for each load (their exit tables are per load).
+per_load() { [ "$1" = quench ] || [ "$1" = quench_kfp ]; }
 # One round (the default), or --lat-rounds R: R rounds, the forwarders' order reversed every
 # other round, so that no forwarder always runs first (right after the shield moved everything)
 # or last.

@@ -3,11 +3,11 @@
 
     latency-table.py ROUND FORWARDER LOAD CELL [ROUND FORWARDER LOAD CELL ...]
 
-Each cell is one paced flow through one forwarder (quench, bridge, af_xdp) at one load (% of
-1 Gbit/s): CELL/summary.json is the sink's report; CELL-stages.txt, when present, is
+Each cell is one paced flow through one forwarder (quench, quench_kfp: `quench switch
+--fast-path kernel`, bridge, af_xdp) at one load (% of 1 Gbit/s): CELL/summary.json is the sink's report; CELL-stages.txt, when present, is
 scripts/latency-stages.py's output for the same cell run again under a kernel trace (its last
 line is JSON). With one round: the table of p50 / p99 / p99.9 per forwarder and load, and
-quench's p99 over the bridge's. With several (bench-forward --lat-rounds R): each round's p99s
+quench's p99 over the bridge's (and quench_kfp's, when it ran). With several (bench-forward --lat-rounds R): each round's p99s
 and ratios, then per load the median over the rounds of each forwarder's p99 and of the
 per-round ratios quench / bridge and quench / testpmd af_xdp (a round's ratio compares cells
 run within a minute of each other; the median of ratios is what the latency goal is judged
@@ -25,8 +25,11 @@ import math
 import statistics
 import sys
 
-NAMES = {"quench": "quench", "bridge": "bridge", "af_xdp": "testpmd af_xdp"}
-ORDER = ["quench", "bridge", "af_xdp"]
+NAMES = {"quench": "quench", "quench_kfp": "quench kernel fast path", "bridge": "bridge",
+         "af_xdp": "testpmd af_xdp"}
+ORDER = ["quench", "quench_kfp", "bridge", "af_xdp"]
+# The forwarders whose p99 the medians table divides by the bridge's, with their column label.
+BRIDGE_RATIOS = [("quench", "quench"), ("quench_kfp", "quench kfp")]
 
 
 def load_cell(path):
@@ -74,9 +77,11 @@ def span(xs, digits=2):
 
 def single(runs, fwds):
     print()
+    kfp = "quench_kfp" in fwds
     print("| load (of 1 Gbit/s) | " + " | ".join(
-        f"{NAMES[f]} p50 / p99 / p99.9 us" for f in fwds) + " | quench p99 / bridge p99 |")
-    print("|---|" + "---|" * (len(fwds) + 1))
+        f"{NAMES[f]} p50 / p99 / p99.9 us" for f in fwds) + " | quench p99 / bridge p99 |"
+        + (" quench kfp p99 / bridge p99 |" if kfp else ""))
+    print("|---|" + "---|" * (len(fwds) + 1 + kfp))
     for load, r in runs.items():
         cells = []
         for f in fwds:
@@ -87,7 +92,9 @@ def single(runs, fwds):
             cells.append(f"{x['p50_us']:.1f} / {x['p99_us']:.1f} / {x['p999_us']:.1f}"
                          + (f" ({x['lost']} lost)" if x["lost"] else ""))
         q = ratio(r.get("quench"), r.get("bridge"))
-        print(f"| {load} % | " + " | ".join(cells) + f" | {fmt(q, 2) if q else 'nan'} |")
+        k = ratio(r.get("quench_kfp"), r.get("bridge"))
+        print(f"| {load} % | " + " | ".join(cells) + f" | {fmt(q, 2) if q else 'nan'} |"
+              + (f" {fmt(k, 2) if k else 'nan'} |" if kfp else ""))
 
 
 def rounds(cells, loads, fwds):
@@ -101,6 +108,9 @@ def rounds(cells, loads, fwds):
                  for f in fwds]
             q = ratio(cells.get((rnd, "quench", load)), cells.get((rnd, "bridge", load)))
             qb = f" (q/b {fmt(q, 2)})" if "quench" in fwds and "bridge" in fwds else ""
+            if "quench_kfp" in fwds and "bridge" in fwds:
+                k = ratio(cells.get((rnd, "quench_kfp", load)), cells.get((rnd, "bridge", load)))
+                qb += f" (kfp/b {fmt(k, 2)})"
             parts.append(f"{load} %: " + ", ".join(p) + qb)
         print(f"round {rnd} p99 us: " + "; ".join(parts))
     out = {}
@@ -108,8 +118,9 @@ def rounds(cells, loads, fwds):
     print(f"Median over {nr} rounds of p99 (us) and of the per-round ratios, (min-max):")
     print()
     hdr = [f"{NAMES[f]} p99" for f in fwds]
-    if "quench" in fwds and "bridge" in fwds:
-        hdr += ["quench / bridge", "rounds quench <= bridge"]
+    to_bridge = [(f, label) for f, label in BRIDGE_RATIOS if f in fwds and "bridge" in fwds]
+    for _, label in to_bridge:
+        hdr += [f"{label} / bridge", f"rounds {label} <= bridge"]
     if "quench" in fwds and "af_xdp" in fwds:
         hdr += ["quench / testpmd af_xdp"]
     print("| load (of 1 Gbit/s) | " + " | ".join(hdr) + " |")
@@ -122,13 +133,13 @@ def rounds(cells, loads, fwds):
             p99s = [c["p99_us"] for c in per[f] if c and c["frames"]]
             row.append(span(p99s, 1))
             o[f"{f}_p99_us"] = med(p99s)
-        if "quench" in fwds and "bridge" in fwds:
-            qb = [ratio(q, b) for q, b in zip(per["quench"], per["bridge"])]
-            row.append(span(qb))
-            n = [x for x in qb if x is not None]
+        for f, _ in to_bridge:
+            rs = [ratio(a, b) for a, b in zip(per[f], per["bridge"])]
+            row.append(span(rs))
+            n = [x for x in rs if x is not None]
             row.append(f"{sum(x <= 1 for x in n)} of {len(n)}")
-            o["quench_over_bridge"] = med(qb)
-            o["quench_over_bridge_rounds"] = qb
+            o[f"{f}_over_bridge"] = med(rs)
+            o[f"{f}_over_bridge_rounds"] = rs
         if "quench" in fwds and "af_xdp" in fwds:
             qx = [ratio(q, x) for q, x in zip(per["quench"], per["af_xdp"])]
             row.append(span(qx))

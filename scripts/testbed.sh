@@ -73,7 +73,11 @@ mkns() {
 
 # veth NS_A NAME_A NS_B NAME_B: a veth pair between two namespaces (kept if it exists), both
 # ends up, promiscuous on the forwarding side (NS_B), VLAN offload off, GRO on (frames that XDP
-# redirects into a veth are dropped without it, issue 4).
+# redirects into a veth are dropped without it, issue 4: veth_xdp_xmit delivers to the peer's
+# NAPI, which exists only while the peer has GRO on or an XDP program; `quench blast --engine
+# live` redirects into the sender's veth, and `quench switch --fast-path kernel` into the switch's
+# side of a host's pair, so the host side needs it too. A real NIC transmits redirected frames
+# itself, ndo_xdp_xmit).
 veth() {
   local na=$1 a=$2 nb=$3 b=$4
   if ! ip -n "$nb" link show "$b" >/dev/null 2>&1; then

@@ -2,18 +2,18 @@
 //! creates: frames forwarded intact, MAC learning and ageing, priority queues, shaping, clean
 //! teardown. Needs root; skipped with a printed reason otherwise. Tests take a file lock so they
 //! run one at a time (two cores), and each uses its own namespace prefix.
-use std::path::PathBuf;
-use std::process::{Child, Command};
+use std::process::Command;
 
 use engine::port::packet::PacketPort;
 use engine::port::{heap::HeapFrame, Port};
-use engine::switch::control::query;
 use engine::switch::stats::Snapshot;
 use engine::time::Clock;
 use units::Duration;
 
 mod common;
-use common::{collect, in_ns, lock, netns_or_skip, repo, send, xdp_progs, Testbed, ETH_TEST};
+use common::{
+    collect, in_ns, lock, netns_or_skip, repo, send, xdp_progs, Switch, Testbed, ETH_TEST,
+};
 
 const S0: [u8; 6] = [0x02, 0x71, 0x6e, 0x01, 0, 0];
 const R0: [u8; 6] = [0x02, 0x71, 0x6e, 0x02, 0, 0];
@@ -27,76 +27,6 @@ fn iperf3_or_skip(test: &str) -> bool {
         eprintln!("skipping {test}: iperf3 not installed; run scripts/setup.sh");
     }
     ok
-}
-
-/// A running `quench switch`, stopped with SIGTERM (by pid) on drop.
-struct Switch {
-    child: Option<Child>,
-    sock: PathBuf,
-    dir: PathBuf,
-}
-
-impl Switch {
-    /// Starts with the three testbed ports on `driver` and `extra` top-level keys.
-    fn start(tb: &Testbed, driver: &str, extra: &str) -> Switch {
-        let mut ports = String::new();
-        for name in ["s0", "s1", "r0"] {
-            ports += &format!(
-                "[[ports]]\nname = \"{name}\"\niface = \"{}-sw-{name}\"\ndriver = \"{driver}\"\n",
-                tb.prefix
-            );
-        }
-        Switch::start_with(tb, &format!("{extra}\n{ports}"))
-    }
-
-    /// Starts with `body` as the configuration (the control socket is added).
-    fn start_with(tb: &Testbed, body: &str) -> Switch {
-        let dir = std::env::temp_dir().join(format!("{}-sw", tb.prefix));
-        std::fs::create_dir_all(&dir).unwrap();
-        let sock = dir.join("ctl.sock");
-        let cfg = format!("control_socket = {:?}\n{body}", sock.display().to_string());
-        let cfg_path = dir.join("switch.toml");
-        std::fs::write(&cfg_path, cfg).unwrap();
-        let child = Command::new("ip")
-            .args(["netns", "exec", &tb.ns("sw")])
-            .arg(env!("CARGO_BIN_EXE_quench"))
-            .args(["switch", "--config"])
-            .arg(&cfg_path)
-            .spawn()
-            .unwrap();
-        let sw = Switch {
-            child: Some(child),
-            sock,
-            dir,
-        };
-        let clock = Clock::monotonic();
-        let t0 = clock.now();
-        while query(&sw.sock).is_err() {
-            assert!(
-                clock.now() - t0 < Duration::from_secs(10),
-                "switch did not start"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        sw
-    }
-    fn stats(&self) -> Snapshot {
-        query(&self.sock).unwrap()
-    }
-    /// SIGTERM and wait; returns the exit status.
-    fn stop(&mut self) -> Option<std::process::ExitStatus> {
-        let mut c = self.child.take()?;
-        // Safety: signalling our own child by its pid.
-        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-        c.wait().ok()
-    }
-}
-
-impl Drop for Switch {
-    fn drop(&mut self) {
-        self.stop();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 fn test_frame(dst: [u8; 6], src: [u8; 6], pcp: Option<u8>, seq: u32, len: usize) -> Vec<u8> {

@@ -104,6 +104,14 @@ pub fn table(now: &Snapshot, prev: Option<&Snapshot>) -> String {
             p.pfc_headroom_drops,
             p.queue_depth_bytes,
         );
+        if p.fast_rx_pkts + p.fast_tx_pkts > 0 {
+            // Already in rx-pkts / tx-pkts: the share no worker saw.
+            let _ = writeln!(
+                s,
+                "  kernel fast path: {} rx, {} tx",
+                p.fast_rx_pkts, p.fast_tx_pkts
+            );
+        }
         for q in p.queues.iter().filter(|q| q.counters.enq_pkts > 0) {
             let c = &q.counters;
             let _ = writeln!(

@@ -14,12 +14,14 @@ use units::Duration;
 
 use crate::port::any::AnyPort;
 use crate::port::capture::Capture;
+use crate::port::kfp::{self, FastProgram, FastTable};
 use crate::port::packet::PacketPort;
 use crate::port::xdp::{self, XdpOptions, XdpPool};
 use crate::port::{device_queues, if_index, Capabilities, PortError, PortKind};
 use crate::switch::config::{PortProfile, SwitchConfig, SwitchProfile};
 use crate::switch::control::ControlSocket;
 use crate::switch::depth::SharedDepth;
+use crate::switch::fastpath::FastPath;
 use crate::switch::fdb::{Fdb, PortIdx, DEFAULT_CAPACITY};
 use crate::switch::forward::{links, OwnedPort, Worker};
 use crate::switch::sampling::SharedSampling;
@@ -87,6 +89,69 @@ pub struct Args {
     #[arg(long, value_name = "BUDGET", num_args = 0..=1, default_missing_value = "64",
           value_parser = clap::value_parser!(u16).range(1..))]
     pub napi_busy_poll: Option<u16>,
+    /// `kernel`: forward frames between plain ports in the kernel. Each AF_XDP port gets
+    /// quench's own XDP program (instead of libxdp's), which redirects a frame whose source
+    /// and destination the switch has learned at plain ports straight to the egress device,
+    /// and hands every other frame to the worker as before; the worker alone programs the
+    /// program's table, from its MAC table. A plain port has no congestion point, no egress
+    /// rate, no PFC and no `--capture`; ports that are not plain keep every frame on the
+    /// worker's path. One worker, AF_XDP ports only. Default `off` (docs/design.md, "The
+    /// kernel fast path").
+    #[arg(long, value_enum, default_value = "off")]
+    pub fast_path: FastPathArg,
+}
+
+/// `--fast-path`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FastPathArg {
+    Off,
+    Kernel,
+}
+
+/// Why port `p` is not plain (its frames must pass the switch core), `None` if it is. The
+/// list is what the core does to a frame beyond forwarding it: a congestion point on any
+/// priority (QCN, RED/ECN, TCD marks, CNMs, drops), an egress rate (shaping, and the strict
+/// priority it lets matter), PFC (ingress accounting, PAUSE frames), a capture (the pcap).
+fn not_plain(profile: &SwitchProfile, p: &PortProfile, captured: bool) -> Option<&'static str> {
+    if p.congestion.is_some() {
+        Some("congestion point")
+    } else if p.rate.is_some() {
+        Some("egress rate")
+    } else if profile.pfc.is_some() {
+        Some("PFC")
+    } else if captured {
+        Some("--capture")
+    } else {
+        None
+    }
+}
+
+/// `--fast-path kernel`: each port's plainness, or why the switch cannot have the fast path.
+fn fast_path_plan(
+    profile: &SwitchProfile,
+    captures: &[Option<PathBuf>],
+) -> anyhow::Result<Vec<bool>> {
+    if profile.workers != 1 {
+        bail!(
+            "--fast-path kernel: one worker only ({} configured): the kernel's table follows \
+             one worker's MAC table",
+            profile.workers
+        );
+    }
+    if let Some(p) = profile.ports.iter().find(|p| p.kind != PortKind::Xdp) {
+        bail!(
+            "--fast-path kernel: port {:?} uses driver {}; the fast path is an XDP program on \
+             AF_XDP ports (driver af_xdp), which DPDK and AF_PACKET ports do not have",
+            p.name,
+            p.kind
+        );
+    }
+    Ok(profile
+        .ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| not_plain(profile, p, captures.get(i).is_some_and(|c| c.is_some())).is_none())
+        .collect())
 }
 
 /// `--idle`: one mode for every worker, or each worker's by [`idle_modes`].
@@ -383,6 +448,21 @@ fn whole_egress(profile: &SwitchProfile, p: &PortProfile) -> bool {
     p.rate.is_some() || profile.pfc.is_some()
 }
 
+/// The kernel fast path's table and each AF_XDP port's program (by port index), for the
+/// ports `units` (the worker's: port and device queues).
+fn fast_programs(
+    profile: &SwitchProfile,
+    units: &[(usize, Vec<u16>)],
+) -> Result<(FastTable, Vec<Option<FastProgram>>), PortError> {
+    let table = FastTable::new()?;
+    let mut progs: Vec<Option<FastProgram>> = (0..profile.ports.len()).map(|_| None).collect();
+    for (pi, queues) in units {
+        let slots = queues.iter().max().map_or(1, |&q| u32::from(q) + 1);
+        progs[*pi] = Some(FastProgram::load(&table, *pi as u32, slots)?);
+    }
+    Ok((table, progs))
+}
+
 fn open_port(
     all: &SwitchProfile,
     p: &PortProfile,
@@ -390,6 +470,7 @@ fn open_port(
     queues: &[u16],
     force: bool,
     busy_poll: Option<xdp::NapiBusyPoll>,
+    program: Option<xdp::XdpProgram>,
 ) -> Result<AnyPort, PortError> {
     match p.kind {
         PortKind::Xdp => {
@@ -415,7 +496,7 @@ fn open_port(
                 force,
                 queues: Some(queues.to_vec()),
                 busy_poll,
-                program: None,
+                program,
             };
             xdp::XdpPort::open(pool, &p.iface, &opts).map(AnyPort::Xdp)
         }
@@ -520,6 +601,25 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             cp.shared_sampling()
         })
         .collect();
+    let fast_plan = match args.fast_path {
+        FastPathArg::Off => None,
+        FastPathArg::Kernel => {
+            let plain = fast_path_plan(&profile, &captures)?;
+            let line: Vec<String> = profile
+                .ports
+                .iter()
+                .enumerate()
+                .map(
+                    |(i, p)| match not_plain(&profile, p, captures[i].is_some()) {
+                        None => format!("{} plain", p.name),
+                        Some(why) => format!("{} not ({why})", p.name),
+                    },
+                )
+                .collect();
+            eprintln!("quench switch: kernel fast path: {}", line.join(", "));
+            Some(plain)
+        }
+    };
     let idle = idle_modes(args.idle(), workers);
     let busy_poll = napi_busy_poll(args.napi_busy_poll, args.idle(), &idle)?;
     let mut links = links(workers).into_iter();
@@ -539,20 +639,34 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let force = args.force_xdp;
         let idle_mode = idle[w].0;
         let busy_poll_w = busy_poll[w];
+        let fast_plan = fast_plan.clone();
         let h = worker::spawn_pinned(w, format!("quench-w{w}"), move || {
             let mut pool = None;
             let mut ports: Vec<Option<OwnedPort<SwitchPort>>> =
                 (0..profile.ports.len()).map(|_| None).collect();
             let mut caps = Vec::new();
+            let fast = match fast_plan.as_ref().map(|_| fast_programs(&profile, &units)) {
+                None => None,
+                Some(Ok(f)) => Some(f),
+                Some(Err(e)) => {
+                    let _ = ready.send(Err(e.to_string()));
+                    return;
+                }
+            };
             for (pi, queues) in &units {
                 let p = &profile.ports[*pi];
-                let port = match open_port(&profile, p, &mut pool, queues, force, busy_poll_w) {
-                    Ok(port) => port,
-                    Err(e) => {
-                        let _ = ready.send(Err(format!("port {:?}: {e}", p.name)));
-                        return;
-                    }
-                };
+                let program = fast.as_ref().and_then(|(_, progs)| {
+                    let (prog_fd, xskmap_fd) = progs.get(*pi)?.as_ref()?.fds();
+                    Some(xdp::XdpProgram { prog_fd, xskmap_fd })
+                });
+                let port =
+                    match open_port(&profile, p, &mut pool, queues, force, busy_poll_w, program) {
+                        Ok(port) => port,
+                        Err(e) => {
+                            let _ = ready.send(Err(format!("port {:?}: {e}", p.name)));
+                            return;
+                        }
+                    };
                 caps.push((*pi, crate::port::Port::caps(&port).clone()));
                 let port = match &captures[*pi] {
                     Some(f) => match Capture::to_file(port, f, clock) {
@@ -613,6 +727,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 fdb.add_static(mac, port as PortIdx);
             }
             let mut wk = Worker::new(w, ports, owner, links, fdb, counters_w);
+            if let (Some((table, progs)), Some(plain)) = (fast, fast_plan) {
+                for (i, p) in profile.ports.iter().enumerate().filter(|(i, _)| plain[*i]) {
+                    let set = if_index(&p.iface).and_then(|ix| table.set_device(i as u32, ix));
+                    if let Err(e) = set {
+                        let _ = ready.send(Err(format!("port {:?}: {e}", p.name)));
+                        return;
+                    }
+                }
+                wk.fast = Some(FastPath::new(Box::new(table), progs, plain));
+            }
             if let Some(pfc) = &profile.pfc {
                 // Quanta are bit times of the receiving port: its egress rate if it has one
                 // (a veth standing in for a slower link), else the [pfc] link_rate.
@@ -793,7 +917,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for p in profile.ports.iter().filter(|p| p.kind == PortKind::Xdp) {
         if let Ok(ifindex) = if_index(&p.iface) {
             for prog in xdp::attached_programs(ifindex) {
-                if prog.name.starts_with("xsk_def_prog") {
+                if prog.name.starts_with("xsk_def_prog") || prog.name.starts_with(kfp::PROG_NAME) {
                     let _ = xdp::detach_program(ifindex, prog.mode);
                 }
             }
@@ -819,6 +943,37 @@ mod tests {
             );
         }
         SwitchConfig::parse(&(t + extra), "t.toml").unwrap()
+    }
+
+    /// `--fast-path kernel` refuses several workers and non-AF_XDP drivers, naming them; on
+    /// AF_XDP ports a port is plain unless it has a congestion point, a rate, PFC or a capture.
+    #[test]
+    fn the_fast_path_names_what_it_refuses_and_which_ports_are_plain() {
+        let mut p = profile("");
+        let e = fast_path_plan(&p, &[]).unwrap_err().to_string();
+        assert!(e.contains("one worker only (2 configured)"), "{e}");
+        p.workers = 1;
+        let e = fast_path_plan(&p, &[]).unwrap_err().to_string();
+        assert!(e.contains("port \"p0\" uses driver af_packet"), "{e}");
+        for q in &mut p.ports {
+            q.kind = PortKind::Xdp;
+        }
+        assert_eq!(fast_path_plan(&p, &[]).unwrap(), vec![true, false, true]);
+        let captured = [None, None, Some(PathBuf::from("x.pcap"))];
+        assert_eq!(
+            fast_path_plan(&p, &captured).unwrap(),
+            vec![true, false, false]
+        );
+        let mut cp = profile("[[congestion]]\nport = \"p0\"\nqcn = {}\n");
+        cp.workers = 1;
+        for q in &mut cp.ports {
+            q.kind = PortKind::Xdp;
+        }
+        assert_eq!(fast_path_plan(&cp, &[]).unwrap(), vec![false, false, true]);
+        assert_eq!(
+            not_plain(&cp, &cp.ports[0], false),
+            Some("congestion point")
+        );
     }
 
     #[test]

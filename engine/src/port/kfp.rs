@@ -32,6 +32,7 @@ use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use super::PortError;
+use crate::wire::ethernet::{self, ethertype};
 
 /// The program's name (BPF_OBJ_NAME_LEN is 16 with the NUL), known to `xdp::clear_stale`.
 pub const PROG_NAME: &str = "quench_kfp";
@@ -80,6 +81,11 @@ const SUB64_X: u8 = 0x1f;
 const JGT_X: u8 = 0x2d;
 const JEQ_K: u8 = 0x15;
 const JNE_K: u8 = 0x55;
+const JLT_K: u8 = 0xa5;
+const JA: u8 = 0x05;
+/// BPF_ALU | BPF_END | BPF_TO_BE: to network order (a swap on a little-endian machine, where
+/// a packet's 16-bit load reads its octets swapped).
+const TO_BE: u8 = 0xdc;
 const CALL: u8 = 0x85;
 const EXIT: u8 = 0x95;
 const LD_IMM64: u8 = 0x18;
@@ -100,6 +106,7 @@ const R1: u8 = 1;
 const R2: u8 = 2;
 const R3: u8 = 3;
 const R4: u8 = 4;
+const R5: u8 = 5;
 const R6: u8 = 6;
 const R7: u8 = 7;
 const R9: u8 = 9;
@@ -126,12 +133,22 @@ struct Asm {
     out: Vec<Insn>,
     /// (instruction index, label) of each forward jump.
     fixups: Vec<(usize, u8)>,
-    labels: [Option<usize>; 4],
+    labels: [Option<usize>; 8],
 }
 
 const L_XSK: u8 = 0;
 const L_NO_HIT: u8 = 1;
 const L_REDIRECTED: u8 = 2;
+const L_TAGGED: u8 = 3;
+const L_TYPE: u8 = 4;
+
+// The EtherTypes the program tells apart, as immediates (below ETHERTYPE_MIN: a length).
+const ETHERTYPE_MIN: i32 = ethernet::ETHERTYPE_MIN as i32;
+const ETH_VLAN: i32 = ethertype::VLAN.0 as i32;
+const ETH_QINQ: i32 = ethertype::QINQ.0 as i32;
+const ETH_CNTAG: i32 = ethertype::CN_TAG.0 as i32;
+const ETH_MAC_CONTROL: i32 = ethertype::MAC_CONTROL.0 as i32;
+const ETH_CNM: i32 = ethertype::CNM.0 as i32;
 
 impl Asm {
     fn i(&mut self, x: Insn) {
@@ -175,16 +192,34 @@ pub fn program(port: u32, maps: &ProgramMaps) -> Vec<Insn> {
     let mut a = Asm {
         out: Vec::with_capacity(64),
         fixups: Vec::new(),
-        labels: [None; 4],
+        labels: [None; 8],
     };
     let port = port as i32;
     a.i(insn(MOV64_X, R6, R1, 0, 0));
     a.i(insn(LDX_W, R2, R6, MD_DATA, 0));
     a.i(insn(LDX_W, R3, R6, MD_DATA_END, 0));
-    // The frame holds both addresses, or it is the core's (which counts it malformed).
+    // Only frames the core would forward as they are: an EtherType (not an 802.3 length)
+    // after at most one VLAN tag, and none of the types the core reads (a second tag, a
+    // CN-TAG, MAC control, a CNM). Everything else, short frames too, is the core's.
     a.i(insn(MOV64_X, R4, R2, 0, 0));
-    a.i(insn(ADD64_K, R4, 0, 0, 12));
+    a.i(insn(ADD64_K, R4, 0, 0, 14));
     a.jump(JGT_X, R4, R3, 0, L_XSK);
+    a.i(insn(LDX_H, R5, R2, 12, 0));
+    a.i(insn(TO_BE, R5, 0, 0, 16));
+    a.jump(JEQ_K, R5, 0, ETH_VLAN, L_TAGGED);
+    a.jump(JEQ_K, R5, 0, ETH_QINQ, L_TAGGED);
+    a.jump(JA, 0, 0, 0, L_TYPE);
+    a.label(L_TAGGED);
+    a.i(insn(MOV64_X, R4, R2, 0, 0));
+    a.i(insn(ADD64_K, R4, 0, 0, 18));
+    a.jump(JGT_X, R4, R3, 0, L_XSK);
+    a.i(insn(LDX_H, R5, R2, 16, 0));
+    a.i(insn(TO_BE, R5, 0, 0, 16));
+    a.label(L_TYPE);
+    a.jump(JLT_K, R5, 0, ETHERTYPE_MIN, L_XSK);
+    for t in [ETH_VLAN, ETH_QINQ, ETH_CNTAG, ETH_MAC_CONTROL, ETH_CNM] {
+        a.jump(JEQ_K, R5, 0, t, L_XSK);
+    }
     a.i(insn(MOV64_X, R9, R3, 0, 0));
     a.i(insn(SUB64_X, R9, R2, 0, 0));
     // Keys: destination (octets 0-5) at fp-8, source (6-11) at fp-16.

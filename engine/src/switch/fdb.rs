@@ -304,6 +304,32 @@ impl Fdb {
         n
     }
 
+    /// The port of `k` at `now`, as [`lookup`](Self::lookup) answers it (a static entry, or a
+    /// learned one seen within the ageing time), without using or changing the memos.
+    pub fn port_of(&self, now: Instant, k: u64) -> Option<PortIdx> {
+        self.map
+            .get(&k)
+            .filter(|e| e.is_static || now - e.last_seen < self.ageing)
+            .map(|e| e.port)
+    }
+
+    /// Every entry's key and port, static and learned (an aged one until the sweep).
+    pub fn entries(&self) -> impl Iterator<Item = (u64, PortIdx)> + '_ {
+        self.map.iter().map(|(&k, e)| (k, e.port))
+    }
+
+    /// Learned entry `k` at `port` was seen at `now` through a path that does not pass
+    /// [`learn`](Self::learn) (the kernel fast path's hit marks, `switch::fastpath`). Nothing
+    /// for a static entry, an absent one, or one now at another port (a refresh never moves
+    /// an entry). A memo may expire early, as after any refresh.
+    pub fn refresh(&mut self, now: Instant, k: u64, port: PortIdx) {
+        if let Some(e) = self.map.get_mut(&k) {
+            if !e.is_static && e.port == port && now > e.last_seen {
+                e.last_seen = now;
+            }
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.map.len()
     }

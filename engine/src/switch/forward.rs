@@ -41,6 +41,7 @@ use units::{Duration, Instant, Rate};
 use super::core::{CpProfiles, Event, Handled, SwitchCore};
 pub use super::egress::OwnedPort;
 use super::egress::{transmit, Classified, CpHook, TX_BURSTS};
+use super::fastpath::FastPath;
 use super::fdb::{self, Fdb, Lookup, PortIdx, DEFAULT_CAPACITY};
 use super::queue::Class;
 pub use super::rings::{links, Crossing, Head, Learned, Links, CROSS_RING};
@@ -98,6 +99,8 @@ pub struct Worker<P: Port> {
     pub cross_copy_max: usize,
     /// Per port: the source address of the PAUSE frames it sends.
     macs: Vec<MacAddr>,
+    /// The kernel fast path this worker programs (`quench switch --fast-path kernel`).
+    pub fast: Option<FastPath>,
 }
 
 /// The head of a crossing frame for port `e` (see [`Head::Frame`]).
@@ -212,6 +215,7 @@ impl<P: Port> Worker<P> {
             macs: (0..n)
                 .map(|i| MacAddr(0x02, 0x71, 0x6e, 0xfe, 0, i as u8))
                 .collect(),
+            fast: None,
         }
     }
 
@@ -428,6 +432,10 @@ impl<P: Port> Worker<P> {
         self.share_depths(true);
         let mut work = self.receive(now);
         crate::steps::received(work);
+        if let Some(f) = self.fast.as_mut().filter(|f| f.has_dirty()) {
+            // Before the next receive: the kernel table follows every learn and move.
+            f.sync_dirty(now, &self.fdb);
+        }
         self.flush_all();
         work += self.take_crossings(now);
         work += self.transmit(now);
@@ -558,7 +566,11 @@ impl<P: Port> Worker<P> {
             let Some((mac, port)) = self.links.learned[self.id].pop() else {
                 break;
             };
-            self.fdb.learn(now, mac, port);
+            if self.fdb.learn(now, mac, port) {
+                if let Some(f) = self.fast.as_mut() {
+                    f.learned(fdb::key(mac));
+                }
+            }
         }
         work
     }
@@ -633,6 +645,7 @@ impl<P: Port> Worker<P> {
             for op in self.ports.iter_mut().flatten() {
                 op.counters.publish_kernel_counts(&mut op.port);
             }
+            self.publish_fast();
             self.gaps.publish(&self.counters.loops);
         }
         if now - self.last_publish >= PUBLISH_EVERY {
@@ -654,9 +667,32 @@ impl<P: Port> Worker<P> {
         if now - self.last_age >= AGE_EVERY {
             self.last_age = now;
             did = true;
-            self.fdb.age(now);
+            match self.fast.as_mut() {
+                Some(f) => {
+                    // Hosts seen only by the kernel fast path are refreshed before the sweep,
+                    // and what the sweep removes leaves the kernel table after it.
+                    f.refresh(now, &mut self.fdb);
+                    self.fdb.age(now);
+                    f.sync_all(now, &self.fdb);
+                }
+                None => {
+                    self.fdb.age(now);
+                }
+            }
         }
         did
+    }
+
+    /// Publishes the kernel fast path's counts into the ports' counters.
+    fn publish_fast(&mut self) {
+        if let Some(f) = self.fast.as_mut() {
+            let cs: Vec<Option<&super::stats::PortCounters>> = self
+                .ports
+                .iter()
+                .map(|op| op.as_ref().map(|o| &*o.counters))
+                .collect();
+            f.publish(&cs);
+        }
     }
 
     /// Forwards the first `n` (at most [`BURST`]) frames of `rx`, received on port `i`, in two
@@ -756,6 +792,9 @@ impl<P: Port> Worker<P> {
         }
         let port = i as PortIdx;
         if self.fdb.learn_key(now, meta.src, port) {
+            if let Some(f) = self.fast.as_mut() {
+                f.learned(meta.src);
+            }
             for (w, ring) in self.links.learned.iter().enumerate() {
                 if w != self.id {
                     let _ = ring.push((fdb::mac(meta.src), port));
@@ -872,6 +911,7 @@ impl<P: Port> Worker<P> {
             freed += op.clear_pending();
             let _ = op.port.poll();
         }
+        self.publish_fast();
         self.gaps.publish(&self.counters.loops);
         freed + self.core.clear()
     }

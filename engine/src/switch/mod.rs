@@ -6,6 +6,7 @@ pub mod core;
 pub mod cp;
 pub mod depth;
 pub mod egress;
+pub mod fastpath;
 pub mod fdb;
 pub mod forward;
 pub mod queue;

@@ -71,6 +71,13 @@ pub struct PortCounters {
     /// Frames the kernel took from the switch and dropped unsent
     /// ([`crate::port::Port::kernel_tx_drops`]), as the port last reported it.
     pub tx_kernel_drops: AtomicU64,
+    /// The kernel fast path ([`super::fastpath`]): frames and octets its program on this port
+    /// redirected to another, and those other ports' programs redirected to this one, totals
+    /// as last read. Not in `rx_*` / `tx_*` here; the snapshot adds them.
+    pub fast_rx_pkts: AtomicU64,
+    pub fast_rx_bytes: AtomicU64,
+    pub fast_tx_pkts: AtomicU64,
+    pub fast_tx_bytes: AtomicU64,
 }
 
 impl PortCounters {
@@ -139,6 +146,10 @@ fn sum(cs: &[Arc<PortCounters>]) -> PortCounters {
         add(&out.rx_kernel_drops, &c.rx_kernel_drops);
         add(&out.tx_refusals, &c.tx_refusals);
         add(&out.tx_kernel_drops, &c.tx_kernel_drops);
+        add(&out.fast_rx_pkts, &c.fast_rx_pkts);
+        add(&out.fast_rx_bytes, &c.fast_rx_bytes);
+        add(&out.fast_tx_pkts, &c.fast_tx_pkts);
+        add(&out.fast_tx_bytes, &c.fast_tx_bytes);
         for (o, q) in out.classes.iter().zip(&c.classes) {
             add(&o.enq_pkts, &q.enq_pkts);
             add(&o.enq_bytes, &q.enq_bytes);
@@ -391,6 +402,17 @@ pub struct PortSnapshot {
     /// device refused them): lost after the queues, never counted by them.
     #[serde(default)]
     pub tx_kernel_drops: u64,
+    /// Of `rx_pkts` / `rx_bytes` and `tx_pkts` / `tx_bytes`: the frames the kernel fast path
+    /// forwarded (`quench switch --fast-path kernel`), counted by its XDP program, never seen
+    /// by a worker or a queue.
+    #[serde(default)]
+    pub fast_rx_pkts: u64,
+    #[serde(default)]
+    pub fast_rx_bytes: u64,
+    #[serde(default)]
+    pub fast_tx_pkts: u64,
+    #[serde(default)]
+    pub fast_tx_bytes: u64,
 }
 
 /// The control plane's answer to `stats`.
@@ -444,10 +466,10 @@ impl Registry {
                     .collect();
                 PortSnapshot {
                     info: info.clone(),
-                    rx_pkts: ld(&c.rx_pkts),
-                    rx_bytes: ld(&c.rx_bytes),
-                    tx_pkts: ld(&c.tx_pkts),
-                    tx_bytes: ld(&c.tx_bytes),
+                    rx_pkts: ld(&c.rx_pkts) + ld(&c.fast_rx_pkts),
+                    rx_bytes: ld(&c.rx_bytes) + ld(&c.fast_rx_bytes),
+                    tx_pkts: ld(&c.tx_pkts) + ld(&c.fast_tx_pkts),
+                    tx_bytes: ld(&c.tx_bytes) + ld(&c.fast_tx_bytes),
                     rx_drops: ld(&c.rx_drops),
                     tx_drops: ld(&c.tx_drops),
                     queue_drops: queues
@@ -465,6 +487,10 @@ impl Registry {
                     rx_kernel_drops: ld(&c.rx_kernel_drops),
                     tx_refusals: ld(&c.tx_refusals),
                     tx_kernel_drops: ld(&c.tx_kernel_drops),
+                    fast_rx_pkts: ld(&c.fast_rx_pkts),
+                    fast_rx_bytes: ld(&c.fast_rx_bytes),
+                    fast_tx_pkts: ld(&c.fast_tx_pkts),
+                    fast_tx_bytes: ld(&c.fast_tx_bytes),
                 }
             })
             .collect();

@@ -209,3 +209,79 @@ pub fn collect(ns: &str, want: usize, ms: u64) -> std::thread::JoinHandle<Vec<Ve
     ready_rx.recv().unwrap();
     h
 }
+
+/// A running `quench switch`, stopped with SIGTERM (by pid) on drop.
+pub struct Switch {
+    pub child: Option<std::process::Child>,
+    pub sock: PathBuf,
+    pub dir: PathBuf,
+}
+
+impl Switch {
+    /// Starts with the three testbed ports on `driver` and `extra` top-level keys.
+    pub fn start(tb: &Testbed, driver: &str, extra: &str) -> Switch {
+        let mut ports = String::new();
+        for name in ["s0", "s1", "r0"] {
+            ports += &format!(
+                "[[ports]]\nname = \"{name}\"\niface = \"{}-sw-{name}\"\ndriver = \"{driver}\"\n",
+                tb.prefix
+            );
+        }
+        Switch::start_with(tb, &format!("{extra}\n{ports}"))
+    }
+
+    /// Starts with `body` as the configuration (the control socket is added).
+    pub fn start_with(tb: &Testbed, body: &str) -> Switch {
+        Switch::start_with_args(tb, body, &[])
+    }
+
+    /// With `args` after `quench switch --config FILE`.
+    pub fn start_with_args(tb: &Testbed, body: &str, args: &[&str]) -> Switch {
+        let dir = std::env::temp_dir().join(format!("{}-sw", tb.prefix));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("ctl.sock");
+        let cfg = format!("control_socket = {:?}\n{body}", sock.display().to_string());
+        let cfg_path = dir.join("switch.toml");
+        std::fs::write(&cfg_path, cfg).unwrap();
+        let child = std::process::Command::new("ip")
+            .args(["netns", "exec", &tb.ns("sw")])
+            .arg(env!("CARGO_BIN_EXE_quench"))
+            .args(["switch", "--config"])
+            .arg(&cfg_path)
+            .args(args)
+            .spawn()
+            .unwrap();
+        let sw = Switch {
+            child: Some(child),
+            sock,
+            dir,
+        };
+        let clock = engine::time::Clock::monotonic();
+        let t0 = clock.now();
+        while engine::switch::control::query(&sw.sock).is_err() {
+            assert!(
+                clock.now() - t0 < units::Duration::from_secs(10),
+                "switch did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        sw
+    }
+    pub fn stats(&self) -> engine::switch::stats::Snapshot {
+        engine::switch::control::query(&self.sock).unwrap()
+    }
+    /// SIGTERM and wait; returns the exit status.
+    pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
+        let mut c = self.child.take()?;
+        // Safety: signalling our own child by its pid.
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        c.wait().ok()
+    }
+}
+
+impl Drop for Switch {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
