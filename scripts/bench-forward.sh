@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Forwarding rate through `quench switch` (one worker, AF_XDP) against the Linux bridge and
+# Forwarding rate through `quench switch` (one worker, AF_XDP; and with --fast-path kernel, the
+# row's "quench kfp": the frames redirected by quench's XDP program) against the Linux bridge and
 # dpdk-testpmd io-forwarding (net_af_packet and net_af_xdp), on the same veth testbed in the same
 # run, at 64 B and 1500 B frames; then egress shaping accuracy at 1 Gbit/s and 100 Mbit/s.
 #
@@ -378,7 +379,7 @@ fi
   # What the source offers: the ingress veth's receive count with no forwarder (the stack drops
   # the frames); a forwarder near this figure is limited by the source, not by itself.
   res[source_$len]=$(measure "$len" $P-sw $P-sw-s0)
-  for fwd in quench bridge af_packet af_xdp; do
+  for fwd in quench quench_kfp bridge af_packet af_xdp; do
     start_forwarder $fwd $((secs + 5))
     res[${fwd}_$len]=$(measure "$len")
     stop_forwarder $fwd
@@ -506,26 +507,28 @@ for load in "${loads[@]}"; do
 done
 [ "$rates" = 1 ] || exit 0
 
-python3 - "${res[source_60]}" "${res[quench_60]}" "${res[bridge_60]}" "${res[af_packet_60]}" \
-  "${res[af_xdp_60]}" "${res[source_1500]}" "${res[quench_1500]}" "${res[bridge_1500]}" \
-  "${res[af_packet_1500]}" "${res[af_xdp_1500]}" "$shape_1g" "$shape_100m" <<'PY'
+python3 - "${res[source_60]}" "${res[quench_60]}" "${res[quench_kfp_60]}" "${res[bridge_60]}" \
+  "${res[af_packet_60]}" "${res[af_xdp_60]}" "${res[source_1500]}" "${res[quench_1500]}" \
+  "${res[quench_kfp_1500]}" "${res[bridge_1500]}" "${res[af_packet_1500]}" "${res[af_xdp_1500]}" \
+  "$shape_1g" "$shape_100m" <<'PY'
 import json, sys
 v = list(map(float, sys.argv[1:]))
-s1g, s100 = v[10], v[11]
+s1g, s100 = v[12], v[13]
 r = lambda a, b: a / b if b > 0 else float("nan")
 rows, out = {}, {"mpps": {}}
 print()
-print("| frame | source offers Mpps | quench Mpps | bridge Mpps | testpmd af_packet Mpps "
-      "| testpmd af_xdp Mpps | quench/bridge | quench/testpmd af_packet | quench/testpmd af_xdp |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| frame | source offers Mpps | quench Mpps | quench kfp Mpps | bridge Mpps "
+      "| testpmd af_packet Mpps | testpmd af_xdp Mpps | quench/bridge | quench kfp/bridge "
+      "| quench/testpmd af_packet | quench/testpmd af_xdp |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for i, frame in enumerate(["64", "1500"]):
-    o, q, b, tp, tx = v[5 * i:5 * i + 5]
-    print(f"| {frame} B | {o:.3f} | {q:.3f} | {b:.3f} | {tp:.3f} | {tx:.3f} "
-          f"| {r(q,b):.2f} | {r(q,tp):.2f} | {r(q,tx):.2f} |")
-    out["mpps"][frame] = {"source": o, "quench": q, "bridge": b,
+    o, q, k, b, tp, tx = v[6 * i:6 * i + 6]
+    print(f"| {frame} B | {o:.3f} | {q:.3f} | {k:.3f} | {b:.3f} | {tp:.3f} | {tx:.3f} "
+          f"| {r(q,b):.2f} | {r(k,b):.2f} | {r(q,tp):.2f} | {r(q,tx):.2f} |")
+    out["mpps"][frame] = {"source": o, "quench": q, "quench_kfp": k, "bridge": b,
                           "testpmd_af_packet": tp, "testpmd_af_xdp": tx}
-    out[f"ratio_{frame}"] = {"bridge": r(q, b), "testpmd_af_packet": r(q, tp),
-                             "testpmd_af_xdp": r(q, tx)}
+    out[f"ratio_{frame}"] = {"bridge": r(q, b), "kfp_bridge": r(k, b),
+                             "testpmd_af_packet": r(q, tp), "testpmd_af_xdp": r(q, tx)}
 print(f"shaping: 1gbit -> {s1g*100:.2f} % of rate, 100mbit -> {s100*100:.2f} % of rate")
 out["shaping_fraction"] = {"1gbit": s1g, "100mbit": s100}
 print(json.dumps(out))

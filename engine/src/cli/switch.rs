@@ -735,7 +735,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         return;
                     }
                 }
-                wk.fast = Some(FastPath::new(Box::new(table), progs, plain));
+                let mut fast = FastPath::new(Box::new(table), progs, plain);
+                // The static entries, before the first frame (they do not age: any time will do).
+                fast.sync_all(units::Instant::ZERO, &wk.fdb);
+                wk.fast = Some(fast);
             }
             if let Some(pfc) = &profile.pfc {
                 // Quanta are bit times of the receiving port: its egress rate if it has one
