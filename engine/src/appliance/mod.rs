@@ -142,9 +142,9 @@ pub struct Appliance<F> {
 }
 
 /// How many frames ahead of the one it queues [`Appliance::on_inside_burst`] asks the cache
-/// for a flow's lines (its table slot and the core's flow, four lines): the lines should
-/// arrive while the frames before are queued, so the distance times the work per frame (about
-/// 100 ns) is about one miss's latency (390 ns on this VM's huge pages, docs/design.md "the
+/// for a flow's lines (its slot in the core, [`table::TableFlow`] in it: four lines, five with
+/// the drivers' frames): the lines should arrive while the frames before are queued, so the
+/// distance times the work per frame (about 100 ns) is about one miss's latency (390 ns on this VM's huge pages, docs/design.md "the
 /// per-frame cost at a million flows"), and few enough requests are in flight at once (16
 /// lines) that issuing one does not wait for a line fill buffer (a core has 10-16: Intel's
 /// optimization reference manual, "software prefetch"). docs/design.md ("seventh pass") has
@@ -496,7 +496,7 @@ impl<F: Frame> Appliance<F> {
             self.counters.unknown_flow += 1;
             return None;
         };
-        let (key, src_mac, dst_mac) = self.table.addresses(slot);
+        let (key, src_mac, dst_mac) = self.table.addresses(slot)?;
         let expect = CnmExpect {
             src_mac,
             dst_mac,
@@ -999,13 +999,13 @@ pub(crate) mod tests {
         assert!(matches!(d.body, Body::Ipv4 { .. }));
         assert_eq!(&sent[20..], &f[16..]);
         // A CNM for the frame as sent: accepted, consumed, the flow is cut.
-        let before = a.table().view(0).rate;
+        let before = a.table().view(0).unwrap().rate;
         let cnm = cnm_for(sent, HOST, 63);
         assert!(matches!(
             a.on_outside(t0, &cnm, heap, heap),
             OutsideAction::Consumed
         ));
-        assert!(a.table().view(0).rate < before);
+        assert!(a.table().view(0).unwrap().rate < before);
         assert_eq!(a.counters().cnms_accepted, 1);
         // Forged: right RPID, wrong destination MAC or a foreign encapsulated frame.
         let wrong_da = cnm_for(sent, MacAddr(2, 0, 0, 0, 0, 0x66), 63);
@@ -1101,7 +1101,7 @@ pub(crate) mod tests {
             OutsideAction::Consumed
         ));
         rp_side.on_timeout(t0 + Duration::from_micros(50));
-        assert!(rp_side.table().view(0).rate < units::Rate::from_gbps(1));
+        assert!(rp_side.table().view(0).unwrap().rate < units::Rate::from_gbps(1));
         // A CNP for the same QP from a third address is not for this flow.
         let mut forged = cnp.clone();
         forged[14 + 15] = 77; // IPv4 source's last octet

@@ -24,8 +24,9 @@
 //!   reaction-point id is a [`FlowId`] unique over the table's lifetime, so a recycled slot never
 //!   inherits QCN's limiter; DCQCN's state is the core's per flow.
 //!
-//! Memory per flow: [`FlowTable::bytes_per_flow`] (the table's slot and the core's flow, one
-//! entry in each index, no frames queued).
+//! Memory per flow: [`FlowTable::bytes_per_flow`] (the core's slot with the flow's
+//! [`TableFlow`] in it, the rest of the table's slot, one entry in each index, no frames
+//! queued).
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::net::Ipv4Addr;
@@ -33,7 +34,9 @@ use std::net::Ipv4Addr;
 use units::{Duration, FlowId, Instant, Rate};
 
 use super::classify::{CnpKey, FlowKey};
-use crate::host::core::{Flow, FlowHandle, FlowSpec, HostCore, PacingConfig, Queued, Transmit};
+use crate::host::core::{
+    Flow, FlowHandle, FlowSpec, HostCore, PacingConfig, Queued, Source, Transmit,
+};
 use crate::host::rp::{Feedback, HostRp, Refused};
 use crate::send::wheel::WheelError;
 use crate::wire::MacAddr;
@@ -377,16 +380,50 @@ pub struct Release<F> {
     pub frame: F,
 }
 
-/// One flow: what the table knows of it besides the core's flow (slot `i` is the core's flow
-/// [`FlowHandle`]`(i)`), the part each of its frames reads (the key a lookup compares, the
-/// RPID of the CN-TAG, the idle clock): one cache line, so a frame's lookup misses on one line
-/// here, not two ([`SlotCold`] holds the rest).
-#[repr(align(64))]
-struct Slot {
+/// One flow as the host core holds it (the table's slot `i` is the core's flow
+/// [`FlowHandle`]`(i)`): its queue, which is what the core releases ([`Source`]), and what
+/// each of its frames reads besides (the key a lookup compares, the RPID of the CN-TAG, the
+/// idle clock). It lives in the core's flow slot, so a frame's flow is one slot of four cache
+/// lines on one page, where a slot of the table's own (one line) and the core's (three) were
+/// on two: at a million flows each page a frame touches costs a page walk before its lines
+/// can come (docs/design.md, "eighth pass"). [`SlotCold`] holds the rest.
+#[derive(Debug)]
+pub struct TableFlow<F> {
+    queue: Queued<F>,
     key: FlowKey,
-    live: bool,
     rpid: Option<u16>,
     last_active: Instant,
+}
+
+impl<F> TableFlow<F> {
+    /// The flow's key.
+    pub fn key(&self) -> &FlowKey {
+        &self.key
+    }
+
+    /// The flow's queue.
+    pub fn queue(&self) -> &Queued<F> {
+        &self.queue
+    }
+}
+
+impl<F> Source for TableFlow<F> {
+    /// When the frame arrived, and the frame.
+    type Item = (Instant, F);
+
+    #[inline]
+    fn peek(&self) -> Option<u32> {
+        self.queue.peek()
+    }
+
+    #[inline]
+    fn take(&mut self) -> (Instant, F) {
+        self.queue.take()
+    }
+
+    fn backlogged(&self) -> bool {
+        self.queue.backlogged()
+    }
 }
 
 /// The rest of slot `i` (`FlowTable::cold`), read on feedback, drops, eviction and reports.
@@ -414,11 +451,9 @@ pub struct FlowView {
 /// The flow table. See the module docs.
 pub struct FlowTable<F> {
     cfg: TableConfig,
-    core: HostCore<Queued<F>>,
+    core: HostCore<TableFlow<F>>,
     /// Indexed as the core's flows: slot `i` belongs to [`FlowHandle`]`(i)`, so a slot freed in
-    /// the core is the one the core hands the next new flow.
-    slots: Vec<Slot>,
-    /// Indexed as `slots`.
+    /// the core is the one the core hands the next new flow. As long as the core's slots.
     cold: Vec<SlotCold>,
     by_key: KeyIndex,
     /// Per (DestQP, flow source) a CNP can name, the first flow holding it; the others are
@@ -446,21 +481,16 @@ impl<F> FlowTable<F> {
             catch_up_speed: None,
             ..PacingConfig::default()
         };
-        // Every per-flow array at its final size at once, on huge pages
+        // The flows' slots at their final size at once, on huge pages
         // (`cache::advise_huge_pages`): a frame's flow is one of up to `max_flows` at random,
         // and on 4 KiB pages each of its lines would also cost a TLB miss. Only what the flows
         // touch is ever resident; without the address space for all of them at once
-        // (`max_flows` up to 16M: 5 GiB), the arrays grow with the flows, on normal pages.
+        // (`max_flows` up to 16M: 4 GiB), the slots grow with the flows, on normal pages.
         let mut core = HostCore::new(pacing, rp, None)?;
         core.reserve_flows(cfg.max_flows);
-        let mut slots = Vec::new();
-        if slots.try_reserve_exact(cfg.max_flows).is_ok() {
-            crate::cache::advise_huge_pages(&slots);
-        }
         Ok(FlowTable {
             cfg,
             core,
-            slots,
             cold: Vec::new(),
             by_key: KeyIndex::new(cfg.max_flows),
             by_cnp: FastMap::default(),
@@ -484,7 +514,7 @@ impl<F> FlowTable<F> {
     }
 
     /// The host core the flows are released by (for the pacing audit).
-    pub fn core(&self) -> &HostCore<Queued<F>> {
+    pub fn core(&self) -> &HostCore<TableFlow<F>> {
         &self.core
     }
 
@@ -498,23 +528,28 @@ impl<F> FlowTable<F> {
         self.live
     }
 
-    /// Octets of memory one flow costs with nothing queued: the table's slot (both parts), the
-    /// core's flow and its slot's generation, two key index entries (the index holds twice
+    /// Octets of memory one flow costs with nothing queued: the core's slot (the flow with its
+    /// queue, key, RPID and idle clock, as allocated: [`HostCore::bytes_per_slot`]), the rest
+    /// of the table's slot ([`SlotCold`]), two key index entries (the index holds twice
     /// `max_flows`), and the entries in the CNP and core id indexes (a hashbrown entry is the
     /// key, the value and one control octet, at a load factor of at most 7/8).
     pub fn bytes_per_flow() -> usize {
         let entry = |k: usize| (k + 4 + 1) * 8 / 7;
-        std::mem::size_of::<Slot>()
+        HostCore::<TableFlow<F>>::bytes_per_slot()
             + std::mem::size_of::<SlotCold>()
-            + std::mem::size_of::<Option<Flow<Queued<F>>>>()
-            + 4
             + 2 * 8
             + entry(std::mem::size_of::<(u32, Ipv4Addr)>())
             + entry(std::mem::size_of::<FlowId>())
     }
 
-    fn flow(&self, i: u32) -> Option<&Flow<Queued<F>>> {
+    fn flow(&self, i: u32) -> Option<&Flow<TableFlow<F>>> {
         self.core.flow(FlowHandle(i))
+    }
+
+    /// Slot `i`'s flow as the table holds it, if live.
+    #[inline]
+    fn entry(&self, i: u32) -> Option<&TableFlow<F>> {
+        self.core.flow(FlowHandle(i)).map(|f| &f.source)
     }
 
     /// The flow's current rate: its RP's, capped at the line rate.
@@ -529,14 +564,11 @@ impl<F> FlowTable<F> {
         crate::cache::prefetch(self.by_key.first(hash), 1);
     }
 
-    /// Asks the cache for the state of the flow whose index entry carries `hash` (its slot and
-    /// the core's flow), reading the index entry [`FlowTable::prefetch`] asked for.
+    /// Asks the cache for the state of the flow whose index entry carries `hash` (the core's
+    /// slot, the key in it), reading the index entry [`FlowTable::prefetch`] asked for.
     #[inline]
     pub fn prefetch_flow(&self, hash: u64) {
         if let Some(i) = self.by_key.find(hash, |_| true) {
-            if let Some(s) = self.slots.get(i as usize) {
-                crate::cache::prefetch(s, 1);
-            }
             self.core.prefetch(FlowHandle(i));
         }
     }
@@ -555,14 +587,14 @@ impl<F> FlowTable<F> {
 
     /// Removes slot `i`'s flow from the indexes and the core (the slot must be idle).
     fn unlink(&mut self, i: u32) {
-        let key = self.slots[i as usize].key;
+        let Some((key, rpid)) = self.entry(i).map(|e| (e.key, e.rpid)) else {
+            return;
+        };
         if let Some(k) = key.cnp_key() {
             self.cnp_unlink(i, (k.qp, k.src));
         }
-        let s = &mut self.slots[i as usize];
-        s.live = false;
-        self.by_key.remove(key_hash(&s.key), i);
-        if let Some(r) = s.rpid.take() {
+        self.by_key.remove(key_hash(&key), i);
+        if let Some(r) = rpid {
             self.by_rpid.remove(&r);
         }
         self.core.remove_flow(FlowHandle(i));
@@ -571,12 +603,12 @@ impl<F> FlowTable<F> {
 
     /// Slot `i` holds a flow with nothing queued.
     fn idle(&self, i: u32) -> bool {
-        self.slots[i as usize].live && self.flow(i).is_some_and(|f| f.source.is_empty())
+        self.entry(i).is_some_and(|e| e.queue.is_empty())
     }
 
     /// Advances the clock hand over at most `n` slots; the first for which `pick` holds.
     fn sweep(&mut self, n: usize, pick: impl Fn(&Self, u32) -> bool) -> Option<u32> {
-        let len = self.slots.len();
+        let len = self.cold.len();
         for _ in 0..n.min(len) {
             self.hand = (self.hand + 1) % len;
             if pick(self, self.hand as u32) {
@@ -621,9 +653,14 @@ impl<F> FlowTable<F> {
             cap: self.cfg.line_rate,
             start: now,
         };
-        let queue = Queued::new(self.cfg.queue_bytes);
+        let flow = TableFlow {
+            queue: Queued::new(self.cfg.queue_bytes),
+            key,
+            rpid: None,
+            last_active: now,
+        };
         // A flow id still held after 2^32 flows: no flow (the slot stays free in the core).
-        let handle = self.core.add_flow(spec, queue).ok()?;
+        let handle = self.core.add_flow(spec, flow).ok()?;
         let i = handle.0;
         let rpid = if self.cfg.rpids {
             let r = self.alloc_rpid();
@@ -634,25 +671,20 @@ impl<F> FlowTable<F> {
         } else {
             None
         };
-        let slot = Slot {
-            key,
-            live: true,
-            rpid,
-            last_active: now,
-        };
+        if let Some(e) = self.core.source_mut(handle) {
+            e.rpid = rpid;
+        }
         let cold = SlotCold {
             src_mac: macs[0],
             dst_mac: macs[1],
             cnp_next: None,
             drops: 0,
         };
-        // The core reuses a freed slot or adds one at the end: the table's slots follow.
-        if (i as usize) < self.slots.len() {
-            self.slots[i as usize] = slot;
+        // The core reuses a freed slot or adds one at the end: the table's cold part follows.
+        if (i as usize) < self.cold.len() {
             self.cold[i as usize] = cold;
         } else {
-            debug_assert_eq!(i as usize, self.slots.len());
-            self.slots.push(slot);
+            debug_assert_eq!(i as usize, self.cold.len());
             self.cold.push(cold);
         }
         self.by_key.insert(hash, i);
@@ -707,12 +739,12 @@ impl<F> FlowTable<F> {
 
     /// Queues a frame of `len` octets on the flow in `slot` (from [`FlowTable::slot_for`]).
     pub fn enqueue(&mut self, now: Instant, slot: u32, len: u32, frame: F) -> Admitted<F> {
-        self.slots[slot as usize].last_active = now;
         let h = FlowHandle(slot);
-        let Some(queue) = self.core.source_mut(h) else {
+        let Some(flow) = self.core.source_mut(h) else {
             return Admitted::Dropped(frame);
         };
-        if let Err(frame) = queue.push(len, now, frame) {
+        flow.last_active = now;
+        if let Err(frame) = flow.queue.push(len, now, frame) {
             self.cold[slot as usize].drops += 1;
             self.counters.queue_drops += 1;
             return Admitted::Dropped(frame);
@@ -811,7 +843,7 @@ impl<F> FlowTable<F> {
 
     fn find_hashed(&self, hash: u64, key: &FlowKey) -> Option<u32> {
         self.by_key
-            .find(hash, |i| self.slots[i as usize].key == *key)
+            .find(hash, |i| self.entry(i).is_some_and(|e| e.key == *key))
     }
 
     /// The flows a CNP for queue pair `qp` addressed to `src` may answer (those holding `qp`
@@ -822,7 +854,7 @@ impl<F> FlowTable<F> {
         std::iter::from_fn(move || {
             let i = next?;
             next = self.cold[i as usize].cnp_next;
-            Some((i, self.slots[i as usize].key.cnp_key()?))
+            Some((i, self.entry(i)?.key.cnp_key()?))
         })
     }
 
@@ -831,15 +863,16 @@ impl<F> FlowTable<F> {
         self.by_rpid.get(&rpid).copied()
     }
 
-    /// The flow's key and MACs (source, destination).
-    pub fn addresses(&self, slot: u32) -> (FlowKey, MacAddr, MacAddr) {
-        let c = &self.cold[slot as usize];
-        (self.slots[slot as usize].key, c.src_mac, c.dst_mac)
+    /// The flow's key and MACs (source, destination); `None` for a slot without a flow.
+    pub fn addresses(&self, slot: u32) -> Option<(FlowKey, MacAddr, MacAddr)> {
+        let c = self.cold.get(slot as usize)?;
+        Some((self.entry(slot)?.key, c.src_mac, c.dst_mac))
     }
 
     /// The RPID the appliance gave the flow (for the CN-TAG it adds).
+    #[inline]
     pub fn rpid(&self, slot: u32) -> Option<u16> {
-        self.slots[slot as usize].rpid
+        self.entry(slot)?.rpid
     }
 
     fn feedback(&mut self, now: Instant, slot: u32, fb: Feedback) {
@@ -874,27 +907,28 @@ impl<F> FlowTable<F> {
     pub fn on_housekeeping(&mut self, now: Instant) {
         let timeout = self.cfg.idle_timeout;
         if let Some(i) = self.sweep(IDLE_SCAN, |t, i| {
-            t.idle(i) && now.saturating_since(t.slots[i as usize].last_active) >= timeout
+            t.entry(i).is_some_and(|e| {
+                e.queue.is_empty() && now.saturating_since(e.last_active) >= timeout
+            })
         }) {
             self.unlink(i);
             self.counters.idle_evictions += 1;
         }
     }
 
-    /// The flow in `slot`.
-    pub fn view(&self, slot: u32) -> FlowView {
-        let s = &self.slots[slot as usize];
-        let f = self.flow(slot);
-        FlowView {
-            key: s.key,
-            fid: f.map_or(FlowId(0), |f| f.spec.id),
-            rpid: s.rpid,
+    /// The flow in `slot`, if it holds one.
+    pub fn view(&self, slot: u32) -> Option<FlowView> {
+        let f = self.flow(slot)?;
+        Some(FlowView {
+            key: f.source.key,
+            fid: f.spec.id,
+            rpid: f.source.rpid,
             rate: self.rate(slot),
-            queued_bytes: f.map_or(0, |f| f.source.bytes() as u32),
-            sent_bytes: f.map_or(0, |f| f.bytes_sent),
-            sent_frames: f.map_or(0, |f| f.seq),
+            queued_bytes: f.source.queue.bytes() as u32,
+            sent_bytes: f.bytes_sent,
+            sent_frames: f.seq,
             drops: self.cold[slot as usize].drops,
-        }
+        })
     }
 
     /// The `n` flows that have sent the most octets, most first: one pass over the table
@@ -910,7 +944,7 @@ impl<F> FlowTable<F> {
         }
         v.truncate(n);
         v.sort_unstable_by(|a, b| b.cmp(a));
-        v.into_iter().map(|(_, i)| self.view(i)).collect()
+        v.into_iter().filter_map(|(_, i)| self.view(i)).collect()
     }
 }
 
@@ -1030,12 +1064,19 @@ mod tests {
         );
     }
 
-    /// What a frame's lookup reads of the table's slot is one cache line (a flow key of any
-    /// kind, IPv6 included, fits).
+    /// What a frame reads of its flow (the key a lookup compares, of any kind, IPv6 included;
+    /// the RPID, the idle clock; the core's flow with its queue holding a frame inline) is one
+    /// slot of the core: four cache lines for a frame handle of up to 16 octets (the bench's
+    /// pooled buffer and its length), five for the drivers' `AnyFrame` (48 octets), as many
+    /// octets as the table's own slot (one line) and the core's (three, or four) took apart.
     #[test]
-    fn a_slots_per_frame_part_is_one_cache_line() {
-        assert_eq!(std::mem::size_of::<Slot>(), 64);
-        assert_eq!(std::mem::align_of::<Slot>(), 64);
+    fn a_flows_slot_is_four_cache_lines_or_five_with_the_drivers_frames() {
+        fn slot<F>() -> usize {
+            HostCore::<TableFlow<F>>::bytes_per_slot()
+        }
+        assert_eq!(slot::<u32>(), 4 * 64);
+        assert_eq!(slot::<(Box<[u8; 2048]>, usize)>(), 4 * 64);
+        assert!(slot::<crate::port::any::AnyFrame>() <= 5 * 64);
     }
 
     #[test]
@@ -1096,7 +1137,7 @@ mod tests {
         let mut sent = [0u32; 2];
         let mut now = t0;
         while now < t0 + Duration::from_millis(350) {
-            if t.view(busy).queued_bytes < 3000 {
+            if t.view(busy).unwrap().queued_bytes < 3000 {
                 queued(t.on_inside(now, tuple(1), M1, M2, 1000, 0));
             }
             let core = t.core();
@@ -1130,8 +1171,8 @@ mod tests {
         );
         queued(t.on_inside(now, tuple(1), M1, M2, 500, 4));
         assert_eq!(t.counters().queue_drops, 1);
-        assert_eq!(t.view(0).drops, 1);
-        assert_eq!(t.view(0).queued_bytes, 2500);
+        assert_eq!(t.view(0).unwrap().drops, 1);
+        assert_eq!(t.view(0).unwrap().queued_bytes, 2500);
     }
 
     #[test]
@@ -1192,7 +1233,7 @@ mod tests {
         assert_eq!(t.counters().idle_evictions, 8);
         // Freed slots are reused before the table grows.
         queued(t.on_inside(t0, tuple(99), M1, M2, 100, 0));
-        assert_eq!(t.slots.len(), 8);
+        assert_eq!(t.cold.len(), 8);
     }
 
     #[test]
@@ -1259,15 +1300,15 @@ mod tests {
         // DCQCN (mlx) cuts at the decrease check the CNP armed (within its 4 us default).
         let check = t0 + Duration::from_micros(50);
         t.on_timeout(check);
-        let cut = t.view(a).rate;
+        let cut = t.view(a).unwrap().rate;
         assert!(cut < line, "{cut}");
-        assert_eq!(t.view(b).rate, line);
+        assert_eq!(t.view(b).unwrap().rate, line);
         let mut now = check;
         for _ in 0..100 {
             now += Duration::from_micros(100);
             t.on_timeout(now);
         }
-        assert!(t.view(a).rate > cut, "{}", t.view(a).rate);
+        assert!(t.view(a).unwrap().rate > cut, "{}", t.view(a).unwrap().rate);
     }
 
     #[test]

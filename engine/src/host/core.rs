@@ -509,6 +509,12 @@ impl<S: Source> HostCore<S> {
         }
     }
 
+    /// Octets one flow's slot takes in the core's array (its state and generation, aligned to
+    /// a cache line), whether it holds a flow or not.
+    pub const fn bytes_per_slot() -> usize {
+        std::mem::size_of::<Slot<S>>()
+    }
+
     pub fn config(&self) -> &PacingConfig {
         &self.cfg
     }
