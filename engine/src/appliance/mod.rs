@@ -130,6 +130,10 @@ pub struct Appliance<F> {
     counters: Counters,
     /// Nanoseconds each released frame spent in the appliance.
     latency: Histogram<u64>,
+    /// Frames the current [`Appliance::on_inside`] / [`Appliance::on_inside_burst`] call
+    /// released at once, the instant they arrived: recorded in `latency` together when the call
+    /// ends (one `record_n` per call, not one `record` per frame).
+    at_once: u64,
     /// [`Appliance::on_inside_burst`]'s classified frames (kept to reuse its allocation).
     burst: Vec<Option<(FlowFrame, u64)>>,
     /// Largest frame the outside port carries ([`Appliance::set_max_frame`]): a CN-TAG is
@@ -156,6 +160,14 @@ pub const TOP_FLOWS: usize = 16;
 
 /// Largest latency recorded, ns (anything above is clamped): 10 s.
 const MAX_LATENCY_NS: u64 = 10_000_000_000;
+
+/// What the latency histogram records for a frame that arrived at `arrived` and left at `now`:
+/// nanoseconds, within the histogram's bounds (1 to [`MAX_LATENCY_NS`]).
+fn latency_ns(now: Instant, arrived: Instant) -> u64 {
+    now.saturating_since(arrived)
+        .as_nanos()
+        .clamp(1, MAX_LATENCY_NS)
+}
 
 impl<F: Frame> Appliance<F> {
     /// `cn_tag` applies with QCN reaction points, `ect0` with DCQCN ones.
@@ -184,6 +196,7 @@ impl<F: Frame> Appliance<F> {
             np,
             counters: Counters::default(),
             latency: Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3)?,
+            at_once: 0,
             burst: Vec::new(),
             max_frame: MAX_FRAME,
             pfc: None,
@@ -331,10 +344,12 @@ impl<F: Frame> Appliance<F> {
         frame: &[u8],
         alloc: impl FnOnce(usize) -> Option<F>,
     ) -> InsideAction<F> {
-        match self.sort(frame) {
+        let a = match self.sort(frame) {
             Some(ff) => self.queue(now, &ff, key_hash(&ff.key), frame, alloc),
             None => self.copy(frame, alloc),
-        }
+        };
+        self.record_at_once(now);
+        a
     }
 
     /// A burst of frames arrived on the inside port: [`Appliance::on_inside`] for each, in
@@ -382,6 +397,7 @@ impl<F: Frame> Appliance<F> {
             });
         }
         self.burst = sorted;
+        self.record_at_once(now);
     }
 
     /// Counts an inside frame and classifies it: the flow it belongs to if the appliance paces
@@ -446,7 +462,13 @@ impl<F: Frame> Appliance<F> {
         match self.table.enqueue(now, slot, len, out) {
             Admitted::Queued(_) => InsideAction::Queued,
             Admitted::Released(r) => {
-                self.on_sent(now, r.arrived);
+                // Its flow was idle: the frame leaves the instant it arrived, as the call's
+                // others released at once (recorded with them, `record_at_once`).
+                if r.arrived == now {
+                    self.at_once += 1;
+                } else {
+                    self.on_sent(now, r.arrived);
+                }
                 InsideAction::Send(r.frame)
             }
             _ => InsideAction::Dropped,
@@ -469,11 +491,16 @@ impl<F: Frame> Appliance<F> {
 
     /// A released frame that arrived at `arrived` was handed to the outside port at `now`.
     pub fn on_sent(&mut self, now: Instant, arrived: Instant) {
-        let ns = now
-            .saturating_since(arrived)
-            .as_nanos()
-            .clamp(1, MAX_LATENCY_NS);
-        let _ = self.latency.record(ns);
+        let _ = self.latency.record(latency_ns(now, arrived));
+    }
+
+    /// Records the frames the call that ends at `now` released the instant they arrived, as
+    /// one [`Appliance::on_sent`]`(now, now)` each.
+    fn record_at_once(&mut self, now: Instant) {
+        if self.at_once > 0 {
+            let _ = self.latency.record_n(latency_ns(now, now), self.at_once);
+            self.at_once = 0;
+        }
     }
 
     /// The slot of the flow a CNM names, if it passes [`validate::check_cnm`] for that flow.
@@ -916,6 +943,8 @@ pub(crate) mod tests {
             assert_eq!(singly, together);
             assert_eq!(one.counters(), burst.counters());
             assert_eq!(one.table().counters(), burst.table().counters());
+            // The frames released at once, recorded per call: the same latencies.
+            assert_eq!(one.latency(), burst.latency());
             let at = t + Duration::from_millis(10);
             assert_eq!(release_all(one, at), release_all(burst, at));
             singly
