@@ -155,6 +155,11 @@ pub struct Appliance<F> {
 /// 1, 2, 3, 4, 6, 8, 16 and a whole burst measured.
 const LOOKAHEAD: usize = 4;
 
+/// How many frames ahead of the one it queues [`Appliance::on_inside_burst`] asks the cache
+/// for a frame's key index entry: [`LOOKAHEAD`] frames before its flow's lines are asked for,
+/// which needs the entry, so the entry has about one miss's latency to arrive.
+const INDEX_AHEAD: usize = 2 * LOOKAHEAD;
+
 /// Flows [`Appliance::report`] lists.
 pub const TOP_FLOWS: usize = 16;
 
@@ -373,21 +378,29 @@ impl<F: Frame> Appliance<F> {
         for r in frames {
             let ff = self.sort(data(r)).map(|ff| {
                 let h = key_hash(&ff.key);
-                self.table.prefetch(h);
                 (ff, h)
             });
             sorted.push(ff);
         }
-        // A flow's lines are asked for LOOKAHEAD frames ahead of the one being queued: their
-        // misses overlap with the queueing of the frames before, and only so many are in
-        // flight at once.
+        // A frame's index entry is asked for INDEX_AHEAD frames ahead of the one being queued,
+        // its flow's lines LOOKAHEAD frames ahead (reading the entry, which has had the
+        // frames between to arrive): the misses overlap with the queueing of the frames
+        // before, and only so many are in flight at once.
         let ahead = |j: usize| sorted.get(j).and_then(|ff| ff.as_ref()).map(|&(_, h)| h);
+        for j in 0..INDEX_AHEAD {
+            if let Some(h) = ahead(j) {
+                self.table.prefetch(h);
+            }
+        }
         for j in 0..LOOKAHEAD {
             if let Some(h) = ahead(j) {
                 self.table.prefetch_flow(h);
             }
         }
         for (j, (r, ff)) in frames.iter().zip(&sorted).enumerate() {
+            if let Some(h) = ahead(j + INDEX_AHEAD) {
+                self.table.prefetch(h);
+            }
             if let Some(h) = ahead(j + LOOKAHEAD) {
                 self.table.prefetch_flow(h);
             }
