@@ -904,10 +904,15 @@ impl<S: Source> HostCore<S> {
         let more = f.source.peek().is_some();
         let rate = self.rp.rate(&f.rp, f.spec.id, f.spec.cap);
         // The frame's place in the schedule: where the flow's pacer says (what a stall owed
-        // included), or the wheel's time for the first frame and after a retime moved it later.
+        // included, what a retime made of it), or the wheel's time for a flow's first frame and
+        // the first after it idled past its release ([`HostCore::wake`] clears the schedule).
+        // The wheel's time is not the schedule's: a rise re-times the octets a flow owes, due
+        // before `now`, to less time than the wheel entry's, which stays where it was
+        // (`retime`); restarting from that entry would give the flow the difference at the
+        // new rate, octets beyond its rate's integral.
         let mut due = match f.pending() {
-            Some(p) if p.due.release_time() <= release => p.due,
-            _ => rp::Pacer::starting_at(release),
+            Some(p) => p.due,
+            None => rp::Pacer::starting_at(release),
         };
         // This frame's place lags `now` by at most the catch-up bound (the excess is given up);
         // the next frame's place is this one's plus its serialisation time at the flow's rate,
@@ -1066,23 +1071,35 @@ impl<S: Source> HostCore<S> {
     /// this, a flow cut deep by QCN (one 1500-octet frame at 5 Mb/s is 2.4 ms) would sit out the
     /// whole interval while its reaction point had long raised the rate again. A flow behind
     /// its schedule (catching up) keeps the octets it owes: the time owed is re-timed the same
-    /// way.
+    /// way. PFC pause time since the flow's last frame is not owed (it is not sending time):
+    /// the schedule first moves on by it, as [`HostCore::poll_transmit`] would move it, and
+    /// only then is re-timed; a paused flow's reaction point keeps changing its rate (QCN's
+    /// and DCQCN's timers run, feedback for frames sent before the pause arrives).
     /// Without [`PacingConfig::retime`] nothing is re-timed: the new rate spaces the flow's next
     /// frame.
     fn retime(&mut self, now: Instant, i: u32) {
         if !self.cfg.retime {
             return;
         }
+        self.pause.advance(now);
         let slot = &mut self.slots[i as usize];
         let Some(f) = slot.flow.as_mut() else {
             return;
         };
-        let Some(p) = f.pending() else {
+        let Some(mut p) = f.pending() else {
             return;
         };
         let rate = self.rp.rate(&f.rp, f.spec.id, f.spec.cap);
         if p.rate == rate || rate.as_bps() == 0 || p.rate.as_bps() == 0 {
             return;
+        }
+        if self.cfg.pause_shifts_schedule {
+            let clock = self.pause.of(f.spec.priority);
+            let paused = clock - p.pause_mark;
+            p.pause_mark = clock;
+            p.due.shift(paused);
+            p.peak.shift(paused);
+            p.at += paused;
         }
         // Times ahead of `now` stretch by old / new; so do octets owed behind it (a flow
         // catching up owes the same octets at the new rate); a cut can stretch what is owed
@@ -1090,13 +1107,22 @@ impl<S: Source> HostCore<S> {
         let mut due = p.due;
         due.retime(now, p.rate, rate);
         f.lag_dropped = f.lag_dropped + due.forget_credit(now, self.cfg.max_catch_up);
-        if p.at <= now || !f.scheduled {
+        if !f.scheduled {
+            // Idle (no frame): no wheel entry; [`HostCore::wake`] waits for `at`, the
+            // schedule's next release (and the peak schedule's, which no rate re-times).
+            let at = match self.cfg.catch_up_speed {
+                Some(speed) if speed > 0.0 => due.release_time().max(p.peak.release_time()),
+                _ => due.release_time(),
+            };
+            f.set_pending(Some(Pending { at, rate, due, ..p }));
+            return;
+        }
+        if p.at <= now {
             // Already due (typically a flow catching up after its driver stalled, reading the
             // feedback that came meanwhile): the wheel hands it back at the next poll, which
             // times the next frame from `due`. Rescaling `due` keeps what the flow earned at
             // the old rate; left in time units, a cut would have forgiven part of it (a
-            // halving, half) and a rise inflated it. An idle flow keeps its schedule for
-            // [`HostCore::wake`].
+            // halving, half) and a rise inflated it.
             f.set_pending(Some(Pending { rate, due, ..p }));
             return;
         }

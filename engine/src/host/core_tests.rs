@@ -735,3 +735,98 @@ fn an_idle_flows_frame_leaves_on_arrival_unless_the_wheel_holds_an_earlier_one()
         (t2, 4)
     );
 }
+
+/// Polls a 1 Gb/s flow of 1500-octet frames with a 1 ms catch-up bound (the appliance's) every
+/// microsecond for 30 ms, priority 3 paused during `paused`, its cap set to each `(time, rate)`
+/// of `caps` at that time (a reaction point's rate change: [`HostCore::set_cap`] re-times as
+/// feedback and timers do); returns the core and the times frames left.
+fn paused_with_rate_changes(
+    paused: std::ops::Range<u64>,
+    caps: &[(u64, Rate)],
+) -> (HostCore<Generated>, Vec<u64>) {
+    let mut g = catching_up(1, None);
+    let mut sent = Vec::new();
+    for t in (0..30_000_000u64).step_by(1_000) {
+        let now = Instant::from_nanos(t);
+        for &(_, r) in caps.iter().filter(|&&(at, _)| at == t) {
+            g.set_cap(now, H0, r);
+        }
+        let until = paused.contains(&t).then(|| Instant::from_nanos(paused.end));
+        g.handle_pause(now, 3, until);
+        while g.poll_transmit(now).is_some() {
+            sent.push(t);
+        }
+    }
+    (g, sent)
+}
+
+#[test]
+fn a_rate_change_during_a_pause_neither_owes_nor_loses_the_pause() {
+    // Paused from 5 to 8 ms, cut from 1 Gb/s to 500 Mb/s at 7.5 ms: 5 ms at 1 Gb/s (417
+    // frames of 12 us) and 22 ms at 500 Mb/s (917 of 24 us), nothing given up. Counting the
+    // 2.5 ms paused so far as owed, the cut doubled it and the catch-up bound gave 4 ms up
+    // (`lag_dropped`, which a pacing audit reads as a stall of the loop).
+    let (g, sent) = paused_with_rate_changes(
+        5_000_000..8_000_000,
+        &[(7_500_000, Rate::from_mbps(500))],
+    );
+    assert!((1332..=1335).contains(&sent.len()), "{}", sent.len());
+    assert_eq!(g.lag_dropped(), Duration::ZERO);
+    // The frame due when the pause began leaves when the gap it had left, re-timed at the
+    // new rate, is over: within one 24 us gap of the pause's end.
+    let first_after = sent.iter().find(|&&t| t >= 5_000_000).copied().unwrap();
+    assert!(
+        (8_000_000..=8_024_000).contains(&first_after),
+        "{first_after}"
+    );
+
+    // A rise in the pause (500 Mb/s to 1 Gb/s at 7.5 ms): 5 ms at 500 Mb/s, 22 ms at 1 Gb/s.
+    let caps = [(0, Rate::from_mbps(500)), (7_500_000, Rate::from_gbps(1))];
+    let (g, sent) = paused_with_rate_changes(5_000_000..8_000_000, &caps);
+    assert!((2041..=2044).contains(&sent.len()), "{}", sent.len());
+    assert_eq!(g.lag_dropped(), Duration::ZERO);
+
+    // A short pause (5 to 5.5 ms) with a cut to 250 Mb/s in it: 417 frames before, 24.5 ms at
+    // 250 Mb/s (510 of 48 us) after. Counted as owed, the cut made the 0.4 ms paused 1.6 ms,
+    // and what the pause's end left of it (0.6 ms at 250 Mb/s) came out as 12 frames more.
+    let (g, sent) = paused_with_rate_changes(
+        5_000_000..5_500_000,
+        &[(5_400_000, Rate::from_mbps(250))],
+    );
+    assert!((926..=929).contains(&sent.len()), "{}", sent.len());
+    assert_eq!(g.lag_dropped(), Duration::ZERO);
+}
+
+#[test]
+fn a_rise_while_frames_are_owed_sends_the_octets_owed_not_more() {
+    // 1500-octet frames; the driver polls every 50 us and, before each poll, the flow's rate
+    // alternates between 500 Mb/s and 1 Gb/s (a reaction point's cuts and rises, each while
+    // the frames that came due since the last poll wait for it). The flow sends its rate's
+    // integral over the polls: each interval at the rate set at its start. A pacer that
+    // restarts the schedule from the wheel's entry after a rise keeps the owed time of the old
+    // rate and so sends the difference again at the new one (+8 % here).
+    let mut g = catching_up(1, None);
+    let step = 50_000u64;
+    let (mut bits_allowed, mut bits_sent) = (0u64, 0u64);
+    let mut t = 0u64;
+    let mut r = Rate::ZERO;
+    while t <= 100_000_000 {
+        // A poll sends what came due up to it: the integral up to it, at the rate set at the
+        // last poll.
+        bits_allowed += r.as_bps() * t.min(step) / 1_000_000_000;
+        let now = Instant::from_nanos(t);
+        r = if (t / step) % 2 == 0 {
+            Rate::from_mbps(500)
+        } else {
+            Rate::from_gbps(1)
+        };
+        g.set_cap(now, H0, r);
+        while let Some(d) = g.poll_transmit(now) {
+            bits_sent += u64::from(d.len) * 8;
+        }
+        t += step;
+    }
+    let dev = bits_sent as f64 / bits_allowed as f64 - 1.0;
+    // Within a frame (12 kbit) of 75 Mbit.
+    assert!(dev.abs() < 0.0002, "sent {bits_sent} bits of {bits_allowed}: {dev:+.5}");
+}
