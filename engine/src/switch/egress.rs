@@ -269,12 +269,13 @@ impl<F: Frame> TxBurst<F> {
     }
 }
 
-/// Transmit bursts an unpaced port of a multi-worker switch may send per poll: one for the
-/// frames received in the poll (cut through or queued), the rest for what other workers handed
-/// over and what waits queued, so that a port fed by several workers drains as fast as they
-/// fill it. A lone worker, and a paced port, send one burst per poll (a paced port's pacer sets
-/// its rate, and one that was late, after a PFC pause or a descheduled worker, catches up its
-/// credit a burst per poll rather than four).
+/// Transmit bursts a port may send per poll: for an unpaced port of a multi-worker switch, one
+/// for the frames received in the poll (cut through or queued), the rest for what other workers
+/// handed over and what waits queued, so that a port fed by several workers drains as fast as
+/// they fill it; for a paced port, what its shaper allows (on schedule about one frame a poll;
+/// after its worker was away with a backlog, the time its serializer would have been sending
+/// meanwhile, which a poll's receive of a burst from each ingress port must not outpace). A
+/// lone worker's unpaced ports send one burst per poll.
 pub(super) const TX_BURSTS: usize = 4;
 
 /// Takes from `next` what the pacer allows, a burst at a time, and transmits, up to `bursts`
