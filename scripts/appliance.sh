@@ -17,9 +17,13 @@
 # switch's counters in the UDP phase; the summary prints the CPU budget from them
 # (scripts/cpu-budget.py: % of a CPU per process and role, us per delivered frame).
 # CAPTURE=1 writes OUT_DIR/outside-CC.pcap (the outside link, by the switch) and decodes it.
-# APPLIANCE_CONFIG (default configs/appliance.toml) is `quench appliance --config`; PFC=1 makes
-# priority 0 lossless between the switch and the appliances (below, where the switch's
-# config is written);
+# APPLIANCE_CONFIG (default configs/appliance.toml) is `quench appliance --config`; PFC=1 (the
+# default; PFC=0 turns it off) makes priority 0 lossless between the switch and the appliances
+# for qcn and dcqcn (below, where the switch's config is written; docs/design.md, "PFC by
+# default", says why);
+# SWITCH_RT=1 runs the switch at a real-time priority (SCHED_FIFO 1) waiting in the kernel when
+# idle (`--idle wait`), as a hardware switch's dataplane, which no other task deschedules
+# (docs/design.md, "the switch's lost time"; off by default: it takes CPU from the receivers);
 # APPLIANCE_ARGS adds options to `quench appliance` (e.g. --busy-poll), SWITCH_ARGS to `quench
 # switch` (e.g. --idle-sleep 50us: its idle loop sleeps rather than yields). IDLE=wait: both
 # wait in the kernel for a frame when idle (`--idle wait`); IDLE= (empty, the default): each
@@ -61,6 +65,18 @@ case $idle in
   *) echo "appliance.sh: IDLE=$idle: wait or empty" >&2; exit 2 ;;
 esac
 case $place in split|none) ;; *) echo "appliance.sh: PLACE=$place: split or none" >&2; exit 2 ;; esac
+pfc=${PFC-1}
+case $pfc in
+  1) ;;
+  0|'') pfc= ;;
+  *) echo "appliance.sh: PFC=$pfc: 1 (the default) or 0" >&2; exit 2 ;;
+esac
+switch_wrap=${SWITCH_WRAP:-}
+case ${SWITCH_RT:-} in
+  1) switch_wrap="chrt -f 1 $switch_wrap"; switch_args="--idle wait $switch_args" ;;
+  0|'') ;;
+  *) echo "appliance.sh: SWITCH_RT=$SWITCH_RT: 1 or 0" >&2; exit 2 ;;
+esac
 if [ "$(id -u)" -eq 0 ]; then
   command -v iperf3 >/dev/null || { echo "appliance.sh: iperf3 missing; run scripts/setup.sh" >&2; exit 1; }
 fi
@@ -149,7 +165,7 @@ for cc in ${CCS:-qcn dcqcn}; do
   sed -e "s/qn-sw-/$prefix-sw-/" -e "s|/run/quench/switch.sock|/run/quench/$prefix-$cc.sock|" \
     -e 's/^priorities = .*/priorities = [0]/' "configs/switch-${cc/none/qcn}.toml" > "$cfg"
   sed -i "/^iface = /a driver = \"$driver\"" "$cfg"
-  # PFC=1: priority 0 (iperf3's untagged frames) is lossless between the switch and the
+  # PFC=1 (the default): priority 0 (iperf3's untagged frames) is lossless between the switch and the
   # appliances, as a RoCE fabric runs DCQCN over PFC: the switch pauses an appliance whose
   # frames waiting in it reach XOFF, and the appliance holds that priority's releases (its
   # config's `pfc = true`), so the excess waits in the appliance's flow queues. XOFF 100 KB a
@@ -159,7 +175,9 @@ for cc in ${CCS:-qcn dcqcn}; do
   # long); the buffer holds every port's XOFF + headroom (the switch checks it).
   apcfg=$out/appliance-$cc.toml
   cp "${APPLIANCE_CONFIG:-configs/appliance.toml}" "$apcfg"
-  if [ -n "${PFC:-}" ]; then
+  # "none" stays lossy: without reaction points the appliance forwards each frame at once and
+  # has no queue to hold a pause in.
+  if [ -n "$pfc" ] && [ "$cc" != none ]; then
     sed -i 's/^queue_bytes = .*/queue_bytes = 1048576/' "$cfg"
     printf '%s\n' '[pfc]' 'lossless_priorities = [0]' 'threshold = "static"' 'xoff_bytes = 100000' \
       "xon_bytes = $((100000 - 2 * mtu))" 'headroom_bytes = 200000' 'link_rate = "1gbit"' \
@@ -173,7 +191,7 @@ for cc in ${CCS:-qcn dcqcn}; do
   # the veth). Every frame of the run: about 100 MB per second at the bottleneck's rate.
   capture=()
   if [ -n "${CAPTURE:-}" ]; then capture=(--capture "s0=$out/outside-$cc.pcap"); fi
-  "${on_last[@]}" ${SWITCH_WRAP:-} ip netns exec "$prefix-sw" "$quench" switch --config "$cfg" --duration "${total}s" \
+  "${on_last[@]}" $switch_wrap ip netns exec "$prefix-sw" "$quench" switch --config "$cfg" --duration "${total}s" \
     "${capture[@]}" $switch_args > "$out/switch-$cc.log" 2>&1 &
   swpid=$!
   pids+=($swpid)
