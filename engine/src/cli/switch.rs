@@ -735,7 +735,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                         return;
                     }
                 }
-                let mut fast = FastPath::new(Box::new(table), progs, plain);
+                let mut fast = FastPath::new(Box::new(table), progs, plain.clone());
+                for (i, p) in profile.ports.iter().enumerate().filter(|(i, _)| plain[*i]) {
+                    fast.watch_egress(i, &p.name, &p.iface);
+                }
                 // The static entries, before the first frame (they do not age: any time will do).
                 fast.sync_all(units::Instant::ZERO, &wk.fdb);
                 wk.fast = Some(fast);
