@@ -52,6 +52,9 @@
 #                    figure wants
 #   SHIELD=1         the latency part on a shielded core 0 (below); quench's worker then spins
 #                    when idle, as `quench switch` does by default on a core of its own
+#   XDP_MODE=M       quench switch's ports' xdp_mode (auto, the default: native on a veth;
+#                    generic: the program runs on the skb, and the fast path's redirect is a
+#                    plain transmit on the egress veth, which needs no GRO on its peer)
 #   IDLE=MODE        quench switch --idle MODE (auto, the default; yield; spin; a duration);
 #                    BUSY_POLL=1 is IDLE=spin
 #   NAPI_BUSY_POLL=1 preferred busy polling of the forwarder's veths' NAPI, for quench
@@ -180,9 +183,11 @@ control_socket = "$out/ctl.sock"
 [[ports]]
 name = "s0"
 iface = "$P-sw-s0"
+$( [ -n "${XDP_MODE:-}" ] && echo "xdp_mode = \"$XDP_MODE\"" )
 [[ports]]
 name = "r0"
 iface = "$P-sw-r0"
+$( [ -n "${XDP_MODE:-}" ] && echo "xdp_mode = \"$XDP_MODE\"" )
 $( [ -n "${1:-}" ] && echo "rate = \"$1\"" )
 [[static_macs]]
 mac = "$R0"

@@ -766,10 +766,8 @@ fn a_rate_change_during_a_pause_neither_owes_nor_loses_the_pause() {
     // frames of 12 us) and 22 ms at 500 Mb/s (917 of 24 us), nothing given up. Counting the
     // 2.5 ms paused so far as owed, the cut doubled it and the catch-up bound gave 4 ms up
     // (`lag_dropped`, which a pacing audit reads as a stall of the loop).
-    let (g, sent) = paused_with_rate_changes(
-        5_000_000..8_000_000,
-        &[(7_500_000, Rate::from_mbps(500))],
-    );
+    let (g, sent) =
+        paused_with_rate_changes(5_000_000..8_000_000, &[(7_500_000, Rate::from_mbps(500))]);
     assert!((1332..=1335).contains(&sent.len()), "{}", sent.len());
     assert_eq!(g.lag_dropped(), Duration::ZERO);
     // The frame due when the pause began leaves when the gap it had left, re-timed at the
@@ -789,10 +787,8 @@ fn a_rate_change_during_a_pause_neither_owes_nor_loses_the_pause() {
     // A short pause (5 to 5.5 ms) with a cut to 250 Mb/s in it: 417 frames before, 24.5 ms at
     // 250 Mb/s (510 of 48 us) after. Counted as owed, the cut made the 0.4 ms paused 1.6 ms,
     // and what the pause's end left of it (0.6 ms at 250 Mb/s) came out as 12 frames more.
-    let (g, sent) = paused_with_rate_changes(
-        5_000_000..5_500_000,
-        &[(5_400_000, Rate::from_mbps(250))],
-    );
+    let (g, sent) =
+        paused_with_rate_changes(5_000_000..5_500_000, &[(5_400_000, Rate::from_mbps(250))]);
     assert!((926..=929).contains(&sent.len()), "{}", sent.len());
     assert_eq!(g.lag_dropped(), Duration::ZERO);
 }
@@ -828,5 +824,8 @@ fn a_rise_while_frames_are_owed_sends_the_octets_owed_not_more() {
     }
     let dev = bits_sent as f64 / bits_allowed as f64 - 1.0;
     // Within a frame (12 kbit) of 75 Mbit.
-    assert!(dev.abs() < 0.0002, "sent {bits_sent} bits of {bits_allowed}: {dev:+.5}");
+    assert!(
+        dev.abs() < 0.0002,
+        "sent {bits_sent} bits of {bits_allowed}: {dev:+.5}"
+    );
 }
