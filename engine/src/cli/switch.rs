@@ -157,10 +157,9 @@ fn fast_path_plan(
 /// With the kernel fast path, `--idle auto`'s yielding worker waits in the kernel instead: the
 /// plain ports' frames no longer reach it, and a worker that yields keeps its core busy for
 /// nothing (the scheduler then moves other processes to the remaining cores: on the testbed,
-/// onto the sender's core, where the fast path's frames are forwarded; measured, under load,
-/// the fast path's cells delivered 350-630 of 500-900 Mb/s with a yielding worker and all of it
-/// with a waiting one, docs/design.md "The kernel fast path"). A spinning worker (a core of its
-/// own) and a fixed `--idle` are kept.
+/// onto the sender's core, where the fast path's frames are forwarded: docs/design.md, "The
+/// kernel fast path", measured). A spinning worker (a core of its own) and a fixed `--idle` are
+/// kept.
 fn fast_path_idle(
     arg: IdleArg,
     modes: Vec<(worker::IdleMode, String)>,

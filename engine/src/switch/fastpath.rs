@@ -80,8 +80,8 @@ const SILENT_MIN: u64 = 10;
 /// Whether a device dropped the fast path's frames unsent: `redirected` frames went to it since
 /// the last check and its `tx_packets` moved by `sent`. A veth drops every frame redirected to
 /// it, without counting it anywhere, while its peer has neither GRO on nor an XDP program
-/// (`veth_xdp_xmit` finds no NAPI on the peer's queue; measured on 6.18: 24,981 redirected,
-/// 18 received with the peer's GRO off, all with it on). A frame the device does send counts
+/// (`veth_xdp_xmit` finds no NAPI on the peer's queue; docs/design.md, "The kernel fast path",
+/// has the measurement on 6.18). A frame the device does send counts
 /// in its `tx_packets` (on a veth, as the peer's XDP receive), microseconds after the redirect;
 /// so none in a check period while at least [`SILENT_MIN`] were redirected means none get
 /// through.
