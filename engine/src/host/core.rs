@@ -385,17 +385,27 @@ struct PauseClock {
 }
 
 impl PauseClock {
-    /// Counts the pauses in force since the last look up to `now`.
+    /// Counts the pauses in force since the last look up to `now`. A look no later than the
+    /// last (each frame of a burst after the first: the driver's one `now`) changes nothing.
+    #[inline]
     fn advance(&mut self, now: Instant) {
-        if let Some(last) = self.look.filter(|&l| l < now) {
-            for (total, until) in self.paused.iter_mut().zip(self.until.iter_mut()) {
-                if let Some(end) = until.map(|u| u.min(now)).filter(|&e| e > last) {
-                    *total = *total + (end - last);
-                }
-                *until = until.filter(|&u| u > now);
-            }
+        match self.look {
+            Some(l) if l >= now => {}
+            Some(last) => self.count(last, now),
+            None => self.look = Some(now),
         }
-        self.look = Some(self.look.map_or(now, |l| l.max(now)));
+    }
+
+    /// [`PauseClock::advance`] from the last look, `last`, to the later `now`.
+    #[inline(never)]
+    fn count(&mut self, last: Instant, now: Instant) {
+        for (total, until) in self.paused.iter_mut().zip(self.until.iter_mut()) {
+            if let Some(end) = until.map(|u| u.min(now)).filter(|&e| e > last) {
+                *total = *total + (end - last);
+            }
+            *until = until.filter(|&u| u > now);
+        }
+        self.look = Some(now);
     }
 
     fn set(&mut self, now: Instant, prio: u8, until: Option<Instant>) {
