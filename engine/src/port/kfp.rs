@@ -444,17 +444,24 @@ impl FastTable {
     }
 }
 
-/// The CPUs a per-CPU map has a value for (/sys/devices/system/cpu/possible, e.g. `0-1`,
-/// `0,2-5`: the highest number plus one, as libbpf's `libbpf_num_possible_cpus`).
-fn possible_cpus() -> usize {
-    let text = std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default();
-    parse_cpu_list(&text).unwrap_or(1)
+/// The CPUs a per-CPU map has a value for: the highest id in /sys/devices/system/cpu/possible
+/// (e.g. `0-1`, `0,2-5`) plus one, as libbpf's `libbpf_num_possible_cpus` counts them. A
+/// lookup writes that many values into its buffer ([`FastProgram::counts`]), so a list that
+/// cannot be read is an error, never a guess.
+fn possible_cpus() -> Result<usize, PortError> {
+    const POSSIBLE: &str = "/sys/devices/system/cpu/possible";
+    highest_plus_one(&std::fs::read_to_string(POSSIBLE).unwrap_or_default()).ok_or_else(|| {
+        PortError::Unsupported {
+            name: "fast path".into(),
+            what: format!("{POSSIBLE} gives no CPU list: the per-CPU counters cannot be read"),
+        }
+    })
 }
 
-fn parse_cpu_list(text: &str) -> Option<usize> {
-    text.trim()
-        .split(',')
-        .filter_map(|r| r.rsplit('-').next()?.trim().parse::<usize>().ok())
+/// The highest CPU id of a kernel CPU list plus one (`None`: malformed or empty).
+fn highest_plus_one(list: &str) -> Option<usize> {
+    crate::worker::parse_cpu_list(list)?
+        .into_iter()
         .max()
         .map(|m| m + 1)
 }
@@ -527,12 +534,13 @@ impl FastProgram {
             }
             return Err(e);
         }
+        // Safety: a fresh fd the kernel just gave us.
+        let prog = unsafe { OwnedFd::from_raw_fd(fd) };
         Ok(FastProgram {
-            // Safety: a fresh fd the kernel just gave us.
-            prog: unsafe { OwnedFd::from_raw_fd(fd) },
+            prog,
             xskmap,
             counters,
-            cpus: possible_cpus(),
+            cpus: possible_cpus()?,
         })
     }
 
@@ -573,10 +581,10 @@ mod tests {
 
     #[test]
     fn cpu_lists_give_the_highest_cpu_plus_one() {
-        assert_eq!(parse_cpu_list("0-1\n"), Some(2));
-        assert_eq!(parse_cpu_list("0"), Some(1));
-        assert_eq!(parse_cpu_list("0,2-5"), Some(6));
-        assert_eq!(parse_cpu_list(""), None);
+        assert_eq!(highest_plus_one("0-1\n"), Some(2));
+        assert_eq!(highest_plus_one("0"), Some(1));
+        assert_eq!(highest_plus_one("0,2-5"), Some(6));
+        assert_eq!(highest_plus_one(""), None);
     }
 
     /// The key is the address in wire order: what the program stores from the frame.
