@@ -373,6 +373,23 @@ struct Pending {
     pause_mark: Duration,
 }
 
+impl Pending {
+    /// Moves the schedule (its release, the pacer's and the peak schedule's places) on by the
+    /// pause time the flow's priority accrued since [`Pending::pause_mark`], `clock` being that
+    /// priority's pause clock now, and marks `clock`. Returns the time moved (zero: nothing
+    /// changes).
+    fn move_past_pause(&mut self, clock: Duration) -> Duration {
+        let paused = clock - self.pause_mark;
+        if paused > Duration::ZERO {
+            self.pause_mark = clock;
+            self.due.shift(paused);
+            self.peak.shift(paused);
+            self.at += paused;
+        }
+        paused
+    }
+}
+
 /// How long each priority has been paused (PFC). A flow's schedule moves on by exactly the
 /// paused time since its last frame, so a pause that covers part of the gap between two frames
 /// delays the second by that part, as a pacing audit that gives paused time no rate expects.
@@ -651,9 +668,9 @@ impl<S: Source> HostCore<S> {
         else {
             return false;
         };
-        let mut due = p.due;
-        due.shift(self.pause.of(f.spec.priority) - p.pause_mark);
-        due.release_time() < t
+        let mut p = p;
+        p.move_past_pause(self.pause.of(f.spec.priority));
+        p.due.release_time() < t
     }
 
     /// Sending time the flows gave up at the catch-up bound (the driver was not running).
@@ -1042,12 +1059,7 @@ impl<S: Source> HostCore<S> {
                 continue;
             }
             if let Some(p) = f.pending_mut().filter(|_| self.cfg.pause_shifts_schedule) {
-                let paused = clock - p.pause_mark;
-                if paused > Duration::ZERO {
-                    p.pause_mark = clock;
-                    p.due.shift(paused);
-                    p.peak.shift(paused);
-                    p.at += paused;
+                if p.move_past_pause(clock) > Duration::ZERO {
                     self.wheel.insert(p.at, (i, generation));
                     continue;
                 }
@@ -1104,12 +1116,7 @@ impl<S: Source> HostCore<S> {
             return;
         }
         if self.cfg.pause_shifts_schedule {
-            let clock = self.pause.of(f.spec.priority);
-            let paused = clock - p.pause_mark;
-            p.pause_mark = clock;
-            p.due.shift(paused);
-            p.peak.shift(paused);
-            p.at += paused;
+            p.move_past_pause(self.pause.of(f.spec.priority));
         }
         // Times ahead of `now` stretch by old / new; so do octets owed behind it (a flow
         // catching up owes the same octets at the new rate); a cut can stretch what is owed
