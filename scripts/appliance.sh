@@ -19,11 +19,11 @@
 # CAPTURE=1 writes OUT_DIR/outside-CC.pcap (the outside link, by the switch) and decodes it.
 # APPLIANCE_CONFIG (default configs/appliance.toml) is `quench appliance --config`; PFC=1 (the
 # default; PFC=0 turns it off) makes priority 0 lossless between the switch and the appliances
-# for qcn and dcqcn (below, where the switch's config is written; docs/design.md, "PFC by
-# default", says why);
+# for qcn and dcqcn (below, where the switch's config is written; docs/design.md, "Sender
+# appliance", says why);
 # SWITCH_RT=1 runs the switch at a real-time priority (SCHED_FIFO 1) waiting in the kernel when
 # idle (`--idle wait`), as a hardware switch's dataplane, which no other task deschedules
-# (docs/design.md, "the switch's lost time"; off by default: it takes CPU from the receivers);
+# (docs/design.md, "Sender appliance"; off by default: it takes CPU from the receivers);
 # APPLIANCE_ARGS adds options to `quench appliance` (e.g. --busy-poll), SWITCH_ARGS to `quench
 # switch` (e.g. --idle-sleep 50us: its idle loop sleeps rather than yields). IDLE=wait: both
 # wait in the kernel for a frame when idle (`--idle wait`); IDLE= (empty, the default): each
@@ -36,13 +36,13 @@
 # first CPUs and the switch, the iperf3 servers and the stats pollers to the last one, the
 # iperf3 clients to CLIENT_CPUS (default: the appliance's). The clients' sendto also runs the
 # appliance's receive (veth + XDP copy) on their CPU. APPLIANCE_WRAP / SWITCH_WRAP run either
-# under a command (e.g. "chrt -f 1"). docs/design.md, "Sender appliance: the testbed's CPU",
-# has what each placement measured and why. UDP_RATE (default 800M) is what each host offers.
+# under a command (e.g. "chrt -f 1"): pinning alone left whichever CPU holds the clients
+# saturated, so PLACE=none is the default. UDP_RATE (default 800M) is what each host offers.
 # MTU: every host-facing link's MTU (the appliance-to-switch links get MTU + 4 for a CN-TAG);
 # UDP datagrams fill it (iperf3 -l MTU - 28) and TCP's MSS follows it. Default 3502 with
 # af_xdp, the largest a veth with XDP on its far end takes (scripts/testbed.sh --mtu), 1500
 # otherwise (an AF_PACKET ring slot holds 2 KiB). The testbed's CPU goes per frame, so fewer,
-# larger frames are what lets it fit two CPUs (docs/design.md, "the per-frame budget").
+# larger frames are what lets it fit two CPUs (docs/design.md, "Sender appliance").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

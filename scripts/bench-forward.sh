@@ -26,10 +26,10 @@
 # poll loop on the last core (the receiver of `quench recv`; one clock stamps and reads the test
 # header), the forwarder runs on core 0. A frame's receive time is the kernel's software stamp
 # on the sink's AF_PACKET socket, set as the sink's veth takes the frame (inside the forwarder's
-# transmit), not the sink's poll loop (docs/design.md, "the stages of a frame"). The one-way
-# latency histogram's p50 / p99 / p99.9
-# (HdrHistogram, 3 digits) go side by side in one table; sender, veths and receiver are common
-# to all, so the differences are what the forwarders add.
+# transmit), not the sink's poll loop (docs/design.md, "Send, receive and latency reports").
+# The one-way latency histogram's p50 / p99 / p99.9 (HdrHistogram, 3 digits) go side by side in
+# one table; sender, veths and receiver are common to all, so the differences are what the
+# forwarders add.
 #
 #   --appliance      only this: 64 B forwarding through `quench appliance` (no congestion control,
 #                    no limit, --busy-poll, one inside/outside pair, pinned to core 0) against
@@ -133,7 +133,7 @@ if ! command -v dpdk-testpmd >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpdk >/dev/null
 fi
 [ -n "${QUENCH:-}" ] || cargo build --release -p engine >/dev/null 2>&1 || cargo build --release -p engine
-# QUENCH=<binary>: another build's quench (an A/B in one session); default this tree's.
+# QUENCH=<binary>: another build's quench (for an A/B of two builds); default this tree's.
 Q=${QUENCH:-$PWD/target/release/quench}
 P=qb
 R0=02:71:6e:02:00:00

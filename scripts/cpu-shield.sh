@@ -9,7 +9,7 @@
 # catch-up bound (1 ms), and on a PREEMPT_NONE kernel a thread that gets the CPU keeps it until it
 # yields. On the 2-core testbed VM `perf sched timehist` showed three such neighbours: kdamond
 # (DAMON proactive reclaim, 0.8-8 ms twice a second), rcu_preempt (1.7-3.6 ms about once a
-# second) and the VM agent's tokio workers (2-3 ms about once a second). What it moves, like
+# second) and the VM's guest daemon's tokio workers (2-3 ms about once a second). What it moves, like
 # `tuna isolate` but narrower: every user-space thread allowed on all CPUs (the default; threads
 # someone pinned stay), and the kernel threads that do long stretches of work (reclaim,
 # compaction, RCU grace periods). Per-CPU kernel threads, workqueue workers and interrupts stay:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages quench needs, idempotently, with apt-get (Debian).
 # Runs `apt-get update` and `apt-get install` only when a package is missing, so a second run
-# does nothing. Helpers: append packages to PACKAGES below, one per line with its reason.
+# does nothing. A new package goes in PACKAGES below, one per line with its reason.
 set -euo pipefail
 
 PACKAGES=(

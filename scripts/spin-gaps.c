@@ -1,6 +1,6 @@
 // Gaps in a spinning loop of TSC reads, with or without a PAUSE per iteration: the stops a
-// spinning poll loop's CPU takes that the guest kernel does not see (docs/design.md, "quench's
-// own ring to kick, split"; docs/results.md, issue 16 stop 29).
+// spinning poll loop's CPU takes that the guest kernel does not see (docs/design.md, "Switch
+// runtime", why a spinning worker has no PAUSE in its idle loop).
 //
 //   gcc -O2 -o /tmp/spin-gaps scripts/spin-gaps.c
 //   /tmp/spin-gaps PAUSE SECS CPU     PAUSE 1: _mm_pause() per iteration, 0: none

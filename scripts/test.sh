@@ -2,7 +2,7 @@
 # Runs the whole test suite: the README's second command, and what .ci/run calls.
 # Installs system packages first (scripts/setup.sh), runs each step below with its output
 # collected, and ends with cargo test's summary lines (every test binary of every step) and the
-# totals. Helpers: add further steps before the "summary" block, through `step`.
+# totals. Further steps go before the "summary" block, through `step`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 

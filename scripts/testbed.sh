@@ -18,7 +18,7 @@
 # --mtu MTU (default 1500) sets every host-facing link (both ends) to MTU, and with --appliance
 # the appliance-to-switch links to MTU + 4 (room for a CN-TAG). On a veth whose far end has an
 # XDP program (the switch's and the appliance's AF_XDP ports) the kernel takes at most 3506 with
-# 4 KiB pages (docs/design.md, "the per-frame budget"), so with --appliance at most 3502.
+# 4 KiB pages (docs/design.md, "Sender appliance"), so with --appliance at most 3502.
 # `up` is idempotent (creates only what is missing); `down` removes every namespace with the
 # prefix, which removes their links and any XDP program on them.
 set -euo pipefail

@@ -3,10 +3,10 @@
 //! Sans-IO: fed `(now, event)`, returns decisions; never reads a clock, a socket or a random
 //! source it was not handed.
 //!
-//! Every module follows the same shape (STYLE.md rule 5): a `*Params` struct as users write it in
-//! a config (serde `Deserialize` behind this crate's `serde` feature, `deny_unknown_fields`),
-//! validated once into a `*Profile` (errors name the parameter), and a small per-queue or
-//! per-port state whose methods take `&Profile`.
+//! Every module follows the same shape (docs/style.md, "Parameters, profiles, state"): a
+//! `*Params` struct as users write it in a config (serde `Deserialize` behind this crate's
+//! `serde` feature, `deny_unknown_fields`), validated once into a `*Profile` (errors name the
+//! parameter), and a small per-queue or per-port state whose methods take `&Profile`.
 //!
 //! | module | what | seed / reference |
 //! |---|---|---|
@@ -51,7 +51,7 @@ fn uniform_inclusive(rng: &mut impl RngCore, n: u64) -> u64 {
 
 #[cfg(feature = "serde")]
 mod de {
-    //! Deserialize helpers for values `units` keeps free of serde.
+    //! Deserializers for values `units` keeps free of serde.
     use serde::{Deserialize, Deserializer};
 
     /// A rate with its unit, as [`units::Rate::parse`] reads it: `"10gbit"`, `"100mbit"`.

@@ -3,8 +3,9 @@
 //! A burst of frames whose flows are scattered over a large table costs one dependent memory
 //! access after another per frame (the index entry, then the flow it names); issued for the
 //! whole burst first, those accesses overlap instead (DPDK's `rte_hash_lookup_bulk` pipelines
-//! its lookups the same way). On the 2-vCPU KVM test machine a random load over 760 MiB takes
-//! 720 ns alone and 21 ns each with 16 in flight (a pointer chase, /tmp C program, 2026-11-25).
+//! its lookups the same way). On a 2-vCPU KVM guest a random load over 760 MiB takes 720 ns
+//! alone and 21 ns each with 16 in flight (a pointer chase in C; docs/design.md, "Sender
+//! appliance").
 
 /// Asks the CPU to bring the cache lines of `value` (at most `lines` of them) toward L1; no
 /// effect on the program's meaning, and nothing on targets without a prefetch instruction.
@@ -34,7 +35,7 @@ pub const HUGE_PAGE: usize = 2 << 20;
 /// (`madvise(MADV_HUGEPAGE)` on the whole 2 MiB pages within it): for a large array read at
 /// random per frame, each access then misses the TLB far less, and each miss costs a walk of
 /// three levels instead of four, which under nested paging (a VM) is most of a dependent
-/// load's cost (docs/design.md, "the per-frame cost at a million flows"). Call it right after
+/// load's cost (docs/design.md, "Sender appliance"). Call it right after
 /// allocating the capacity and before touching the memory (a page faulted in before keeps 4 KiB
 /// pages until khugepaged gets to it), and never let the vector reallocate. A hint only:
 /// whether it took (`true` if the kernel accepted a non-empty range) changes nothing of the

@@ -1,6 +1,6 @@
 //! The switch worker's loop split into steps by the clock, for finding where a received frame
-//! waits before its transmit kick (docs/design.md, "Forwarding latency: quench's own ring to
-//! kick"). Built only with the `step-clock` feature; without it every call here is an empty
+//! waits before its transmit kick (docs/design.md, "Switch runtime", its diagnostics). Built
+//! only with the `step-clock` feature; without it every call here is an empty
 //! inline function, so the default build's loop has no stamp at all.
 //!
 //! Per loop iteration that moved frames, from the worker's thread (a thread-local, so that the

@@ -1,4 +1,4 @@
-//! The engine's clock: the only place quench reads time (STYLE.md rule 3).
+//! The engine's clock: the only place quench reads time (docs/style.md, "Time").
 //!
 //! Workers read [`Clock::now`] once per burst and pass the [`Instant`] down to everything that
 //! needs it. On x86-64 with an invariant TSC (`constant_tsc` and `nonstop_tsc` in

@@ -128,7 +128,7 @@ pub enum IdleMode {
     /// exiting) and stops a vCPU that runs such a loop on the grounds that it waits for a
     /// lock held by a descheduled vCPU; on the testbed VM a loop of clock reads with a PAUSE
     /// in each iteration had hundreds of 5-10 us stops a second that the same loop without
-    /// it did not have (docs/design.md, "quench's own ring to kick").
+    /// it did not have (docs/design.md, "Switch runtime"; scripts/spin-gaps.c).
     Spin,
     /// Sleep this long on every further idle iteration: a yield returns at once when nobody
     /// else wants this CPU, so a yielding loop never lets its CPU go idle, and the scheduler

@@ -72,7 +72,7 @@ fn the_shield_moves_threads_off_the_senders_cpu_and_gives_them_back() {
     let said = shield(&["on", "1", &state]);
     assert!(said.contains("moved"), "{said}");
     let during = affinities();
-    // pid 1 (init or the VM agent) and this test run on every CPU unless someone pinned them:
+    // pid 1 (init, or a VM's guest daemon) and this test run on every CPU unless someone pinned them:
     // then they are moved.
     for tid in [1, std::process::id()] {
         if before.get(&tid).map(String::as_str) == Some("0-1") {

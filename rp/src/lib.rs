@@ -10,7 +10,7 @@
 //! - [`pacer`]: the one pacer: turns a flow's (or a link's) current rate into the release time of
 //!   its next frame, with a bound on the credit it may bank.
 //!
-//! Every state machine follows the same shape (STYLE.md rule 2):
+//! Every state machine follows the same shape (docs/style.md, "Sans-IO cores"):
 //! 1. build a validated profile once: `XxxParams { .. }.profile(line_rate)?`;
 //! 2. feed inputs `on_*(now, ...)` in time order (`now` never goes backwards);
 //! 3. ask `next_deadline()` and call `on_timeout(now)` when `now` reaches it (a call with nothing

@@ -3,10 +3,10 @@
 //! Every paced thing in quench uses it: the simulator's and `quench send`'s flows, the
 //! appliance's per-flow queues, a switch port's egress shaper and `quench blast`. The pacer only
 //! computes times; **the engine enforces them** (it holds the frame in the flow's queue, its
-//! timing wheel or the port's backlog until the returned instant; STYLE.md rule 10). The rate
-//! comes from the caller (a flow's reaction point, a port's configured rate) and may change
-//! between frames: each frame is spaced by its own length at the rate in force when it is
-//! released.
+//! timing wheel or the port's backlog until the returned instant; docs/style.md, "Pacing and
+//! deadlines"). The rate comes from the caller (a flow's reaction point, a port's configured
+//! rate) and may change between frames: each frame is spaced by its own length at the rate in
+//! force when it is released.
 //!
 //! Exactness: the next allowed release is kept in fixed point with 32 fractional bits of a
 //! nanosecond, so rounding to whole nanoseconds never accumulates: after any number of frames at

@@ -148,11 +148,11 @@ pub struct Appliance<F> {
 /// How many frames ahead of the one it queues [`Appliance::on_inside_burst`] asks the cache
 /// for a flow's lines (its slot in the core, [`table::TableFlow`] in it: four lines, five with
 /// the drivers' frames): the lines should arrive while the frames before are queued, so the
-/// distance times the work per frame (about 100 ns) is about one miss's latency (390 ns on this VM's huge pages, docs/design.md "the
-/// per-frame cost at a million flows"), and few enough requests are in flight at once (16
-/// lines) that issuing one does not wait for a line fill buffer (a core has 10-16: Intel's
-/// optimization reference manual, "software prefetch"). docs/design.md ("seventh pass") has
-/// 1, 2, 3, 4, 6, 8, 16 and a whole burst measured.
+/// distance times the work per frame (about 100 ns) is about one miss's latency (390 ns with
+/// huge pages on a KVM guest), and few enough requests are in flight at once (16 lines) that
+/// issuing one does not wait for a line fill buffer (a core has 10-16: Intel's optimization
+/// reference manual, "software prefetch"). docs/design.md, "Sender appliance", has the
+/// distances measured (2 to 8, and a whole burst first).
 const LOOKAHEAD: usize = 4;
 
 /// How many frames ahead of the one it queues [`Appliance::on_inside_burst`] asks the cache

@@ -386,7 +386,7 @@ pub struct Release<F> {
 /// idle clock). It lives in the core's flow slot, so a frame's flow is one slot of four cache
 /// lines on one page, where a slot of the table's own (one line) and the core's (three) were
 /// on two: at a million flows each page a frame touches costs a page walk before its lines
-/// can come (docs/design.md, "eighth pass"). [`SlotCold`] holds the rest.
+/// can come (docs/design.md, "Sender appliance"). [`SlotCold`] holds the rest.
 #[derive(Debug)]
 pub struct TableFlow<F> {
     queue: Queued<F>,

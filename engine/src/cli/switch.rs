@@ -158,7 +158,7 @@ fn fast_path_plan(
 /// plain ports' frames no longer reach it, and a worker that yields keeps its core busy for
 /// nothing (the scheduler then moves other processes to the remaining cores: on the testbed,
 /// onto the sender's core, where the fast path's frames are forwarded: docs/design.md, "The
-/// kernel fast path", measured). A spinning worker (a core of its own) and a fixed `--idle` are
+/// kernel fast path", has the measurement). A spinning worker (a core of its own) and a fixed `--idle` are
 /// kept.
 fn fast_path_idle(
     arg: IdleArg,

@@ -3,7 +3,8 @@
 //! point. `quench send` (send/worker.rs) drives it on real ports; the sender appliance and the
 //! simulator's hosts are to drive the same object.
 //!
-//! Method groups and call order (STYLE.md rule 2), all with the caller's `now`, one clock:
+//! Method groups and call order (docs/style.md, "Sans-IO cores"), all with the caller's `now`,
+//! one clock:
 //! - flows: [`HostCore::add_flow`] (it starts at its spec's `start`, when its source has a
 //!   frame), [`HostCore::wake`] after giving an idle source a frame, [`HostCore::remove_flow`];
 //! - inputs: [`HostCore::handle_feedback`] (a CNM's QntzFb, a CNP, a UE, already parsed),
@@ -11,8 +12,9 @@
 //!   [`HostCore::handle_timeout`] once [`HostCore::next_deadline`] has passed (a spurious call
 //!   does nothing), [`HostCore::set_cap`] (a flow's own limit);
 //! - output: [`HostCore::poll_transmit`] in a loop with the burst's `now` until `None`: the
-//!   next frame due (STYLE.md rule 10: the core says when, the driver sends); the core has
-//!   already charged it to the flow's reaction point and scheduled the flow's next frame;
+//!   next frame due (docs/style.md, "Pacing and deadlines": the core says when, the driver
+//!   sends); the core has already charged it to the flow's reaction point and scheduled the
+//!   flow's next frame;
 //! - receive side: [`HostCore::handle_data`] per data frame received: the notification point's
 //!   answer (a CNP or UE to send), if any.
 //!

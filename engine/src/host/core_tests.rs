@@ -524,7 +524,7 @@ fn the_receive_side_answers_ce_with_a_cnp() {
 }
 
 /// The sender appliance holds up to 1M flows and touches one flow's state per frame, at a
-/// random place in memory (docs/design.md, "the per-frame cost at a million flows"): every 64
+/// random place in memory (docs/design.md, "Sender appliance"): every 64
 /// octets more is one more cache line a frame may miss on. DCQCN's state is boxed
 /// (`FlowRp::Dcqcn`), a queue's octet counts are 32-bit, the pacers are stored in 12 octets
 /// (`rp::Pacer`), "no timer", "not started", "not finished" and "no pending release" are

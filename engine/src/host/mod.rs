@@ -13,7 +13,7 @@
 //!   every reaction-point driver applies before [`rp`] sees the feedback).
 //!
 //! Frame building and parsing stay in the drivers: nothing here but [`validate`] sees bytes
-//! (STYLE.md rule 7), and it only reads the frame a CNM encapsulates.
+//! (docs/style.md, "Sans-IO cores"), and it only reads the frame a CNM encapsulates.
 pub mod core;
 pub mod rp;
 pub mod validate;

@@ -92,7 +92,7 @@ const LD_IMM64: u8 = 0x18;
 /// `src_reg` of an `ld_imm64` whose immediate is a map's fd (BPF_PSEUDO_MAP_FD).
 const PSEUDO_MAP_FD: u8 = 1;
 
-// Helpers (enum bpf_func_id).
+// Kernel functions a program may call (enum bpf_func_id).
 const MAP_LOOKUP_ELEM: i32 = 1;
 const REDIRECT_MAP: i32 = 51;
 

@@ -2,8 +2,8 @@
 //!
 //! Every kind of port (in-memory, AF_PACKET, AF_XDP, and later DPDK) implements one trait,
 //! [`Port`], with burst receive and transmit and a declared set of [`Capabilities`]
-//! (STYLE.md rule 13, after smoltcp's `phy::Device`). Wrappers such as [`capture::Capture`]
-//! take any port and are themselves ports.
+//! (docs/style.md, "Ports", after smoltcp's `phy::Device`). Wrappers such as
+//! [`capture::Capture`] take any port and are themselves ports.
 //!
 //! # Frame ownership
 //! A frame is an owned handle, [`Port::Frame`], that implements [`Frame`]. Owning the handle is

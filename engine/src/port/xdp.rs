@@ -333,7 +333,7 @@ const BUSY_POLL_USECS: i32 = 20;
 /// spinning worker should ask for it. And it needs the socket to hold the NAPI's id
 /// ([`incoming_napi_id`]): on veth with Linux 6.13 and later it holds none, nothing is
 /// polled, and with the deferral set every frame waits for the timeout (docs/design.md,
-/// "the kernel's half on the sender's core", measured).
+/// "Switch runtime", has the measurement).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NapiBusyPoll {
     /// SO_BUSY_POLL_BUDGET: frames one busy poll may process (1-65535; `quench switch` takes

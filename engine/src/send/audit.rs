@@ -403,9 +403,10 @@ mod tests {
     #[test]
     fn sending_time_given_up_after_a_window_end_marks_the_window_it_was_owed_in() {
         // The loop runs but sends nothing from 98 to 101 ms: at 100 ms the flow owes 2 ms and
-        // gives up 2 of the 3 ms owed when it sends again. That window (-2 %) had no loop gap
-        // and gave up nothing before its end, so it was unmarked and the next one, marked by
-        // the lag given up, got the 1 ms made up (stop 29's -2.71 % window had that shape).
+        // gives up 2 of the 3 ms owed when it sends again. The window waits for the flow, so
+        // the time given up marks it (-2 %), and the 1 ms made up stays out of the next one,
+        // which is clean. Closing the window at its end left it unmarked at -2 % and put the
+        // made-up 1 ms into the next window.
         let audit = audited_1ms_bound_held(0..0, 98_000_000..101_000_000);
         assert_windows(&audit, &[(true, -0.0198), (false, 0.0)]);
     }

@@ -318,7 +318,7 @@ impl Routes {
 /// Linux places each new mapping below the last (top-down mmap layout): the later a switch is
 /// created, the lower its address, and all of them above the heap. On HPCC's fat tree this
 /// order, and not increasing id, makes the per-port queue histograms of the two simulators
-/// (`QLEN_MON_FILE`) agree port by port (docs/design.md, issue 20).
+/// (`QLEN_MON_FILE`) agree port by port (docs/design.md, "Simulator and ns-3 compatibility").
 pub fn ns3_neighbour_order(topo: &Topology, id: u32) -> (bool, std::cmp::Reverse<u32>, u32) {
     match topo.is_switch.get(id as usize) {
         Some(true) => (true, std::cmp::Reverse(id), 0),

@@ -67,7 +67,8 @@ pub struct CnmSource {
     pub priority: u8,
 }
 
-/// Validated congestion points of one egress port (params -> profile, STYLE.md rule 5).
+/// Validated congestion points of one egress port (params -> profile: docs/style.md,
+/// "Parameters, profiles, state").
 #[derive(Clone, Debug)]
 pub struct CpProfiles {
     /// Bit p set: data priority p is watched.

@@ -1,5 +1,5 @@
 //! A congestion-point port's queue depth shared by the workers that hold its egress, so that
-//! frames never change core for it (issue 21, design.md "no crossing").
+//! frames never change core for it (docs/design.md, "Switch runtime").
 //!
 //! Every worker holding such a port keeps its own egress queue on it (and its own device
 //! transmit queue). What decides (QCN's Fb and sampling, RED/ECN, TCD, the tail-drop limit)

@@ -93,9 +93,8 @@ pub struct Worker<P: Port> {
     /// copied into the ring slot ([`Carried::Inline`]): freed on this core, landed in a buffer
     /// of the egress worker's own pool, so no buffer changes core. Larger ones cross as
     /// themselves when their buffer may ([`Port::carry`]). Default 0, every frame crosses as
-    /// itself: on bench-dpdk (`--workers`, rows cp and cp_mbufs) the copy's allocation, free
-    /// and copies cost more than the cache lines it saves (docs/results.md, issue 21 third
-    /// pass); `INLINE_MAX` turns the copy on.
+    /// itself: the copy's instructions cost about what the cache lines it saves are worth
+    /// (docs/design.md, "Switch runtime"); `INLINE_MAX` turns the copy on.
     pub cross_copy_max: usize,
     /// Per port: the source address of the PAUSE frames it sends.
     macs: Vec<MacAddr>,

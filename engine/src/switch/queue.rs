@@ -413,8 +413,8 @@ impl<F: QueuedFrame, H: CongestionHook<F>> EgressQueue<F, H> {
 }
 
 /// Paces a port's egress to a configured rate with the one pacer ([`rp::Pacer`]): says when the
-/// next frame may leave; the engine enforces it (STYLE.md rule 10) by busy-polling its clock,
-/// the simulator by jumping its virtual clock.
+/// next frame may leave; the engine enforces it (docs/style.md, "Pacing and deadlines") by
+/// busy-polling its clock, the simulator by jumping its virtual clock.
 ///
 /// Each frame of `len` octets advances the release time by exactly `len * 8 / rate` seconds
 /// (no rounding accumulates). The pacer's credit bound is used twice:

@@ -1,6 +1,6 @@
 //! QCN's sampling state of a congestion-point port whose egress several workers hold
 //! (`switch::depth`), kept port-wide, so that the port samples the frames a one-worker switch
-//! would sample (issue 21, design.md "QCN sampling port-wide").
+//! would sample (docs/design.md, "Switch runtime").
 //!
 //! In byte-interval mode (802.1Qau practice, the default) one congestion point samples the
 //! first frame whose arrival reaches the last sample's position plus an interval, sets Qold to

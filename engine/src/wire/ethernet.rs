@@ -5,7 +5,7 @@
 //! (802.1Qau, see [`super::cntag`]), then the payload.
 //!
 //! Two ways in:
-//! - [`walk`]: the datapath helper. It reads only what a switch needs to classify a frame
+//! - [`walk`]: for the datapath. It reads only what a switch needs to classify a frame
 //!   (final EtherType, outer tag's PCP/VID, CN-TAG flow id, payload offset), is allocation-free
 //!   and never panics.
 //! - [`L2Repr`]: the whole L2 header stack with addresses, for parse/emit.
