@@ -26,6 +26,9 @@
 # the comparison the done-when figure is read from. A bucket of one file holds 160 flows, so its
 # p99 is the 2nd-largest slowdown; pooled over K files it is the ~1.6K-th, over both runs the
 # ~3.2K-th. That is 2K - 1 more ns-3 runs (cached in NS3_CACHE like the others).
+# Stdout ends with one JSON line: every row's figures (`rows`: wall and CPU seconds, peak MB and
+# FCTs of each simulator) and, with ns-3, each bucket comparison's count of buckets within 10 %
+# (`buckets`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p engine --bin quench >/dev/null 2>&1 || cargo build --release -p engine --bin quench
@@ -186,12 +189,37 @@ row() { # row NAME DIR
   fi
   local cols
   cols=$(printf '%-22s %9.3f %9s %8s %9s %9s %8s %7s %7s' "$1" "$qs" "$ns" "$sp" "$qc" "$nc" "$cx" "$qm" "$nm")
+  local qf=-
   if [ "${3:-}" = fcts ]; then
     if [ "$RUN_NS3" = 1 ]; then nf=$(fcts "$2/n/fct.txt"); df=$(fct_diff "$2/q/fct.txt" "$2/n/fct.txt"); fi
-    printf '%s   %s | %s | %s\n' "$cols" "$(fcts "$2/q/fct.txt")" "$nf" "$df"
+    qf=$(fcts "$2/q/fct.txt")
+    printf '%s   %s | %s | %s\n' "$cols" "$qf" "$nf" "$df"
   else
     printf '%s   %s flows\n' "$cols" "$(wc -l < "$2/q/fct.txt")"
   fi
+  # The row for the JSON line: name, quench wall / CPU / MB, ns-3 wall / CPU / MB, FCTs (us).
+  local nw=-
+  [ "$RUN_NS3" = 1 ] && nw=$(cat "$2/n/wall")
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$qs" "$(cat "$2/q/cpu")" "$qm" "$nw" \
+    "$([ "$RUN_NS3" = 1 ] && cat "$2/n/cpu" || echo -)" "$nm" "$qf" "$nf" >>"$W/rows.tsv"
+}
+# json_line: the last line of stdout, every row and bucket count as JSON.
+json_line() {
+  python3 - "$W/rows.tsv" "$W/buckets.json" <<'PY'
+import json, os, sys
+num = lambda x: None if x == "-" else float(x)
+fcts = lambda x: None if x == "-" else [float(v) for v in x.split()]
+rows = []
+for line in open(sys.argv[1]):
+    c = line.rstrip("\n").split("\t")
+    rows.append({"scenario": c[0], "quench_wall_s": num(c[1]), "quench_cpu_s": num(c[2]),
+                 "quench_mb": num(c[3]), "ns3_wall_s": num(c[4]), "ns3_cpu_s": num(c[5]),
+                 "ns3_mb": num(c[6]), "quench_fct_us": fcts(c[7]), "ns3_fct_us": fcts(c[8])})
+out = {"rows": rows}
+if os.path.exists(sys.argv[2]):
+    out["buckets"] = json.load(open(sys.argv[2]))
+print(json.dumps(out))
+PY
 }
 for sc in "A 20000000" "B 200000000"; do
   set -- $sc
@@ -201,7 +229,7 @@ for sc in "A 20000000" "B 200000000"; do
   [ "$RUN_NS3" = 1 ] && ns3_run "$W/$1-n.txt" "$W/$1/n"
   row "$1: 2 x $(( $2 / 1000000 )) MB incast" "$W/$1" fcts
 done
-[ -n "${NS3_HPCC_DIR:-}" ] || exit 0
+[ -n "${NS3_HPCC_DIR:-}" ] || { json_line; exit 0; }
 # C: the fat tree, on flow file 1 (random.seed(1)) and, with FAT_SEEDS=K, files 2..K.
 cp "$NS3_HPCC_DIR/simulation/mix/fat.txt" "$W/mix/fat.txt"
 K=${FAT_SEEDS:-1}
@@ -260,7 +288,8 @@ done
 # run), a bucket's slowdowns from every file together; the size shown is the bucket's largest.
 # The files come from one size distribution, so bucket i of each covers the same sizes but for
 # the sampling of 3,200 flows (the 5 % bucket ends at 3,050 octets in file 1).
-python3 - "$qf" "$n1" "$n2" "$q2" <<'PY'
+python3 - "$qf" "$n1" "$n2" "$q2" "$W/buckets.json" <<'PY'
+import json
 import sys
 def rows(path):
     rows = []
@@ -279,6 +308,7 @@ def buckets(paths):
         pct = lambda p: s[int(len(s) * p)]
         out.append((max(r[0] for r in part), pct(0.5), pct(0.95), pct(0.99)))
     return out
+within = {}
 def table(a, b, names):
     head = "   bucket max size | %s p50 p95 p99" % names[0]
     print(head + (" | %s p50 p95 p99 | p50 diff p99 diff" % names[1] if b else ""))
@@ -294,11 +324,14 @@ def table(a, b, names):
         print(line)
     if b:
         print("   within 10 %%: p50 %d of 20 buckets, p99 %d of 20" % (close[0], close[1]))
+        within["%s against %s%s" % (names[0], names[1], pooled)] = {"p50": close[0], "p99": close[1]}
 qf, n1, n2, q2 = sys.argv[1:5]
 k = len(qf.split(","))
+pooled = ""
 table(buckets(qf.split(",")[0]), n1 and buckets(n1.split(",")[0]), ("quench", "ns-3"))
 if k > 1:
     print("C pooled over %d flow files (seeds 1-%d):" % (k, k))
+    pooled = ", %d flow files pooled" % k
     print(" quench --seed 2 against quench --seed 1:")
     table(buckets(q2), buckets(qf), ("quench seed 2", "quench seed 1"))
     if n1:
@@ -309,8 +342,11 @@ if k > 1:
         print(" quench against ns-3 RngRun 2:")
         table(buckets(qf), buckets(n2), ("quench", "ns-3 run 2"))
         print(" both runs of each pooled, quench seeds 1 and 2 against ns-3 RngRun 1 and 2:")
+        pooled = ", %d flow files and both runs pooled" % k
         table(buckets(qf + "," + q2), buckets(n1 + "," + n2), ("quench", "ns-3"))
     else:
         table(buckets(qf), None, ("quench", None))
+json.dump(within, open(sys.argv[5], "w"))
 PY
 echo "bench-sim.sh: $(( $(date +%s) - T0 )) s in all"
+json_line
