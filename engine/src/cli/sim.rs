@@ -79,7 +79,8 @@ pub struct Args {
     /// Seed of every random choice in the run.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Stop after this much virtual time even if flows are unfinished, e.g. `50ms`.
+    /// Stop after this much virtual time even if flows are unfinished, e.g. `50ms`. An upper
+    /// bound: the run ends when its last flow completes.
     #[arg(long, value_parser = super::duration_arg)]
     pub stop: Option<units::Duration>,
     /// Deprecated: `--stop`, in milliseconds.
@@ -389,6 +390,9 @@ pub fn run_one(
     }
     let cc_name = p.cc.kind.name();
     let mut world = World::new(&p.topo, &p.flows, p.cc, p.cfg)?;
+    world
+        .stream_series_to(out)
+        .with_context(|| format!("writing the time series into {}", out.display()))?;
     let json = args.json && !sweeping;
     if json {
         super::human_to_stderr();
@@ -456,7 +460,7 @@ pub fn run_one(
             out.display()
         );
     }
-    let summary = report::write_all(&world, cc_name, out)?;
+    let summary = report::write_all(&mut world, cc_name, out)?;
     write_ns3_outputs(&world, &p.ns3_outputs)?;
     if !args.quiet && !sweeping {
         out!("{}", summary.table())?;

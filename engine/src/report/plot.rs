@@ -11,6 +11,97 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
+/// A series thinned as its points arrive in x order, so a plot of a long run holds a bounded
+/// number of points: the x range is cut into `buckets` equal spans, and of the points in a span
+/// only the lowest and the highest are kept (in x order), which keeps the envelope a line plot
+/// shows. A span with one or two points keeps them all, so a short series is unchanged.
+#[derive(Clone, Debug)]
+pub struct Thin {
+    x0: f64,
+    width: f64,
+    bucket: Option<u64>,
+    /// The current span's lowest and highest points.
+    low: (f64, f64),
+    high: (f64, f64),
+    count: u32,
+    points: Vec<(f64, f64)>,
+}
+
+impl Thin {
+    /// A series over `x0..=x1` kept to at most 2 x `buckets` points.
+    pub fn new(x0: f64, x1: f64, buckets: u32) -> Thin {
+        let span = (x1 - x0).max(0.0);
+        Thin {
+            x0,
+            width: if span > 0.0 {
+                span / f64::from(buckets.max(1))
+            } else {
+                f64::INFINITY
+            },
+            bucket: None,
+            low: (0.0, 0.0),
+            high: (0.0, 0.0),
+            count: 0,
+            points: Vec::new(),
+        }
+    }
+
+    fn close(&mut self) {
+        match self.count {
+            0 => {}
+            1 => self.points.push(self.low),
+            _ => {
+                let (a, b) = if self.low.0 <= self.high.0 {
+                    (self.low, self.high)
+                } else {
+                    (self.high, self.low)
+                };
+                self.points.push(a);
+                self.points.push(b);
+            }
+        }
+        self.count = 0;
+    }
+
+    /// Adds the point `(x, y)`; `x` does not decrease from one call to the next.
+    pub fn push(&mut self, x: f64, y: f64) {
+        let b = if self.width.is_finite() {
+            ((x - self.x0).max(0.0) / self.width) as u64
+        } else {
+            0
+        };
+        if self.bucket != Some(b) {
+            self.close();
+            self.bucket = Some(b);
+        }
+        if self.count == 0 {
+            self.low = (x, y);
+            self.high = (x, y);
+        } else if self.count == 1 {
+            // Two points: both kept, in order.
+            if y < self.low.1 {
+                self.low = (x, y);
+            } else {
+                self.high = (x, y);
+            }
+        } else {
+            if y < self.low.1 {
+                self.low = (x, y);
+            }
+            if y > self.high.1 {
+                self.high = (x, y);
+            }
+        }
+        self.count += 1;
+    }
+
+    /// The kept points, in x order.
+    pub fn finish(mut self) -> Vec<(f64, f64)> {
+        self.close();
+        self.points
+    }
+}
+
 /// Drawing a plot failed (plotters reports the backend's error as text).
 #[derive(Debug, thiserror::Error)]
 #[error("drawing the plot {title:?}: {why}")]
@@ -96,6 +187,20 @@ mod tests {
         assert!(svg.starts_with("<svg"), "{}", &svg[..40]);
         assert!(svg.contains("flow 1") && svg.contains("flow 2") && svg.contains("time (s)"));
         assert_eq!(line_plot("t", "time (s)", "rate", &s).unwrap(), svg);
+        // Thinning keeps a short series whole and a long one's envelope.
+        let mut t = Thin::new(0.0, 10.0, 5);
+        for (x, y) in [(0.0, 1.0), (3.0, 2.0), (9.0, 0.5)] {
+            t.push(x, y);
+        }
+        assert_eq!(t.finish(), [(0.0, 1.0), (3.0, 2.0), (9.0, 0.5)]);
+        let mut t = Thin::new(0.0, 1000.0, 10);
+        for i in 0..=1000 {
+            t.push(f64::from(i), if i == 555 { 9.0 } else { f64::from(i % 7) });
+        }
+        let pts = t.finish();
+        assert!(pts.len() <= 22, "{}", pts.len());
+        assert!(pts.contains(&(555.0, 9.0)), "the peak survives");
+        assert!(pts.windows(2).all(|w| w[0].0 <= w[1].0));
         // No series: axes, no legend, no error.
         let empty = line_plot("t", "x", "y", &[]).unwrap();
         assert!(empty.starts_with("<svg") && !empty.contains("flow"));

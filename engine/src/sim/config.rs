@@ -88,7 +88,8 @@ pub struct LinkChange {
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunConfig {
     pub seed: u64,
-    /// Stop at this time even if flows are unfinished.
+    /// Stop at this time even if flows are unfinished. An upper bound: a run ends when its
+    /// last flow completes (as ns-3's `SIMULATOR_STOP_TIME` is one; nothing happens after).
     pub stop: Option<Instant>,
     /// Time-series sampling period.
     pub sample: Duration,
@@ -97,9 +98,6 @@ pub struct RunConfig {
     pub host: HostConfig,
     pub switch: SwitchConfig,
     pub link_changes: Vec<LinkChange>,
-    /// With `stop` set: end as soon as every flow completed instead of running on to `stop`
-    /// (ns-3's `SIMULATOR_STOP_TIME` is an upper bound; nothing happens after the last flow).
-    pub stop_when_done: bool,
     /// ns-3's queue-length monitor (`QLEN_MON_FILE`), if wanted.
     pub qlen_window: Option<super::monitor::QlenWindow>,
     /// Keep ns-3's PFC log (`PFC_OUTPUT_FILE`): one record per PFC frame received.
@@ -118,7 +116,6 @@ impl Default for RunConfig {
             host: HostConfig::default(),
             switch: SwitchConfig::default(),
             link_changes: Vec::new(),
-            stop_when_done: false,
             qlen_window: None,
             pfc_log: false,
             tx_time: TxTime::Ceil,

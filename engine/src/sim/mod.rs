@@ -7,7 +7,8 @@
 //!   reached only through [`cc`], which wraps the crates' state machines;
 //! - [`topology`], [`traffic`], [`scenario`]: inputs (ns-3 HPCC topology / flow formats, workload
 //!   CDFs, the TOML scenario);
-//! - [`report`]: outputs (`fct.txt`, `summary.json`, CSV time series, SVG plots).
+//! - [`report`]: outputs (`fct.txt`, `summary.json`, SVG plots); [`series`]: the CSV time
+//!   series, streamed to their files as the run samples them.
 //!
 //! Invariants: virtual time only ([`units::Instant`] nanoseconds); all randomness from one seed
 //! split per component ([`rng`]); outputs depend only on inputs and seed, so the same run twice
@@ -22,6 +23,7 @@ pub mod packet;
 pub mod report;
 pub mod rng;
 pub mod scenario;
+pub mod series;
 pub mod topology;
 pub mod traffic;
 pub mod world;

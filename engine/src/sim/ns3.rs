@@ -457,7 +457,6 @@ impl Ns3Config {
         cfg.host.ack_every = 1;
         cfg.switch.buffer_bytes = self.buffer_bytes;
         cfg.stop = Some(self.stop);
-        cfg.stop_when_done = true;
         cfg.qlen_window = self.qlen.as_ref().map(|(_, w)| *w);
         cfg.pfc_log = self.pfc_file.is_some();
     }
@@ -585,7 +584,7 @@ mod tests {
         let mut cfg = RunConfig::default();
         c.apply(&mut cfg);
         assert_eq!((cfg.host.mtu, cfg.host.ack_every), (1000, 1));
-        assert!(cfg.pfc_log && cfg.stop_when_done && cfg.qlen_window.is_some());
+        assert!(cfg.pfc_log && cfg.qlen_window.is_some());
     }
 
     #[test]

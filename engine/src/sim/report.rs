@@ -9,8 +9,9 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use units::Instant;
 
+use super::series::Which;
 use super::world::{node_ip, World};
-use crate::report::plot::{line_plot, Series};
+use crate::report::plot::{line_plot, Series, Thin};
 
 /// Per-flow results.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -214,12 +215,6 @@ impl Summary {
                 retransmits: f.retransmits,
             });
         }
-        let mut samples: Vec<Vec<u64>> = vec![Vec::new(); w.port_count() as usize];
-        for s in &w.queue_samples {
-            if s.t >= from {
-                samples[s.port as usize].push(s.bytes);
-            }
-        }
         let span = (end - from).as_nanos().max(1) as f64;
         let mut ports = Vec::new();
         for p in 0..w.port_count() {
@@ -228,12 +223,13 @@ impl Summary {
                 continue;
             }
             let (node, local, peer) = w.port_name(p);
-            let s = &mut samples[p as usize];
-            let n = s.len().max(1) as f64;
-            let mean = s.iter().map(|&x| x as f64).sum::<f64>() / n;
-            let var = s.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n;
-            let queue_cv = if mean > 0.0 { var.sqrt() / mean } else { 0.0 };
-            s.sort_unstable();
+            let dist = w.queue_dist(p);
+            let mean = dist.mean();
+            let queue_cv = if mean > 0.0 {
+                dist.variance().sqrt() / mean
+            } else {
+                0.0
+            };
             ports.push(PortSummary {
                 node,
                 port: local,
@@ -247,7 +243,7 @@ impl Summary {
                 pauses_sent: st.pauses_sent,
                 pauses_received: st.pauses_received,
                 queue_mean_bytes: st.q_integral as f64 / span,
-                queue_p99_bytes: percentile(s, 0.99),
+                queue_p99_bytes: dist.percentile(0.99),
                 queue_max_bytes: st.q_max,
                 queue_cv,
             });
@@ -323,74 +319,92 @@ pub fn fct_txt(w: &World) -> String {
     s
 }
 
-/// `flows.csv`: `time_ns,flow,rate_bps,goodput_bps`.
-pub fn flows_csv(w: &World) -> String {
-    let mut s = String::from("time_ns,flow,rate_bps,goodput_bps\n");
-    for r in &w.flow_samples {
-        let _ = writeln!(
-            s,
-            "{},{},{},{}",
-            r.t.as_nanos(),
-            r.flow,
-            r.rate.as_bps(),
-            r.goodput.as_bps()
-        );
-    }
-    s
+/// `flows.csv`: `time_ns,flow,rate_bps,goodput_bps` (the whole text, read back).
+pub fn flows_csv(w: &World) -> std::io::Result<String> {
+    w.series().text(Which::Flows)
 }
 
-/// `queues.csv`: `time_ns,node,port,bytes` for switch ports that carried traffic.
-pub fn queues_csv(w: &World) -> String {
-    let mut s = String::from("time_ns,node,port,bytes\n");
-    for r in &w.queue_samples {
-        let (node, local, _) = w.port_name(r.port);
-        let _ = writeln!(s, "{},{},{},{}", r.t.as_nanos(), node, local, r.bytes);
-    }
-    s
+/// `queues.csv`: `time_ns,node,port,bytes` for switch ports that carried traffic (the whole
+/// text, read back).
+pub fn queues_csv(w: &World) -> std::io::Result<String> {
+    w.series().text(Which::Queues)
 }
 
 /// Up to this many series per plot (the largest ones), so plots stay legible.
 const MAX_SERIES: usize = 12;
 
-/// `rates.svg` (per-flow reaction-point rate) and `queues.svg` (per-port queue).
+/// Points a plotted series keeps at most, twice this (see [`Thin`]): a long run's plot stays a
+/// few hundred KB.
+const PLOT_BUCKETS: u32 = 1000;
+
+/// `rates.svg` (per-flow reaction-point rate) and `queues.svg` (per-port queue), from the time
+/// series read back (only the plotted series are held, thinned).
 pub fn plots(w: &World) -> anyhow::Result<(String, String)> {
-    let ms = |t: Instant| t.as_nanos() as f64 * 1e-6;
-    let mut flows: Vec<Series> = Vec::new();
+    let ms = |ns: u64| ns as f64 * 1e-6;
+    let first = w
+        .flows
+        .iter()
+        .map(|f| f.spec.start)
+        .min()
+        .unwrap_or(Instant::ZERO);
+    let (x0, x1) = (ms(first.as_nanos()), ms(w.now().as_nanos()));
+    let thin = || Thin::new(x0, x1, PLOT_BUCKETS);
     let nflows = w.flows.len().min(MAX_SERIES);
-    for i in 0..nflows {
-        flows.push(Series {
-            name: format!("flow {i}"),
-            points: Vec::new(),
-        });
-    }
-    for r in &w.flow_samples {
-        if (r.flow as usize) < nflows {
-            flows[r.flow as usize]
-                .points
-                .push((ms(r.t), r.rate.as_bps() as f64 * 1e-9));
+    let mut flows: Vec<Thin> = (0..nflows).map(|_| thin()).collect();
+    w.series().for_each_row(Which::Flows, |f| {
+        let (Some(Ok(t)), Some(Ok(flow)), Some(Ok(rate))) = (
+            f.first().map(|x| x.parse::<u64>()),
+            f.get(1).map(|x| x.parse::<usize>()),
+            f.get(2).map(|x| x.parse::<u64>()),
+        ) else {
+            return;
+        };
+        if let Some(s) = flows.get_mut(flow) {
+            s.push(ms(t), rate as f64 * 1e-9);
         }
-    }
+    })?;
+    let flows: Vec<Series> = flows
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| Series {
+            name: format!("flow {i}"),
+            points: t.finish(),
+        })
+        .collect();
     let mut by_port: Vec<(u64, u32)> = (0..w.port_count())
         .filter(|&p| w.port_is_switch(p) && w.port_stats(p).q_max > 0)
         .map(|p| (w.port_stats(p).q_max, p))
         .collect();
     by_port.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     by_port.truncate(MAX_SERIES);
-    let mut queues: Vec<Series> = by_port
+    let mut queues: Vec<Thin> = by_port.iter().map(|_| thin()).collect();
+    w.series().for_each_row(Which::Queues, |f| {
+        let (Some(Ok(t)), Some(Ok(node)), Some(Ok(local)), Some(Ok(bytes))) = (
+            f.first().map(|x| x.parse::<u64>()),
+            f.get(1).map(|x| x.parse::<u32>()),
+            f.get(2).map(|x| x.parse::<u32>()),
+            f.get(3).map(|x| x.parse::<u64>()),
+        ) else {
+            return;
+        };
+        let Some(port) = w.port_id(node, local) else {
+            return;
+        };
+        if let Some(k) = by_port.iter().position(|&(_, p)| p == port) {
+            queues[k].push(ms(t), bytes as f64 / 1000.0);
+        }
+    })?;
+    let queues: Vec<Series> = by_port
         .iter()
-        .map(|&(_, p)| {
+        .zip(queues)
+        .map(|(&(_, p), t)| {
             let (n, l, peer) = w.port_name(p);
             Series {
                 name: format!("node {n} port {l} (to {peer})"),
-                points: Vec::new(),
+                points: t.finish(),
             }
         })
         .collect();
-    for r in &w.queue_samples {
-        if let Some(k) = by_port.iter().position(|&(_, p)| p == r.port) {
-            queues[k].points.push((ms(r.t), r.bytes as f64 / 1000.0));
-        }
-    }
     Ok((
         line_plot(
             "Reaction point rate per flow",
@@ -408,9 +422,11 @@ pub fn plots(w: &World) -> anyhow::Result<(String, String)> {
 }
 
 /// Writes every output file into `dir`.
-pub fn write_all(w: &World, cc: &str, dir: &Path) -> anyhow::Result<Summary> {
+pub fn write_all(w: &mut World, cc: &str, dir: &Path) -> anyhow::Result<Summary> {
     use anyhow::Context;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    w.series_result()?;
+    let w = &*w;
     let put = |name: &str, body: &str| {
         let p = dir.join(name);
         std::fs::write(&p, body).with_context(|| format!("writing {}", p.display()))
@@ -421,10 +437,22 @@ pub fn write_all(w: &World, cc: &str, dir: &Path) -> anyhow::Result<Summary> {
         "summary.json",
         &(serde_json::to_string_pretty(&summary)? + "\n"),
     )?;
-    put("flows.csv", &flows_csv(w))?;
-    put("queues.csv", &queues_csv(w))?;
+    // Streamed into `dir` as the run went (`World::stream_series_to`), or written now.
+    let streamed = w.series().dir().is_some_and(|d| same_dir(d, dir));
+    if !streamed {
+        put("flows.csv", &flows_csv(w)?)?;
+        put("queues.csv", &queues_csv(w)?)?;
+    }
     let (rates, queues) = plots(w)?;
     put("rates.svg", &rates)?;
     put("queues.svg", &queues)?;
     Ok(summary)
+}
+
+/// Whether two paths name one directory.
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
 }

@@ -105,9 +105,10 @@ fn qcn_follows_a_bottleneck_from_10_to_half_and_back() {
     let mut w = World::new(&topo, &[flow(0, 1, 10_000_000_000, 0)], cc, cfg).unwrap();
     w.run(&mut |_| {});
     let s = Summary::of(&w, "qcn");
+    let samples = w.flow_samples().unwrap();
     let rate_at = |ms: u64| {
         let t = Instant::ZERO + Duration::from_millis(ms);
-        w.flow_samples
+        samples
             .iter()
             .rev()
             .find(|r| r.t <= t)

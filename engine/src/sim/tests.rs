@@ -126,8 +126,8 @@ fn same_seed_same_bytes() {
         let w = run(&topo, &flows, cfg);
         (
             report::fct_txt(&w),
-            report::flows_csv(&w),
-            report::queues_csv(&w),
+            report::flows_csv(&w).unwrap(),
+            report::queues_csv(&w).unwrap(),
             serde_json::to_string(&Summary::of(&w, "none")).unwrap(),
         )
     };
@@ -157,4 +157,27 @@ fn unknown_hosts_and_self_flows_are_errors() {
     .err()
     .unwrap();
     assert!(e.to_string().contains("same host"), "{e}");
+}
+
+#[test]
+fn a_run_ends_with_its_last_flow_not_at_its_stop() {
+    // One 1 KB flow under a 10 s stop: the run ends when the flow completes, and the time
+    // series hold a few samples, not one per period for 10 s.
+    let topo = star(2, "10Gbps");
+    let cfg = RunConfig {
+        stop: Some(Instant::ZERO + Duration::from_secs(10)),
+        ..RunConfig::default()
+    };
+    let w = run(&topo, &[flow(0, 1, 1000, 0)], cfg);
+    assert!(w.flows[0].done);
+    assert_eq!(w.now(), w.flows[0].finish);
+    assert!(
+        w.now() < Instant::ZERO + Duration::from_millis(1),
+        "{:?}",
+        w.now()
+    );
+    let q = report::queues_csv(&w).unwrap();
+    assert!(q.lines().count() < 10, "{q}");
+    let s = Summary::of(&w, "none");
+    assert_eq!(s.end_ns, w.flows[0].finish.as_nanos());
 }

@@ -25,6 +25,7 @@ use super::event::{EventQueue, Slot};
 use super::monitor::{PfcRecord, QlenMonitor};
 use super::packet::{Kind, Pkt};
 use super::rng::{self, SimRng, Stream};
+use super::series::{QueueDist, Series, Which};
 use super::topology::{ecmp_pick, EcmpKey, Routes, Topology};
 use super::traffic::FlowSpec;
 use crate::host::core::{FlowHandle, HostCore, PacingConfig, Source};
@@ -286,14 +287,6 @@ pub struct FlowSample {
     pub goodput: Rate,
 }
 
-/// One time-series row for a switch port.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct QueueSample {
-    pub t: Instant,
-    pub port: u32,
-    pub bytes: u64,
-}
-
 /// Progress of a run, reported every few hundred thousand events.
 #[derive(Clone, Copy, Debug)]
 pub struct Progress {
@@ -318,8 +311,10 @@ pub struct World {
     flow_routes: Vec<FlowRoute>,
     link_rngs: Vec<SimRng>,
     remaining: usize,
-    pub flow_samples: Vec<FlowSample>,
-    pub queue_samples: Vec<QueueSample>,
+    /// `flows.csv` and `queues.csv`, streamed as they are sampled.
+    series: Series,
+    /// Per port: the queue lengths sampled within the statistics window.
+    queue_dist: Vec<QueueDist>,
     /// ns-3's queue-length monitor (`RunConfig::qlen_window`).
     qlen: Option<QlenMonitor>,
     /// PFC frames received (`RunConfig::pfc_log`).
@@ -519,6 +514,7 @@ impl World {
         let link_rngs = (0..ports.len())
             .map(|i| rng::stream(cfg.seed, Stream::Link, i as u64))
             .collect();
+        let nports = ports.len();
         let mut w = World {
             now: Instant::ZERO,
             events: EventQueue::new(),
@@ -531,8 +527,8 @@ impl World {
             flow_routes: Vec::with_capacity(flows.len()),
             link_rngs,
             remaining: flows.len(),
-            flow_samples: Vec::new(),
-            queue_samples: Vec::new(),
+            series: Series::default(),
+            queue_dist: vec![QueueDist::default(); nports],
             qlen: None,
             pfc_log: cfg.pfc_log.then(Vec::new),
             cfg,
@@ -725,7 +721,10 @@ impl World {
             }
             self.now = t;
             self.handle(ev);
-            if self.remaining == 0 && (self.cfg.stop.is_none() || self.cfg.stop_when_done) {
+            // The run ends with its last flow: nothing after it changes a queue or a rate, and
+            // running on to `stop` would only sample idle ports (ns-3's `SIMULATOR_STOP_TIME`
+            // is such a bound too). The queue monitor's remaining dumps are written below.
+            if self.remaining == 0 {
                 break;
             }
             tick = tick.wrapping_add(1);
@@ -741,6 +740,8 @@ impl World {
         for p in 0..self.ports.len() {
             self.account_queue(p as u32);
         }
+        // The error, if any, is the outputs' to report (`World::series_result`).
+        let _ = self.series.flush();
         // ns-3 runs on to its stop time; nothing changes after the last flow, so the queue
         // monitor's remaining dumps see the queues as they are now (not so when interrupted).
         if let (Some(m), Some(stop), false) = (&mut self.qlen, self.cfg.stop, interrupted) {
@@ -1396,24 +1397,34 @@ impl World {
             }
             let goodput = Rate::from_bps_f64(f.sample_bytes as f64 * 8.0 / period.as_secs_f64());
             f.sample_bytes = 0;
-            self.flow_samples.push(FlowSample {
-                t: now,
-                flow: i as u32,
-                rate: if f.done {
-                    Rate::ZERO
-                } else {
-                    self.hosts[f.src_h as usize].core.rate(f.handle)
-                },
-                goodput,
-            });
+            let rate = if f.done {
+                Rate::ZERO
+            } else {
+                self.hosts[f.src_h as usize].core.rate(f.handle)
+            };
+            self.series.row(
+                Which::Flows,
+                format_args!(
+                    "{},{},{},{}",
+                    now.as_nanos(),
+                    i,
+                    rate.as_bps(),
+                    goodput.as_bps()
+                ),
+            );
         }
+        let in_window = now >= self.cfg.stats_from;
         for (i, p) in self.ports.iter().enumerate() {
-            if self.nodes[p.node as usize].host == NONE && (p.stats.tx_pkts > 0 || p.qtotal > 0) {
-                self.queue_samples.push(QueueSample {
-                    t: now,
-                    port: i as u32,
-                    bytes: p.qtotal,
-                });
+            let node = &self.nodes[p.node as usize];
+            if node.host == NONE && (p.stats.tx_pkts > 0 || p.qtotal > 0) {
+                let local = i as u32 - node.first_port;
+                self.series.row(
+                    Which::Queues,
+                    format_args!("{},{},{},{}", now.as_nanos(), p.node, local, p.qtotal),
+                );
+                if in_window {
+                    self.queue_dist[i].add(p.qtotal);
+                }
             }
         }
         let more = self.remaining > 0 || self.cfg.stop.is_some();
@@ -1427,6 +1438,60 @@ impl World {
         let p = &self.ports[port as usize];
         let local = port - self.nodes[p.node as usize].first_port;
         (p.node, local, self.ports[p.peer as usize].node)
+    }
+
+    /// The global id of `node`'s port `local`.
+    pub fn port_id(&self, node: u32, local: u32) -> Option<u32> {
+        let n = self.nodes.get(node as usize)?;
+        (local < n.nports).then_some(n.first_port + local)
+    }
+
+    /// From now on `flows.csv` and `queues.csv` are written into `dir` as the run samples them
+    /// (see [`super::series`]).
+    pub fn stream_series_to(&mut self, dir: &std::path::Path) -> std::io::Result<()> {
+        self.series.stream_to(dir)
+    }
+
+    /// The time series as recorded so far ([`Series::for_each_row`] reads them back).
+    pub fn series(&self) -> &Series {
+        &self.series
+    }
+
+    /// The first error writing the time series, if any (flushes what is buffered).
+    pub fn series_result(&mut self) -> std::io::Result<()> {
+        self.series.flush()
+    }
+
+    /// The queue lengths port `port` was sampled at within the statistics window.
+    pub fn queue_dist(&self, port: u32) -> &QueueDist {
+        &self.queue_dist[port as usize]
+    }
+
+    /// Every flow sample, read back: all of them in memory (tests, short runs).
+    pub fn flow_samples(&self) -> std::io::Result<Vec<FlowSample>> {
+        let mut out = Vec::new();
+        let mut bad = None;
+        self.series.for_each_row(Which::Flows, |f| {
+            let row = (|| {
+                Some(FlowSample {
+                    t: Instant::from_nanos(f.first()?.parse().ok()?),
+                    flow: f.get(1)?.parse().ok()?,
+                    rate: Rate::from_bps(f.get(2)?.parse().ok()?),
+                    goodput: Rate::from_bps(f.get(3)?.parse().ok()?),
+                })
+            })();
+            match row {
+                Some(r) => out.push(r),
+                None => bad = Some(f.join(",")),
+            }
+        })?;
+        match bad {
+            None => Ok(out),
+            Some(row) => Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("flows.csv: unreadable row `{row}`"),
+            )),
+        }
     }
 
     pub fn port_is_switch(&self, port: u32) -> bool {
