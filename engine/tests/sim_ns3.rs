@@ -236,3 +236,62 @@ fn sweep_runs_a_grid_with_one_directory_each_and_one_table() {
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn hpccs_mix_files_read_as_ns3_reads_them() {
+    // The shapes of HPCC's own mix/ files: a topology whose header counts fewer links than
+    // follow and a note on the format after them, a flow file whose count line says 2 of its
+    // flows, and config.txt's ACK_HIGH_PRIO 0 and ENABLE_TRACE 1 (its CC_MODE 3 and HAS_WIN 1
+    // stay errors: quench models DCQCN without a window).
+    let d = ns3_dir("mix");
+    std::fs::write(
+        d.join("mix/topology.txt"),
+        "4 1 3\n3\n0 3 100Gbps 0.001ms 0\n1 3 100Gbps 0.001ms 0\n2 3 100Gbps 0.001ms 0\n\
+         0 9 25Gbps 0.001ms 0\n\nsrc0 dst0 rate delay error_rate\n...\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("mix/flow.txt"),
+        "2\n0 2 3 100 300000 2\n1 2 3 100 300000 2\n0 1 3 100 5000 2\n\n\
+         First line: # of flows\nsrc0 dst0 3 dst_port0 size0 start_time0\n",
+    )
+    .unwrap();
+    let config = run_py_config(1)
+        .replace("topo_incast.txt", "topology.txt")
+        .replace("flow_incast.txt", "flow.txt")
+        .replace("ACK_HIGH_PRIO 1", "ACK_HIGH_PRIO 0")
+        .replace("ENABLE_TRACE 0", "ENABLE_TRACE 1");
+    std::fs::write(d.join("mix/config.txt"), &config).unwrap();
+    let out = sim_in(&d, &["--ns3-config", "mix/config.txt", "--out", "q"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for want in [
+        "mix/topology.txt: 3 lines from line 6 on ignored",
+        "mix/flow.txt: 3 lines from line 4 on ignored",
+        "warning: mix/config.txt: ENABLE_TRACE 1",
+    ] {
+        assert!(err.contains(want), "{want}: {err}");
+    }
+    assert_eq!(
+        fcts(&d.join("mix/fct_topo_incast_flow_incast_dcqcn.txt")).len(),
+        2
+    );
+    // HPCC's CC_MODE 3 and HAS_WIN 1, and a bad rate: every problem in one run.
+    let bad = config
+        .replace("CC_MODE 1", "CC_MODE 3")
+        .replace("HAS_WIN 0", "HAS_WIN 1")
+        .replace("RATE_HAI 200Mb/s", "RATE_HAI 200");
+    std::fs::write(d.join("mix/config.txt"), bad).unwrap();
+    let out = sim_in(&d, &["--ns3-config", "mix/config.txt", "--out", "q"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    for want in [
+        "3 problems:",
+        "CC_MODE 3 (HPCC)",
+        "HAS_WIN 1",
+        "RATE_HAI `200`",
+    ] {
+        assert!(err.contains(want), "{want}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -127,6 +127,8 @@ pub struct Prepared {
     pub cfg: RunConfig,
     /// ns-3 output files to write after the run (from `--ns3-config`).
     pub ns3_outputs: Ns3Outputs,
+    /// Input set aside as ns-3 sets it aside, a sentence each, for standard error.
+    pub warnings: Vec<String>,
 }
 
 /// Where a config.txt wants its outputs, resolved.
@@ -156,16 +158,26 @@ fn ns3_base(args: &Args, config: &Path, probe: Option<&str>) -> PathBuf {
     }
 }
 
-fn read_topology(p: &Path) -> anyhow::Result<Topology> {
+/// Reads an ns-3 topology file; what ns-3 would not read either goes to `warnings`.
+fn read_topology(p: &Path, warnings: &mut Vec<String>) -> anyhow::Result<Topology> {
     let text =
         std::fs::read_to_string(p).with_context(|| format!("reading topology {}", p.display()))?;
-    Topology::parse(&text).with_context(|| format!("topology {}", p.display()))
+    let (t, w) = Topology::read(&text).with_context(|| format!("topology {}", p.display()))?;
+    warnings.extend(
+        w.into_iter()
+            .map(|w| format!("topology {}: {w}", p.display())),
+    );
+    Ok(t)
 }
 
-fn read_flows(p: &Path) -> anyhow::Result<Vec<crate::sim::FlowSpec>> {
+/// Reads an ns-3 flow file; what ns-3 would not read either goes to `warnings`.
+fn read_flows(p: &Path, warnings: &mut Vec<String>) -> anyhow::Result<Vec<crate::sim::FlowSpec>> {
     let text =
         std::fs::read_to_string(p).with_context(|| format!("reading flows {}", p.display()))?;
-    crate::sim::traffic::parse_flows(&text).with_context(|| format!("flows {}", p.display()))
+    let (f, w) =
+        crate::sim::traffic::read_flows(&text).with_context(|| format!("flows {}", p.display()))?;
+    warnings.extend(w.into_iter().map(|w| format!("flows {}: {w}", p.display())));
+    Ok(f)
 }
 
 pub fn prepare(args: &Args) -> anyhow::Result<Prepared> {
@@ -221,7 +233,7 @@ pub fn prepare_with(
         (Some(p), None) => {
             let text = std::fs::read_to_string(p)
                 .with_context(|| format!("reading ns-3 config {}", p.display()))?;
-            Some(Ns3Config::parse(&text, &p.display().to_string())?)
+            Some(Ns3Config::parse_file(&text, &p.display().to_string())?)
         }
         (None, Some((p, cc))) => {
             let bw = args.bw.with_context(|| {
@@ -237,9 +249,11 @@ pub fn prepare_with(
             None
         }
     };
+    let mut warnings = Vec::new();
     let mut cfg = RunConfig::default();
     if let Some(n) = &ns3cfg {
         n.apply(&mut cfg);
+        warnings.extend(n.warnings.iter().cloned());
     }
     if let Some(s) = &scen {
         s.apply(&mut cfg)?;
@@ -272,10 +286,10 @@ pub fn prepare_with(
         };
     }
     let mut topo = match (&args.topology, &ns3_topo) {
-        (Some(p), _) | (None, Some(p)) => read_topology(p)?,
+        (Some(p), _) | (None, Some(p)) => read_topology(p, &mut warnings)?,
         (None, None) => match &scen {
             Some(s) => s
-                .topology()?
+                .topology(&mut warnings)?
                 .with_context(|| format!("{}: no `topology` and no --topology", s.name))?,
             None => bail!("give --topology (and --flows), --scenario or --ns3-config"),
         },
@@ -285,10 +299,10 @@ pub fn prepare_with(
     }
     let mut flows = Vec::new();
     match (&args.flows, &ns3_flows) {
-        (Some(p), _) | (None, Some(p)) => flows.extend(read_flows(p)?),
+        (Some(p), _) | (None, Some(p)) => flows.extend(read_flows(p, &mut warnings)?),
         (None, None) => {
             if let Some(s) = &scen {
-                flows.extend(s.flows()?);
+                flows.extend(s.flows(&mut warnings)?);
             }
         }
     }
@@ -338,6 +352,7 @@ pub fn prepare_with(
         cc,
         cfg,
         ns3_outputs,
+        warnings,
     })
 }
 
@@ -387,6 +402,11 @@ pub fn run_one(
             pfc: sweep::redirect(&o.pfc, out),
             qlen: sweep::redirect(&o.qlen, out),
         };
+    }
+    if !sweeping {
+        for w in &p.warnings {
+            eprintln!("warning: {w}");
+        }
     }
     let cc_name = p.cc.kind.name();
     let mut world = World::new(&p.topo, &p.flows, p.cc, p.cfg)?;

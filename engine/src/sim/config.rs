@@ -21,6 +21,10 @@ pub struct HostConfig {
     /// One ACK per this many data packets; 0 = no ACKs (a flow then completes when its last
     /// octet reaches the receiver).
     pub ack_every: u32,
+    /// The PFC priority whose pause also holds the NIC's control frames (ACKs, NACKs, CNPs),
+    /// which otherwise leave ahead of data whatever is paused: ns-3's `ACK_HIGH_PRIO 0` puts
+    /// them in queue 3 (`sim::ns3::NS3_ACK_QUEUE_PRIO`). `None`: never held.
+    pub ack_pause_prio: Option<u8>,
     /// Minimum spacing of NACKs for the same gap (ns-3 `NACK_INTERVAL`, 500 us).
     pub nack_interval: Duration,
     /// Retransmission timeout: with no ACK progress for this long, go back to the first
@@ -39,6 +43,7 @@ impl Default for HostConfig {
             header_bytes: 48,
             ctrl_bytes: 64,
             ack_every: 1,
+            ack_pause_prio: None,
             nack_interval: Duration::from_micros(500),
             rto: Duration::from_millis(4),
             spacing: rp::Spacing::Exact,

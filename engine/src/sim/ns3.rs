@@ -5,7 +5,8 @@
 //! The file is whitespace-separated `KEY value...` pairs. ns-3 skips a key it does not know and
 //! runs on; here every key is either applied, or known to have no effect in the modelled setting
 //! (DCQCN, `CC_MODE 1`, no window), or an error that names it, so a config never runs with a
-//! setting quietly dropped.
+//! setting quietly dropped. An absent key takes third.cc's default. Every problem of a file is
+//! reported in one pass, a line each.
 //!
 //! | keys | here |
 //! |---|---|
@@ -19,7 +20,10 @@
 //! | `SIMULATOR_STOP_TIME` | upper bound of the run (it ends when the last flow completes) |
 //! | `TOPOLOGY_FILE`, `FLOW_FILE` | inputs (relative to ns-3's working directory) |
 //! | `FCT_OUTPUT_FILE`, `PFC_OUTPUT_FILE`, `QLEN_MON_FILE`, `QLEN_MON_START`, `QLEN_MON_END` | outputs in ns-3's formats |
-//! | `ACK_HIGH_PRIO` 1, `RATE_BOUND` 1, `HAS_WIN` 0, `L2_BACK_TO_ZERO` 0, `LINK_DOWN 0 0 0`, `ENABLE_TRACE` 0 | the modelled behaviour; other values are errors |
+//! | `ACK_HIGH_PRIO` | 0 (third.cc's default): a PFC pause of priority 3 also holds the NIC's ACKs, NACKs and CNPs (ns-3's `ack_q_idx` 3); non-zero: nothing holds them |
+//! | `ENABLE_TRACE` | 1 (third.cc's default): a warning that ns-3's binary packet trace is not written; 0 |
+//! | `HAS_WIN` | 0; non-zero, or absent (third.cc's default is 1), is an error: quench's senders have no window |
+//! | `RATE_BOUND` 1, `L2_BACK_TO_ZERO` 0, `LINK_DOWN 0 0 0` | the modelled behaviour; other values are errors |
 //! | `L2_CHUNK_SIZE` | no effect with an ACK per packet and go-back-N |
 //! | `USE_DYNAMIC_PFC_THRESHOLD` | no effect in ns-3 either: its `SwitchMmu` always uses the dynamic threshold |
 //! | `TRACE_FILE`, `TRACE_OUTPUT_FILE` | the binary packet trace is not written (only wanted with `ENABLE_TRACE` 1) |
@@ -49,6 +53,10 @@ pub const NS3_DATA_HEADER_BYTES: u32 = 48;
 pub const NS3_ACK_BYTES: u32 = 60;
 /// PFC: `PauseHeader` 9 + IPv4 20 + PPP 14 (qbb-net-device.cc `SendPfc`).
 pub const NS3_PFC_BYTES: u32 = 43;
+
+/// The NIC's ACK queue index under `ACK_HIGH_PRIO 0` (`RdmaEgressQueue::ack_q_idx`): its
+/// ACKs, NACKs and CNPs wait while this priority is paused.
+pub const NS3_ACK_QUEUE_PRIO: u8 = 3;
 
 /// ns-3's RDMA defaults that config.txt tunes: configs/hpcc-ns3.toml (the "mlx" event flow,
 /// per-packet CNP flags). Built in, so the preset works wherever the binary runs.
@@ -122,6 +130,11 @@ pub struct Ns3Config {
     pub stop: Instant,
     /// `ERROR_RATE_PER_LINK`: loss on links whose own error rate is 0.
     pub error_rate: f64,
+    /// `ACK_HIGH_PRIO` non-zero: no PFC pause holds the NIC's ACK queue; 0 (third.cc's
+    /// default): a pause of priority 3 does.
+    pub ack_high_prio: bool,
+    /// What is read but not acted on, a sentence each (the CLI prints them as warnings).
+    pub warnings: Vec<String>,
     pub topology_file: Option<String>,
     pub flow_file: Option<String>,
     pub fct_file: Option<String>,
@@ -132,6 +145,16 @@ pub struct Ns3Config {
 fn parse_num<T: std::str::FromStr>(origin: &str, key: &str, v: &str) -> anyhow::Result<T> {
     v.parse()
         .map_err(|_| anyhow::anyhow!("{origin}: {key} `{v}` is not a valid number"))
+}
+
+/// The number `key` holds, or third.cc's `default` when the file does not set it.
+fn value<T: std::str::FromStr>(
+    kv: &BTreeMap<&str, Vec<&str>>,
+    origin: &str,
+    key: &str,
+    default: &str,
+) -> anyhow::Result<T> {
+    parse_num(origin, key, kv.get(key).map_or(default, |v| v[0]))
 }
 
 /// An ns-3 `DataRate` string (`20Mb/s`, `100Gbps`) in whole Mb/s.
@@ -162,46 +185,89 @@ fn flag(origin: &str, key: &str, v: &str) -> anyhow::Result<bool> {
 }
 
 impl Ns3Config {
-    /// Reads config.txt text; `origin` names it in errors.
+    /// Reads config.txt text; `origin` names it in errors. Every problem of the file is
+    /// reported at once, a line each; what quench reads but does not act on is in
+    /// [`Ns3Config::warnings`].
     pub fn parse(text: &str, origin: &str) -> anyhow::Result<Ns3Config> {
-        let mut toks = text.split_whitespace();
+        Ns3Config::read(text, origin, false)
+    }
+
+    /// [`Ns3Config::parse`] of a whole config.txt, which names its inputs: without
+    /// `TOPOLOGY_FILE` and `FLOW_FILE` ns-3 reads no network and runs no flow.
+    pub fn parse_file(text: &str, origin: &str) -> anyhow::Result<Ns3Config> {
+        Ns3Config::read(text, origin, true)
+    }
+
+    fn read(text: &str, origin: &str, whole_file: bool) -> anyhow::Result<Ns3Config> {
+        let mut errs: Vec<String> = Vec::new();
+        // `err!(result, fallback)`: the value, or the error noted and `fallback` used so the
+        // rest of the file is still checked.
+        macro_rules! err {
+            ($r:expr, $fallback:expr) => {
+                match $r {
+                    Ok(v) => v,
+                    Err(e) => {
+                        errs.push(format!("{e:#}"));
+                        $fallback
+                    }
+                }
+            };
+        }
+        let mut toks = text.split_whitespace().peekable();
         let mut kv: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        // A key's value is never a KEY-like word; after an unknown key, its values are skipped
+        // up to the next key so one unknown key is one error.
+        let key_like = |t: &str| {
+            t.starts_with(|c: char| c.is_ascii_uppercase())
+                && t.chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        };
         while let Some(key) = toks.next() {
             let arity = match key {
                 "KMAX_MAP" | "KMIN_MAP" | "PMAX_MAP" => {
-                    let n = toks
-                        .next()
-                        .with_context(|| format!("{origin}: {key} without its entry count"))?;
-                    let n: usize = parse_num(origin, key, n)?;
+                    let Some(n) = toks.next() else {
+                        errs.push(format!("{origin}: {key} without its entry count"));
+                        break;
+                    };
+                    let n: usize = err!(parse_num(origin, key, n), 0);
                     if n > 1024 {
-                        bail!("{origin}: {key} {n}: too many entries");
+                        errs.push(format!("{origin}: {key} {n}: too many entries"));
+                        continue;
                     }
                     let v: Vec<&str> = toks.by_ref().take(2 * n).collect();
                     if v.len() != 2 * n {
-                        bail!("{origin}: {key} promises {n} (rate, value) pairs");
-                    }
-                    if kv.insert(key, v).is_some() {
-                        bail!("{origin}: {key} is given twice");
+                        errs.push(format!("{origin}: {key} promises {n} (rate, value) pairs"));
+                    } else if kv.insert(key, v).is_some() {
+                        errs.push(format!("{origin}: {key} is given twice"));
                     }
                     continue;
                 }
                 "LINK_DOWN" => 3,
                 k if APPLIED.contains(&k) || NO_EFFECT.contains(&k) => 1,
-                "PAUSE_TIME" => bail!(
-                    "{origin}: PAUSE_TIME: quench's PFC pauses until resumed, as ns-3 does with \
-                     run.py's settings; a pause time is not modelled"
-                ),
-                _ => bail!("{origin}: unknown key {key} (quench reads the keys run.py writes)"),
+                _ => {
+                    errs.push(if key == "PAUSE_TIME" {
+                        format!(
+                            "{origin}: PAUSE_TIME: quench's PFC pauses until resumed, as ns-3 \
+                             does with run.py's settings; a pause time is not modelled"
+                        )
+                    } else {
+                        format!("{origin}: unknown key {key} (quench reads the keys run.py writes)")
+                    });
+                    while toks.peek().is_some_and(|t| !key_like(t)) {
+                        toks.next();
+                    }
+                    continue;
+                }
             };
             let v: Vec<&str> = toks.by_ref().take(arity).collect();
             if v.len() != arity {
-                bail!("{origin}: {key} without its value");
-            }
-            if kv.insert(key, v).is_some() {
-                bail!("{origin}: {key} is given twice");
+                errs.push(format!("{origin}: {key} without its value"));
+            } else if kv.insert(key, v).is_some() {
+                errs.push(format!("{origin}: {key} is given twice"));
             }
         }
         let one = |k: &str| kv.get(k).map(|v| v[0]);
+        let mut warnings = Vec::new();
 
         // CC_MODE (third.cc default 1).
         match one("CC_MODE").unwrap_or("1") {
@@ -214,43 +280,70 @@ impl Ns3Config {
                     "10" => " (HPCC-PINT)",
                     _ => "",
                 };
-                bail!("{origin}: CC_MODE {m}{name}: quench models DCQCN (CC_MODE 1) only")
+                errs.push(format!(
+                    "{origin}: CC_MODE {m}{name}: quench models DCQCN (CC_MODE 1) only"
+                ));
             }
         }
+        // Switches third.cc reads as unsigned integers and tests for non-zero.
+        let switch = |key: &str, default: u32| -> anyhow::Result<bool> {
+            let v = one(key).unwrap_or(if default == 0 { "0" } else { "1" });
+            Ok(parse_num::<u32>(origin, key, v)? != 0)
+        };
+        // ACK_HIGH_PRIO (third.cc default 0) picks the NIC's ACK queue index: 0, which no PFC
+        // pause holds, or 3, whose pause holds the NIC's ACKs, NACKs and CNPs too (qbb-net-
+        // device.cc: "if (!paused[ack_q_idx] && m_ackQ->GetNPackets() > 0)"). Either way the
+        // NIC sends them ahead of data, and switches queue them with their flow's data.
+        let ack_high_prio = err!(switch("ACK_HIGH_PRIO", 0), true);
+        let has_win = err!(switch("HAS_WIN", 1), false);
+        let enable_trace = err!(switch("ENABLE_TRACE", 1), false);
+        // HAS_WIN (third.cc default 1) gives each flow a window of one BDP.
+        if has_win {
+            errs.push(format!(
+                "{origin}: HAS_WIN {}: quench's DCQCN senders have no window (ns-3 gives each \
+                 flow one BDP); only HAS_WIN 0 is modelled{}",
+                one("HAS_WIN").unwrap_or("1"),
+                if one("HAS_WIN").is_none() {
+                    " (config.txt does not set it, and third.cc's default is 1)"
+                } else {
+                    ""
+                }
+            ));
+        }
+        // ENABLE_TRACE (third.cc default 1) writes the binary packet trace of TRACE_FILE's
+        // nodes to TRACE_OUTPUT_FILE: an output only, which quench does not write.
+        let trace_out = one("TRACE_OUTPUT_FILE");
+        if enable_trace && (one("ENABLE_TRACE").is_some() || trace_out.is_some()) {
+            warnings.push(format!(
+                "{origin}: ENABLE_TRACE {}: ns-3's binary packet trace{} is not written; the \
+                 run is the same without it",
+                one("ENABLE_TRACE").unwrap_or("1"),
+                trace_out.map_or(String::new(), |f| format!(" ({f})"))
+            ));
+        }
         for (key, want, why) in [
-            (
-                "ACK_HIGH_PRIO",
-                "1",
-                "quench's NICs always send ACKs, NACKs and CNPs ahead of data (ns-3's \
-                 ACK_HIGH_PRIO 1, which only moves the NIC's ACK queue: ns-3's switches queue \
-                 ACKs with their flow's data either way, and so do quench's under a config.txt)",
-            ),
             (
                 "RATE_BOUND",
                 "1",
                 "quench's senders are always rate-limited",
             ),
-            ("HAS_WIN", "0", "quench's DCQCN senders have no window"),
             ("L2_BACK_TO_ZERO", "0", "quench retransmits go-back-N"),
-            (
-                "ENABLE_TRACE",
-                "0",
-                "quench does not write ns-3's binary packet trace",
-            ),
         ] {
             if let Some(v) = one(key) {
                 if v != want {
-                    bail!("{origin}: {key} {v}: {why}; only {key} {want} is modelled");
+                    errs.push(format!(
+                        "{origin}: {key} {v}: {why}; only {key} {want} is modelled"
+                    ));
                 }
             }
         }
         if let Some(v) = kv.get("LINK_DOWN") {
             if v.iter().any(|x| *x != "0") {
-                bail!(
+                errs.push(format!(
                     "{origin}: LINK_DOWN {}: link failures (with ns-3's re-routing) are not \
                      modelled; only LINK_DOWN 0 0 0",
                     v.join(" ")
-                );
+                ));
             }
         }
 
@@ -262,96 +355,109 @@ impl Ns3Config {
         // third.cc's defaults where a key is absent: alpha_resume_interval 55,
         // rate_decrease_interval 4, fast_recovery_times 5, min_rate 100Mb/s, clamp 0, and
         // ewma_gain `1 / 16`, an integer division: 0.
-        let g: f64 = parse_num(origin, "EWMA_GAIN", one("EWMA_GAIN").unwrap_or("0"))?;
+        let g: f64 = err!(value(&kv, origin, "EWMA_GAIN", "0"), 0.0);
         let g1024 = (1.0 - g) * 1024.0;
         if !(0.0..=1.0).contains(&g) || g1024.fract() != 0.0 {
-            bail!(
+            errs.push(format!(
                 "{origin}: EWMA_GAIN {g}: quench keeps (1 - g) x 1024 as an integer \
                  (1/256 -> 1020, 1/16 -> 960)"
-            );
+            ));
         }
         rp.insert("dce_tcp_g".into(), int(g1024 as u64));
-        let alpha = one("ALPHA_RESUME_INTERVAL").unwrap_or("55");
-        rp.insert(
-            "dce_tcp_rtt".into(),
-            int(micros(origin, "ALPHA_RESUME_INTERVAL", alpha)?),
-        );
-        let dec = one("RATE_DECREASE_INTERVAL").unwrap_or("4");
-        rp.insert(
-            "rate_reduce_monitor_period".into(),
-            int(micros(origin, "RATE_DECREASE_INTERVAL", dec)?),
-        );
+        let mut timer = |key: &str, default: &str, name: &str| {
+            let v = err!(micros(origin, key, one(key).unwrap_or(default)), 0);
+            rp.insert(name.into(), int(v));
+        };
+        timer("ALPHA_RESUME_INTERVAL", "55", "dce_tcp_rtt");
+        timer("RATE_DECREASE_INTERVAL", "4", "rate_reduce_monitor_period");
+        // Keys third.cc has no default for.
+        let mut need = |k: &str| match one(k) {
+            Some(v) => Some(v),
+            None => {
+                errs.push(format!(
+                    "{origin}: {k} is missing (ns-3 has no default for it)"
+                ));
+                None
+            }
+        };
+        let (rp_timer, rate_ai, rate_hai) = (need("RP_TIMER"), need("RATE_AI"), need("RATE_HAI"));
         let clamp = one("CLAMP_TARGET_RATE").unwrap_or("0");
         rp.insert(
             "clamp_tgt_rate".into(),
-            toml::Value::Boolean(flag(origin, "CLAMP_TARGET_RATE", clamp)?),
+            toml::Value::Boolean(err!(flag(origin, "CLAMP_TARGET_RATE", clamp), false)),
         );
-        let need = |k: &str| {
-            one(k).with_context(|| format!("{origin}: {k} is missing (ns-3 has no default for it)"))
-        };
-        rp.insert(
-            "rpg_time_reset".into(),
-            int(micros(origin, "RP_TIMER", need("RP_TIMER")?)?),
-        );
-        let frt: u32 = parse_num(
-            origin,
-            "FAST_RECOVERY_TIMES",
-            one("FAST_RECOVERY_TIMES").unwrap_or("5"),
-        )?;
+        if let Some(v) = rp_timer {
+            rp.insert(
+                "rpg_time_reset".into(),
+                int(err!(micros(origin, "RP_TIMER", v), 0)),
+            );
+        }
+        let frt: u32 = err!(value(&kv, origin, "FAST_RECOVERY_TIMES", "5"), 0);
         rp.insert("rpg_threshold".into(), int(frt as u64));
-        rp.insert(
-            "rpg_ai_rate".into(),
-            int(mbps(origin, "RATE_AI", need("RATE_AI")?)?),
-        );
-        rp.insert(
-            "rpg_hai_rate".into(),
-            int(mbps(origin, "RATE_HAI", need("RATE_HAI")?)?),
-        );
-        rp.insert(
-            "rpg_min_rate".into(),
-            int(mbps(
-                origin,
+        for (key, v, name) in [
+            ("RATE_AI", rate_ai, "rpg_ai_rate"),
+            ("RATE_HAI", rate_hai, "rpg_hai_rate"),
+            (
                 "MIN_RATE",
-                one("MIN_RATE").unwrap_or("100Mb/s"),
-            )?),
-        );
+                Some(one("MIN_RATE").unwrap_or("100Mb/s")),
+                "rpg_min_rate",
+            ),
+        ] {
+            if let Some(v) = v {
+                rp.insert(name.into(), int(err!(mbps(origin, key, v), 0)));
+            }
+        }
 
         // Marking: ns-3 `ConfigEcn(port, kmin, kmax, pmax)` per port speed, K in KB (x 1000).
-        let ecn = flag(origin, "ENABLE_QCN", one("ENABLE_QCN").unwrap_or("1"))?;
+        let ecn = err!(
+            flag(origin, "ENABLE_QCN", one("ENABLE_QCN").unwrap_or("1")),
+            true
+        );
         let mut red = toml::Table::new();
         red.insert("mark_at".into(), toml::Value::String("dequeue".into()));
-        let map = |k: &str| -> anyhow::Result<BTreeMap<u64, &str>> {
-            let v = kv.get(k).with_context(|| {
-                format!("{origin}: {k} is missing (ns-3 needs an entry for each link speed)")
-            })?;
+        let mut map = |k: &str| -> BTreeMap<u64, &str> {
             let mut m = BTreeMap::new();
+            let Some(v) = kv.get(k) else {
+                errs.push(format!(
+                    "{origin}: {k} is missing (ns-3 needs an entry for each link speed)"
+                ));
+                return m;
+            };
             for pair in v.chunks(2) {
-                let rate: u64 = parse_num(origin, k, pair[0])?;
+                let Some(rate) = err!(parse_num::<u64>(origin, k, pair[0]).map(Some), None) else {
+                    continue;
+                };
                 if m.insert(rate, pair[1]).is_some() {
-                    bail!("{origin}: {k}: {rate} b/s appears twice");
+                    errs.push(format!("{origin}: {k}: {rate} b/s appears twice"));
                 }
             }
-            Ok(m)
+            m
         };
-        let (kmax, kmin, pmax) = (map("KMAX_MAP")?, map("KMIN_MAP")?, map("PMAX_MAP")?);
+        let (kmax, kmin, pmax) = (map("KMAX_MAP"), map("KMIN_MAP"), map("PMAX_MAP"));
         let rates: Vec<u64> = kmax.keys().copied().collect();
         for (k, m) in [("KMIN_MAP", &kmin), ("PMAX_MAP", &pmax)] {
-            if m.keys().copied().collect::<Vec<_>>() != rates {
-                bail!("{origin}: {k} and KMAX_MAP name different link speeds");
+            if !m.is_empty() && !rates.is_empty() && m.keys().copied().collect::<Vec<_>>() != rates
+            {
+                errs.push(format!(
+                    "{origin}: {k} and KMAX_MAP name different link speeds"
+                ));
             }
         }
         let mut by_rate = Vec::new();
         for r in rates {
+            let (Some(kmin_v), Some(pmax_v)) = (kmin.get(&r), pmax.get(&r)) else {
+                continue;
+            };
             let mut e = toml::Table::new();
             e.insert("rate".into(), int(r));
-            let kb = |k: &str, v: &str| -> anyhow::Result<toml::Value> {
-                let x: u64 = parse_num(origin, k, v)?;
-                Ok(int(x * 1000))
+            let mut kb = |k: &str, v: &str| -> toml::Value {
+                int(err!(parse_num::<u64>(origin, k, v), 0).saturating_mul(1000))
             };
-            let p: f64 = parse_num(origin, "PMAX_MAP", pmax[&r])?;
+            let (kmin_b, kmax_b) = (kb("KMIN_MAP", kmin_v), kb("KMAX_MAP", kmax[&r]));
+            let p: f64 = err!(parse_num(origin, "PMAX_MAP", pmax_v), 0.0);
             if ecn {
-                e.insert("kmin_bytes".into(), kb("KMIN_MAP", kmin[&r])?);
-                e.insert("kmax_bytes".into(), kb("KMAX_MAP", kmax[&r])?);
+                e.insert("kmin_bytes".into(), kmin_b);
+                e.insert("kmax_bytes".into(), kmax_b);
                 e.insert("pmax".into(), toml::Value::Float(p));
             } else {
                 // ENABLE_QCN 0: ns-3 switches never mark (EcnEnabled false).
@@ -374,61 +480,72 @@ impl Ns3Config {
         pfc.insert("threshold".into(), toml::Value::String("dynamic".into()));
         sections.pfc = Some(pfc);
 
-        let payload: u32 = parse_num(
-            origin,
-            "PACKET_PAYLOAD_SIZE",
-            one("PACKET_PAYLOAD_SIZE").unwrap_or("1000"),
-        )?;
+        let payload: u32 = err!(value(&kv, origin, "PACKET_PAYLOAD_SIZE", "1000"), 1000);
         if !(64..=65_000).contains(&payload) {
-            bail!("{origin}: PACKET_PAYLOAD_SIZE {payload}: must be 64..=65000");
+            errs.push(format!(
+                "{origin}: PACKET_PAYLOAD_SIZE {payload}: must be 64..=65000"
+            ));
         }
         // ns-3 acknowledges when the next expected octet passes a milestone that advances by
         // L2_ACK_INTERVAL octets: up to one payload, that is every packet.
-        let ack: u64 = parse_num(
-            origin,
-            "L2_ACK_INTERVAL",
-            one("L2_ACK_INTERVAL").unwrap_or("0"),
-        )?;
+        let ack: u64 = err!(value(&kv, origin, "L2_ACK_INTERVAL", "0"), 1);
         if ack == 0 || ack > payload as u64 {
-            bail!(
+            errs.push(format!(
                 "{origin}: L2_ACK_INTERVAL {ack}: quench models an ACK per packet \
                  (1..={payload} octets); 0 (no ACKs) never completes a flow"
-            );
+            ));
         }
-        let buffer_mb: u64 = parse_num(origin, "BUFFER_SIZE", one("BUFFER_SIZE").unwrap_or("16"))?;
-        let stop_s: f64 = parse_num(
-            origin,
-            "SIMULATOR_STOP_TIME",
-            one("SIMULATOR_STOP_TIME").unwrap_or("3.01"),
-        )?;
+        let buffer_mb: u64 = err!(value(&kv, origin, "BUFFER_SIZE", "16"), 16);
+        let stop_s: f64 = err!(value(&kv, origin, "SIMULATOR_STOP_TIME", "3.01"), 3.01);
         if !(stop_s > 0.0 && stop_s < 1e9) {
-            bail!("{origin}: SIMULATOR_STOP_TIME {stop_s}: must be > 0 seconds");
+            errs.push(format!(
+                "{origin}: SIMULATOR_STOP_TIME {stop_s}: must be > 0 seconds"
+            ));
         }
-        let error_rate: f64 = parse_num(
-            origin,
-            "ERROR_RATE_PER_LINK",
-            one("ERROR_RATE_PER_LINK").unwrap_or("0"),
-        )?;
+        let error_rate: f64 = err!(value(&kv, origin, "ERROR_RATE_PER_LINK", "0"), 0.0);
         if !(0.0..=1.0).contains(&error_rate) {
-            bail!("{origin}: ERROR_RATE_PER_LINK {error_rate}: not a probability");
+            errs.push(format!(
+                "{origin}: ERROR_RATE_PER_LINK {error_rate}: not a probability"
+            ));
         }
         let qlen = match one("QLEN_MON_FILE") {
             None => None,
             Some(f) => {
-                let ns = |k: &str, d: &str| -> anyhow::Result<Instant> {
-                    Ok(Instant::from_nanos(parse_num(
-                        origin,
-                        k,
-                        one(k).unwrap_or(d),
-                    )?))
+                let mut ns = |k: &str, d: &str| -> Instant {
+                    Instant::from_nanos(err!(parse_num(origin, k, one(k).unwrap_or(d)), 0))
                 };
                 let window = QlenWindow {
-                    start: ns("QLEN_MON_START", "2000000000")?,
-                    end: ns("QLEN_MON_END", "2100000000")?,
+                    start: ns("QLEN_MON_START", "2000000000"),
+                    end: ns("QLEN_MON_END", "2100000000"),
                 };
                 Some((f.to_string(), window))
             }
         };
+        // A config.txt names its inputs: without them ns-3 reads nothing and runs no flow.
+        for key in ["TOPOLOGY_FILE", "FLOW_FILE"] {
+            if one(key).is_none() && whole_file {
+                errs.push(format!(
+                    "{origin}: {key} is missing (ns-3 would run without {})",
+                    if key == "FLOW_FILE" {
+                        "a flow"
+                    } else {
+                        "a network"
+                    }
+                ));
+            }
+        }
+        if !errs.is_empty() {
+            let n = errs.len();
+            bail!(
+                "{}{}",
+                if n > 1 {
+                    format!("{n} problems:\n")
+                } else {
+                    String::new()
+                },
+                errs.join("\n")
+            );
+        }
         Ok(Ns3Config {
             origin: origin.to_string(),
             sections,
@@ -436,11 +553,13 @@ impl Ns3Config {
             buffer_bytes: buffer_mb * 1024 * 1024,
             stop: Instant::from_nanos((stop_s * 1e9).round() as u64),
             error_rate,
+            ack_high_prio,
             topology_file: one("TOPOLOGY_FILE").map(str::to_string),
             flow_file: one("FLOW_FILE").map(str::to_string),
             fct_file: one("FCT_OUTPUT_FILE").map(str::to_string),
             pfc_file: one("PFC_OUTPUT_FILE").map(str::to_string),
             qlen,
+            warnings,
         })
     }
 
@@ -455,6 +574,7 @@ impl Ns3Config {
         cfg.host.spacing = rp::Spacing::Ns3;
         cfg.switch.acks_with_data = true;
         cfg.host.ack_every = 1;
+        cfg.host.ack_pause_prio = (!self.ack_high_prio).then_some(NS3_ACK_QUEUE_PRIO);
         cfg.switch.buffer_bytes = self.buffer_bytes;
         cfg.stop = Some(self.stop);
         cfg.qlen_window = self.qlen.as_ref().map(|(_, w)| *w);
@@ -588,6 +708,71 @@ mod tests {
     }
 
     #[test]
+    fn ack_high_prio_enable_trace_and_has_win_as_ns3_reads_them() {
+        let base = written_by_run_py();
+        // ACK_HIGH_PRIO 1 (run.py's): no pause holds the NIC's ACKs. 0, and third.cc's default
+        // when the key is absent: a pause of priority 3 does.
+        let mut cfg = RunConfig::default();
+        Ns3Config::parse(&base, "c").unwrap().apply(&mut cfg);
+        assert_eq!(cfg.host.ack_pause_prio, None);
+        for text in [
+            base.replace("ACK_HIGH_PRIO 1", "ACK_HIGH_PRIO 0"),
+            base.replace("ACK_HIGH_PRIO 1", ""),
+        ] {
+            let mut cfg = RunConfig::default();
+            Ns3Config::parse(&text, "c").unwrap().apply(&mut cfg);
+            assert_eq!(cfg.host.ack_pause_prio, Some(NS3_ACK_QUEUE_PRIO));
+        }
+        let e = Ns3Config::parse(&base.replace("ACK_HIGH_PRIO 1", "ACK_HIGH_PRIO x"), "c");
+        assert!(format!("{:#}", e.err().unwrap()).contains("ACK_HIGH_PRIO `x`"));
+        // ENABLE_TRACE 1 runs, with a warning that the binary trace is not written.
+        let c = Ns3Config::parse(&base.replace("ENABLE_TRACE 0", "ENABLE_TRACE 1"), "c").unwrap();
+        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+        assert!(c.warnings[0].contains("ENABLE_TRACE 1") && c.warnings[0].contains("dcqcn.tr)"));
+        assert!(Ns3Config::parse(&base, "c").unwrap().warnings.is_empty());
+        // HAS_WIN absent is third.cc's default, a window: an error that says so.
+        let e = Ns3Config::parse(&base.replace("HAS_WIN 0", ""), "c")
+            .err()
+            .unwrap();
+        assert!(
+            format!("{e:#}").contains("third.cc's default is 1"),
+            "{e:#}"
+        );
+    }
+
+    #[test]
+    fn every_problem_of_a_config_in_one_pass() {
+        // HPCC's own mix/config.txt's settings that quench does not model, with two more
+        // mistakes: each is listed, and the unknown key's value is not read as a key.
+        let text = written_by_run_py()
+            .replace("CC_MODE 1", "CC_MODE 3")
+            .replace("HAS_WIN 0", "HAS_WIN 1")
+            .replace("RATE_AI 20Mb/s", "RATE_AI fast")
+            .replace("TOPOLOGY_FILE mix/topo_incast.txt\n", "")
+            + "NEW_KNOB 1 2\n";
+        let e = Ns3Config::parse_file(&text, "cfg.txt").err().unwrap();
+        let m = format!("{e:#}");
+        assert!(m.starts_with("5 problems:\n"), "{m}");
+        for want in [
+            "cfg.txt: CC_MODE 3 (HPCC)",
+            "cfg.txt: HAS_WIN 1",
+            "cfg.txt: RATE_AI `fast`",
+            "cfg.txt: TOPOLOGY_FILE is missing",
+            "cfg.txt: unknown key NEW_KNOB",
+        ] {
+            assert!(m.contains(want), "{want}: {m}");
+        }
+        // A config.txt without FLOW_FILE runs no flow in ns-3: an error, not an empty run.
+        let e = Ns3Config::parse_file(
+            &written_by_run_py().replace("FLOW_FILE mix/flow_incast.txt\n", ""),
+            "cfg.txt",
+        )
+        .err()
+        .unwrap();
+        assert!(format!("{e:#}").contains("cfg.txt: FLOW_FILE is missing"));
+    }
+
+    #[test]
     fn paper_timers_and_bandwidth_scaling() {
         let c = Ns3Config::parse(&run_py_config("dcqcn_paper", 25).unwrap(), "p").unwrap();
         let rp = c.sections.dcqcn_rp.as_ref().unwrap();
@@ -609,10 +794,9 @@ mod tests {
         let base = written_by_run_py();
         for (change, want) in [
             ("CC_MODE 1", "CC_MODE 3 (HPCC)"),
-            ("ACK_HIGH_PRIO 1", "ACK_HIGH_PRIO 0"),
             ("HAS_WIN 0", "HAS_WIN 1"),
+            ("HAS_WIN 0", "HAS_WIN 2"),
             ("LINK_DOWN 0 0 0", "LINK_DOWN 2000 1 3"),
-            ("ENABLE_TRACE 0", "ENABLE_TRACE 1"),
             ("L2_ACK_INTERVAL 1", "L2_ACK_INTERVAL 4000"),
             ("L2_BACK_TO_ZERO 0", "L2_BACK_TO_ZERO 1"),
             ("RATE_BOUND 1", "RATE_BOUND 0"),

@@ -218,8 +218,9 @@ impl Scenario {
         }
     }
 
-    /// The topology named or embedded in the scenario, if any.
-    pub fn topology(&self) -> anyhow::Result<Option<Topology>> {
+    /// The topology named or embedded in the scenario, if any; lines ns-3 would not read go
+    /// to `warnings`.
+    pub fn topology(&self, warnings: &mut Vec<String>) -> anyhow::Result<Option<Topology>> {
         let text = match (&self.file.topology, &self.file.topology_text) {
             (Some(_), Some(_)) => bail!(
                 "{}: give `topology` or `topology_text`, not both",
@@ -233,28 +234,32 @@ impl Scenario {
             (None, Some(t)) => t.clone(),
             (None, None) => return Ok(None),
         };
-        Ok(Some(
-            Topology::parse(&text).with_context(|| format!("{}: `topology`", self.name))?,
-        ))
+        let (t, w) = Topology::read(&text).with_context(|| format!("{}: `topology`", self.name))?;
+        warnings.extend(
+            w.into_iter()
+                .map(|w| format!("{}: `topology`: {w}", self.name)),
+        );
+        Ok(Some(t))
     }
 
     /// Flows from `flows`, `flows_text` and `[[flow]]` (Poisson flows need the topology: see
-    /// [`Scenario::poisson_flows`]).
-    pub fn flows(&self) -> anyhow::Result<Vec<FlowSpec>> {
+    /// [`Scenario::poisson_flows`]); lines ns-3 would not read go to `warnings`.
+    pub fn flows(&self, warnings: &mut Vec<String>) -> anyhow::Result<Vec<FlowSpec>> {
         let mut out = Vec::new();
+        let mut read = |text: &str, what: String| -> anyhow::Result<()> {
+            let (f, w) = traffic::read_flows(text).with_context(|| what.clone())?;
+            warnings.extend(w.into_iter().map(|w| format!("{what}: {w}")));
+            out.extend(f);
+            Ok(())
+        };
         if let Some(p) = &self.file.flows {
             let path = self.resolve(p);
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("{}: `flows` {}", self.name, path.display()))?;
-            out.extend(
-                traffic::parse_flows(&text)
-                    .with_context(|| format!("{}: `flows` {}", self.name, path.display()))?,
-            );
+            let what = format!("{}: `flows` {}", self.name, path.display());
+            let text = std::fs::read_to_string(&path).with_context(|| what.clone())?;
+            read(&text, what)?;
         }
         if let Some(t) = &self.file.flows_text {
-            out.extend(
-                traffic::parse_flows(t).with_context(|| format!("{}: `flows_text`", self.name))?,
-            );
+            read(t, format!("{}: `flows_text`", self.name))?;
         }
         for (i, f) in self.file.flow.iter().enumerate() {
             if f.pg as usize >= units::PRIORITIES || f.start_us.is_nan() || f.start_us < 0.0 {
@@ -346,7 +351,9 @@ impl Scenario {
             ack_every,
             nack_interval,
             rto,
+            // Not scenario keys: the ns-3 reader sets ns-3's.
             spacing: _,
+            ack_pause_prio: _,
         } = &mut cfg.host;
         if let Some(v) = h.mtu {
             if !(64..=65_000).contains(&v) {
@@ -436,7 +443,7 @@ mod tests {
         assert_eq!(cfg.host.mtu, 1500);
         assert_eq!(cfg.switch.queue_limit_bytes, Some(150_000));
         assert_eq!(cfg.link_changes[0].rate, Rate::from_mbps(500));
-        let flows = s.flows().unwrap();
+        let flows = s.flows(&mut Vec::new()).unwrap();
         assert_eq!(flows[0].start, Instant::from_nanos(1500));
         assert_eq!(flows[0].pg, 3);
     }

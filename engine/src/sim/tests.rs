@@ -181,3 +181,33 @@ fn a_run_ends_with_its_last_flow_not_at_its_stop() {
     let s = Summary::of(&w, "none");
     assert_eq!(s.end_ns, w.flows[0].finish.as_nanos());
 }
+
+#[test]
+fn a_pause_of_the_ack_priority_holds_a_hosts_acks() {
+    // ns-3's ACK_HIGH_PRIO 0: the NIC's ACK queue waits while priority 3 is paused. Hosts 0
+    // and 1 send to host 2 and are paused by PFC; host 3 sends short flows to host 0, whose
+    // ACKs then wait for host 0's pauses to end, so those flows complete later.
+    let topo = star(4, "40Gbps");
+    let mut flows = vec![flow(0, 2, 10_000_000_000, 0), flow(1, 2, 10_000_000_000, 0)];
+    flows.extend((0..20).map(|i| flow(3, 0, 20_000, 100 + 50 * i)));
+    let run_with = |prio: Option<u8>| {
+        let mut cfg = RunConfig {
+            stop: Some(Instant::ZERO + Duration::from_millis(2)),
+            ..RunConfig::default()
+        };
+        cfg.host.ack_pause_prio = prio;
+        let sections: super::cc::CcSections = toml::from_str(
+            "[pfc]\nthreshold = \"static\"\nxoff_bytes = 100000\nxon_bytes = 97000\n",
+        )
+        .unwrap();
+        let cc = CcSetup::new(super::CcKind::None, &sections, "t").unwrap();
+        let mut w = World::new(&topo, &flows, cc, cfg).unwrap();
+        w.run(&mut |_| {});
+        let s = Summary::of(&w, "none");
+        assert!(s.totals.pauses > 0);
+        let short: Vec<u64> = s.flows[2..].iter().map(|f| f.fct_ns.unwrap()).collect();
+        short.iter().sum::<u64>()
+    };
+    let (free, held) = (run_with(None), run_with(Some(3)));
+    assert!(held > free, "held {held} free {free}");
+}

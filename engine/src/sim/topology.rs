@@ -48,8 +48,11 @@ pub enum TopologyError {
         expected: usize,
         found: usize,
     },
-    #[error("host {host} and host {other} are joined directly; hosts must hang off switches")]
-    HostToHost { host: u32, other: u32 },
+    #[error(
+        "line {line}: host {host} and host {other} are joined directly; hosts must hang off \
+         switches"
+    )]
+    HostToHost { line: usize, host: u32, other: u32 },
 }
 
 /// Parses an ns-3 `Time` string: a decimal number and a unit `s`, `ms`, `us`, `ns` (no unit: s).
@@ -96,108 +99,221 @@ fn num<T: std::str::FromStr>(line: usize, what: &str, s: &str) -> Result<T, Topo
     })
 }
 
-impl Topology {
-    /// Parses the ns-3 topology text.
-    pub fn parse(text: &str) -> Result<Topology, TopologyError> {
-        let mut lines = tokens(text);
-        let (l, head) = lines.next().ok_or(TopologyError::Syntax {
-            line: 1,
-            what: "empty file".into(),
-        })?;
-        if head.len() < 3 {
-            return Err(TopologyError::Syntax {
+/// Every problem of one input file, in line order: a reader of ns-3's files lists them all in
+/// one pass instead of stopping at the first.
+#[derive(Debug, PartialEq)]
+pub struct Problems<E>(pub Vec<E>);
+
+impl<E: std::fmt::Display> std::fmt::Display for Problems<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.as_slice() {
+            [one] => write!(f, "{one}"),
+            all => {
+                write!(f, "{} problems:", all.len())?;
+                for p in all {
+                    write!(f, "\n  {p}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl<E: std::fmt::Debug + std::fmt::Display> std::error::Error for Problems<E> {}
+
+/// What a reader set aside because ns-3 does not read it either, a sentence each (the CLI
+/// prints them as warnings).
+pub type Warnings = Vec<String>;
+
+/// The warning for the lines `rest` that follow the `count` records a count said there are
+/// (`noun` in the plural, counted by `counter`), if there are any: ns-3 reads no further.
+pub(crate) fn ignored<'a>(
+    rest: impl Iterator<Item = (usize, Vec<&'a str>)>,
+    count: usize,
+    noun: &str,
+    counter: &str,
+) -> Option<String> {
+    let lines: Vec<usize> = rest.map(|(l, _)| l).collect();
+    let first = *lines.first()?;
+    let n = lines.len();
+    let noun = if count == 1 {
+        noun.strip_suffix('s').unwrap_or(noun)
+    } else {
+        noun
+    };
+    Some(format!(
+        "{n} line{} from line {first} on ignored: ns-3 reads the {count} {noun} {counter} and \
+         stops there",
+        if n == 1 { "" } else { "s" }
+    ))
+}
+
+/// One link line, `src dst rate delay [err]`: the link, or every problem of the line.
+fn link(
+    l: usize,
+    t: &[&str],
+    nodes: u32,
+    is_switch: &[bool],
+) -> Result<LinkSpec, Vec<TopologyError>> {
+    if t.len() < 4 {
+        return Err(vec![TopologyError::Syntax {
+            line: l,
+            what: "expected `src dst rate delay err`".into(),
+        }]);
+    }
+    let mut errs = Vec::new();
+    let mut end = |s: &str, what: &str| match num::<u32>(l, what, s) {
+        Ok(n) if n < nodes => Some(n),
+        Ok(n) => {
+            errs.push(TopologyError::NodeOutOfRange {
                 line: l,
-                what: "expected `nodes switches links`".into(),
+                node: n,
+                nodes,
+            });
+            None
+        }
+        Err(e) => {
+            errs.push(e);
+            None
+        }
+    };
+    let (a, b) = (end(t[0], "src"), end(t[1], "dst"));
+    let rate = Rate::parse_ns3(t[2]).map_err(|_| TopologyError::Syntax {
+        line: l,
+        what: format!("rate `{}` is not a rate such as 100Gbps", t[2]),
+    });
+    let delay = parse_ns3_time(t[3]).ok_or_else(|| TopologyError::Syntax {
+        line: l,
+        what: format!("delay `{}` is not a time such as 0.001ms", t[3]),
+    });
+    let err = match t.get(4) {
+        Some(e) => num::<f64>(l, "err", e).and_then(|err| {
+            if (0.0..=1.0).contains(&err) {
+                Ok(err)
+            } else {
+                Err(TopologyError::Syntax {
+                    line: l,
+                    what: format!("err {err} is not a probability"),
+                })
+            }
+        }),
+        None => Ok(0.0),
+    };
+    if let (Some(a), Some(b)) = (a, b) {
+        if !is_switch[a as usize] && !is_switch[b as usize] {
+            errs.push(TopologyError::HostToHost {
+                line: l,
+                host: a,
+                other: b,
             });
         }
-        let nodes: u32 = num(l, "nodes", head[0])?;
-        let switches: usize = num(l, "switches", head[1])?;
-        let nlinks: usize = num(l, "links", head[2])?;
+    }
+    match (a, b, rate, delay, err) {
+        (Some(a), Some(b), Ok(rate), Ok(delay), Ok(err)) if errs.is_empty() => Ok(LinkSpec {
+            a,
+            b,
+            rate,
+            delay,
+            err,
+        }),
+        (_, _, rate, delay, err) => {
+            errs.extend([rate.err(), delay.err(), err.err()].into_iter().flatten());
+            Err(errs)
+        }
+    }
+}
+
+impl Topology {
+    /// Parses the ns-3 topology text (what it set aside is dropped: see [`Topology::read`]).
+    pub fn parse(text: &str) -> Result<Topology, Problems<TopologyError>> {
+        Topology::read(text).map(|(t, _)| t)
+    }
+
+    /// Parses the ns-3 topology text as ns-3's scratch program reads it: the header's link
+    /// count says how many link lines there are, and lines after them (HPCC's own
+    /// `mix/topology.txt` ends with a note on the format) are ignored with a warning. Every
+    /// problem of the file is reported.
+    pub fn read(text: &str) -> Result<(Topology, Warnings), Problems<TopologyError>> {
+        let mut lines = tokens(text);
+        let mut errs = Vec::new();
+        let (l, head) = lines.next().ok_or(Problems(vec![TopologyError::Syntax {
+            line: 1,
+            what: "empty file".into(),
+        }]))?;
+        if head.len() < 3 {
+            return Err(Problems(vec![TopologyError::Syntax {
+                line: l,
+                what: "expected `nodes switches links`".into(),
+            }]));
+        }
+        let header = (
+            num::<u32>(l, "nodes", head[0]),
+            num::<usize>(l, "switches", head[1]),
+            num::<usize>(l, "links", head[2]),
+        );
+        let (nodes, switches, nlinks) = match header {
+            (Ok(n), Ok(s), Ok(k)) => (n, s, k),
+            (a, b, c) => {
+                let errs = [a.err(), b.err(), c.err()].into_iter().flatten().collect();
+                return Err(Problems(errs));
+            }
+        };
         let mut is_switch = vec![false; nodes as usize];
         let mut seen = 0usize;
         // The switch ids may span several lines in hand-written files; read until we have them.
         while seen < switches {
-            let (l, ids) = lines.next().ok_or(TopologyError::Count {
-                what: "switch ids",
-                expected: switches,
-                found: seen,
-            })?;
+            let Some((l, ids)) = lines.next() else {
+                errs.push(TopologyError::Count {
+                    what: "switch ids",
+                    expected: switches,
+                    found: seen,
+                });
+                return Err(Problems(errs));
+            };
             for id in ids {
-                let id: u32 = num(l, "switch id", id)?;
-                if id >= nodes {
-                    return Err(TopologyError::NodeOutOfRange {
+                seen += 1;
+                match num::<u32>(l, "switch id", id) {
+                    Ok(id) if id < nodes => is_switch[id as usize] = true,
+                    Ok(id) => errs.push(TopologyError::NodeOutOfRange {
                         line: l,
                         node: id,
                         nodes,
-                    });
-                }
-                is_switch[id as usize] = true;
-                seen += 1;
-            }
-        }
-        if switches == 0 {
-            // ns-3 still writes a (possibly empty) switch line; an empty line is skipped above.
-        }
-        let mut links = Vec::with_capacity(nlinks);
-        for (l, t) in lines {
-            if t.len() < 4 {
-                return Err(TopologyError::Syntax {
-                    line: l,
-                    what: "expected `src dst rate delay err`".into(),
-                });
-            }
-            let a: u32 = num(l, "src", t[0])?;
-            let b: u32 = num(l, "dst", t[1])?;
-            for n in [a, b] {
-                if n >= nodes {
-                    return Err(TopologyError::NodeOutOfRange {
-                        line: l,
-                        node: n,
-                        nodes,
-                    });
+                    }),
+                    Err(e) => errs.push(e),
                 }
             }
-            let rate = Rate::parse_ns3(t[2]).map_err(|_| TopologyError::Syntax {
-                line: l,
-                what: format!("rate `{}` is not a rate such as 100Gbps", t[2]),
-            })?;
-            let delay = parse_ns3_time(t[3]).ok_or_else(|| TopologyError::Syntax {
-                line: l,
-                what: format!("delay `{}` is not a time such as 0.001ms", t[3]),
-            })?;
-            let err: f64 = match t.get(4) {
-                Some(e) => num(l, "err", e)?,
-                None => 0.0,
-            };
-            if !(0.0..=1.0).contains(&err) {
-                return Err(TopologyError::Syntax {
-                    line: l,
-                    what: format!("err {err} is not a probability"),
-                });
-            }
-            if !is_switch[a as usize] && !is_switch[b as usize] {
-                return Err(TopologyError::HostToHost { host: a, other: b });
-            }
-            links.push(LinkSpec {
-                a,
-                b,
-                rate,
-                delay,
-                err,
-            });
         }
-        if links.len() != nlinks {
-            return Err(TopologyError::Count {
+        let mut links = Vec::with_capacity(nlinks.min(1 << 20));
+        let mut read = 0usize;
+        while read < nlinks {
+            let Some((l, t)) = lines.next() else { break };
+            read += 1;
+            match link(l, &t, nodes, &is_switch) {
+                Ok(link) => links.push(link),
+                Err(e) => errs.extend(e),
+            }
+        }
+        if read < nlinks {
+            errs.push(TopologyError::Count {
                 what: "links",
                 expected: nlinks,
-                found: links.len(),
+                found: read,
             });
         }
-        Ok(Topology {
-            nodes,
-            is_switch,
-            links,
-        })
+        let warnings = ignored(lines, nlinks, "links", "its header counts")
+            .into_iter()
+            .collect();
+        if !errs.is_empty() {
+            return Err(Problems(errs));
+        }
+        Ok((
+            Topology {
+                nodes,
+                is_switch,
+                links,
+            },
+            warnings,
+        ))
     }
 
     /// Writes the topology back in the ns-3 format.
@@ -396,17 +512,56 @@ mod tests {
     fn errors_name_the_line() {
         let e = Topology::parse("3 1 2\n2\n0 2 10Gbps 1us 0\n1 9 10Gbps 1us 0\n").unwrap_err();
         assert_eq!(
-            e,
-            TopologyError::NodeOutOfRange {
+            e.0,
+            [TopologyError::NodeOutOfRange {
                 line: 4,
                 node: 9,
                 nodes: 3
-            }
+            }]
         );
         let e = Topology::parse("3 1 1\n2\n0 2 fast 1us 0\n").unwrap_err();
-        assert!(matches!(e, TopologyError::Syntax { line: 3, .. }), "{e}");
+        assert!(
+            matches!(e.0[..], [TopologyError::Syntax { line: 3, .. }]),
+            "{e}"
+        );
         let e = Topology::parse("3 1 2\n2\n0 2 10Gbps 1us 0\n").unwrap_err();
-        assert!(matches!(e, TopologyError::Count { .. }), "{e}");
+        assert!(matches!(e.0[..], [TopologyError::Count { .. }]), "{e}");
+    }
+
+    #[test]
+    fn every_problem_of_a_file_in_one_pass() {
+        // Line 3: a bad rate and a bad delay; line 4: a node out of range; line 5: two hosts
+        // joined; and one link short of the header's five.
+        let text = "4 1 5\n3\n0 3 fast soon 0\n1 7 10Gbps 1us 0\n0 1 10Gbps 1us 0\n\
+                    2 3 10Gbps 1us 0\n";
+        let e = Topology::parse(text).unwrap_err();
+        let m = e.to_string();
+        assert!(m.starts_with("5 problems:"), "{m}");
+        for want in [
+            "line 3: rate `fast`",
+            "line 3: delay `soon`",
+            "line 4: node 7 out of range",
+            "line 5: host 0 and host 1",
+            "promises 5 links, the file has 4",
+        ] {
+            assert!(m.contains(want), "{want}: {m}");
+        }
+    }
+
+    #[test]
+    fn lines_past_the_link_count_are_ignored_with_a_warning() {
+        // As HPCC's mix/topology.txt: a link count of 1, more links, then a note on the format
+        // whose words are no link at all. ns-3 reads one link and stops.
+        let text = "3 1 1\n2\n0 2 10Gbps 1us 0\n1 2 10Gbps 1us 0\n\
+                    src0 dst0 rate delay error_rate\n...\n";
+        let (t, warnings) = Topology::read(text).unwrap();
+        assert_eq!(t.links.len(), 1);
+        assert_eq!(
+            warnings,
+            ["3 lines from line 4 on ignored: ns-3 reads the 1 link its header counts and stops \
+              there"]
+        );
+        assert!(Topology::read(DUMBBELL).unwrap().1.is_empty());
     }
 
     #[test]

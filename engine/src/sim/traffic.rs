@@ -11,7 +11,7 @@ use thiserror::Error;
 use units::{Duration, Instant, Rate};
 
 use super::rng::{self, SimRng};
-use super::topology::tokens as lines;
+use super::topology::{ignored, tokens as lines, Problems, Warnings};
 pub use crate::send::flowgen::Cdf;
 
 /// One flow to simulate.
@@ -78,44 +78,93 @@ fn floor_nanos(v: f64) -> u64 {
     }
 }
 
-/// Parses an ns-3 flow file.
-pub fn parse_flows(text: &str) -> Result<Vec<FlowSpec>, TrafficError> {
+/// Parses an ns-3 flow file (what it set aside is dropped: see [`read_flows`]).
+pub fn parse_flows(text: &str) -> Result<Vec<FlowSpec>, Problems<TrafficError>> {
+    read_flows(text).map(|(f, _)| f)
+}
+
+/// Parses an ns-3 flow file as ns-3's scratch program reads it: the count line says how many
+/// flows it reads, and lines after them (HPCC's own `mix/flow.txt` counts 2 of its 256 flows,
+/// then explains the format) are ignored with a warning. Every problem of the file is
+/// reported.
+pub fn read_flows(text: &str) -> Result<(Vec<FlowSpec>, Warnings), Problems<TrafficError>> {
     let mut it = lines(text);
     let Some((l, head)) = it.next() else {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     };
-    let expected: usize = field(l, "flow count", head[0])?;
-    let mut flows = Vec::with_capacity(expected);
-    for (l, t) in it {
-        if t.len() < 6 {
-            return Err(TrafficError::Syntax {
-                line: l,
-                what: "expected `src dst pg dport bytes start_seconds`".into(),
-            });
+    let expected: usize = field(l, "flow count", head[0]).map_err(|e| Problems(vec![e]))?;
+    let mut flows = Vec::with_capacity(expected.min(1 << 20));
+    let mut errs = Vec::new();
+    let mut read = 0usize;
+    while read < expected {
+        let Some((l, t)) = it.next() else { break };
+        read += 1;
+        match flow(l, &t) {
+            Ok(f) => flows.push(f),
+            Err(e) => errs.extend(e),
         }
-        let pg: u8 = field(l, "pg", t[2])?;
-        if pg as usize >= units::PRIORITIES {
-            return Err(TrafficError::Syntax {
+    }
+    if read < expected {
+        errs.push(TrafficError::Count {
+            expected,
+            found: read,
+        });
+    }
+    let warnings = ignored(it, expected, "flows", "its count line says")
+        .into_iter()
+        .collect();
+    if !errs.is_empty() {
+        return Err(Problems(errs));
+    }
+    Ok((flows, warnings))
+}
+
+/// One flow line, `src dst pg dport bytes start_seconds`: the flow, or every problem of it.
+fn flow(l: usize, t: &[&str]) -> Result<FlowSpec, Vec<TrafficError>> {
+    if t.len() < 6 {
+        return Err(vec![TrafficError::Syntax {
+            line: l,
+            what: "expected `src dst pg dport bytes start_seconds`".into(),
+        }]);
+    }
+    let pg = field::<u8>(l, "pg", t[2]).and_then(|pg| {
+        if (pg as usize) < units::PRIORITIES {
+            Ok(pg)
+        } else {
+            Err(TrafficError::Syntax {
                 line: l,
                 what: format!("pg {pg} is not a priority 0..=7"),
-            });
+            })
         }
-        flows.push(FlowSpec {
-            src: field(l, "src", t[0])?,
-            dst: field(l, "dst", t[1])?,
+    });
+    match (
+        field(l, "src", t[0]),
+        field(l, "dst", t[1]),
+        pg,
+        field(l, "dport", t[3]),
+        field(l, "bytes", t[4]),
+        seconds(l, t[5]),
+    ) {
+        (Ok(src), Ok(dst), Ok(pg), Ok(dport), Ok(bytes), Ok(start)) => Ok(FlowSpec {
+            src,
+            dst,
             pg,
-            dport: field(l, "dport", t[3])?,
-            bytes: field(l, "bytes", t[4])?,
-            start: seconds(l, t[5])?,
-        });
+            dport,
+            bytes,
+            start,
+        }),
+        (src, dst, pg, dport, bytes, start) => Err([
+            src.err(),
+            dst.err(),
+            pg.err(),
+            dport.err(),
+            bytes.err(),
+            start.err(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()),
     }
-    if flows.len() != expected {
-        return Err(TrafficError::Count {
-            expected,
-            found: flows.len(),
-        });
-    }
-    Ok(flows)
 }
 
 /// Writes flows in the ns-3 format (start times with nanosecond precision).
@@ -212,13 +261,37 @@ mod tests {
         assert_eq!(floor_nanos(1e9), 1_000_000_000_000_000_000);
         assert_eq!(parse_flows(&write_flows(&f)).unwrap(), f);
         assert!(matches!(
-            parse_flows("3\n2 1 3 100 2000 2\n"),
-            Err(TrafficError::Count { .. })
+            parse_flows("3\n2 1 3 100 2000 2\n").unwrap_err().0[..],
+            [TrafficError::Count { .. }]
         ));
         assert!(matches!(
-            parse_flows("1\n2 1 9 100 2000 2\n"),
-            Err(TrafficError::Syntax { line: 2, .. })
+            parse_flows("1\n2 1 9 100 2000 2\n").unwrap_err().0[..],
+            [TrafficError::Syntax { line: 2, .. }]
         ));
+    }
+
+    #[test]
+    fn the_count_line_says_how_many_flows_are_read() {
+        // As HPCC's mix/flow.txt: a count of 2, more flows, then a note on the format.
+        let text = "2\n2 1 3 100 200000000 2\n3 1 3 100 200000000 2\n4 1 3 100 5000 2\n\
+                    \nFirst line: # of flows\nsrc0 dst0 3 dst_port0 size0 start_time0\n";
+        let (f, warnings) = read_flows(text).unwrap();
+        assert_eq!(f.len(), 2);
+        assert_eq!(f[1].src, 3);
+        assert_eq!(
+            warnings,
+            [
+                "3 lines from line 4 on ignored: ns-3 reads the 2 flows its count line says and \
+              stops there"
+            ]
+        );
+        // Every problem of the lines it reads, in one pass.
+        let e = parse_flows("3\n0 1 3 100 x 2\n0 1 9 100 10 -1\n0 1 3 100 10 2\n").unwrap_err();
+        let m = e.to_string();
+        assert!(m.starts_with("3 problems:"), "{m}");
+        for want in ["line 2: bytes", "line 3: pg 9", "line 3: start_seconds -1"] {
+            assert!(m.contains(want), "{want}: {m}");
+        }
     }
 
     #[test]

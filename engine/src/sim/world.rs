@@ -1027,8 +1027,17 @@ impl World {
     fn host_next(&mut self, h: u32) -> Option<Pkt> {
         let now = self.now;
         let node = self.hosts[h as usize].node as usize;
-        if let Some((_, p)) = self.nodes[node].core.poll_transmit(now, 0) {
-            return Some(p);
+        // Control frames go first, unless the NIC's ACK queue shares a paused priority
+        // (`HostConfig::ack_pause_prio`); the resume or the pause's end kicks the port.
+        let held = self
+            .cfg
+            .host
+            .ack_pause_prio
+            .is_some_and(|prio| self.hosts[h as usize].core.paused(now, prio));
+        if !held {
+            if let Some((_, p)) = self.nodes[node].core.poll_transmit(now, 0) {
+                return Some(p);
+            }
         }
         let Some(t) = self.hosts[h as usize].core.poll_transmit(now) else {
             self.arm_wake(h);
