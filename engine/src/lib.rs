@@ -2,22 +2,20 @@
 //! clocks, configuration, CLI, reports). The algorithms live in the sans-IO crates `cp`, `rp`
 //! and `np`; the engine feeds them `(now, event)` and turns their decisions into frames.
 pub mod appliance;
-pub mod bundled;
 pub mod cache;
 pub mod cli;
-pub mod config_file;
 #[cfg(test)]
 mod config_tests;
 pub mod host;
-pub mod pcap;
 pub mod port;
 pub mod recv;
 pub mod replay;
-pub mod report;
 pub mod send;
 pub mod sim;
 pub mod steps;
 pub mod switch;
-pub mod time;
-pub mod wire;
 pub mod worker;
+pub use quench_config::{bundled, file as config_file};
+pub use quench_report as report;
+pub use quench_wire as wire;
+pub use quench_wire::{pcap, time};

@@ -26,7 +26,7 @@
 //!   notification point decide on a CNP, sent out of the outside port to the frame's source
 //!   with DestQP = [`classify::FiveTuple::qp`] of its 5-tuple (the rule both roles share).
 //!   Inside -> outside frames pass unpaced.
-pub mod classify;
+pub use quench_wire::classify;
 pub mod table;
 
 use hdrhistogram::Histogram;

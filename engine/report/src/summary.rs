@@ -259,7 +259,7 @@ mod tests {
 
     #[test]
     fn a_run_without_flows_has_no_jain_index() {
-        let s = Summary::of(Vec::new(), 1.0, &crate::report::latency_histogram());
+        let s = Summary::of(Vec::new(), 1.0, &crate::latency_histogram());
         assert_eq!(s.jain_index, None);
         assert!(s.table().contains("Jain n/a"), "{}", s.table());
         let json = serde_json::to_string(&s).unwrap();

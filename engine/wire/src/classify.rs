@@ -14,16 +14,16 @@
 //! Neighbor Discovery and router messages (ICMPv6 133..=137), other EtherTypes, and frames that
 //! do not parse (counted by the caller). An IPv4 header checksum is not verified: a frame with
 //! a bad one is paced as its fields say and its receiver discards it
-//! ([`crate::wire::ipv4::Ipv4Flow`] gives the sources).
+//! ([`crate::ipv4::Ipv4Flow`] gives the sources).
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use pnet_packet::ethernet::EtherType;
 
-use crate::wire::ethernet::{ethertype, walk};
-use crate::wire::ipv4::{self, Ecn, Ipv4Flow, Ipv4Repr};
-use crate::wire::ipv6::{self, Ipv6Repr};
-use crate::wire::roce::{self, BthRepr};
-use crate::wire::{cnm, udp, MacAddr};
+use crate::ethernet::{ethertype, walk};
+use crate::ipv4::{self, Ecn, Ipv4Flow, Ipv4Repr};
+use crate::ipv6::{self, Ipv6Repr};
+use crate::roce::{self, BthRepr};
+use crate::{cnm, udp, MacAddr};
 
 /// IPv6's EtherType (RFC 8200 / IEEE registry).
 pub const ETHERTYPE_IPV6: EtherType = EtherType(0x86DD);

@@ -376,9 +376,9 @@ pub fn decode(frame: &[u8]) -> Result<Frame<'_>, FrameError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::cnm::cpid;
-    use crate::wire::ethernet::VlanTci;
-    use crate::wire::pfc;
+    use crate::cnm::cpid;
+    use crate::ethernet::VlanTci;
+    use crate::pfc;
     use proptest::prelude::*;
     use units::{FlowId, Instant};
 

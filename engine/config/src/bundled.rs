@@ -23,7 +23,7 @@ pub enum Kind {
     Switch,
     /// `quench appliance --config`.
     Appliance,
-    /// `quench sim --scenario` (see [`crate::sim::scenario`]).
+    /// `quench sim --scenario`.
     Scenario,
     /// A flow-size distribution in the ns-3 HPCC `traffic_gen` format (`size_cdf`, `cdf`).
     Cdf,
@@ -59,7 +59,7 @@ macro_rules! bundled {
             name: $name,
             kind: Kind::$kind,
             summary: $summary,
-            text: include_str!(concat!("../../configs/", $file)),
+            text: include_str!(concat!("../../../configs/", $file)),
         }
     };
 }
@@ -233,7 +233,7 @@ pub fn table<T: serde::de::DeserializeOwned>(
 ) -> anyhow::Result<Option<T>> {
     use anyhow::Context as _;
     let v: toml::Table =
-        crate::config_file::from_str(&src.text, &src.origin).map_err(anyhow::Error::msg)?;
+        crate::file::from_str(&src.text, &src.origin).map_err(anyhow::Error::msg)?;
     v.get(table)
         .map(|t| t.clone().try_into())
         .transpose()

@@ -1,4 +1,6 @@
-//! Wire formats: every frame quench sends or receives, one file per protocol.
+//! quench's bottom layer: the wire formats of every frame quench sends or receives, one file per
+//! protocol; the flow key and frame classification ([`classify`]); pcap files ([`pcap`]); the
+//! clock ([`time`]).
 //!
 //! # Style (one for every format)
 //! - **Views** are pnet packet types: `pnet_packet`'s where pnet has the protocol (Ethernet,
@@ -21,15 +23,18 @@
 //! Byte order is network order (big-endian) except the RoCEv2 ICRC, which is stored
 //! little-endian (see `roce`).
 
+pub mod classify;
 pub mod cnm;
 pub mod cntag;
 pub mod ethernet;
 pub mod frame;
 pub mod ipv4;
 pub mod ipv6;
+pub mod pcap;
 pub mod pfc;
 pub mod roce;
 pub mod testhdr;
+pub mod time;
 pub mod udp;
 
 pub use pnet_base::MacAddr;

@@ -8,7 +8,7 @@ use std::net::Ipv6Addr;
 use pnet_packet::ipv6::{Ipv6Packet, MutableIpv6Packet};
 
 use super::{view, view_mut, EmitError, Truncated};
-use crate::wire::ipv4::Ecn;
+use crate::ipv4::Ecn;
 
 /// The fixed header (RFC 8200 section 3).
 pub const HEADER_LEN: usize = 40;

@@ -1,0 +1,5 @@
+//! quench's configuration files: [`file`] reads TOML into typed configurations with errors that
+//! name the file and the key; [`bundled`] holds the presets, example configurations and scenarios
+//! built into the binary, opened by name or by path.
+pub mod bundled;
+pub mod file;
