@@ -6,7 +6,7 @@
 # The C loop runs twice per round: with DPDK's default mbuf pool (the ratio the target is about)
 # and with --packed-pool, the layout quench's own pools have without hugepages (one mbuf per
 # 4 KiB page puts every mbuf in one L1 set; see quench_dpdk_pool_create in
-# engine/src/port/dpdk/shim.c), so the second ratio compares like with like.
+# engine/port/src/dpdk/shim.c), so the second ratio compares like with like.
 #
 # Then the realistic mix (`--mix` of both programs): two ring-backed ports (rte_eth_from_rings,
 # rings crossed so that frames circulate without allocation or free), 2,048 frames each way

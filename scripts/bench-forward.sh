@@ -477,7 +477,7 @@ lat_round() {
       elif [ $fwd = quench ]; then
         stop_forwarder quench
         cp "$out/sw.out" "$out/sw-r$rnd-$load.out"
-        # The idle decision, and with a `step-clock` build (QUENCH=...) the loop's steps.
+        # The idle decision.
         grep -h -e "when idle" -e "steps of" -e "NAPI" -e "napi_defer" "$out/sw.err" \
           | sed "s/^/  [round $rnd, $load %] /" >&2 || true
       fi

@@ -799,7 +799,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ) {
                 worker::fine_timer_slack();
             }
-            crate::steps::start(&clock);
             let busy_rx0 = xdp::busy_poll_rx_packets();
             let wait = (idle_mode == worker::IdleMode::Wait)
                 .then(|| worker::RxWait::new(wk.rx_fds()))
@@ -825,9 +824,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 );
             }
             wk.shutdown();
-            if let Some(steps) = crate::steps::report() {
-                eprintln!("quench switch: worker {w} {steps}");
-            }
             for op in wk.ports.iter_mut().flatten() {
                 op.port.flush();
             }

@@ -427,10 +427,8 @@ impl<P: Port> Worker<P> {
 
     /// One iteration of the loop at time `now`. Returns the number of frames moved (0 = idle).
     pub fn poll(&mut self, now: Instant) -> usize {
-        crate::steps::begin(now);
         self.share_depths(true);
         let mut work = self.receive(now);
-        crate::steps::received(work);
         if let Some(f) = self.fast.as_mut().filter(|f| f.has_dirty()) {
             // Before the next receive: the kernel table follows every learn and move.
             f.sync_dirty(now, &self.fdb);
@@ -451,7 +449,6 @@ impl<P: Port> Worker<P> {
                 Iteration::Idle
             },
         );
-        crate::steps::end();
         work
     }
 

@@ -32,7 +32,7 @@ use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use super::PortError;
-use crate::wire::ethernet::{self, ethertype};
+use quench_wire::ethernet::{self, ethertype};
 
 /// The program's name (BPF_OBJ_NAME_LEN is 16 with the NUL), known to `xdp::clear_stale`.
 pub const PROG_NAME: &str = "quench_kfp";

@@ -1,6 +1,7 @@
-//! Ports: where frames enter and leave the engine.
+//! Ports: where frames enter and leave quench; and the worker threads that poll them
+//! ([`worker`]: pinning, idling, waiting) with the CPU cache hints they use ([`cache`]).
 //!
-//! Every kind of port (in-memory, AF_PACKET, AF_XDP, and later DPDK) implements one trait,
+//! Every kind of port (in-memory, AF_PACKET, AF_XDP, DPDK) implements one trait,
 //! [`Port`], with burst receive and transmit and a declared set of [`Capabilities`]
 //! (docs/style.md, "Ports", after smoltcp's `phy::Device`). Wrappers such as
 //! [`capture::Capture`] take any port and are themselves ports.
@@ -29,11 +30,12 @@
 //! `tx_burst` takes frames from the front of the vector it is given and leaves those it could not
 //! send (ring full) in place, in order: the caller keeps them for the next iteration or drops
 //! them.
-use crate::wire::MacAddr;
+use quench_wire::MacAddr;
 use std::fmt;
 use std::mem::MaybeUninit;
 
 pub mod any;
+pub mod cache;
 pub mod capture;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
@@ -43,6 +45,7 @@ pub mod live;
 pub mod mem;
 pub mod netns;
 pub mod packet;
+pub mod worker;
 pub mod xdp;
 
 /// Largest frame any port here carries: a 1500-octet MTU Ethernet frame with two VLAN tags.
@@ -124,7 +127,7 @@ impl StampSource {
     }
 }
 
-/// A frame's receive time from the kernel, in [`crate::time::shared_now`]'s time base.
+/// A frame's receive time from the kernel, in [`quench_wire::time::shared_now`]'s time base.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RxStamp {
     pub at: units::Instant,

@@ -94,11 +94,11 @@ pub fn split_port_arg(arg: &str) -> (Option<&str>, &str) {
 }
 
 /// A port opened by a `[NETNS/]IFACE` argument: opened inside that network namespace (see
-/// [`crate::port::netns`]) and, on drop, closed there too (an AF_XDP port detaches its program
+/// [`crate::netns`]) and, on drop, closed there too (an AF_XDP port detaches its program
 /// through a netlink socket of the namespace it is in).
 pub struct NsPort {
     netns: Option<String>,
-    port: Option<crate::port::any::AnyPort>,
+    port: Option<crate::any::AnyPort>,
 }
 
 impl NsPort {
@@ -117,7 +117,7 @@ impl NsPort {
 }
 
 impl std::ops::Deref for NsPort {
-    type Target = crate::port::any::AnyPort;
+    type Target = crate::any::AnyPort;
     fn deref(&self) -> &Self::Target {
         self.port.as_ref().expect("open until drop")
     }
@@ -144,25 +144,25 @@ pub fn open_port(
     iface: &str,
     driver: &str,
     dpdk_eal: Option<&str>,
-) -> Result<crate::port::any::AnyPort, crate::port::PortError> {
-    use crate::port::any::AnyPort;
+) -> Result<crate::any::AnyPort, crate::PortError> {
+    use crate::any::AnyPort;
     match driver {
         "af_xdp" => {
             // Chunks that hold the device's MTU (2 KiB up to 1770, a page above).
-            let mtu = crate::port::device_mtu(iface).unwrap_or(1500);
-            let pool = crate::port::xdp::XdpPool::for_mtu(4096, mtu)?;
-            let opts = crate::port::xdp::XdpOptions {
+            let mtu = crate::device_mtu(iface).unwrap_or(1500);
+            let pool = crate::xdp::XdpPool::for_mtu(4096, mtu)?;
+            let opts = crate::xdp::XdpOptions {
                 mode: Default::default(),
                 force: false,
                 queues: Some(vec![0]),
                 busy_poll: None,
                 program: None,
             };
-            crate::port::xdp::XdpPort::open(&pool, iface, &opts).map(AnyPort::Xdp)
+            crate::xdp::XdpPort::open(&pool, iface, &opts).map(AnyPort::Xdp)
         }
         #[cfg(feature = "dpdk")]
         "dpdk" => {
-            let cfg = crate::port::dpdk::DpdkConfig {
+            let cfg = crate::dpdk::DpdkConfig {
                 eal: dpdk_eal
                     .unwrap_or("")
                     .split_whitespace()
@@ -170,21 +170,21 @@ pub fn open_port(
                     .collect(),
                 ..Default::default()
             };
-            crate::port::dpdk::DpdkPort::open(iface, &cfg)
+            crate::dpdk::DpdkPort::open(iface, &cfg)
                 .map(AnyPort::Dpdk)
-                .map_err(crate::port::PortError::from)
+                .map_err(crate::PortError::from)
         }
         #[cfg(not(feature = "dpdk"))]
         "dpdk" => {
             let _ = dpdk_eal;
-            Err(crate::port::PortError::Unsupported {
+            Err(crate::PortError::Unsupported {
                 name: iface.to_string(),
                 what: "--driver dpdk: this quench was built without DPDK; rebuild with \
                        `cargo build --release --features dpdk`"
                     .into(),
             })
         }
-        _ => crate::port::packet::PacketPort::open(iface).map(AnyPort::Packet),
+        _ => crate::packet::PacketPort::open(iface).map(AnyPort::Packet),
     }
 }
 

@@ -630,7 +630,7 @@ impl DpdkPort {
                 max_frame: MAX_FRAME,
                 zero_copy: true,
                 mode: "pmd".to_string(),
-                mac: Some(crate::wire::MacAddr::from(mac)),
+                mac: Some(quench_wire::MacAddr::from(mac)),
             },
             port_id,
             queues,

@@ -1,5 +1,5 @@
-//! Build script of the engine crate. Does nothing unless the cargo feature `dpdk` is on; then it
-//! finds DPDK with `pkg-config libdpdk`, compiles the C shim src/port/dpdk/shim.c (DPDK's burst
+//! Build script of the port crate. Does nothing unless the cargo feature `dpdk` is on; then it
+//! finds DPDK with `pkg-config libdpdk`, compiles the C shim src/dpdk/shim.c (DPDK's burst
 //! and mbuf calls are `static inline`, so Rust cannot call them directly) and links DPDK.
 
 /// Poll-mode drivers linked into every binary, so `--vdev=net_null0` (and net_ring, and
@@ -39,11 +39,11 @@ fn main() -> Result<(), String> {
 
 #[cfg(feature = "dpdk")]
 fn dpdk() -> Result<(), String> {
-    println!("cargo:rerun-if-changed=src/port/dpdk/shim.c");
+    println!("cargo:rerun-if-changed=src/dpdk/shim.c");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
 
     let mut shim = cc::Build::new();
-    shim.file("src/port/dpdk/shim.c")
+    shim.file("src/dpdk/shim.c")
         .opt_level(3)
         .warnings(true);
     let cflags = pkg_config("--cflags")?;

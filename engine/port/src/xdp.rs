@@ -264,7 +264,6 @@ impl XskQueue {
     fn wake(&mut self) {
         use std::os::unix::io::AsRawFd;
         let fd = self.tx.fd().as_raw_fd();
-        crate::steps::kick_enter();
         // Safety: a zero-length sendto on our own AF_XDP socket reads no buffer.
         let rc = unsafe {
             libc::sendto(
@@ -276,7 +275,6 @@ impl XskQueue {
                 0,
             )
         };
-        crate::steps::kick_exit();
         if rc < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EBUSY) {
             self.tx_drops += 1;
         }
@@ -529,7 +527,7 @@ const OWNER_DIR: &str = "/run/quench";
 /// (owner dead) from a live one. The path is also the device's key in [`DEVICES`].
 fn owner_path(ifname: &str) -> PathBuf {
     // Network namespaces share /run; the namespace inode keeps names apart. The thread's own
-    // namespace: a process may open ports in several (crate::port::netns).
+    // namespace: a process may open ports in several (crate::netns).
     let ns = std::fs::read_link("/proc/thread-self/ns/net")
         .map(|p| p.to_string_lossy().replace(['[', ']', ':'], ""))
         .unwrap_or_default();

@@ -21,7 +21,7 @@ use super::{
     device_mac, if_index, Capabilities, Frame, Port, PortError, PortKind, RxStamp, StampSource,
     MAX_FRAME,
 };
-use crate::time::KernelStamps;
+use quench_wire::time::KernelStamps;
 
 /// Ring geometry: 2 KiB slots, 64 KiB blocks (page multiple), 2048 slots per direction.
 const SLOT: usize = 2048;

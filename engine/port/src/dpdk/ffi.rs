@@ -1,5 +1,5 @@
 //! Hand-written bindings for the part of DPDK 22.11 quench uses, plus the C shim
-//! (`shim.c`, built by engine/build.rs) for what DPDK defines `static inline`.
+//! (`shim.c`, built by engine/port/build.rs) for what DPDK defines `static inline`.
 //!
 //! Only opaque pointers cross this boundary, except five `rte_mbuf` fields that the frame type
 //! reads and writes in place (the `MBUF_*` offsets below, pinned by `_Static_assert`s in

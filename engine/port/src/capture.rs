@@ -1,7 +1,7 @@
 //! A port wrapper that writes every frame the wrapped port receives or transmits to a pcap
 //! file (`--capture PORT=FILE`). With no file it is a pass-through costing one branch per burst.
 //!
-//! The file is classic pcap with nanosecond timestamps ([`crate::pcap::PcapWriter`]: magic
+//! The file is classic pcap with nanosecond timestamps ([`quench_wire::pcap::PcapWriter`]: magic
 //! a1b23c4d, LINKTYPE_ETHERNET), readable by tcpdump, tshark and Wireshark. Every frame has a
 //! timestamp of its own: a received frame the kernel stamped (AF_PACKET) gets its kernel
 //! receive time; every other frame the engine clock read as it is written (a TSC read, ~10 ns,
@@ -16,8 +16,8 @@ use units::{Duration, Instant};
 
 use super::heap::Carried;
 use super::{Capabilities, Frame, Port, PortError};
-use crate::pcap::PcapWriter;
-use crate::time::{shared_now, Clock};
+use quench_wire::pcap::PcapWriter;
+use quench_wire::time::{shared_now, Clock};
 
 /// The capture file and the clock readings that put its records on the wall clock.
 struct CaptureFile {
@@ -236,7 +236,7 @@ impl<P: Port> Port for Capture<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::port::mem::MemPort;
+    use crate::mem::MemPort;
 
     #[test]
     fn capture_records_rx_and_sent_tx() {
@@ -252,8 +252,8 @@ mod tests {
         drop(cap);
         let bytes = std::fs::read(&path).unwrap();
         // Nanosecond pcap: the two records read back, each with its own time, in order.
-        assert_eq!(&bytes[..4], &crate::pcap::MAGIC_NANOS.to_le_bytes());
-        let recs: Vec<_> = crate::pcap::PcapReader::new(&bytes)
+        assert_eq!(&bytes[..4], &quench_wire::pcap::MAGIC_NANOS.to_le_bytes());
+        let recs: Vec<_> = quench_wire::pcap::PcapReader::new(&bytes)
             .unwrap()
             .map(Result::unwrap)
             .collect();

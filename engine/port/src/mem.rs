@@ -9,7 +9,7 @@ use crossbeam_queue::ArrayQueue;
 
 use super::heap::HeapFrame;
 use super::{Capabilities, Port, PortError, PortKind, MAX_FRAME};
-use crate::wire::MacAddr;
+use quench_wire::MacAddr;
 
 /// Frames a direction of an in-memory link holds before transmit reports "ring full".
 pub const MEM_RING: usize = 4096;
@@ -141,7 +141,7 @@ impl Port for MemPort {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::port::Frame;
+    use crate::Frame;
 
     #[test]
     fn linked_ports_carry_frames_both_ways_in_order() {

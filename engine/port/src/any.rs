@@ -326,7 +326,7 @@ impl Port for AnyPort {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::port::mem;
+    use crate::mem;
 
     #[test]
     fn any_port_moves_frames_between_mem_ports() {

@@ -7,7 +7,7 @@ use std::thread::JoinHandle;
 
 use units::Instant;
 
-use crate::time::Clock;
+use quench_wire::time::Clock;
 
 /// The cores this process may run on, in order (falls back to core 0 when unknown).
 pub fn cores() -> Vec<core_affinity::CoreId> {
@@ -301,14 +301,14 @@ fn tenant(pid: u32, status: &str) -> Option<Tenant> {
 /// idle, so the scheduler may run a waiting task there at once. The price is a wake-up through
 /// the scheduler per wait that a frame ends (a few microseconds, paid by the frame).
 ///
-/// [`Port::rx_fds`]: crate::port::Port::rx_fds
+/// [`Port::rx_fds`]: crate::Port::rx_fds
 #[derive(Debug)]
 pub struct RxWait {
     fds: Vec<libc::pollfd>,
 }
 
 impl RxWait {
-    /// A waiter on `fds` (each port's [`crate::port::Port::rx_fds`]); `None` when there is
+    /// A waiter on `fds` (each port's [`crate::Port::rx_fds`]); `None` when there is
     /// none: nothing would end a wait but its timeout, so the loop had better sleep.
     pub fn new(fds: impl IntoIterator<Item = std::os::fd::RawFd>) -> Option<RxWait> {
         let fds: Vec<libc::pollfd> = fds
