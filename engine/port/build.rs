@@ -43,9 +43,7 @@ fn dpdk() -> Result<(), String> {
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
 
     let mut shim = cc::Build::new();
-    shim.file("src/dpdk/shim.c")
-        .opt_level(3)
-        .warnings(true);
+    shim.file("src/dpdk/shim.c").opt_level(3).warnings(true);
     let cflags = pkg_config("--cflags")?;
     let mut it = cflags.iter();
     while let Some(f) = it.next() {

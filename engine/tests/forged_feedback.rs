@@ -21,7 +21,7 @@ use std::process::Command;
 use engine::pcap::PcapWriter;
 use engine::send::worker::udp_src_port;
 use engine::switch::core::CnmSource;
-use engine::switch::egress::cnm_frame;
+use engine::switch::cp::cnm_frame;
 use engine::wire::ethernet::{ethertype, walk, L2Repr, VlanTci};
 use engine::wire::frame::{emit_cnp_reply, emit_test_frame, Ipv4UdpHeaders};
 use engine::wire::ipv4::Ecn;

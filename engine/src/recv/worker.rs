@@ -356,61 +356,8 @@ impl RecvWorker {
     }
 }
 
-/// The clock id [`test_frame`] stamps.
 #[cfg(test)]
-pub(crate) const TEST_CLOCK: u32 = 0x00c1_0c4e;
-
-/// A 1000-octet test frame from 02:..:01:01 / 10.0.0.1 to 02:..:09:01 / 10.0.0.9, VLAN 1
-/// priority 3, clock [`TEST_CLOCK`], for unit tests here and in the switch.
-#[cfg(test)]
-pub(crate) fn test_frame(flow: u32, seq: u64, tx: u64, ecn: Ecn, rpid: Option<u16>) -> Vec<u8> {
-    test_frame_len(flow, seq, tx, ecn, rpid, 1000)
-}
-
-/// [`test_frame`] of `len` octets (at least its headers: 74 octets, 78 with a CN-TAG).
-#[cfg(test)]
-pub(crate) fn test_frame_len(
-    flow: u32,
-    seq: u64,
-    tx: u64,
-    ecn: Ecn,
-    rpid: Option<u16>,
-    len: usize,
-) -> Vec<u8> {
-    use crate::wire::ethernet::{ethertype, L2Repr, VlanTci};
-    use crate::wire::frame::{emit_test_frame, Ipv4UdpHeaders};
-    use crate::wire::testhdr::{TestHdrRepr, UDP_PORT};
-    use std::net::Ipv4Addr;
-    let mut l2 = L2Repr::new(
-        MacAddr::new(2, 0, 0, 0, 9, 1),
-        MacAddr::new(2, 0, 0, 0, 1, 1),
-        ethertype::IPV4,
-    )
-    .with_vlan(VlanTci {
-        pcp: 3,
-        dei: false,
-        vid: 1,
-    });
-    if let Some(r) = rpid {
-        l2 = l2.with_cn_tag(r);
-    }
-    let h = Ipv4UdpHeaders {
-        l2,
-        src: Ipv4Addr::new(10, 0, 0, 1),
-        dst: Ipv4Addr::new(10, 0, 0, 9),
-        dscp: 0,
-        ecn,
-        src_port: 40000,
-        dst_port: UDP_PORT,
-    };
-    let mut buf = vec![0; 1600];
-    let hdr =
-        TestHdrRepr::new(units::FlowId(flow), seq, Instant::from_nanos(tx)).with_clock(TEST_CLOCK);
-    let n = emit_test_frame(&h, &hdr, len, &mut buf).unwrap();
-    buf.truncate(n);
-    buf
-}
-
+use crate::wire::frame::{test_frame, TEST_CLOCK};
 #[cfg(test)]
 use crate::wire::ipv4::Ecn;
 

@@ -430,7 +430,7 @@ mod tests {
             qoffset: -10,
             qdelta: 4,
         };
-        crate::switch::egress::cnm_frame(sampled, &src, 0, &fb).unwrap()
+        crate::switch::cp::cnm_frame(sampled, &src, 0, &fb).unwrap()
     }
 
     #[test]

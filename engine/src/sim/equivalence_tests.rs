@@ -93,7 +93,7 @@ fn cc() -> CcSetup {
 
 /// A data frame from host `from` (0: A, 1: B) to C, ECT(0), priority 3.
 fn data_frame(from: usize, seq: u64) -> Vec<u8> {
-    let mut f = crate::recv::worker::test_frame(from as u32, seq, 0, Ecn::Ect0, None);
+    let mut f = crate::wire::frame::test_frame(from as u32, seq, 0, Ecn::Ect0, None);
     f[6..12].copy_from_slice(&MACS[from].octets());
     f
 }

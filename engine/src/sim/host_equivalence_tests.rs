@@ -196,7 +196,7 @@ fn feedback_frame(kind: CcKind, fb: u8, last_sent: &[u8]) -> Vec<u8> {
             qoffset: -10,
             qdelta: 4,
         };
-        crate::switch::egress::cnm_frame(last_sent, &src, 0, &fb).unwrap()
+        crate::switch::cp::cnm_frame(last_sent, &src, 0, &fb).unwrap()
     } else {
         let (l2, _) = crate::wire::ethernet::L2Repr::parse(last_sent).unwrap();
         let mut buf = [0u8; 256];
@@ -266,7 +266,7 @@ fn through_the_worker(kind: CcKind, spacing: rp::Spacing) -> Trace {
     );
     for (k, (at, ce)) in arrivals().into_iter().enumerate() {
         let ecn = if ce { WireEcn::Ce } else { WireEcn::Ect0 };
-        let frame = crate::recv::worker::test_frame(0, k as u64, at.as_nanos(), ecn, None);
+        let frame = crate::wire::frame::test_frame(0, k as u64, at.as_nanos(), ecn, None);
         let mut cnp = false;
         receiver.on_frame(at, None, &frame, &mut |_| cnp = true);
         if cnp {

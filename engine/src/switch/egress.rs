@@ -5,18 +5,13 @@ use std::sync::Arc;
 use cp::qcn::QcnFeedback;
 use units::{Ecn, Instant};
 
-use super::core::{CnmSource, CoreFrame, PortCp, NOT_ACCOUNTED};
+use super::core::{CnmSource, CoreFrame, NOT_ACCOUNTED};
+use super::cp::{cnm_frame, CpHook};
 use super::depth::DepthShare;
 use super::queue::{Class, EgressQueue, QueueLimits, QueuedFrame, Shaper};
 use super::stats::{bump, PortCounters};
 use crate::port::{Frame, Port, BURST, MAX_FRAME};
-use crate::wire::cnm::{self, CnmRepr};
-use crate::wire::ethernet::L2Repr;
-use crate::wire::frame::{cnm_l2, emit_cnm};
 use crate::wire::ipv4;
-
-/// The congestion points of a port of `quench switch`: their CNMs are wire frames.
-pub type CpHook = PortCp<Vec<u8>>;
 
 /// The egress queue of a port of `quench switch`.
 pub type Queue<F> = EgressQueue<Classified<F>, CpHook>;
@@ -87,39 +82,6 @@ impl<F: Frame> CoreFrame for Classified<F> {
     fn cnm(&self, src: &CnmSource, prio: u8, fb: &QcnFeedback) -> Option<Vec<u8>> {
         cnm_frame(self.frame.data(), src, prio, fb)
     }
-}
-
-/// Octets of the sampled frame a CNM carries (protocols.md: "Encapsulated MSDU ... 0-64").
-const CNM_MSDU_OCTETS: usize = cnm::MAX_MSDU_LEN;
-/// Where the encapsulated MSDU starts in the sampled frame: after DA and SA. (U: protocols.md
-/// does not say where the MSDU starts; quench starts after DA and SA, so the tags and the
-/// EtherType are included.)
-const MSDU_OFFSET: usize = 12;
-
-/// The CNM (EtherType 0x22E7) answering `sampled` (data priority `prio`): to the sampled frame's
-/// source MAC, copying its VLAN tag and CN-TAG (the flow id the RP looks up), with CPID = CP MAC
-/// plus priority, QntzFb, QOffset, QDelta, the sampled frame's priority and DA, and its first
-/// 64 octets after the MAC addresses as the encapsulated MSDU. The sampled frame's L2 header is
-/// read here, once per CNM (one frame in a sampling interval), to be copied into the reply.
-pub fn cnm_frame(sampled: &[u8], src: &CnmSource, prio: u8, fb: &QcnFeedback) -> Option<Vec<u8>> {
-    let (l2, _) = L2Repr::parse(sampled).ok()?;
-    let msdu_end = sampled.len().min(MSDU_OFFSET + CNM_MSDU_OCTETS);
-    let repr = CnmRepr {
-        version: cnm::VERSION,
-        reserved_v: 0,
-        qntz_fb: fb.qntz_fb,
-        cpid: cnm::cpid(src.cp_mac, u16::from(prio)),
-        q_offset: fb.qoffset,
-        q_delta: fb.qdelta,
-        encap_priority: cnm::encap_priority(prio),
-        encap_da: l2.dst,
-        encap_msdu: sampled.get(MSDU_OFFSET..msdu_end).unwrap_or_default(),
-    };
-    let hdr = cnm_l2(&l2, src.cp_mac, src.priority);
-    let mut buf = vec![0u8; hdr.buffer_len() + repr.buffer_len() + 64];
-    let n = emit_cnm(&hdr, &repr, &mut buf).ok()?;
-    buf.truncate(n);
-    Some(buf)
 }
 
 /// A worker's handle on one port: the device queues it polls, and its own transmit queue

@@ -39,8 +39,9 @@ use rand_xoshiro::rand_core::SeedableRng;
 use units::{Duration, Instant, Rate};
 
 use super::core::{CpProfiles, Event, Handled, SwitchCore};
+use super::cp::CpHook;
 pub use super::egress::OwnedPort;
-use super::egress::{transmit, Classified, CpHook, TX_BURSTS};
+use super::egress::{transmit, Classified, TX_BURSTS};
 use super::fastpath::FastPath;
 use super::fdb::{self, Fdb, Lookup, PortIdx, DEFAULT_CAPACITY};
 use super::queue::Class;

@@ -2,18 +2,15 @@
 //! queues ([`queue`]) that the congestion points plug into.
 pub mod config;
 pub mod control;
-pub mod core;
-pub mod cp;
-pub mod depth;
+#[cfg(test)]
+mod cp_tests;
 pub mod egress;
 pub mod fastpath;
-pub mod fdb;
 pub mod forward;
-pub mod queue;
 pub mod rings;
 mod routing;
-pub mod sampling;
 #[cfg(test)]
 mod scale_tests;
 pub mod spsc;
 pub mod stats;
+pub use quench_node::switch::{core, cp, depth, fdb, queue, sampling};

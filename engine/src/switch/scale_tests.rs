@@ -56,7 +56,7 @@ const SMALL: usize = 80;
 /// `seq` in the test header and in the last payload octets, so each frame is unique.
 fn frame(src: usize, dst: usize, pcp: u8, seq: u32, len: usize) -> Vec<u8> {
     let flow = (src * STATIONS + dst) as u32;
-    let mut f = crate::recv::worker::test_frame_len(flow, u64::from(seq), 0, Ecn::Ect0, None, len);
+    let mut f = crate::wire::frame::test_frame_len(flow, u64::from(seq), 0, Ecn::Ect0, None, len);
     f[..6].copy_from_slice(&station(dst).octets());
     f[6..12].copy_from_slice(&station(src).octets());
     f[14] = pcp << 5;
@@ -232,7 +232,7 @@ fn switch(n: usize, bottleneck: Bottleneck) -> Switch {
     // one-worker congestion point's generator.
     let seed = || SeedableRng::seed_from_u64(7);
     let sampling = if shared && n > 1 {
-        super::egress::CpHook::new(&shared_cp_profiles(), seed()).shared_sampling()
+        super::cp::CpHook::new(&shared_cp_profiles(), seed()).shared_sampling()
     } else {
         None
     };
@@ -265,7 +265,7 @@ fn switch(n: usize, bottleneck: Bottleneck) -> Switch {
                 } else {
                     cp_profiles()
                 };
-                let mut cp = super::egress::CpHook::new(&prof, seed());
+                let mut cp = super::cp::CpHook::new(&prof, seed());
                 if let Some(s) = &sampling {
                     cp = cp.with_shared_sampling(s);
                 }

@@ -39,7 +39,7 @@ use rp::Spacing;
 use units::{Duration, Ecn, FlowId, Instant, Rate, PRIORITIES};
 
 use super::rp::{np_decide, Feedback, FlowRp, HostRp, Refused};
-use crate::send::wheel::{Wheel, WheelError};
+use crate::wheel::{Wheel, WheelError};
 
 /// Pacing limits.
 #[derive(Clone, Copy, Debug)]
@@ -527,14 +527,14 @@ impl<S: Source> HostCore<S> {
     }
 
     /// Makes room for `n` flows at once, their states on huge pages
-    /// ([`crate::cache::advise_huge_pages`]): for a driver with a large flow table whose flows
+    /// ([`quench_port::cache::advise_huge_pages`]): for a driver with a large flow table whose flows
     /// are touched at random (the sender appliance). The slots never move afterwards as long as
     /// the core holds at most `n` flows. If the address space cannot be had at once, nothing is
     /// reserved and the slots grow with the flows, on normal pages.
     pub fn reserve_flows(&mut self, n: usize) {
         let more = n.saturating_sub(self.slots.len());
         if self.slots.try_reserve_exact(more).is_ok() {
-            crate::cache::advise_huge_pages(&self.slots);
+            quench_port::cache::advise_huge_pages(&self.slots);
         }
     }
 
@@ -616,11 +616,11 @@ impl<S: Source> HostCore<S> {
     }
 
     /// Asks the cache for the flow's state ahead of a call that will touch it
-    /// ([`crate::cache::prefetch`]): for a driver that looks a burst of flows up first.
+    /// ([`quench_port::cache::prefetch`]): for a driver that looks a burst of flows up first.
     #[inline]
     pub fn prefetch(&self, h: FlowHandle) {
         if let Some(s) = self.slots.get(h.0 as usize) {
-            crate::cache::prefetch(s, 8);
+            quench_port::cache::prefetch(s, 8);
         }
     }
 
@@ -773,7 +773,7 @@ impl<S: Source> HostCore<S> {
     /// every priority the frame names is paused for its quanta (0: resumed; timed by
     /// [`cp::pfc::pause_end`]) and holds its releases until then ([`HostCore::handle_pause`]).
     /// The core's pause clock is the one record of the pause: [`HostCore::paused`] reads it.
-    pub fn handle_pfc(&mut self, now: Instant, link_rate: Rate, pfc: &crate::wire::pfc::PfcRepr) {
+    pub fn handle_pfc(&mut self, now: Instant, link_rate: Rate, pfc: &quench_wire::pfc::PfcRepr) {
         for prio in 0..PRIORITIES as u8 {
             if pfc.enabled(usize::from(prio)) {
                 let until = cp::pfc::pause_end(now, pfc.quanta[usize::from(prio)], link_rate);

@@ -29,7 +29,7 @@ use std::collections::VecDeque;
 
 use units::{Duration, Instant, Rate, PRIORITIES};
 
-use crate::port::Frame;
+use quench_port::Frame;
 
 /// What a queued item must tell the queue: its length in octets on the wire.
 pub trait QueuedFrame {

@@ -186,7 +186,7 @@ pub struct FlowStart {
     pub flow: FlowId,
     /// Offset from the start of the run.
     pub start: Duration,
-    pub destination: crate::wire::MacAddr,
+    pub destination: quench_wire::MacAddr,
     pub priority: u8,
     pub max_rate: Rate,
     /// Payload octets to send; `None` = until the run ends.
@@ -215,7 +215,7 @@ pub fn schedule(
             key,
             why: why.to_string(),
         };
-        let destination = crate::port::parse_mac(&fg.destination).ok_or_else(|| {
+        let destination = quench_port::parse_mac(&fg.destination).ok_or_else(|| {
             bad(
                 "destination",
                 "expected a MAC address like 02:00:00:00:00:01",
@@ -233,12 +233,12 @@ pub fn schedule(
             (Some(0), None) => return Err(bad("size", "must be above zero")),
             (Some(s), None) => Sizes::Fixed(*s),
             (None, Some(p)) => {
-                let src = crate::bundled::open(p, crate::bundled::Kind::Cdf, Some(base)).map_err(
-                    |e| FlowConfigError::CdfFile {
-                        group: g,
-                        why: e.to_string(),
-                    },
-                )?;
+                let src =
+                    quench_config::bundled::open(p, quench_config::bundled::Kind::Cdf, Some(base))
+                        .map_err(|e| FlowConfigError::CdfFile {
+                            group: g,
+                            why: e.to_string(),
+                        })?;
                 Sizes::Drawn(
                     Cdf::parse(&src.text).map_err(|source| FlowConfigError::Cdf {
                         group: g,
@@ -319,7 +319,7 @@ mod tests {
     use rand_xoshiro::Xoshiro256PlusPlus;
 
     fn websearch() -> &'static str {
-        crate::bundled::get("websearch", crate::bundled::Kind::Cdf)
+        quench_config::bundled::get("websearch", quench_config::bundled::Kind::Cdf)
             .expect("bundled")
             .text
     }
@@ -392,7 +392,7 @@ mod tests {
         assert_eq!(s[0].bytes, None);
         assert_eq!(s[0].priority, 3);
         assert_eq!(s[0].max_rate, Rate::from_gbps(1));
-        assert_eq!(s[0].destination, crate::wire::MacAddr(2, 0, 0, 0, 3, 1));
+        assert_eq!(s[0].destination, quench_wire::MacAddr(2, 0, 0, 0, 3, 1));
     }
 
     #[test]

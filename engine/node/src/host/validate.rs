@@ -19,9 +19,9 @@ use std::net::Ipv4Addr;
 
 use units::FlowId;
 
-use crate::appliance::classify::{encapsulated_key, encapsulated_udp_payload, FlowKey};
-use crate::wire::testhdr::{Prefix, MAGIC};
-use crate::wire::MacAddr;
+use quench_wire::classify::{encapsulated_key, encapsulated_udp_payload, FlowKey};
+use quench_wire::testhdr::{Prefix, MAGIC};
+use quench_wire::MacAddr;
 
 /// How many of a flow's most recent frames a CNM may answer. A CP samples a frame as it joins
 /// the queue and answers at once, so the sampled frame is at most a queue and a round trip of

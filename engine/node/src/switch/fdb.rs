@@ -25,7 +25,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::wire::MacAddr;
+use quench_wire::MacAddr;
 use units::{Duration, Instant};
 
 /// A port index in the switch's port table.

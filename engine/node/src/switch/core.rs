@@ -38,7 +38,7 @@ use super::queue::{
     Admit, Class, CongestionHook, EgressQueue, Enqueued, QueueEvent, QueueLimits, QueuedFrame,
 };
 use super::sampling::{SampleShare, SharedSampling};
-use crate::wire::MacAddr;
+use quench_wire::MacAddr;
 
 /// The ingress of a frame no PFC account holds (lossy, flooded, control, or PFC off).
 pub const NOT_ACCOUNTED: u16 = u16::MAX;
@@ -89,7 +89,7 @@ impl CpProfiles {
             tcd: None,
             cnm: CnmSource {
                 cp_mac: MacAddr::zero(),
-                priority: crate::wire::cnm::DEFAULT_CNM_PRIORITY,
+                priority: quench_wire::cnm::DEFAULT_CNM_PRIORITY,
             },
         }
     }

@@ -1,164 +1,26 @@
-//! The congestion points of `quench switch` as configured: the `[[congestion]]` entries of
-//! `configs/switch.toml`, validated into the profiles of the switch core's [`PortCp`] (which
-//! runs QCN, RED/ECN and TCD on an egress port's queues; see [`super::core`]).
-//!
-//! - **QCN**: a CNM (EtherType 0x22E7) to the sampled frame's source for each feedback
-//!   ([`super::egress::cnm_frame`]), with CPID = CP MAC + priority.
-//! - **RED/ECN (DCQCN)**: [`cp::red::RedProfile`] on the class's octets, at dequeue (ns-3 HPCC)
-//!   or enqueue as configured; a CE mark rewrites the IPv4 ECN field in place
-//!   (`wire::ipv4::set_ecn`, RFC 1624).
-//! - **TCD**: a [`cp::tcd::TcdPort`] per watched priority, told of the PFC pauses and resumes
-//!   of that egress priority.
-use rand_xoshiro::rand_core::SeedableRng;
-use rand_xoshiro::Xoshiro256PlusPlus;
-use serde::Deserialize;
-
-use cp::qcn::{QcnCpParams, QcnCpProfile};
-use cp::red::{RedParams, RedProfile};
-use cp::tcd::{TcdParams, TcdProfile};
-use units::PRIORITIES;
-
-pub use super::core::CpCounters;
-use super::core::{CnmSource, CpProfiles, PortCp};
-pub use super::egress::CpHook;
-use crate::wire::cnm;
-use crate::wire::MacAddr;
-
-/// The `[[congestion]]` entries of `configs/switch.toml`: which congestion point runs on which
-/// egress port and priorities.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CongestionConfig {
-    /// Egress port name, as in the switch's `[[ports]]`.
-    pub port: String,
-    /// Data priorities (802.1p) the congestion point watches; default all eight.
-    #[serde(default = "all_priorities")]
-    pub priorities: Vec<u8>,
-    /// QCN congestion point (IEEE8021-CN-MIB names).
-    pub qcn: Option<QcnCpParams>,
-    /// RED/ECN marking (DCQCN).
-    pub red: Option<RedParams>,
-    /// Ternary congestion detection.
-    pub tcd: Option<TcdParams>,
-    /// The CP's MAC address (CNM source, CPID); default: the port's own MAC.
-    pub cp_mac: Option<String>,
-    /// 802.1p priority of CNMs (protocols.md: default believed 6, U).
-    #[serde(default = "default_cnm_priority")]
-    pub cnm_priority: u8,
-    /// Seed of the marking and sampling RNG (replays exactly).
-    #[serde(default)]
-    pub seed: u64,
-}
-
-fn all_priorities() -> Vec<u8> {
-    (0..PRIORITIES as u8).collect()
-}
-
-fn default_cnm_priority() -> u8 {
-    cnm::DEFAULT_CNM_PRIORITY
-}
-
-/// A congestion config that failed validation; names the key.
-#[derive(Debug, thiserror::Error)]
-#[error("congestion[{index}] (port {port:?}).{key}: {why}")]
-pub struct CpConfigError {
-    pub index: usize,
-    pub port: String,
-    pub key: String,
-    pub why: String,
-}
-
-impl CpHook {
-    /// Validates entry `index` of the config for a port whose MAC is `port_mac`.
-    pub fn from_config(
-        index: usize,
-        c: &CongestionConfig,
-        port_mac: MacAddr,
-    ) -> Result<Self, CpConfigError> {
-        let err = |key: &str, why: String| CpConfigError {
-            index,
-            port: c.port.clone(),
-            key: key.to_string(),
-            why,
-        };
-        let mut prio_mask = 0u8;
-        for &p in &c.priorities {
-            if usize::from(p) >= PRIORITIES {
-                return Err(err("priorities", format!("{p} is not in 0..=7")));
-            }
-            prio_mask |= 1 << p;
-        }
-        if usize::from(c.cnm_priority) >= PRIORITIES {
-            return Err(err(
-                "cnm_priority",
-                format!("{} is not in 0..=7", c.cnm_priority),
-            ));
-        }
-        if c.red.is_some() && c.tcd.is_some() {
-            // The switch core applies TCD alone where both are configured (see `PortCp`).
-            return Err(err(
-                "red",
-                "RED and TCD on the same priorities: TCD owns the ECN field there (seed 004 \
-                 Table 1) and RED would never mark; configure one of them"
-                    .into(),
-            ));
-        }
-        let qcn = match &c.qcn {
-            Some(p) => {
-                Some(QcnCpProfile::new(p).map_err(|e| err(&format!("qcn.{}", e.param), e.why()))?)
-            }
-            None => None,
-        };
-        let red = match &c.red {
-            Some(p) => {
-                Some(RedProfile::new(p).map_err(|e| err(&format!("red.{}", e.param), e.why()))?)
-            }
-            None => None,
-        };
-        let tcd = match &c.tcd {
-            Some(p) => {
-                Some(TcdProfile::new(p).map_err(|e| err(&format!("tcd.{}", e.param), e.why()))?)
-            }
-            None => None,
-        };
-        let cp_mac = match &c.cp_mac {
-            Some(s) => crate::port::parse_mac(s)
-                .ok_or_else(|| err("cp_mac", format!("{s:?} is not a MAC address")))?,
-            None => port_mac,
-        };
-        let profiles = CpProfiles {
-            prio_mask,
-            qcn,
-            red,
-            tcd,
-            cnm: CnmSource {
-                cp_mac,
-                priority: c.cnm_priority,
-            },
-        };
-        Ok(PortCp::new(
-            &profiles,
-            Xoshiro256PlusPlus::seed_from_u64(c.seed),
-        ))
-    }
-}
-
-#[cfg(test)]
+//! Tests of the switch core's congestion points ([`crate::switch::cp`]) with the switch's own
+//! frames and configuration files.
 mod tests {
-    use super::*;
-    use crate::port::heap::HeapFrame;
-    use crate::port::Frame;
+    use crate::switch::core::{CpProfiles, PortCp};
     use crate::switch::core::{Event, SwitchCore};
+    use crate::switch::cp::*;
     use crate::switch::egress::Classified;
     use crate::switch::queue::{Class, QueueLimits};
-    use crate::wire::frame::{decode, Body};
-    use crate::wire::ipv4::Ecn;
+    use crate::wire::cnm;
+    use crate::wire::MacAddr;
+    use cp::red::{RedParams, RedProfile};
+    use cp::tcd::{TcdParams, TcdProfile};
+    use quench_port::heap::HeapFrame;
+    use quench_port::Frame;
+    use quench_wire::frame::{decode, Body};
+    use quench_wire::ipv4::Ecn;
+    use rand_xoshiro::rand_core::SeedableRng;
     use units::{Duration, Instant, Rate};
 
     type Core = SwitchCore<Classified<HeapFrame>>;
 
     fn frame(ecn: Ecn, rpid: Option<u16>) -> Vec<u8> {
-        crate::recv::worker::test_frame(5, 0, 0, ecn, rpid)
+        quench_wire::frame::test_frame(5, 0, 0, ecn, rpid)
     }
 
     fn hook(toml_text: &str) -> CpHook {
@@ -418,7 +280,6 @@ mod tests {
     }
 }
 
-#[cfg(test)]
 mod config_tests {
     use crate::switch::config::SwitchConfig;
 
