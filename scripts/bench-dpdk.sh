@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Forwarding between two net_null ports: quench's DPDK port path (engine/benches/dpdk_fwd.rs:
+# Forwarding between two net_null ports: quench's DPDK port path (engine/runtime/benches/dpdk_fwd.rs:
 # walk, forwarding-table learn + lookup, egress enqueue/dequeue per frame) against a bare C
-# forwarding loop over the same ports (engine/benches/dpdk_fwd.c), in the same run, alternating
+# forwarding loop over the same ports (engine/runtime/benches/dpdk_fwd.c), in the same run, alternating
 # ROUNDS times. Prints each run's Mpps, the medians and the ratio quench / C (target >= 0.7).
 # The C loop runs twice per round: with DPDK's default mbuf pool (the ratio the target is about)
 # and with --packed-pool, the layout quench's own pools have without hugepages (one mbuf per
@@ -62,11 +62,11 @@ scripts/setup-dpdk.sh >/dev/null
 out=target/bench-dpdk
 mkdir -p "$out"
 # shellcheck disable=SC2046 # pkg-config prints several flags on purpose
-cc -O3 -Wall -o "$out/dpdk_fwd_c" engine/benches/dpdk_fwd.c \
+cc -O3 -Wall -o "$out/dpdk_fwd_c" engine/runtime/benches/dpdk_fwd.c \
   $(pkg-config --cflags libdpdk) $(pkg-config --libs libdpdk) \
   -Wl,--no-as-needed -lrte_net_null -lrte_net_ring -Wl,--as-needed
-cargo bench -p engine --features dpdk --bench dpdk_fwd --no-run 2>&1 | tail -n 1
-quench=$(cargo bench -p engine --features dpdk --bench dpdk_fwd --no-run --message-format=json 2>/dev/null |
+cargo bench -p quench-runtime --features dpdk --bench dpdk_fwd --no-run 2>&1 | tail -n 1
+quench=$(cargo bench -p quench-runtime --features dpdk --bench dpdk_fwd --no-run --message-format=json 2>/dev/null |
   sed -n 's/.*"executable":"\([^"]*dpdk_fwd[^"]*\)".*/\1/p' | tail -n 1)
 
 # The same EAL arguments for both: no hugepages, no PCI, two net_null vdevs, main lcore on CPU.

@@ -132,7 +132,7 @@ scripts/setup.sh >/dev/null
 if ! command -v dpdk-testpmd >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpdk >/dev/null
 fi
-[ -n "${QUENCH:-}" ] || cargo build --release -p engine >/dev/null 2>&1 || cargo build --release -p engine
+[ -n "${QUENCH:-}" ] || cargo build --release -p quench >/dev/null 2>&1 || cargo build --release -p quench
 # QUENCH=<binary>: another build's quench (for an A/B of two builds); default this tree's.
 Q=${QUENCH:-$PWD/target/release/quench}
 P=qb

@@ -31,7 +31,7 @@
 # (`buckets`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -p engine --bin quench >/dev/null 2>&1 || cargo build --release -p engine --bin quench
+cargo build --release -p quench --bin quench >/dev/null 2>&1 || cargo build --release -p quench --bin quench
 T0=$(date +%s)
 Q=${QUENCH:-$PWD/target/release/quench}
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT

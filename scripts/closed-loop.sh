@@ -20,7 +20,7 @@
 # FORGE=FILE.pcap adds a forger: one more namespace (s<SENDERS>, on the switch's port of that
 # name) that, FORGE_DELAY seconds (default 3) into each run, sends FILE's frames round and round
 # at FORGE_RATE (a bit rate, default 80mbit) with `quench blast --pcap` until the senders stop;
-# its JSON line is OUT_DIR/forge-CC.log (engine/tests/forged_feedback.rs writes the file).
+# its JSON line is OUT_DIR/forge-CC.log (engine/quench/tests/forged_feedback.rs writes the file).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -17,7 +17,7 @@ secs=${DEMO_SECS:-10}
 echo "== demo.sh: installing system packages (scripts/setup.sh)"
 scripts/setup.sh
 echo "== demo.sh: building quench (cargo build --release)"
-cargo build --release -p engine --bin quench
+cargo build --release -p quench --bin quench
 quench=$PWD/target/release/quench
 mkdir -p "$out"
 

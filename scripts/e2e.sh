@@ -38,7 +38,7 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 2
 fi
 scripts/setup.sh >/dev/null || exit $?
-cargo build --release -p engine --bin quench >/dev/null 2>&1 || cargo build --release -p engine --bin quench || exit 1
+cargo build --release -p quench --bin quench >/dev/null 2>&1 || cargo build --release -p quench --bin quench || exit 1
 export QUENCH=$PWD/target/release/quench
 mkdir -p "$out"
 out=$(realpath "$out")

@@ -21,7 +21,7 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 0
 fi
 quench=${QUENCH:-$PWD/target/release/quench}
-[ -x "$quench" ] || cargo build --release -p engine
+[ -x "$quench" ] || cargo build --release -p quench
 mkdir -p "$out"
 out=$(realpath "$out")
 rm -rf "$out/recv" "$out/rtt"

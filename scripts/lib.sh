@@ -20,7 +20,7 @@ qn_setup() {
     exit 0
   fi
   quench=${QUENCH:-$PWD/target/release/quench}
-  [ -x "$quench" ] || cargo build --release -p engine --bin quench
+  [ -x "$quench" ] || cargo build --release -p quench --bin quench
   mkdir -p "$2"
   out=$(realpath "$2")
   local ncpu

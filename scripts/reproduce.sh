@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 STOP=100; FROM=30
 [ "${1:-}" = "--quick" ] && { STOP=30; FROM=10; }
-cargo build --release -p engine --bin quench >/dev/null 2>&1 || cargo build --release -p engine --bin quench
+cargo build --release -p quench --bin quench >/dev/null 2>&1 || cargo build --release -p quench --bin quench
 Q=target/release/quench
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 

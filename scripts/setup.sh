@@ -22,7 +22,7 @@ PACKAGES=(
   iproute2
   ethtool
   # Unmodified applications as traffic: kernel TCP/UDP through the switch and the appliance
-  # (engine/tests/switch_netns.rs, scripts/appliance.sh).
+  # (engine/quench/tests/switch_netns.rs, scripts/appliance.sh).
   iperf3
 )
 

@@ -32,10 +32,10 @@ step "cargo test --workspace" cargo test --workspace
 # --- DPDK ports (issue 7) -----------------------------------------------------------------------
 # Optional: the default build needs no DPDK. When libdpdk-dev is installed or installable
 # (scripts/setup-dpdk.sh), build the `dpdk` feature and run its own test binary (rte_eal_init runs
-# once per process, so those tests live in engine/tests/dpdk.rs); otherwise say why it is skipped.
+# once per process, so those tests live in engine/quench/tests/dpdk.rs); otherwise say why it is skipped.
 if scripts/setup-dpdk.sh; then
-  step "clippy --features dpdk" cargo clippy -p engine --features dpdk --all-targets -- -D warnings
-  step "cargo test --features dpdk --test dpdk" cargo test -p engine --features dpdk --test dpdk
+  step "clippy --features dpdk" cargo clippy -p quench -p quench-runtime --features dpdk --all-targets -- -D warnings
+  step "cargo test --features dpdk --test dpdk" cargo test -p quench --features dpdk --test dpdk
 else
   echo "SKIP DPDK tests: libdpdk-dev is not installable here (see scripts/setup-dpdk.sh)" | tee -a "$log"
 fi

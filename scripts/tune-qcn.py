@@ -101,7 +101,7 @@ def line(tag, p, ok, res):
 
 def main():
     if not os.access(Q, os.X_OK):
-        subprocess.run(["cargo", "build", "--release", "-p", "engine"], cwd=ROOT, check=True)
+        subprocess.run(["cargo", "build", "--release", "-p", "quench"], cwd=ROOT, check=True)
     with tempfile.TemporaryDirectory() as d:
         print("worst case over N = 2, 4 senders and seeds 1, 2 (bars: util >= 0.90, Jain >= 0.95,"
               f" mean queue <= {2 * QEQ // 1000} KB at 10 us hops)")

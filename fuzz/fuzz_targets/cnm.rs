@@ -1,7 +1,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use engine::wire::cnm::CnmRepr;
+use quench_wire::cnm::CnmRepr;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(r) = CnmRepr::parse(data) {

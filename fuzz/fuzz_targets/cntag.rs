@@ -1,7 +1,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use engine::wire::cntag::CnTagRepr;
+use quench_wire::cntag::CnTagRepr;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(r) = CnTagRepr::parse(data) {

@@ -1,6 +1,6 @@
 #![no_main]
 
-use engine::switch::control::{parse_request, MAX_REQUEST};
+use quench_runtime::switch::control::{parse_request, MAX_REQUEST};
 use libfuzzer_sys::fuzz_target;
 
 // The control socket's request parser: any bytes give a request or a refusal that serialises to

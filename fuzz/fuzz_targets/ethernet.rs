@@ -1,7 +1,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use engine::wire::ethernet::{walk, EthernetRepr, L2Repr, VlanRepr};
+use quench_wire::ethernet::{walk, EthernetRepr, L2Repr, VlanRepr};
 
 fuzz_target!(|data: &[u8]| {
     let _ = EthernetRepr::parse(data);

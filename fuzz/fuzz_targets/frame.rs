@@ -1,8 +1,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use engine::cli::frames::describe;
-use engine::wire::frame::decode;
+use quench_wire::frame::describe;
+use quench_wire::frame::decode;
 use units::Rate;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,7 +1,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use engine::wire::ipv4::{self, Ecn, Ipv4Flow, Ipv4Repr};
+use quench_wire::ipv4::{self, Ecn, Ipv4Flow, Ipv4Repr};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok((r, hl)) = Ipv4Repr::parse(data) {

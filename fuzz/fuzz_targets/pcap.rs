@@ -1,7 +1,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use engine::pcap::PcapReader;
+use quench_wire::pcap::PcapReader;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(r) = PcapReader::new(data) {

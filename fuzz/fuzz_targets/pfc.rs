@@ -1,7 +1,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use engine::wire::pfc::PfcRepr;
+use quench_wire::pfc::PfcRepr;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(r) = PfcRepr::parse(data) {

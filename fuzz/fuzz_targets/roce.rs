@@ -1,7 +1,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use engine::wire::roce::{icrc, verify_icrc, BthRepr};
+use quench_wire::roce::{icrc, verify_icrc, BthRepr};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(r) = BthRepr::parse(data) {

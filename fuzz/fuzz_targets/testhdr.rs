@@ -1,7 +1,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use engine::wire::testhdr::TestHdrRepr;
+use quench_wire::testhdr::TestHdrRepr;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(r) = TestHdrRepr::parse(data) {

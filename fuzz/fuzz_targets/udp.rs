@@ -1,7 +1,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use engine::wire::udp::UdpRepr;
+use quench_wire::udp::UdpRepr;
 use std::net::Ipv4Addr;
 
 fuzz_target!(|data: &[u8]| {

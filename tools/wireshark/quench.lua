@@ -1,8 +1,8 @@
 -- quench's Wireshark / tshark dissector for IEEE 802.1Qau congestion notification:
 --   CN-TAG, EtherType 0x22E9: Flow ID (RPID, 2 octets), then the EtherType of what follows;
 --   CNM,    EtherType 0x22E7: the 24-octet header and up to 64 octets of the sampled frame.
--- Wireshark 4.0 decodes neither. The layouts are those of engine/src/wire/cntag.rs and
--- engine/src/wire/cnm.rs (reference/protocols.md, IEEE 802.1Q-2022 clause 33.4).
+-- Wireshark 4.0 decodes neither. The layouts are those of engine/wire/src/cntag.rs and
+-- engine/wire/src/cnm.rs (reference/protocols.md, IEEE 802.1Q-2022 clause 33.4).
 --
 -- Use:  tshark -X lua_script:tools/wireshark/quench.lua -r capture.pcap
 --       wireshark -X lua_script:tools/wireshark/quench.lua capture.pcap

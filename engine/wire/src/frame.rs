@@ -373,6 +373,114 @@ pub fn decode(frame: &[u8]) -> Result<Frame<'_>, FrameError> {
     Ok(Frame { l2, body })
 }
 
+/// One line describing `frame`: the fields quench cares about, or `error: ...`.
+pub fn describe(frame: &[u8], link: units::Rate) -> String {
+    use std::fmt::Write as _;
+    let f = match decode(frame) {
+        Ok(f) => f,
+        Err(e) => return format!("error: {e}"),
+    };
+    let mut s = format!("{} > {}", f.l2.src, f.l2.dst);
+    for t in f.l2.tags.iter().flatten() {
+        let _ = write!(
+            s,
+            " vlan(tpid={:#06x} pcp={} dei={} vid={})",
+            t.tpid.0,
+            t.tci.pcp,
+            u8::from(t.tci.dei),
+            t.tci.vid
+        );
+    }
+    if let Some(rpid) = f.l2.rpid {
+        let _ = write!(s, " cn-tag(rpid={rpid})");
+    }
+    match f.body {
+        Body::Cnm(c) => {
+            let _ = write!(
+                s,
+                " cnm version={} qntzfb={} cpid={:#018x} qoffset={} qdelta={} \
+                 encap_prio={} ({:#06x}) encap_da={} encap_len={}",
+                c.version,
+                c.qntz_fb,
+                c.cpid,
+                c.q_offset,
+                c.q_delta,
+                c.encap_pcp(),
+                c.encap_priority,
+                c.encap_da,
+                c.encap_msdu.len()
+            );
+        }
+        Body::Pfc(p) => {
+            let _ = write!(s, " pfc enable={:#06x}", p.class_enable);
+            for (prio, &q) in p.quanta.iter().enumerate() {
+                if p.enabled(prio) {
+                    let kind = if q == crate::pfc::XON { "XON" } else { "XOFF" };
+                    let us = crate::pfc::quanta_to_duration(q, link).as_nanos() as f64 / 1e3;
+                    let _ = write!(s, " p{prio}={kind}({q} quanta = {us:.3}us at {link})");
+                }
+            }
+        }
+        Body::Ipv4 { ip, body } => {
+            let _ = write!(
+                s,
+                " ipv4 {} > {} dscp={} ecn={:02b} ({} / TCD {}) ttl={}",
+                ip.src,
+                ip.dst,
+                ip.dscp,
+                ip.ecn.bits(),
+                ip.ecn.rfc3168_name(),
+                ip.ecn.tcd_name(),
+                ip.ttl
+            );
+            match body {
+                IpBody::Other => {
+                    let _ = write!(s, " proto={}", ip.protocol.0);
+                }
+                IpBody::Udp { udp, body } => {
+                    let _ = write!(s, " udp {} > {}", udp.src_port, udp.dst_port);
+                    match body {
+                        UdpBody::Roce { bth, test } => {
+                            let kind = if bth.opcode == crate::roce::opcode::CNP {
+                                " CNP"
+                            } else {
+                                ""
+                            };
+                            let _ = write!(
+                                s,
+                                " roce bth(opcode={:#04x}{kind} becn={} destqp={:#08x} psn={} \
+                                 pkey={:#06x}) icrc=ok",
+                                bth.opcode,
+                                u8::from(bth.becn),
+                                bth.dest_qp,
+                                bth.psn,
+                                bth.pkey
+                            );
+                            if let Some(t) = test {
+                                write_test(&mut s, &t);
+                            }
+                        }
+                        UdpBody::Test(t) => write_test(&mut s, &t),
+                        UdpBody::Other => {}
+                    }
+                }
+            }
+        }
+    }
+    s
+}
+
+fn write_test(s: &mut String, t: &crate::testhdr::TestHdrRepr) {
+    use std::fmt::Write as _;
+    let _ = write!(
+        s,
+        " test(flow={} seq={} tx_ns={})",
+        t.flow,
+        t.seq,
+        t.tx.as_nanos()
+    );
+}
+
 /// The clock id [`test_frame`] stamps.
 pub const TEST_CLOCK: u32 = 0x00c1_0c4e;
 

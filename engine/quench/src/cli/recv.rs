@@ -1,0 +1,200 @@
+//! `quench recv`: the receiver and DCQCN notification point on one interface.
+//!
+//! Busy-polls a port for `--duration`, counts quench test frames per flow (goodput, loss,
+//! reordering, and one-way latency against the senders' `CLOCK_MONOTONIC` stamps when their
+//! clock id says they share this host's clock: refused with the reason otherwise), sends them
+//! back with `--reflect` (the sender then measures the round trip),
+//! answers CE marks with RoCEv2 CNPs as the np crate decides (`--preset NAME|FILE`, the `[np]`
+//! table of a preset such as `nvidia`; `--no-cnp` to stay silent), and at the end prints the
+//! summary table and one JSON line, and writes the report directory (`--out DIR`: summary.json,
+//! latency.hgrm, intervals.hlog, rate.svg, latency.svg).
+use std::path::PathBuf;
+
+use units::Duration;
+
+use super::progress::{per_s, Delta, Progress};
+use quench_report as report;
+use quench_runtime::recv::sink::{Sink, SinkOptions, DEFAULT_MAX_FLOWS};
+use quench_wire::time::shared_now;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Interface to receive on, `[NETNS/]IFACE` (the driver: `--driver`).
+    #[arg(long)]
+    pub iface: String,
+    #[command(flatten)]
+    pub port: super::PortArgs,
+    /// How long to run, e.g. `10s`, `500ms`.
+    #[arg(long, default_value = "10s", value_parser = super::duration_or_secs_arg,
+          alias = "duration-s")]
+    pub duration: Duration,
+    /// Report directory to write.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Interval of the interval log and the rate plot, e.g. `100ms`.
+    #[arg(long, default_value = "100ms", value_parser = super::duration_arg)]
+    pub interval: Duration,
+    /// Deprecated: `--interval`, in milliseconds.
+    #[arg(long, hide = true, conflicts_with = "interval")]
+    pub interval_ms: Option<f64>,
+    /// Preset whose `[np]` table configures the notification point (np::NpParams): a bundled
+    /// name (`nvidia`, `quench presets` lists them) or a TOML file.
+    #[arg(long, value_name = "NAME|FILE", alias = "np")]
+    pub preset: Option<String>,
+    /// Send no CNPs.
+    #[arg(long)]
+    pub no_cnp: bool,
+    /// Flow-table size.
+    #[arg(long, default_value_t = DEFAULT_MAX_FLOWS)]
+    pub max_flows: usize,
+    /// JSON lines on standard output: one progress object per second, then the summary; the
+    /// human table goes to standard error.
+    #[arg(long)]
+    pub json: bool,
+    /// Send every test frame back to its sender (addresses and UDP ports swapped, test header
+    /// and its transmit stamp kept), so that `quench send --out DIR` measures the round trip
+    /// on its own clock: latency between machines that share no clock.
+    #[arg(long)]
+    pub reflect: bool,
+    /// Act as a receiver whose link pauses: every PERIOD_US send a PFC PAUSE for priority 3
+    /// lasting PAUSE_US (quanta at 1 Gbit/s, 512 ns each): `--pfc-pause 400:200`. The switch
+    /// port toward this receiver then goes OFF and ON (TCD's victim scenario).
+    #[arg(long, value_name = "PERIOD_US:PAUSE_US")]
+    pub pfc_pause: Option<String>,
+}
+
+/// The notification point `--preset NAME|FILE` configures (its `[np]` table), or the default
+/// one.
+pub(crate) fn np_profile(preset: Option<&str>) -> anyhow::Result<np::NpProfile> {
+    use anyhow::Context as _;
+    let p = match preset {
+        Some(arg) => {
+            let src = quench_config::bundled::open(arg, quench_config::bundled::Kind::Preset, None)
+                .with_context(|| format!("--preset {arg}"))?;
+            quench_config::bundled::table(&src, "np")?.unwrap_or_default()
+        }
+        None => np::NpParams::default(),
+    };
+    p.profile().map_err(|e| anyhow::anyhow!("[np] {e}"))
+}
+
+/// Writes the report directory `out`, prints the summary table of `sink`'s run and returns the
+/// summary's JSON.
+pub(crate) fn finish_sink(sink: Sink, out: Option<&std::path::Path>) -> anyhow::Result<String> {
+    let e = sink.finish();
+    // The report first: a closed standard output (`| head`) must not lose it.
+    if let Some(dir) = out {
+        report::write_report_dir(dir, &e.summary, &e.latency, &e.log)?;
+    }
+    out!("{}", e.summary.table())?;
+    for (n, what) in [
+        (e.reflected, "test frames reflected to their senders"),
+        (
+            e.reply_tx_drops,
+            "CNPs and reflected frames not sent (transmit ring full)",
+        ),
+        (e.pauses_sent, "PFC PAUSE frames sent (--pfc-pause)"),
+        (
+            e.cnps_suppressed,
+            "CNPs suppressed by the notification point's interval",
+        ),
+    ] {
+        if n > 0 {
+            outln!("{what}: {n}")?;
+        }
+    }
+    if let Some(dir) = out {
+        outln!("report written to {}", dir.display())?;
+    }
+    Ok(serde_json::to_string(&e.summary)?)
+}
+
+/// The progress status of a receiver: receive rate and frames over the interval, totals of
+/// frames, lost, CNPs and reflected frames.
+#[derive(Default)]
+pub(crate) struct RecvProgress {
+    frames: Delta,
+    bytes: Delta,
+}
+
+impl RecvProgress {
+    pub(crate) fn show(
+        &mut self,
+        p: &mut Progress,
+        now: units::Instant,
+        w: &quench_runtime::recv::worker::RecvWorker,
+    ) -> std::io::Result<()> {
+        let flows = w.receiver().flows();
+        let frames: u64 = flows.iter().map(|f| f.frames).sum();
+        let bytes: u64 = flows.iter().map(|f| f.bytes).sum();
+        let lost: u64 = flows.iter().map(|f| f.missing).sum();
+        let c = w.counters();
+        let (df, db) = (self.frames.step(frames), self.bytes.step(bytes));
+        p.show(
+            now,
+            |dt| {
+                format!(
+                    "rx {:.1} Mb/s {:.0} frames/s | {} frames, {} lost, {} flows | {} CNPs, {} reflected",
+                    per_s(db * 8, dt, 1e6),
+                    per_s(df, dt, 1.0),
+                    frames,
+                    lost,
+                    flows.len(),
+                    c.cnps_sent,
+                    c.reflected
+                )
+            },
+            |dt| {
+                serde_json::json!({
+                    "rx_bps": per_s(db * 8, dt, 1.0), "rx_fps": per_s(df, dt, 1.0),
+                    "frames": frames, "bytes": bytes, "lost": lost, "flows": flows.len(),
+                    "cnps_sent": c.cnps_sent, "reflected": c.reflected,
+                })
+            },
+        )
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.json {
+        super::human_to_stderr();
+    }
+    let np = if args.no_cnp {
+        None
+    } else {
+        Some(np_profile(args.preset.as_deref())?)
+    };
+    let mut sink = Sink::new(
+        args.port.open(&args.iface)?,
+        SinkOptions {
+            np,
+            interval: super::legacy_ms("interval-ms", "interval", args.interval_ms)
+                .unwrap_or(args.interval)
+                .max(Duration::from_millis(1)),
+            max_flows: args.max_flows,
+            pfc_pause: args.pfc_pause.clone(),
+            reflect: args.reflect,
+            clock: quench_wire::time::clock_id(),
+        },
+    )?;
+    let stop = quench_port::worker::stop_on_signals()?;
+    let t0 = shared_now();
+    let end = t0 + args.duration;
+    let mut idle = quench_port::worker::Idle::default();
+    let mut progress = Progress::new("recv", args.json, t0);
+    let mut status = RecvProgress::default();
+    loop {
+        let (n, now) = sink.step()?;
+        idle.after(n);
+        if progress.due(now) {
+            status.show(&mut progress, now, sink.worker())?;
+        }
+        if now >= end || stop.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+    }
+    progress.done();
+    let json = finish_sink(sink, args.out.as_deref())?;
+    jsonln!("{json}")?;
+    Ok(())
+}

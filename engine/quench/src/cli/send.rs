@@ -1,0 +1,660 @@
+//! `quench send` (generator mode): paced test flows out of one or more ports, rate-limited by
+//! QCN or DCQCN reaction points fed by the CNMs / CNPs that come back on the same port.
+//!
+//! The flows come from `--config` (configs/send.toml: `[[flows]]`, addresses, `cc`, and the
+//! `[qcn_rp]` / `[dcqcn_rp]` parameter tables, or those of `--preset NAME|FILE`); each
+//! `--iface [NETNS/]IFACE` gets its own copy of them, its own flow-id range and reaction points.
+//! One busy-polling loop reads the TSC clock once per iteration and serves every port: pops the
+//! flows due on its timing wheel, builds their frames (transmit timestamp in `CLOCK_MONOTONIC`,
+//! see [`quench_wire::time::shared_now`]) and sends them; `--sink` adds a receiver port (the
+//! notification point of `quench recv`) to the same loop. At the end it prints, per port, the
+//! flows' rates, the pacing audit and the loop's scheduling stalls, and one JSON line.
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use rand_xoshiro::rand_core::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::Deserialize;
+use units::{Duration, Rate};
+
+use super::progress::{per_s, Delta, Progress};
+use quench_node::flowgen::{schedule, FlowGroup};
+use quench_node::host::audit::{share_within, LoopStalls};
+use quench_node::host::core::PacingConfig;
+use quench_node::host::rp::HostRp;
+use quench_port::{Port, MAX_FRAME};
+use quench_report as report;
+use quench_runtime::recv::sink::{Sink, SinkOptions};
+use quench_runtime::recv::worker::RecvWorker;
+use quench_runtime::send::run::{LoopLimits, SendPort};
+use quench_runtime::send::worker::{Addressing, SendWorker};
+use quench_wire::ipv4::Ecn;
+use quench_wire::time::Clock;
+use quench_wire::MacAddr;
+
+/// Which congestion control the sender runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Cc {
+    #[default]
+    None,
+    Qcn,
+    Dcqcn,
+}
+
+/// ECN codepoint of the data frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EcnSetting {
+    NotEct,
+    Ect0,
+    /// ECT(1), which TCD reads as "TCD-capable".
+    Ect1,
+}
+
+fn default_frame_len() -> u32 {
+    1500
+}
+fn default_vlan() -> u16 {
+    1
+}
+fn default_catch_up_us() -> u32 {
+    50
+}
+
+/// configs/send.toml.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SendConfig {
+    #[serde(default)]
+    pub cc: Cc,
+    /// The RPs' line rate C, e.g. `1gbit`.
+    pub line_rate: String,
+    #[serde(default = "default_frame_len")]
+    pub frame_len: u32,
+    #[serde(deserialize_with = "quench_config::file::ipv4")]
+    pub src_ip: Ipv4Addr,
+    #[serde(deserialize_with = "quench_config::file::ipv4")]
+    pub dst_ip: Ipv4Addr,
+    #[serde(default = "default_vlan")]
+    pub vlan: u16,
+    /// Default: ECT(0) with DCQCN, Not-ECT otherwise.
+    pub ecn: Option<EcnSetting>,
+    #[serde(default)]
+    pub seed: u64,
+    /// How far, in microseconds, a flow may fall behind its release times (the loop was off
+    /// the CPU) and still catch up by sending the frames it owes at once: the rate limiter's
+    /// burst tolerance. Lag beyond it is given up. Default 50.
+    #[serde(default = "default_catch_up_us")]
+    pub max_catch_up_us: u32,
+    /// While a flow catches up, it sends at most this many times its RP rate (a peak rate
+    /// over the committed one), so a long `max_catch_up_us` does not become a line-rate burst.
+    /// Absent: frames owed leave as fast as the loop polls. Must be above 1.
+    pub catch_up_speed: Option<f64>,
+    /// A preset (bundled name or file, relative to this file) whose `[qcn_rp]` / `[dcqcn_rp]`
+    /// stand where this file writes none ([`quench_config::bundled::PresetTables`]).
+    pub preset: Option<String>,
+    pub qcn_rp: Option<rp::QcnParams>,
+    pub dcqcn_rp: Option<rp::DcqcnParams>,
+    pub flows: Vec<FlowGroup>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Port to send on, `[NETNS/]IFACE` (the driver: `--driver`). Repeat it to drive several
+    /// ports, e.g. one per sender host's namespace, from one poll loop: port k's flows are
+    /// numbered from `--flow-base` + k x `--flow-stride` and seeded with the config's seed + k.
+    /// A `NETNS/` prefix opens the interface inside that network namespace (root).
+    #[arg(long, required = true)]
+    pub iface: Vec<String>,
+    #[command(flatten)]
+    pub port: super::PortArgs,
+    /// The flows, addresses and RP tables: once, or once per `--iface` in the same order (hosts
+    /// with different destinations or traffic in one process).
+    #[arg(long, value_name = "NAME|FILE", default_value = "send")]
+    pub config: Vec<String>,
+    /// Override the config's `cc`.
+    #[arg(long, value_enum)]
+    pub cc: Option<Cc>,
+    /// Take `[qcn_rp]` / `[dcqcn_rp]` from this preset instead: a bundled name (`nvidia`,
+    /// `quench presets` lists them) or a TOML file.
+    #[arg(long, value_name = "NAME|FILE", alias = "rp")]
+    pub preset: Option<String>,
+    /// Override the config's `src_ip`: once per `--iface`, in the same order (each port is a
+    /// host of its own, so one address for several ports is refused).
+    #[arg(long)]
+    pub src_ip: Vec<Ipv4Addr>,
+    /// First flow id (senders sharing a receiver need distinct ranges).
+    #[arg(long, default_value_t = 1)]
+    pub flow_base: u32,
+    /// Flow-id distance between the ranges of consecutive `--iface` ports.
+    #[arg(long, default_value_t = 100)]
+    pub flow_stride: u32,
+    /// Override the rate of every flow group, e.g. `300mbit`: once, or once per `--iface`.
+    #[arg(long, value_parser = super::rate_arg)]
+    pub rate: Vec<Rate>,
+    /// Also receive on this port, `[NETNS/]IFACE`, in the same poll loop: the receiver and
+    /// notification point of `quench recv` with its defaults (CNPs for CE marks, per-flow
+    /// goodput, loss, one-way latency). For a machine with fewer cores than hosts: a separate
+    /// receiver process would share a core with the switch or the senders and read its frames
+    /// milliseconds late. Repeat it for several receivers. Each report, headed `== sink LABEL`,
+    /// ends with one JSON line `{"sink": SUMMARY}`.
+    #[arg(long, value_name = "[NETNS/]IFACE")]
+    pub sink: Vec<String>,
+    /// With --sink: the report directory to write (as `quench recv --out`), once per `--sink`
+    /// in the same order.
+    #[arg(long, requires = "sink")]
+    pub sink_out: Vec<PathBuf>,
+    /// With --sink: send no CNPs.
+    #[arg(long, requires = "sink")]
+    pub sink_no_cnp: bool,
+    /// Make the sink LABEL (one of the `--sink` arguments) a receiver whose link pauses, as
+    /// `quench recv --pfc-pause`: `--sink-pfc-pause r1/eth0=400:200`. Repeatable.
+    #[arg(long, value_name = "LABEL=PERIOD_US:PAUSE_US")]
+    pub sink_pfc_pause: Vec<String>,
+    /// With --sink: keep receiving this long after the last frame is sent, so that frames
+    /// still queued in the switch arrive instead of counting as lost (a sink's goodput runs
+    /// from its first frame to its last, so the wait does not dilute it).
+    #[arg(long, default_value = "100ms", value_parser = super::duration_arg, requires = "sink")]
+    pub sink_linger: Duration,
+    /// Deprecated: `--sink-linger`, in milliseconds.
+    #[arg(long, hide = true, conflicts_with = "sink_linger")]
+    pub sink_linger_ms: Option<f64>,
+    /// Round-trip report directory (as `quench recv --out`, with `rtt.hgrm` and latency kind
+    /// `rtt`): the frames a `quench recv --reflect` sends back, timed on this host's clock.
+    /// Once per `--iface`, in the same order. Without it the round trip is printed when
+    /// reflected frames come back.
+    #[arg(long, value_name = "DIR")]
+    pub out: Vec<PathBuf>,
+    /// JSON lines on standard output: one progress object per second, then the summaries; the
+    /// human report goes to standard error.
+    #[arg(long)]
+    pub json: bool,
+    /// Stamp this clock id (24 bits) into the test headers instead of this host's: a receiver
+    /// on this host then takes the sender for another machine and refuses one-way latency
+    /// (for tests).
+    #[arg(long, hide = true)]
+    pub clock_id: Option<u32>,
+    /// How long to run, e.g. `10s` (SIGINT / SIGTERM end it early, with the report).
+    #[arg(long, default_value = "10s", value_parser = super::duration_or_secs_arg,
+          alias = "duration-s")]
+    pub duration: Duration,
+}
+
+/// Reads a send configuration; its reaction-point tables are its own or, where it writes none,
+/// those of the preset its `preset` key names.
+pub(crate) fn load(src: &quench_config::bundled::Source) -> anyhow::Result<SendConfig> {
+    use quench_config::bundled::PresetTables;
+    let mut cfg: SendConfig =
+        quench_config::file::from_str(&src.text, &src.origin).map_err(anyhow::Error::msg)?;
+    if let Some(p) = &cfg.preset {
+        let t = PresetTables::from_key(p, src)?;
+        cfg.qcn_rp = cfg.qcn_rp.or(t.qcn_rp);
+        cfg.dcqcn_rp = cfg.dcqcn_rp.or(t.dcqcn_rp);
+    }
+    Ok(cfg)
+}
+
+/// The host's reaction points for `cc` at line rate `line`, from the `[qcn_rp]` /
+/// `[dcqcn_rp]` tables (their defaults when absent); an invalid table is an error naming it.
+/// `quench send` and `quench appliance` both build theirs here.
+pub(crate) fn host_rp(
+    cc: Cc,
+    qcn: Option<&rp::QcnParams>,
+    dcqcn: Option<&rp::DcqcnParams>,
+    line: Rate,
+) -> anyhow::Result<HostRp> {
+    Ok(match cc {
+        Cc::None => HostRp::None,
+        Cc::Qcn => HostRp::qcn(
+            qcn.cloned()
+                .unwrap_or_default()
+                .profile(line)
+                .map_err(|e| anyhow::anyhow!("[qcn_rp] {e}"))?,
+        ),
+        Cc::Dcqcn => HostRp::Dcqcn(
+            dcqcn
+                .cloned()
+                .unwrap_or_default()
+                .profile(line)
+                .map_err(|e| anyhow::anyhow!("[dcqcn_rp] {e}"))?,
+        ),
+    })
+}
+
+/// Checks that `--NAME` was given once per one of `n` `what` (e.g. "--iface ports"), in the
+/// same order, or not at all; or also just once, for all of them, when `once_for_all`.
+fn check_count(
+    name: &str,
+    given: usize,
+    n: usize,
+    what: &str,
+    once_for_all: bool,
+) -> anyhow::Result<()> {
+    if given == 0 || given == n || (once_for_all && given == 1) {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "--{name} given {given} times for {n} {what}: give it {}once per {}, in the same order, \
+         or not at all",
+        if once_for_all { "once, " } else { "" },
+        what.trim_end_matches('s')
+    )
+}
+
+/// `--NAME`'s value for port k (see [`check_count`]): its own, the one given for all ports, or
+/// `None`.
+fn per_port<'a, T>(
+    name: &str,
+    given: &'a [T],
+    nports: usize,
+) -> anyhow::Result<impl Fn(usize) -> Option<&'a T>> {
+    check_count(name, given.len(), nports, "--iface ports", true)?;
+    Ok(move |k: usize| given.get(k).or(given.first()))
+}
+
+/// One port's configuration: `--config` with the command line's overrides applied.
+struct PortConfig {
+    cfg: SendConfig,
+    file: String,
+    /// The config file's directory: relative CDF paths in it are read from there.
+    dir: PathBuf,
+    cc: Cc,
+    line: Rate,
+    ecn: Ecn,
+    pacing: PacingConfig,
+}
+
+fn port_config(args: &Args, arg: &str, rate: Option<&Rate>) -> anyhow::Result<PortConfig> {
+    use quench_config::bundled::{open, Kind, PresetTables};
+    let src = open(arg, Kind::Send, None).with_context(|| format!("--config {arg}"))?;
+    let mut cfg = load(&src)?;
+    let file = src.origin.clone();
+    let cc = args.cc.unwrap_or(cfg.cc);
+    if let Some(r) = rate {
+        for g in &mut cfg.flows {
+            g.rate = r.to_string();
+        }
+    }
+    if let Some(p) = &args.preset {
+        let t = PresetTables::from_option(p)?;
+        cfg.qcn_rp = t.qcn_rp.or(cfg.qcn_rp);
+        cfg.dcqcn_rp = t.dcqcn_rp.or(cfg.dcqcn_rp);
+    }
+    let line =
+        Rate::parse(&cfg.line_rate).map_err(|e| anyhow::anyhow!("{file}: line_rate: {e}"))?;
+    let ecn = match cfg.ecn {
+        Some(EcnSetting::NotEct) => Ecn::NotEct,
+        Some(EcnSetting::Ect0) => Ecn::Ect0,
+        Some(EcnSetting::Ect1) => Ecn::Ect1,
+        None if cc == Cc::Dcqcn => Ecn::Ect0,
+        None => Ecn::NotEct,
+    };
+    if let Some(k) = cfg.catch_up_speed {
+        if !(k.is_finite() && k > 1.0) {
+            anyhow::bail!(
+                "{file}: catch_up_speed = {k}: must be above 1 (the peak rate of a flow catching \
+                 up, in multiples of its RP rate)"
+            );
+        }
+    }
+    let pacing = PacingConfig {
+        max_catch_up: Duration::from_micros(u64::from(cfg.max_catch_up_us)),
+        catch_up_speed: cfg.catch_up_speed,
+        ..PacingConfig::default()
+    };
+    Ok(PortConfig {
+        cfg,
+        file,
+        dir: src.dir,
+        cc,
+        line,
+        ecn,
+        pacing,
+    })
+}
+
+/// `--sink-pfc-pause LABEL=SPEC` arguments -> the spec of each `--sink`, in order.
+fn sink_pauses(args: &Args) -> anyhow::Result<Vec<Option<String>>> {
+    let mut specs = vec![None; args.sink.len()];
+    for a in &args.sink_pfc_pause {
+        let (label, spec) = a.split_once('=').ok_or_else(|| {
+            anyhow::anyhow!(
+                "--sink-pfc-pause {a:?}: expected LABEL=PERIOD_US:PAUSE_US, e.g. r1/eth0=400:200"
+            )
+        })?;
+        let k = args.sink.iter().position(|s| s == label).ok_or_else(|| {
+            anyhow::anyhow!("--sink-pfc-pause {a:?}: {label:?} is not one of the --sink ports")
+        })?;
+        specs[k] = Some(spec.to_string());
+    }
+    Ok(specs)
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.json {
+        super::human_to_stderr();
+    }
+    let nports = args.iface.len();
+    let config_of = per_port("config", &args.config, nports)?;
+    let rate_of = per_port("rate", &args.rate, nports)?;
+    // Each port is its own host: one source address for all of them is refused.
+    check_count("src-ip", args.src_ip.len(), nports, "--iface ports", false)?;
+    check_count(
+        "sink-out",
+        args.sink_out.len(),
+        args.sink.len(),
+        "--sink ports",
+        false,
+    )?;
+    check_count("out", args.out.len(), nports, "--iface ports", false)?;
+    let clock_id = match args.clock_id {
+        Some(id) if id == 0 || id > 0xFF_FFFF => {
+            anyhow::bail!("--clock-id {id}: must be 1 ..= 0xffffff (24 bits, 0 means not said)")
+        }
+        Some(id) => id,
+        None => quench_wire::time::clock_id(),
+    };
+    let pauses = sink_pauses(&args)?;
+    let mut configs = Vec::with_capacity(nports);
+    for k in 0..nports {
+        let path = config_of(k).expect("--config has a default");
+        configs.push(port_config(&args, path, rate_of(k))?);
+    }
+    // One loop: its stall accounting uses the tightest catch-up bound among the ports, at most
+    // 1 ms (with a long bound and a catch-up speed, a gap costs nothing for good, but it is still
+    // time the pacing windows had to make up, and what the report should show).
+    let loop_catch_up = configs
+        .iter()
+        .map(|c| c.pacing.max_catch_up)
+        .min()
+        .unwrap_or(Duration::from_micros(u64::from(default_catch_up_us())))
+        .min(Duration::from_millis(1));
+    let stop = quench_port::worker::stop_on_signals()?;
+    let clock = Clock::new();
+    let t0 = clock.now();
+    let mut ports = Vec::with_capacity(nports);
+    for (k, (label, pc)) in args.iface.iter().zip(&configs).enumerate() {
+        let (cfg, file, cc, line) = (&pc.cfg, &pc.file, pc.cc, pc.line);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed.wrapping_add(k as u64));
+        let first = (k as u32)
+            .checked_mul(args.flow_stride)
+            .and_then(|o| o.checked_add(args.flow_base))
+            .ok_or_else(|| {
+                anyhow::anyhow!("--flow-base + {k} x --flow-stride overflows a flow id")
+            })?;
+        let flows = schedule(&cfg.flows, &pc.dir, first, &mut rng)
+            .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
+        if nports > 1 && flows.len() as u64 > u64::from(args.flow_stride) {
+            anyhow::bail!(
+                "{file} gives each port {} flows, more than --flow-stride {}: the ports' flow ids \
+                 would overlap",
+                flows.len(),
+                args.flow_stride
+            );
+        }
+        let port = args.port.open(label)?;
+        let mac = port
+            .caps()
+            .mac
+            .unwrap_or(MacAddr(2, 0, 0, 0, 0, 1 + k as u8));
+        let src_ip = args.src_ip.get(k).copied().unwrap_or(cfg.src_ip);
+        let w = SendWorker::new(
+            pc.pacing,
+            cfg.frame_len.min(MAX_FRAME as u32),
+            flows,
+            t0,
+            host_rp(cc, cfg.qcn_rp.as_ref(), cfg.dcqcn_rp.as_ref(), line)
+                .map_err(|e| anyhow::anyhow!("{file}: {e}"))?,
+            Addressing {
+                src_mac: mac,
+                src_ip,
+                dst_ip: cfg.dst_ip,
+                vlan: cfg.vlan,
+                ecn: pc.ecn,
+                cn_tag: cc == Cc::Qcn,
+            },
+        )
+        .map_err(|e| anyhow::anyhow!("{file}: {e}"))?
+        .with_link_rate(line)
+        .with_clock(clock_id);
+        let rtt = RecvWorker::round_trip(clock_id, src_ip, Duration::from_millis(100), mac);
+        ports.push(
+            SendPort::new(
+                label.clone(),
+                port,
+                w,
+                Duration::from_millis(100),
+                loop_catch_up,
+            )
+            .with_rtt(rtt),
+        );
+    }
+    let np = if args.sink_no_cnp {
+        None
+    } else {
+        Some(super::recv::np_profile(None)?)
+    };
+    let mut sinks = Vec::with_capacity(args.sink.len());
+    for (label, pause) in args.sink.iter().zip(pauses) {
+        let opts = SinkOptions {
+            pfc_pause: pause,
+            ..SinkOptions::defaults(np)
+        };
+        sinks.push(Sink::new(args.port.open(label)?, opts)?);
+    }
+    let limits = LoopLimits {
+        end: t0 + args.duration,
+        stop: &stop,
+        linger: super::legacy_ms("sink-linger-ms", "sink-linger", args.sink_linger_ms)
+            .unwrap_or(args.sink_linger),
+    };
+    // Gaps longer than the catch-up bound (or 1 ms) are reported as stalls.
+    let mut stalls = LoopStalls::new(loop_catch_up);
+    let mut progress = Progress::new("send", args.json, t0);
+    let (mut tx_bytes, mut tx_frames) = (Delta::default(), Delta::default());
+    let mut show = |now, ports: &[SendPort], sinks: &[Sink]| {
+        if !progress.due(now) {
+            return Ok(());
+        }
+        let mut c = quench_runtime::send::worker::SendCounters::default();
+        let mut paused = 0u8;
+        for o in ports {
+            let k = o.w.counters();
+            (c.frames, c.bytes) = (c.frames + k.frames, c.bytes + k.bytes);
+            (c.cnms, c.cnps, c.pfc_rx) = (c.cnms + k.cnms, c.cnps + k.cnps, c.pfc_rx + k.pfc_rx);
+            paused |= o.w.paused_mask(now);
+        }
+        let rtt_back: u64 = ports
+            .iter()
+            .filter_map(|o| o.rtt.as_ref())
+            .flat_map(|m| m.receiver().flows())
+            .map(|f| f.frames)
+            .sum();
+        let sink_rx: u64 = sinks
+            .iter()
+            .flat_map(|s| s.worker().receiver().flows())
+            .map(|f| f.frames)
+            .sum();
+        let (db, df) = (tx_bytes.step(c.bytes), tx_frames.step(c.frames));
+        progress.show(
+            now,
+            |dt| {
+                format!(
+                    "tx {:.1} Mb/s {:.0} frames/s | {} frames | feedback {} CNMs {} CNPs | {} PFC frames, paused {:#04x} | {} reflected back{}",
+                    per_s(db * 8, dt, 1e6),
+                    per_s(df, dt, 1.0),
+                    c.frames,
+                    c.cnms,
+                    c.cnps,
+                    c.pfc_rx,
+                    paused,
+                    rtt_back,
+                    if sinks.is_empty() { String::new() } else { format!(" | sinks rx {sink_rx}") }
+                )
+            },
+            |dt| {
+                serde_json::json!({
+                    "tx_bps": per_s(db * 8, dt, 1.0), "tx_fps": per_s(df, dt, 1.0),
+                    "frames": c.frames, "cnms": c.cnms, "cnps": c.cnps, "pfc_rx": c.pfc_rx,
+                    "paused_mask": paused, "reflected_back": rtt_back, "sink_frames": sink_rx,
+                })
+            },
+        )
+    };
+    let secs = quench_runtime::send::run::run(
+        &mut ports,
+        &mut sinks,
+        &clock,
+        t0,
+        &limits,
+        &mut stalls,
+        &mut show,
+    )?;
+    progress.done();
+    for (k, o) in ports.iter_mut().enumerate() {
+        if nports > 1 {
+            outln!("== port {}", o.label)?;
+        }
+        let unsent = o.tx.len() + o.port.tx_queued().unwrap_or(0);
+        let kernel = KernelTx {
+            unsent,
+            refusals: o.port.tx_refusals(),
+            drops: o.port.kernel_tx_drops(),
+            rx_drops: o.port.kernel_rx_drops(),
+        };
+        report(o, configs[k].cc, secs, &stalls, &kernel)?;
+    }
+    for (k, o) in ports.into_iter().enumerate() {
+        let out = args.out.get(k);
+        let Some(rtt) = o.rtt else { continue };
+        if rtt.receiver().flows().is_empty() && out.is_none() {
+            continue;
+        }
+        let (summary, all, log) = rtt.finish(quench_wire::time::shared_now());
+        if let Some(dir) = out {
+            report::write_report_dir(dir, &summary, &all, &log)?;
+        }
+        outln!(
+            "== rtt {} (frames reflected back by quench recv --reflect)",
+            o.label
+        )?;
+        out!("{}", summary.table())?;
+        if let Some(dir) = out {
+            outln!("report written to {}", dir.display())?;
+        }
+        jsonln!("{}", serde_json::json!({"port": o.label, "rtt": summary}))?;
+    }
+    for (k, (s, label)) in sinks.into_iter().zip(&args.sink).enumerate() {
+        outln!("== sink {label}")?;
+        let json = super::recv::finish_sink(s, args.sink_out.get(k).map(PathBuf::as_path))?;
+        jsonln!("{{\"sink\":{json}}}")?;
+    }
+    Ok(())
+}
+
+/// What became of the frames a port was handed, as its kernel side tells.
+struct KernelTx {
+    /// Still queued at the end ([`quench_port::Port::tx_queued`] plus the sender's own queue).
+    unsent: usize,
+    refusals: Option<u64>,
+    drops: Option<u64>,
+    /// Frames the kernel dropped for want of room in the port's receive ring (feedback among
+    /// them), where the port can tell.
+    rx_drops: Option<u64>,
+}
+
+/// One port's lines: per-flow rates, feedback counts, what did not leave, the pacing audit,
+/// the loop's scheduling stalls (shared by every port of the loop), then one JSON line.
+fn report(
+    o: &SendPort,
+    cc: Cc,
+    secs: f64,
+    stalls: &LoopStalls,
+    k: &KernelTx,
+) -> std::io::Result<()> {
+    let w = &o.w;
+    let c = w.counters();
+    outln!(
+        "{:>6} {:>10} {:>12} {:>12}",
+        "flow",
+        "frames",
+        "Mb/s sent",
+        "rate now"
+    )?;
+    let mut flows_json = Vec::new();
+    for (spec, f) in w.flows() {
+        let rate_now = w.rate(spec.flow);
+        let mbps = f.bytes_sent as f64 * 8.0 / secs / 1e6;
+        outln!(
+            "{:>6} {:>10} {:>12.1} {:>12}",
+            spec.flow,
+            f.seq,
+            mbps,
+            rate_now
+        )?;
+        flows_json.push(serde_json::json!({
+            "flow": spec.flow.0, "frames": f.seq, "sent_bps": mbps * 1e6,
+            "rate_now_bps": rate_now.as_bps(),
+        }));
+    }
+    outln!(
+        "sent {} frames in {:.1} s; feedback: {} CNMs, {} CNPs, {} for unknown flows, {} forged, {} refused; {} PFC frames; {} frames without a buffer",
+        c.frames, secs, c.cnms, c.cnps, c.unknown_feedback, c.forged.total(), c.refused_feedback, c.pfc_rx, o.no_buffer
+    )?;
+    if k.unsent > 0 {
+        outln!(
+            "not sent: {} frames still queued (here or in the port's ring) at the end",
+            k.unsent
+        )?;
+    }
+    if let Some(r) = k.refusals.filter(|&r| r > 0) {
+        outln!("the device refused {r} transmit attempts (peer down or backlog full); each was retried")?;
+    }
+    if let Some(d) = k.drops.filter(|&d| d > 0) {
+        outln!("lost: {d} frames the kernel took and dropped unsent (the device refused them)")?;
+    }
+    let audit = &o.audit;
+    let dev = audit.max_abs();
+    // The windows no stall touched: what the pacer itself gets wrong, apart from the CPU being
+    // taken away.
+    let unstalled = audit.unstalled().count();
+    let unstalled_within = share_within(audit.unstalled(), 0.01);
+    let unstalled_dev = audit.unstalled().map(f64::abs).reduce(f64::max);
+    if let Some(d) = dev {
+        outln!(
+            "pacing: sent vs RP rate over {} windows of 100 ms: {:.1} % within 1 %, largest deviation {:.3} %",
+            audit.deviations.len(),
+            100.0 * audit.within(0.01).unwrap_or(0.0),
+            100.0 * d
+        )?;
+        outln!(
+            "pacing: the {} windows no loop stall over the catch-up bound touched: {:.1} % within 1 %, largest deviation {:.3} %",
+            unstalled,
+            100.0 * unstalled_within.unwrap_or(0.0),
+            100.0 * unstalled_dev.unwrap_or(0.0)
+        )?;
+    }
+    outln!(
+        "scheduling: {stalls}; transmission time given up at the catch-up bound: {:.1} ms",
+        w.core.lag_dropped().as_nanos() as f64 / 1e6
+    )?;
+    jsonln!(
+        "{}",
+        serde_json::json!({
+            "port": o.label,
+            "pacing": audit.to_json(),
+            "scheduling": {"stalls": stalls.count, "stalled_ms": stalls.total.as_nanos() as f64 / 1e6,
+                           "longest_stall_ms": stalls.longest.as_nanos() as f64 / 1e6,
+                           "lag_dropped_ms": w.core.lag_dropped().as_nanos() as f64 / 1e6},
+            "cc": format!("{cc:?}").to_lowercase(), "seconds": secs, "frames": c.frames,
+            "cnms": c.cnms, "cnps": c.cnps, "unknown_feedback": c.unknown_feedback,
+            "forged_feedback": c.forged.total(), "forged": c.forged, "refused_feedback": c.refused_feedback,
+            "pfc_rx": c.pfc_rx, "no_buffer": o.no_buffer, "unsent": k.unsent,
+            "tx_refusals": k.refusals, "tx_kernel_drops": k.drops, "rx_kernel_drops": k.rx_drops,
+            "flows": flows_json,
+        })
+    )?;
+    Ok(())
+}

@@ -1,0 +1,309 @@
+//! `quench sim --sweep KEY=V1,V2,... [--sweep ...] [--seeds N]`: a grid of runs on every core.
+//!
+//! KEY is a scenario-file key, dotted into its section (`red.kmax_bytes`, `host.mtu`,
+//! `dcqcn_rp.rpg_ai_rate`, `stop_ms`); each value is read as a TOML value (`0.2`, `true`,
+//! `"10gbit"`; a bare word is a string). Several `--sweep`s make the cross product; `--seeds N`
+//! runs every point with N consecutive seeds starting at `--seed` (or the file's, or 1). Each
+//! run writes its outputs into its own directory under `--out`, named by its values
+//! (`red.kmax_bytes=400000,seed=2`); ns-3 output files named by `--ns3-config` go there too. The
+//! summary table is printed and written to `OUT/sweep.tsv`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use anyhow::{bail, Context};
+
+use super::sim::{run_one, Args};
+use quench_sim::report::Summary;
+
+/// One point of the grid: (key, value) overrides, in `--sweep` order, seed last.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Point {
+    pub overrides: Vec<(String, toml::Value)>,
+    pub seed: Option<u64>,
+}
+
+impl Point {
+    /// The run's directory name: `key=value` joined by commas.
+    pub fn name(&self) -> String {
+        let mut parts: Vec<String> = self
+            .overrides
+            .iter()
+            .map(|(k, v)| format!("{k}={}", show(v)))
+            .collect();
+        if let Some(s) = self.seed {
+            parts.push(format!("seed={s}"));
+        }
+        let n = parts.join(",");
+        n.chars()
+            .map(|c| {
+                if c == '/' || c == '\\' || c == '"' {
+                    '_'
+                } else {
+                    c
+                }
+            })
+            .collect()
+    }
+}
+
+fn show(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        v => v.to_string(),
+    }
+}
+
+/// A value as written on the command line: TOML if it parses as one, else a string.
+fn value(s: &str) -> toml::Value {
+    toml::from_str::<toml::Table>(&format!("v = {s}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(s.to_string()))
+}
+
+/// The grid of `--sweep` and `--seeds`.
+pub fn grid(sweeps: &[String], seeds: Option<u64>, first_seed: u64) -> anyhow::Result<Vec<Point>> {
+    let mut points = vec![Point {
+        overrides: Vec::new(),
+        seed: None,
+    }];
+    for s in sweeps {
+        let (key, vals) = s
+            .split_once('=')
+            .with_context(|| format!("--sweep {s}: expected KEY=V1,V2,..."))?;
+        let key = key.trim();
+        if key.is_empty() || key.split('.').any(str::is_empty) {
+            bail!("--sweep {s}: `{key}` is not a key such as red.kmax_bytes");
+        }
+        if key == "seed" {
+            bail!("--sweep seed=...: use --seeds N");
+        }
+        let vals: Vec<toml::Value> = vals.split(',').map(|v| value(v.trim())).collect();
+        if vals
+            .iter()
+            .any(|v| matches!(v, toml::Value::String(s) if s.is_empty()))
+        {
+            bail!("--sweep {s}: an empty value");
+        }
+        let mut next = Vec::with_capacity(points.len() * vals.len());
+        for p in &points {
+            for v in &vals {
+                let mut q = p.clone();
+                q.overrides.push((key.to_string(), v.clone()));
+                next.push(q);
+            }
+        }
+        points = next;
+    }
+    if let Some(n) = seeds {
+        if n == 0 {
+            bail!("--seeds 0: give at least one seed");
+        }
+        let mut next = Vec::with_capacity(points.len() * n as usize);
+        for p in &points {
+            for s in first_seed..first_seed + n {
+                let mut q = p.clone();
+                q.seed = Some(s);
+                next.push(q);
+            }
+        }
+        points = next;
+    }
+    Ok(points)
+}
+
+/// Sets `key` (dotted) in `t` to `v`, creating sections on the way.
+pub fn set_dotted(t: &mut toml::Table, key: &str, v: toml::Value) -> anyhow::Result<()> {
+    let mut parts: Vec<&str> = key.split('.').collect();
+    let last = parts.pop().unwrap_or(key);
+    let mut cur = t;
+    for p in parts {
+        let entry = cur
+            .entry(p.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        cur = match entry {
+            toml::Value::Table(t) => t,
+            _ => bail!("--sweep {key}: `{p}` is not a section"),
+        };
+    }
+    cur.insert(last.to_string(), v);
+    Ok(())
+}
+
+/// One finished run's row.
+struct Row {
+    name: String,
+    summary: Summary,
+    wall_s: f64,
+}
+
+/// Runs the grid on `jobs` threads and prints the summary table.
+pub fn run(args: &Args, stop: &AtomicBool) -> anyhow::Result<()> {
+    let first_seed = args.seed.unwrap_or(1);
+    let points = grid(&args.sweep, args.seeds, first_seed)?;
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .clamp(1, points.len().max(1));
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<anyhow::Result<Row>>>> =
+        Mutex::new((0..points.len()).map(|_| None).collect());
+    let clock = quench_wire::time::Clock::monotonic();
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|| loop {
+                if stop.load(Ordering::Relaxed) {
+                    break; // SIGINT / SIGTERM: no further run
+                }
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(p) = points.get(i) else { break };
+                let dir = args.out.join(p.name());
+                let t0 = clock.now();
+                let r = run_one(args, &p.overrides, p.seed, &dir, true, stop).map(|summary| Row {
+                    name: p.name(),
+                    summary,
+                    wall_s: (clock.now() - t0).as_secs_f64(),
+                });
+                let r = r.with_context(|| format!("sweep run {}", p.name()));
+                if let Ok(mut v) = results.lock() {
+                    v[i] = Some(r);
+                }
+            });
+        }
+    });
+    let results = results
+        .into_inner()
+        .map_err(|_| anyhow::anyhow!("a sweep thread panicked"))?;
+    let mut rows = Vec::with_capacity(results.len());
+    let mut errors = Vec::new();
+    for r in results.into_iter().flatten() {
+        match r {
+            Ok(row) => rows.push(row),
+            Err(e) => errors.push(format!("{e:#}")),
+        }
+    }
+    let table = table(&rows);
+    write(&args.out.join("sweep.tsv"), &table)?;
+    if !args.quiet {
+        out!("{}", pretty(&table))?;
+    }
+    if !errors.is_empty() {
+        bail!(
+            "{} of {} runs failed:\n{}",
+            errors.len(),
+            points.len(),
+            errors.join("\n")
+        );
+    }
+    Ok(())
+}
+
+fn write(p: &Path, body: &str) -> anyhow::Result<()> {
+    std::fs::write(p, body).with_context(|| format!("writing {}", p.display()))
+}
+
+const COLUMNS: &str = "run\tflows_done\tflows\tfct_mean_us\tfct_p50_us\tfct_p99_us\t\
+                       slowdown_mean\tslowdown_p99\tdrops\tmarks\tpauses\tevents\twall_s";
+
+/// The summary table, tab-separated, one row per run in grid order.
+fn table(rows: &[Row]) -> String {
+    let mut s = String::from(COLUMNS);
+    s.push('\n');
+    for r in rows {
+        let t = &r.summary.totals;
+        let f = r.summary.fct.as_ref();
+        let us = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:.1}", v * 1e-3));
+        let _ = writeln!(
+            s,
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.3}",
+            r.name,
+            t.flows_done,
+            t.flows,
+            us(f.map(|f| f.mean_ns)),
+            us(f.map(|f| f.p50_ns as f64)),
+            us(f.map(|f| f.p99_ns as f64)),
+            f.map_or("-".into(), |f| format!("{:.3}", f.mean_slowdown)),
+            f.map_or("-".into(), |f| format!("{:.3}", f.p99_slowdown)),
+            t.drops,
+            t.marks,
+            t.pauses,
+            r.summary.events,
+            r.wall_s
+        );
+    }
+    s
+}
+
+/// The table with aligned columns for the terminal.
+fn pretty(tsv: &str) -> String {
+    let rows: Vec<Vec<&str>> = tsv.lines().map(|l| l.split('\t').collect()).collect();
+    let n = rows.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..n)
+        .map(|c| {
+            rows.iter()
+                .map(|r| r.get(c).map_or(0, |x| x.len()))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut s = String::new();
+    for r in &rows {
+        for (c, cell) in r.iter().enumerate() {
+            if c == 0 {
+                let _ = write!(s, "{cell:<w$}", w = widths[c]);
+            } else {
+                let _ = write!(s, "  {cell:>w$}", w = widths[c]);
+            }
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// Where a run of the sweep writes an ns-3 output file: its own directory, same file name.
+pub fn redirect(p: &Option<PathBuf>, dir: &Path) -> Option<PathBuf> {
+    p.as_ref()
+        .map(|p| dir.join(p.file_name().unwrap_or(p.as_os_str())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grid_is_the_cross_product_with_seeds_last() {
+        let g = grid(
+            &["red.kmax_bytes=1,2".into(), "cc=dcqcn,none".into()],
+            Some(2),
+            5,
+        )
+        .unwrap();
+        assert_eq!(g.len(), 8);
+        assert_eq!(g[0].name(), "red.kmax_bytes=1,cc=dcqcn,seed=5");
+        assert_eq!(g[1].name(), "red.kmax_bytes=1,cc=dcqcn,seed=6");
+        assert_eq!(g[7].name(), "red.kmax_bytes=2,cc=none,seed=6");
+        assert_eq!(g[0].overrides[0].1, toml::Value::Integer(1));
+        assert_eq!(g[0].overrides[1].1, toml::Value::String("dcqcn".into()));
+        assert_eq!(value("0.5"), toml::Value::Float(0.5));
+        assert_eq!(value("\"10gbit\""), toml::Value::String("10gbit".into()));
+        assert_eq!(value("true"), toml::Value::Boolean(true));
+    }
+
+    #[test]
+    fn bad_sweeps_are_errors() {
+        for s in ["nokey", "=1", "red.=1", "seed=1,2", "red.pmax=1,,2"] {
+            assert!(grid(&[s.into()], None, 1).is_err(), "{s}");
+        }
+        assert!(grid(&[], Some(0), 1).is_err());
+        let mut t = toml::Table::new();
+        set_dotted(&mut t, "red.pmax", value("0.5")).unwrap();
+        set_dotted(&mut t, "seed", value("3")).unwrap();
+        assert_eq!(t["red"]["pmax"].as_float(), Some(0.5));
+        assert!(set_dotted(&mut t, "seed.x", value("1")).is_err());
+    }
+}

@@ -1,0 +1,123 @@
+use clap::{CommandFactory as _, Parser, Subcommand};
+mod cli;
+#[cfg(test)]
+mod config_tests;
+
+/// The top-level help's description (the crate's own description is about its modules).
+const ABOUT: &str = "quench: data-centre congestion control (QCN, DCQCN, PFC, TCD) on real \
+                     Ethernet frames and in virtual time";
+
+const LONG_ABOUT: &str = "\
+quench runs the IEEE 802.1Qau QCN, DCQCN, PFC and TCD algorithms on real frames: a software \
+switch with congestion points between NICs (AF_XDP, AF_PACKET or DPDK), a traffic sender \
+whose reaction points obey the CNMs and CNPs that come back, a receiver that measures \
+goodput, loss and latency, and a simulator that runs the same algorithms in virtual time \
+on ns-3 HPCC topologies.";
+
+const EXAMPLES: &str = "\
+Examples:
+  quench presets                                     the bundled presets and configurations
+  quench sim --scenario incast --out /tmp/incast     a DCQCN incast in virtual time
+  quench switch --config switch-qcn                  a switch with a QCN congestion point
+  quench send --iface eth0 --cc dcqcn --preset nvidia --duration 10s
+  quench recv --iface eth0 --duration 10s --out /tmp/r && quench report /tmp/r
+  quench completions bash > /etc/bash_completion.d/quench
+
+Durations and rates carry their unit: 10s, 500ms, 50us; 300mbit, 1gbit, 125MBps.";
+
+#[derive(Parser)]
+#[command(name = "quench", version, about = ABOUT, long_about = LONG_ABOUT,
+          after_help = EXAMPLES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+// One variant per subcommand; each lives in engine/quench/src/cli/<name>.rs with its own Args and run().
+#[derive(Subcommand)]
+enum Command {
+    /// Writes one frame of each kind quench emits to a pcap file, or decodes a pcap file.
+    Frames(cli::frames::Args),
+    /// Software switch between AF_XDP / AF_PACKET ports (MAC learning, priority queues, shaping).
+    #[command(after_help = "Examples:\n  quench switch --config switch-qcn\n  \
+        quench switch --config ./my-switch.toml --duration 60s --capture s0=/tmp/s0.pcap\n  \
+        quench stats --watch")]
+    Switch(cli::switch::Args),
+    /// Live per-port and per-queue counters of a running `quench switch`.
+    #[command(after_help = "Examples:\n  quench stats\n  \
+        quench stats --watch --interval 500ms --control-socket /run/quench/switch.sock")]
+    Stats(cli::stats::Args),
+    /// Receives test flows: goodput, loss, reordering, latency; sends CNPs; writes reports.
+    #[command(
+        after_help = "Examples:\n  quench recv --iface eth0 --duration 10s --out /tmp/r\n  \
+        quench recv --iface eth0 --preset nvidia --duration 30s"
+    )]
+    Recv(cli::recv::Args),
+    /// Sends paced test flows rate-limited by QCN or DCQCN reaction points.
+    #[command(
+        after_help = "Examples:\n  quench send --iface eth0 --duration 10s\n  \
+        quench send --iface eth0 --cc dcqcn --preset nvidia --rate 500mbit --duration 10s\n  \
+        quench send --iface eth0 --config ./my-flows.toml --sink eth1 --sink-out /tmp/r"
+    )]
+    Send(cli::send::Args),
+    /// Rate-limiting sender appliance between unmodified hosts and the network: per-flow
+    /// queues released at QCN / DCQCN reaction-point rates; or, in front of a receiver, CE -> CNP.
+    Appliance(cli::appliance::Args),
+    /// Fast AF_XDP traffic source for the forwarding benchmark.
+    Blast(cli::blast::Args),
+    /// Re-reads a run's interval log, JSON summary or report directory; prints or plots it.
+    #[command(
+        after_help = "Examples:\n  quench report /tmp/r\n  quench report /tmp/r/intervals.hlog --hgrm"
+    )]
+    Report(cli::report::Args),
+    /// Drives one algorithm (QCN/DCQCN CP or RP, PFC, TCD) from an event file; prints its state
+    /// after every event as CSV.
+    Replay(cli::replay::Args),
+    /// Simulates a topology and flows in virtual time with the same cp/rp/np code.
+    #[command(
+        after_help = "Examples:\n  quench sim --scenario incast --out /tmp/incast\n  \
+        quench sim --topology topo.txt --flows flows.txt --cc dcqcn --preset hpcc-ns3 --out /tmp/s"
+    )]
+    Sim(cli::sim::Args),
+    /// Lists the presets and configurations built into this binary, a line each.
+    Presets,
+    /// Prints a shell completion script: `quench completions bash > /etc/bash_completion.d/quench`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Frames(a) => cli::frames::run(a),
+        Command::Switch(a) => cli::switch::run(a),
+        Command::Stats(a) => cli::stats::run(a),
+        Command::Recv(a) => cli::recv::run(a),
+        Command::Blast(a) => cli::blast::run(a),
+        Command::Report(a) => cli::report::run(a),
+        Command::Send(a) => cli::send::run(a),
+        Command::Appliance(a) => cli::appliance::run(a),
+        Command::Replay(a) => cli::replay::run(a),
+        Command::Sim(a) => cli::sim::run(a),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "quench", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Presets => {
+            print!("{}", quench_config::bundled::listing());
+            Ok(())
+        }
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        // The reader of standard output has gone (`quench frames --decode f.pcap | head`).
+        Err(e) if cli::closed_pipe(&e) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // `{:#}`: the context chain on one line (`--config f.toml: f.toml:3: key ...`).
+            eprintln!("Error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,474 @@
+//! `configs/switch.toml`: the switch's ports, MAC table and queues.
+//!
+//! Parsed with `deny_unknown_fields` and validated once into a [`SwitchProfile`]; every error
+//! names the file and the key (`ports[1].rate`), so a typo never turns into a silent default.
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use units::{Duration, Rate};
+
+use quench_node::switch::fdb::{PortIdx, DEFAULT_AGEING};
+use quench_node::switch::queue::QueueLimits;
+use quench_port::xdp::XdpMode;
+use quench_port::{parse_mac, PortKind};
+use quench_wire::MacAddr;
+
+/// The file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchConfig {
+    /// Forwarding cores (each pinned); ports' queues are spread over them.
+    #[serde(default = "one")]
+    pub workers: usize,
+    /// Seconds a learned MAC entry lives without being seen (802.1Q default 300).
+    #[serde(default)]
+    pub ageing_secs: Option<f64>,
+    /// Octets each data priority of an egress port may queue.
+    #[serde(default)]
+    pub queue_bytes: Option<u64>,
+    /// Octets the control class of an egress port may queue.
+    #[serde(default)]
+    pub control_queue_bytes: Option<u64>,
+    /// Unix socket of the control plane (`quench stats`).
+    #[serde(default)]
+    pub control_socket: Option<PathBuf>,
+    #[serde(default)]
+    pub ports: Vec<PortConfig>,
+    #[serde(default)]
+    pub static_macs: Vec<StaticMac>,
+    /// Congestion points on egress ports (QCN, RED/ECN, TCD): `[[congestion]]` tables.
+    #[serde(default)]
+    pub congestion: Vec<quench_node::switch::cp::CongestionConfig>,
+    /// PFC (802.1Qbb) on every port: a `[pfc]` table with `cp::pfc::PfcParams`' keys
+    /// (`lossless_priorities`, `threshold`, `xoff_bytes`, `xon_bytes`, `headroom_bytes`,
+    /// `buffer_bytes`, `pause`, `pause_quanta`, `link_rate`, ...); `ports` is taken from the
+    /// `[[ports]]` list. Absent: no PFC (PAUSE frames received are counted and dropped).
+    #[serde(default)]
+    pub pfc: Option<cp::pfc::PfcParams>,
+    /// EAL arguments and pool sizes for `driver = "dpdk"` ports (cargo feature `dpdk`).
+    #[cfg(feature = "dpdk")]
+    #[serde(default)]
+    pub dpdk: quench_port::dpdk::DpdkConfig,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// One `[[ports]]` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortConfig {
+    /// Name used in `static_macs`, `--capture` and stats.
+    pub name: String,
+    /// Network interface.
+    pub iface: String,
+    /// `af_xdp` (default), `af_packet`, `dpdk` (cargo feature `dpdk`; `iface` is the ethdev
+    /// name, e.g. `net_af_packet0` created by `--vdev=net_af_packet0,iface=veth0` in `[dpdk]`).
+    #[serde(default)]
+    pub driver: Option<String>,
+    /// AF_XDP attach mode: `auto` (default), `native`, `generic`.
+    #[serde(default)]
+    pub xdp_mode: Option<XdpMode>,
+    /// Egress rate limit, e.g. `1gbit`, `100mbit`.
+    #[serde(default)]
+    pub rate: Option<String>,
+    /// Per-port override of the top-level `queue_bytes`.
+    #[serde(default)]
+    pub queue_bytes: Option<u64>,
+}
+
+/// One `[[static_macs]]` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StaticMac {
+    pub mac: String,
+    pub port: String,
+}
+
+/// A validated port.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PortProfile {
+    pub name: String,
+    pub iface: String,
+    pub kind: PortKind,
+    pub xdp_mode: XdpMode,
+    pub rate: Option<Rate>,
+    pub limits: QueueLimits,
+    /// The congestion point on this port's egress queues, if any (validated).
+    pub congestion: Option<quench_node::switch::cp::CongestionConfig>,
+}
+
+/// The validated configuration (params -> profile).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SwitchProfile {
+    pub workers: usize,
+    pub ageing: Duration,
+    pub control_socket: PathBuf,
+    pub ports: Vec<PortProfile>,
+    pub static_macs: Vec<(MacAddr, PortIdx)>,
+    /// PFC on every port (`[pfc]`), validated.
+    pub pfc: Option<cp::pfc::PfcProfile>,
+    /// The `[dpdk]` table (EAL arguments, pools), used when a port has `driver = "dpdk"`.
+    #[cfg(feature = "dpdk")]
+    pub dpdk: quench_port::dpdk::DpdkConfig,
+}
+
+/// Largest `ageing_secs`: 802.1Q's upper bound for the ageing time.
+pub const MAX_AGEING_SECS: f64 = 1_000_000.0;
+/// Queue limits: at least one frame of the largest size a port carries, at most 1 GiB (the
+/// frames are held in memory).
+pub const MIN_QUEUE_BYTES: u64 = 2048;
+pub const MAX_QUEUE_BYTES: u64 = 1 << 30;
+
+/// Default control socket.
+pub const DEFAULT_CONTROL_SOCKET: &str = "/run/quench/switch.sock";
+
+/// A configuration that cannot be used; always names the file, and the key when there is one.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {file}: {source}")]
+    Read {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Syntax errors, wrong types and unknown keys: `message` names the file, line and key
+    /// ([`quench_config::file`]).
+    #[error("{message}")]
+    Parse { file: String, message: String },
+    #[error("{file}: key `{key}`: {why}")]
+    Invalid {
+        file: String,
+        key: String,
+        why: String,
+    },
+}
+
+impl SwitchConfig {
+    /// Reads and validates `path`.
+    pub fn load(path: &Path) -> Result<SwitchProfile, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            file: file.clone(),
+            source: e,
+        })?;
+        Self::parse(&text, &file)
+    }
+
+    /// Parses and validates `text`, attributing errors to `file`.
+    pub fn parse(text: &str, file: &str) -> Result<SwitchProfile, ConfigError> {
+        let cfg: SwitchConfig =
+            quench_config::file::from_str(text, file).map_err(|message| ConfigError::Parse {
+                file: file.to_string(),
+                message,
+            })?;
+        cfg.validate(file)
+    }
+
+    fn validate(self, file: &str) -> Result<SwitchProfile, ConfigError> {
+        let invalid = |key: String, why: String| ConfigError::Invalid {
+            file: file.to_string(),
+            key,
+            why,
+        };
+        if self.workers == 0 || self.workers > 64 {
+            return Err(invalid("workers".into(), "must be 1..=64".into()));
+        }
+        if self.ports.is_empty() {
+            return Err(invalid(
+                "ports".into(),
+                "at least one [[ports]] is needed".into(),
+            ));
+        }
+        let ageing = match self.ageing_secs {
+            None => DEFAULT_AGEING,
+            // 802.1Q-2018 12.7.1.2 (dot1qFdbAgingTime): 10..=1,000,000 s; shorter ages
+            // are accepted down to 1 ms for tests.
+            Some(s) if (1e-3..=MAX_AGEING_SECS).contains(&s) => {
+                Duration::from_nanos((s * 1e9) as u64)
+            }
+            Some(s) => {
+                return Err(invalid(
+                    "ageing_secs".into(),
+                    format!("{s}: must be in 0.001..={MAX_AGEING_SECS}"),
+                ))
+            }
+        };
+        let defaults = QueueLimits::default();
+        let base = QueueLimits {
+            data_bytes: self.queue_bytes.unwrap_or(defaults.data_bytes),
+            control_bytes: self.control_queue_bytes.unwrap_or(defaults.control_bytes),
+        };
+        for (k, v) in [
+            ("queue_bytes", base.data_bytes),
+            ("control_queue_bytes", base.control_bytes),
+        ] {
+            if !(MIN_QUEUE_BYTES..=MAX_QUEUE_BYTES).contains(&v) {
+                return Err(invalid(
+                    k.into(),
+                    format!(
+                        "{v}: must be in {MIN_QUEUE_BYTES}..={MAX_QUEUE_BYTES} (a full frame \
+                         up to 1 GiB)"
+                    ),
+                ));
+            }
+        }
+        let mut ports = Vec::new();
+        for (i, p) in self.ports.iter().enumerate() {
+            let key = |k: &str| format!("ports[{i}].{k}");
+            if p.name.is_empty() || ports.iter().any(|q: &PortProfile| q.name == p.name) {
+                return Err(invalid(
+                    key("name"),
+                    format!("{:?} is empty or repeated", p.name),
+                ));
+            }
+            if p.iface.is_empty() || p.iface.len() > 15 {
+                return Err(invalid(key("iface"), "must be 1..=15 characters".into()));
+            }
+            let kind = match p.driver.as_deref().unwrap_or("af_xdp") {
+                "af_xdp" => PortKind::Xdp,
+                "af_packet" => PortKind::Packet,
+                "mem" => PortKind::Mem,
+                #[cfg(feature = "dpdk")]
+                "dpdk" => PortKind::Dpdk,
+                #[cfg(not(feature = "dpdk"))]
+                "dpdk" => {
+                    return Err(invalid(
+                        key("driver"),
+                        "this quench was built without DPDK: `cargo build --features dpdk`".into(),
+                    ))
+                }
+                other => {
+                    return Err(invalid(
+                        key("driver"),
+                        format!("{other:?}: expected af_xdp, af_packet, mem or dpdk"),
+                    ))
+                }
+            };
+            let rate = match &p.rate {
+                None => None,
+                Some(r) => match Rate::parse(r) {
+                    Ok(r) if r.as_bps() > 0 => Some(r),
+                    Ok(_) => return Err(invalid(key("rate"), "must be > 0".into())),
+                    Err(e) => return Err(invalid(key("rate"), format!("{r:?}: {e}"))),
+                },
+            };
+            let data_bytes = p.queue_bytes.unwrap_or(base.data_bytes);
+            if !(MIN_QUEUE_BYTES..=MAX_QUEUE_BYTES).contains(&data_bytes) {
+                return Err(invalid(
+                    key("queue_bytes"),
+                    format!("{data_bytes}: must be in {MIN_QUEUE_BYTES}..={MAX_QUEUE_BYTES}"),
+                ));
+            }
+            ports.push(PortProfile {
+                name: p.name.clone(),
+                iface: p.iface.clone(),
+                kind,
+                xdp_mode: p.xdp_mode.unwrap_or_default(),
+                rate,
+                limits: QueueLimits { data_bytes, ..base },
+                congestion: None,
+            });
+        }
+        let mut static_macs = Vec::new();
+        for (i, m) in self.static_macs.iter().enumerate() {
+            let mac = parse_mac(&m.mac).ok_or_else(|| {
+                invalid(
+                    format!("static_macs[{i}].mac"),
+                    format!("{:?} is not a MAC", m.mac),
+                )
+            })?;
+            let port = ports.iter().position(|p| p.name == m.port).ok_or_else(|| {
+                invalid(
+                    format!("static_macs[{i}].port"),
+                    format!("no port named {:?}", m.port),
+                )
+            })?;
+            static_macs.push((mac, port as PortIdx));
+        }
+        for (i, c) in self.congestion.iter().enumerate() {
+            let Some(p) = ports.iter_mut().find(|p| p.name == c.port) else {
+                return Err(invalid(
+                    format!("congestion[{i}].port"),
+                    format!("{:?} is not a [[ports]] name", c.port),
+                ));
+            };
+            if p.congestion.is_some() {
+                return Err(invalid(
+                    format!("congestion[{i}].port"),
+                    format!("{:?} already has a congestion point", c.port),
+                ));
+            }
+            quench_node::switch::cp::CpHook::from_config(i, c, quench_wire::MacAddr::zero())
+                .map_err(|e| invalid(format!("congestion[{i}].{}", e.key), e.why))?;
+            p.congestion = Some(c.clone());
+        }
+        let pfc = match self.pfc {
+            None => None,
+            Some(mut params) => {
+                if params.ports > 1 && usize::from(params.ports) != ports.len() {
+                    return Err(invalid(
+                        "pfc.ports".into(),
+                        format!("leave it out: the switch has {} ports", ports.len()),
+                    ));
+                }
+                params.ports = ports.len() as u16;
+                let profile = cp::pfc::PfcProfile::new(&params)
+                    .map_err(|e| invalid(format!("pfc.{}", e.param), e.why()))?;
+                // With PFC the lossless priorities must never be tail-dropped at an egress
+                // queue: the worst case is every ingress port's whole allowance (XOFF or the
+                // shared buffer, plus headroom) waiting at one egress priority.
+                let n = ports.len() as u64;
+                let (need, what) = match params.threshold {
+                    // PfcProfile bounds XOFF and headroom by units::MAX_BUFFER_BYTES and the
+                    // ports by 4096; the shared buffer may be as large as u64 holds.
+                    cp::pfc::ThresholdMode::Static => (
+                        n * (params.xoff_bytes + params.headroom_bytes),
+                        "xoff_bytes",
+                    ),
+                    cp::pfc::ThresholdMode::Dynamic => (
+                        params
+                            .buffer_bytes
+                            .saturating_add(n * params.headroom_bytes),
+                        "buffer_bytes",
+                    ),
+                };
+                if let Some(p) = ports.iter().find(|p| p.limits.data_bytes < need) {
+                    return Err(invalid(
+                        "queue_bytes".into(),
+                        format!(
+                            "{} octets at port {:?} cannot hold what PFC lets in ({need}: \
+                             {what} and every port's headroom); raise queue_bytes or lower \
+                             the PFC thresholds",
+                            p.limits.data_bytes, p.name
+                        ),
+                    ));
+                }
+                Some(profile)
+            }
+        };
+        Ok(SwitchProfile {
+            pfc,
+            workers: self.workers,
+            ageing,
+            control_socket: self
+                .control_socket
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_CONTROL_SOCKET)),
+            ports,
+            static_macs,
+            #[cfg(feature = "dpdk")]
+            dpdk: {
+                if let Err(e) = self.dpdk.validate() {
+                    return Err(invalid("dpdk".into(), e.to_string()));
+                }
+                self.dpdk
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+workers = 1
+ageing_secs = 10
+[[ports]]
+name = "a"
+iface = "qn-sw0"
+rate = "1gbit"
+[[ports]]
+name = "b"
+iface = "qn-sw1"
+driver = "af_packet"
+[[static_macs]]
+mac = "02:00:00:00:00:01"
+port = "b"
+"#;
+
+    #[test]
+    fn shipped_config_validates() {
+        let p = SwitchConfig::load(Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../configs/switch.toml"
+        )))
+        .unwrap();
+        assert!(!p.ports.is_empty());
+    }
+
+    #[test]
+    fn good_config_becomes_a_profile() {
+        let p = SwitchConfig::parse(GOOD, "t.toml").unwrap();
+        assert_eq!(p.ports[0].rate, Some(Rate::from_gbps(1)));
+        assert_eq!(p.ports[1].kind, PortKind::Packet);
+        assert_eq!(p.static_macs, vec![(MacAddr(2, 0, 0, 0, 0, 1), 1)]);
+        assert_eq!(p.ageing, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn unknown_key_names_key_and_file() {
+        let bad = GOOD.replace("rate = \"1gbit\"", "rat = \"1gbit\"");
+        let e = SwitchConfig::parse(&bad, "conf/x.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("conf/x.toml") && e.contains("rat"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let bad = GOOD.replace("1gbit", "fast");
+        let e = SwitchConfig::parse(&bad, "x.toml").unwrap_err().to_string();
+        assert!(e.contains("ports[0].rate"), "{e}");
+        let bad = GOOD.replace("port = \"b\"", "port = \"zz\"");
+        let e = SwitchConfig::parse(&bad, "x.toml").unwrap_err().to_string();
+        assert!(e.contains("static_macs[0].port"), "{e}");
+    }
+
+    #[test]
+    fn pfc_table_is_validated() {
+        let with = |extra: &str| format!("{GOOD}{extra}");
+        let p = SwitchConfig::parse(
+            &with("[pfc]\nthreshold = \"static\"\nxoff_bytes = 40000\nxon_bytes = 37000\nheadroom_bytes = 30000\n"),
+            "x.toml",
+        )
+        .unwrap();
+        assert!(p.pfc.as_ref().is_some_and(|p| p.is_lossless(3)));
+        // A PFC key that does not exist, a bad value, too small a queue.
+        for (extra, want) in [
+            ("[pfc]\nxof_bytes = 1\n", "xof_bytes"),
+            (
+                "[pfc]\nthreshold = \"static\"\nxoff_bytes = 10\nxon_bytes = 20\n",
+                "pfc.xon_bytes",
+            ),
+            (
+                "[pfc]\nlossless_priorities = [9]\n",
+                "pfc.lossless_priorities",
+            ),
+            (
+                "[pfc]\nthreshold = \"static\"\nxoff_bytes = 400000\nxon_bytes = 390000\n",
+                "queue_bytes",
+            ),
+        ] {
+            let e = SwitchConfig::parse(&with(extra), "x.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want) && e.contains("x.toml"), "{extra}: {e}");
+        }
+        // Several workers: worker 0 then holds every port's egress (`cli::switch`).
+        let two = with("[pfc]\nthreshold = \"static\"\nxoff_bytes = 40000\nxon_bytes = 37000\nheadroom_bytes = 30000\n")
+            .replace("workers = 1", "workers = 2");
+        assert!(SwitchConfig::parse(&two, "x.toml").unwrap().pfc.is_some());
+    }
+
+    #[test]
+    fn shipped_pfc_config_validates() {
+        let p = SwitchConfig::load(Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../configs/switch-pfc.toml"
+        )))
+        .unwrap();
+        assert!(p.pfc.is_some());
+    }
+}

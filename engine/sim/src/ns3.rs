@@ -1,0 +1,839 @@
+//! The HPCC ns-3 simulator's `config.txt` (alibaba-edu/High-Precision-Congestion-Control,
+//! `simulation/mix/config_doc.txt`, written by `simulation/run.py`, read by `scratch/third.cc`),
+//! and the run.py settings as presets (`hpcc-dcqcn`, `hpcc-dcqcn-paper` at a NIC speed).
+//!
+//! The file is whitespace-separated `KEY value...` pairs. ns-3 skips a key it does not know and
+//! runs on; here every key is either applied, or known to have no effect in the modelled setting
+//! (DCQCN, `CC_MODE 1`, no window), or an error that names it, so a config never runs with a
+//! setting quietly dropped. An absent key takes third.cc's default. Every problem of a file is
+//! reported in one pass, a line each.
+//!
+//! | keys | here |
+//! |---|---|
+//! | `CC_MODE` | 1 (DCQCN) only; 3 HPCC, 7 TIMELY, 8 DCTCP, 10 HPCC-PINT are errors |
+//! | `ALPHA_RESUME_INTERVAL`, `RATE_DECREASE_INTERVAL`, `CLAMP_TARGET_RATE`, `RP_TIMER`, `EWMA_GAIN`, `FAST_RECOVERY_TIMES`, `RATE_AI`, `RATE_HAI`, `MIN_RATE` | `[dcqcn_rp]` over configs/hpcc-ns3.toml (ns-3's "mlx" event flow) |
+//! | `KMAX_MAP`, `KMIN_MAP`, `PMAX_MAP` | `[[red.by_rate]]` (K in KB of 1000 octets, as ns-3's `ConfigEcn`) |
+//! | `ENABLE_QCN` | 0: switches never mark |
+//! | `BUFFER_SIZE` | switch buffer, MB of 2^20 octets; PFC on, dynamic threshold |
+//! | `PACKET_PAYLOAD_SIZE`, `L2_ACK_INTERVAL` | payload octets; ACK every packet (an interval up to one payload) |
+//! | `ERROR_RATE_PER_LINK` | loss on links whose topology line gives 0 |
+//! | `SIMULATOR_STOP_TIME` | upper bound of the run (it ends when the last flow completes) |
+//! | `TOPOLOGY_FILE`, `FLOW_FILE` | inputs (relative to ns-3's working directory) |
+//! | `FCT_OUTPUT_FILE`, `PFC_OUTPUT_FILE`, `QLEN_MON_FILE`, `QLEN_MON_START`, `QLEN_MON_END` | outputs in ns-3's formats |
+//! | `ACK_HIGH_PRIO` | 0 (third.cc's default): a PFC pause of priority 3 also holds the NIC's ACKs, NACKs and CNPs (ns-3's `ack_q_idx` 3); non-zero: nothing holds them |
+//! | `ENABLE_TRACE` | 1 (third.cc's default): a warning that ns-3's binary packet trace is not written; 0 |
+//! | `HAS_WIN` | 0; non-zero, or absent (third.cc's default is 1), is an error: quench's senders have no window |
+//! | `RATE_BOUND` 1, `L2_BACK_TO_ZERO` 0, `LINK_DOWN 0 0 0` | the modelled behaviour; other values are errors |
+//! | `L2_CHUNK_SIZE` | no effect with an ACK per packet and go-back-N |
+//! | `USE_DYNAMIC_PFC_THRESHOLD` | no effect in ns-3 either: its `SwitchMmu` always uses the dynamic threshold |
+//! | `TRACE_FILE`, `TRACE_OUTPUT_FILE` | the binary packet trace is not written (only wanted with `ENABLE_TRACE` 1) |
+//! | `DCTCP_RATE_AI`, `GLOBAL_T`, `VAR_WIN`, `FAST_REACT`, `U_TARGET`, `MI_THRESH`, `INT_MULTI`, `MULTI_RATE`, `SAMPLE_FEEDBACK`, `PINT_LOG_BASE`, `PINT_PROB`, `DATA_RATE`, `LINK_DELAY` | never read by ns-3 under `CC_MODE 1` without a window |
+//!
+//! Anything else (`PAUSE_TIME` included) is an error.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use units::{Instant, Rate};
+
+use super::cc::{CcKind, CcSections};
+use super::config::{RunConfig, TxTime};
+use super::monitor::QlenWindow;
+use super::topology::Topology;
+
+// The frames ns-3 puts on its links, in octets (`Packet::GetSize()`, what `QbbNetDevice`
+// serialises, its queues count and its switch MMU accounts), with INT off (CC_MODE 1). HPCC's
+// `PppHeader::GetStaticSize` returns 14 (an Ethernet header's size), not PPP's 2.
+/// Data: payload + `SeqTsHeader` 6 ("6 + IntHeader::GetStaticSize()") + UDP 8 + IPv4 20 + PPP
+/// 14 (rdma-hw.cc `GetNxtPacket`), the 48 its standalone FCT counts too.
+pub const NS3_DATA_HEADER_BYTES: u32 = 48;
+/// ACK / NACK: "Create<Packet>(std::max(60-14-20-(int)seqh.GetSerializedSize(), 0))" (14) +
+/// `qbbHeader` 12 + IPv4 20 + PPP 14 (rdma-hw.cc `ReceiveUdp`).
+pub const NS3_ACK_BYTES: u32 = 60;
+/// PFC: `PauseHeader` 9 + IPv4 20 + PPP 14 (qbb-net-device.cc `SendPfc`).
+pub const NS3_PFC_BYTES: u32 = 43;
+
+/// The NIC's ACK queue index under `ACK_HIGH_PRIO 0` (`RdmaEgressQueue::ack_q_idx`): its
+/// ACKs, NACKs and CNPs wait while this priority is paused.
+pub const NS3_ACK_QUEUE_PRIO: u8 = 3;
+
+/// ns-3's RDMA defaults that config.txt tunes: configs/hpcc-ns3.toml (the "mlx" event flow,
+/// per-packet CNP flags). Built in, so the preset works wherever the binary runs.
+const MLX_BASE: &str = include_str!("../../../configs/hpcc-ns3.toml");
+
+/// Keys that take no effect under `CC_MODE 1` without a window (see the module table).
+const NO_EFFECT: &[&str] = &[
+    "DCTCP_RATE_AI",
+    "GLOBAL_T",
+    "VAR_WIN",
+    "FAST_REACT",
+    "U_TARGET",
+    "MI_THRESH",
+    "INT_MULTI",
+    "MULTI_RATE",
+    "SAMPLE_FEEDBACK",
+    "PINT_LOG_BASE",
+    "PINT_PROB",
+    "DATA_RATE",
+    "LINK_DELAY",
+    "L2_CHUNK_SIZE",
+    "USE_DYNAMIC_PFC_THRESHOLD",
+    "TRACE_FILE",
+    "TRACE_OUTPUT_FILE",
+];
+
+/// Keys this reader applies.
+const APPLIED: &[&str] = &[
+    "CC_MODE",
+    "ALPHA_RESUME_INTERVAL",
+    "RATE_DECREASE_INTERVAL",
+    "CLAMP_TARGET_RATE",
+    "RP_TIMER",
+    "EWMA_GAIN",
+    "FAST_RECOVERY_TIMES",
+    "RATE_AI",
+    "RATE_HAI",
+    "MIN_RATE",
+    "KMAX_MAP",
+    "KMIN_MAP",
+    "PMAX_MAP",
+    "ENABLE_QCN",
+    "BUFFER_SIZE",
+    "PACKET_PAYLOAD_SIZE",
+    "L2_ACK_INTERVAL",
+    "ERROR_RATE_PER_LINK",
+    "SIMULATOR_STOP_TIME",
+    "TOPOLOGY_FILE",
+    "FLOW_FILE",
+    "FCT_OUTPUT_FILE",
+    "PFC_OUTPUT_FILE",
+    "QLEN_MON_FILE",
+    "QLEN_MON_START",
+    "QLEN_MON_END",
+    "ACK_HIGH_PRIO",
+    "RATE_BOUND",
+    "HAS_WIN",
+    "L2_BACK_TO_ZERO",
+    "LINK_DOWN",
+    "ENABLE_TRACE",
+];
+
+/// A config.txt as read: everything a run needs besides the topology and flows themselves.
+#[derive(Clone, Debug)]
+pub struct Ns3Config {
+    /// Names the file in errors.
+    pub origin: String,
+    pub sections: CcSections,
+    pub payload: u32,
+    pub buffer_bytes: u64,
+    pub stop: Instant,
+    /// `ERROR_RATE_PER_LINK`: loss on links whose own error rate is 0.
+    pub error_rate: f64,
+    /// `ACK_HIGH_PRIO` non-zero: no PFC pause holds the NIC's ACK queue; 0 (third.cc's
+    /// default): a pause of priority 3 does.
+    pub ack_high_prio: bool,
+    /// What is read but not acted on, a sentence each (the CLI prints them as warnings).
+    pub warnings: Vec<String>,
+    pub topology_file: Option<String>,
+    pub flow_file: Option<String>,
+    pub fct_file: Option<String>,
+    pub pfc_file: Option<String>,
+    pub qlen: Option<(String, QlenWindow)>,
+}
+
+fn parse_num<T: std::str::FromStr>(origin: &str, key: &str, v: &str) -> anyhow::Result<T> {
+    v.parse()
+        .map_err(|_| anyhow::anyhow!("{origin}: {key} `{v}` is not a valid number"))
+}
+
+/// The number `key` holds, or third.cc's `default` when the file does not set it.
+fn value<T: std::str::FromStr>(
+    kv: &BTreeMap<&str, Vec<&str>>,
+    origin: &str,
+    key: &str,
+    default: &str,
+) -> anyhow::Result<T> {
+    parse_num(origin, key, kv.get(key).map_or(default, |v| v[0]))
+}
+
+/// An ns-3 `DataRate` string (`20Mb/s`, `100Gbps`) in whole Mb/s.
+fn mbps(origin: &str, key: &str, v: &str) -> anyhow::Result<u64> {
+    let r = Rate::parse(v)
+        .map_err(|_| anyhow::anyhow!("{origin}: {key} `{v}` is not a rate such as 20Mb/s"))?;
+    if r.as_bps() % 1_000_000 != 0 {
+        bail!("{origin}: {key} `{v}`: quench's DCQCN takes whole Mb/s");
+    }
+    Ok(r.as_bps() / 1_000_000)
+}
+
+/// A time in microseconds as ns-3 reads it (a double), to quench's whole microseconds.
+fn micros(origin: &str, key: &str, v: &str) -> anyhow::Result<u64> {
+    let x: f64 = parse_num(origin, key, v)?;
+    if !(x >= 0.0 && x.fract() == 0.0 && x < 1e12) {
+        bail!("{origin}: {key} `{v}`: quench's DCQCN timers take whole microseconds");
+    }
+    Ok(x as u64)
+}
+
+fn flag(origin: &str, key: &str, v: &str) -> anyhow::Result<bool> {
+    match v {
+        "0" => Ok(false),
+        "1" => Ok(true),
+        _ => bail!("{origin}: {key} `{v}`: expected 0 or 1"),
+    }
+}
+
+impl Ns3Config {
+    /// Reads config.txt text; `origin` names it in errors. Every problem of the file is
+    /// reported at once, a line each; what quench reads but does not act on is in
+    /// [`Ns3Config::warnings`].
+    pub fn parse(text: &str, origin: &str) -> anyhow::Result<Ns3Config> {
+        Ns3Config::read(text, origin, false)
+    }
+
+    /// [`Ns3Config::parse`] of a whole config.txt, which names its inputs: without
+    /// `TOPOLOGY_FILE` and `FLOW_FILE` ns-3 reads no network and runs no flow.
+    pub fn parse_file(text: &str, origin: &str) -> anyhow::Result<Ns3Config> {
+        Ns3Config::read(text, origin, true)
+    }
+
+    fn read(text: &str, origin: &str, whole_file: bool) -> anyhow::Result<Ns3Config> {
+        let mut errs: Vec<String> = Vec::new();
+        // `err!(result, fallback)`: the value, or the error noted and `fallback` used so the
+        // rest of the file is still checked.
+        macro_rules! err {
+            ($r:expr, $fallback:expr) => {
+                match $r {
+                    Ok(v) => v,
+                    Err(e) => {
+                        errs.push(format!("{e:#}"));
+                        $fallback
+                    }
+                }
+            };
+        }
+        let mut toks = text.split_whitespace().peekable();
+        let mut kv: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        // A key's value is never a KEY-like word; after an unknown key, its values are skipped
+        // up to the next key so one unknown key is one error.
+        let key_like = |t: &str| {
+            t.starts_with(|c: char| c.is_ascii_uppercase())
+                && t.chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        };
+        while let Some(key) = toks.next() {
+            let arity = match key {
+                "KMAX_MAP" | "KMIN_MAP" | "PMAX_MAP" => {
+                    let Some(n) = toks.next() else {
+                        errs.push(format!("{origin}: {key} without its entry count"));
+                        break;
+                    };
+                    let n: usize = err!(parse_num(origin, key, n), 0);
+                    if n > 1024 {
+                        errs.push(format!("{origin}: {key} {n}: too many entries"));
+                        continue;
+                    }
+                    let v: Vec<&str> = toks.by_ref().take(2 * n).collect();
+                    if v.len() != 2 * n {
+                        errs.push(format!("{origin}: {key} promises {n} (rate, value) pairs"));
+                    } else if kv.insert(key, v).is_some() {
+                        errs.push(format!("{origin}: {key} is given twice"));
+                    }
+                    continue;
+                }
+                "LINK_DOWN" => 3,
+                k if APPLIED.contains(&k) || NO_EFFECT.contains(&k) => 1,
+                _ => {
+                    errs.push(if key == "PAUSE_TIME" {
+                        format!(
+                            "{origin}: PAUSE_TIME: quench's PFC pauses until resumed, as ns-3 \
+                             does with run.py's settings; a pause time is not modelled"
+                        )
+                    } else {
+                        format!("{origin}: unknown key {key} (quench reads the keys run.py writes)")
+                    });
+                    while toks.peek().is_some_and(|t| !key_like(t)) {
+                        toks.next();
+                    }
+                    continue;
+                }
+            };
+            let v: Vec<&str> = toks.by_ref().take(arity).collect();
+            if v.len() != arity {
+                errs.push(format!("{origin}: {key} without its value"));
+            } else if kv.insert(key, v).is_some() {
+                errs.push(format!("{origin}: {key} is given twice"));
+            }
+        }
+        let one = |k: &str| kv.get(k).map(|v| v[0]);
+        let mut warnings = Vec::new();
+
+        // CC_MODE (third.cc default 1).
+        match one("CC_MODE").unwrap_or("1") {
+            "1" => {}
+            m => {
+                let name = match m {
+                    "3" => " (HPCC)",
+                    "7" => " (TIMELY)",
+                    "8" => " (DCTCP)",
+                    "10" => " (HPCC-PINT)",
+                    _ => "",
+                };
+                errs.push(format!(
+                    "{origin}: CC_MODE {m}{name}: quench models DCQCN (CC_MODE 1) only"
+                ));
+            }
+        }
+        // Switches third.cc reads as unsigned integers and tests for non-zero.
+        let switch = |key: &str, default: u32| -> anyhow::Result<bool> {
+            let v = one(key).unwrap_or(if default == 0 { "0" } else { "1" });
+            Ok(parse_num::<u32>(origin, key, v)? != 0)
+        };
+        // ACK_HIGH_PRIO (third.cc default 0) picks the NIC's ACK queue index: 0, which no PFC
+        // pause holds, or 3, whose pause holds the NIC's ACKs, NACKs and CNPs too (qbb-net-
+        // device.cc: "if (!paused[ack_q_idx] && m_ackQ->GetNPackets() > 0)"). Either way the
+        // NIC sends them ahead of data, and switches queue them with their flow's data.
+        let ack_high_prio = err!(switch("ACK_HIGH_PRIO", 0), true);
+        let has_win = err!(switch("HAS_WIN", 1), false);
+        let enable_trace = err!(switch("ENABLE_TRACE", 1), false);
+        // HAS_WIN (third.cc default 1) gives each flow a window of one BDP.
+        if has_win {
+            errs.push(format!(
+                "{origin}: HAS_WIN {}: quench's DCQCN senders have no window (ns-3 gives each \
+                 flow one BDP); only HAS_WIN 0 is modelled{}",
+                one("HAS_WIN").unwrap_or("1"),
+                if one("HAS_WIN").is_none() {
+                    " (config.txt does not set it, and third.cc's default is 1)"
+                } else {
+                    ""
+                }
+            ));
+        }
+        // ENABLE_TRACE (third.cc default 1) writes the binary packet trace of TRACE_FILE's
+        // nodes to TRACE_OUTPUT_FILE: an output only, which quench does not write.
+        let trace_out = one("TRACE_OUTPUT_FILE");
+        if enable_trace && (one("ENABLE_TRACE").is_some() || trace_out.is_some()) {
+            warnings.push(format!(
+                "{origin}: ENABLE_TRACE {}: ns-3's binary packet trace{} is not written; the \
+                 run is the same without it",
+                one("ENABLE_TRACE").unwrap_or("1"),
+                trace_out.map_or(String::new(), |f| format!(" ({f})"))
+            ));
+        }
+        for (key, want, why) in [
+            (
+                "RATE_BOUND",
+                "1",
+                "quench's senders are always rate-limited",
+            ),
+            ("L2_BACK_TO_ZERO", "0", "quench retransmits go-back-N"),
+        ] {
+            if let Some(v) = one(key) {
+                if v != want {
+                    errs.push(format!(
+                        "{origin}: {key} {v}: {why}; only {key} {want} is modelled"
+                    ));
+                }
+            }
+        }
+        if let Some(v) = kv.get("LINK_DOWN") {
+            if v.iter().any(|x| *x != "0") {
+                errs.push(format!(
+                    "{origin}: LINK_DOWN {}: link failures (with ns-3's re-routing) are not \
+                     modelled; only LINK_DOWN 0 0 0",
+                    v.join(" ")
+                ));
+            }
+        }
+
+        // The reaction point: hpcc-ns3.toml's mlx setting with config.txt's values over it.
+        let mut sections: CcSections =
+            toml::from_str(MLX_BASE).context("configs/hpcc-ns3.toml (built in)")?;
+        let rp = sections.dcqcn_rp.get_or_insert_with(toml::Table::new);
+        let int = |x: u64| toml::Value::Integer(x as i64);
+        // third.cc's defaults where a key is absent: alpha_resume_interval 55,
+        // rate_decrease_interval 4, fast_recovery_times 5, min_rate 100Mb/s, clamp 0, and
+        // ewma_gain `1 / 16`, an integer division: 0.
+        let g: f64 = err!(value(&kv, origin, "EWMA_GAIN", "0"), 0.0);
+        let g1024 = (1.0 - g) * 1024.0;
+        if !(0.0..=1.0).contains(&g) || g1024.fract() != 0.0 {
+            errs.push(format!(
+                "{origin}: EWMA_GAIN {g}: quench keeps (1 - g) x 1024 as an integer \
+                 (1/256 -> 1020, 1/16 -> 960)"
+            ));
+        }
+        rp.insert("dce_tcp_g".into(), int(g1024 as u64));
+        let mut timer = |key: &str, default: &str, name: &str| {
+            let v = err!(micros(origin, key, one(key).unwrap_or(default)), 0);
+            rp.insert(name.into(), int(v));
+        };
+        timer("ALPHA_RESUME_INTERVAL", "55", "dce_tcp_rtt");
+        timer("RATE_DECREASE_INTERVAL", "4", "rate_reduce_monitor_period");
+        // Keys third.cc has no default for.
+        let mut need = |k: &str| match one(k) {
+            Some(v) => Some(v),
+            None => {
+                errs.push(format!(
+                    "{origin}: {k} is missing (ns-3 has no default for it)"
+                ));
+                None
+            }
+        };
+        let (rp_timer, rate_ai, rate_hai) = (need("RP_TIMER"), need("RATE_AI"), need("RATE_HAI"));
+        let clamp = one("CLAMP_TARGET_RATE").unwrap_or("0");
+        rp.insert(
+            "clamp_tgt_rate".into(),
+            toml::Value::Boolean(err!(flag(origin, "CLAMP_TARGET_RATE", clamp), false)),
+        );
+        if let Some(v) = rp_timer {
+            rp.insert(
+                "rpg_time_reset".into(),
+                int(err!(micros(origin, "RP_TIMER", v), 0)),
+            );
+        }
+        let frt: u32 = err!(value(&kv, origin, "FAST_RECOVERY_TIMES", "5"), 0);
+        rp.insert("rpg_threshold".into(), int(frt as u64));
+        for (key, v, name) in [
+            ("RATE_AI", rate_ai, "rpg_ai_rate"),
+            ("RATE_HAI", rate_hai, "rpg_hai_rate"),
+            (
+                "MIN_RATE",
+                Some(one("MIN_RATE").unwrap_or("100Mb/s")),
+                "rpg_min_rate",
+            ),
+        ] {
+            if let Some(v) = v {
+                rp.insert(name.into(), int(err!(mbps(origin, key, v), 0)));
+            }
+        }
+
+        // Marking: ns-3 `ConfigEcn(port, kmin, kmax, pmax)` per port speed, K in KB (x 1000).
+        let ecn = err!(
+            flag(origin, "ENABLE_QCN", one("ENABLE_QCN").unwrap_or("1")),
+            true
+        );
+        let mut red = toml::Table::new();
+        red.insert("mark_at".into(), toml::Value::String("dequeue".into()));
+        let mut map = |k: &str| -> BTreeMap<u64, &str> {
+            let mut m = BTreeMap::new();
+            let Some(v) = kv.get(k) else {
+                errs.push(format!(
+                    "{origin}: {k} is missing (ns-3 needs an entry for each link speed)"
+                ));
+                return m;
+            };
+            for pair in v.chunks(2) {
+                let Some(rate) = err!(parse_num::<u64>(origin, k, pair[0]).map(Some), None) else {
+                    continue;
+                };
+                if m.insert(rate, pair[1]).is_some() {
+                    errs.push(format!("{origin}: {k}: {rate} b/s appears twice"));
+                }
+            }
+            m
+        };
+        let (kmax, kmin, pmax) = (map("KMAX_MAP"), map("KMIN_MAP"), map("PMAX_MAP"));
+        let rates: Vec<u64> = kmax.keys().copied().collect();
+        for (k, m) in [("KMIN_MAP", &kmin), ("PMAX_MAP", &pmax)] {
+            if !m.is_empty() && !rates.is_empty() && m.keys().copied().collect::<Vec<_>>() != rates
+            {
+                errs.push(format!(
+                    "{origin}: {k} and KMAX_MAP name different link speeds"
+                ));
+            }
+        }
+        let mut by_rate = Vec::new();
+        for r in rates {
+            let (Some(kmin_v), Some(pmax_v)) = (kmin.get(&r), pmax.get(&r)) else {
+                continue;
+            };
+            let mut e = toml::Table::new();
+            e.insert("rate".into(), int(r));
+            let mut kb = |k: &str, v: &str| -> toml::Value {
+                int(err!(parse_num::<u64>(origin, k, v), 0).saturating_mul(1000))
+            };
+            let (kmin_b, kmax_b) = (kb("KMIN_MAP", kmin_v), kb("KMAX_MAP", kmax[&r]));
+            let p: f64 = err!(parse_num(origin, "PMAX_MAP", pmax_v), 0.0);
+            if ecn {
+                e.insert("kmin_bytes".into(), kmin_b);
+                e.insert("kmax_bytes".into(), kmax_b);
+                e.insert("pmax".into(), toml::Value::Float(p));
+            } else {
+                // ENABLE_QCN 0: ns-3 switches never mark (EcnEnabled false).
+                e.insert("kmin_bytes".into(), int(i64::MAX as u64));
+                e.insert("kmax_bytes".into(), int(i64::MAX as u64));
+                e.insert("pmax".into(), toml::Value::Float(0.0));
+            }
+            by_rate.push(toml::Value::Table(e));
+        }
+        red.insert("by_rate".into(), toml::Value::Array(by_rate));
+        sections.red = Some(red);
+
+        // PFC on every data priority (ns-3 pauses any queue but the control queue 0), dynamic
+        // threshold, headroom per port from its speed and delay (the world computes it).
+        let mut pfc = toml::Table::new();
+        pfc.insert(
+            "lossless_priorities".into(),
+            toml::Value::Array((1..8).map(int).collect()),
+        );
+        pfc.insert("threshold".into(), toml::Value::String("dynamic".into()));
+        sections.pfc = Some(pfc);
+
+        let payload: u32 = err!(value(&kv, origin, "PACKET_PAYLOAD_SIZE", "1000"), 1000);
+        if !(64..=65_000).contains(&payload) {
+            errs.push(format!(
+                "{origin}: PACKET_PAYLOAD_SIZE {payload}: must be 64..=65000"
+            ));
+        }
+        // ns-3 acknowledges when the next expected octet passes a milestone that advances by
+        // L2_ACK_INTERVAL octets: up to one payload, that is every packet.
+        let ack: u64 = err!(value(&kv, origin, "L2_ACK_INTERVAL", "0"), 1);
+        if ack == 0 || ack > payload as u64 {
+            errs.push(format!(
+                "{origin}: L2_ACK_INTERVAL {ack}: quench models an ACK per packet \
+                 (1..={payload} octets); 0 (no ACKs) never completes a flow"
+            ));
+        }
+        let buffer_mb: u64 = err!(value(&kv, origin, "BUFFER_SIZE", "16"), 16);
+        let stop_s: f64 = err!(value(&kv, origin, "SIMULATOR_STOP_TIME", "3.01"), 3.01);
+        if !(stop_s > 0.0 && stop_s < 1e9) {
+            errs.push(format!(
+                "{origin}: SIMULATOR_STOP_TIME {stop_s}: must be > 0 seconds"
+            ));
+        }
+        let error_rate: f64 = err!(value(&kv, origin, "ERROR_RATE_PER_LINK", "0"), 0.0);
+        if !(0.0..=1.0).contains(&error_rate) {
+            errs.push(format!(
+                "{origin}: ERROR_RATE_PER_LINK {error_rate}: not a probability"
+            ));
+        }
+        let qlen = match one("QLEN_MON_FILE") {
+            None => None,
+            Some(f) => {
+                let mut ns = |k: &str, d: &str| -> Instant {
+                    Instant::from_nanos(err!(parse_num(origin, k, one(k).unwrap_or(d)), 0))
+                };
+                let window = QlenWindow {
+                    start: ns("QLEN_MON_START", "2000000000"),
+                    end: ns("QLEN_MON_END", "2100000000"),
+                };
+                Some((f.to_string(), window))
+            }
+        };
+        // A config.txt names its inputs: without them ns-3 reads nothing and runs no flow.
+        for key in ["TOPOLOGY_FILE", "FLOW_FILE"] {
+            if one(key).is_none() && whole_file {
+                errs.push(format!(
+                    "{origin}: {key} is missing (ns-3 would run without {})",
+                    if key == "FLOW_FILE" {
+                        "a flow"
+                    } else {
+                        "a network"
+                    }
+                ));
+            }
+        }
+        if !errs.is_empty() {
+            let n = errs.len();
+            bail!(
+                "{}{}",
+                if n > 1 {
+                    format!("{n} problems:\n")
+                } else {
+                    String::new()
+                },
+                errs.join("\n")
+            );
+        }
+        Ok(Ns3Config {
+            origin: origin.to_string(),
+            sections,
+            payload,
+            buffer_bytes: buffer_mb * 1024 * 1024,
+            stop: Instant::from_nanos((stop_s * 1e9).round() as u64),
+            error_rate,
+            ack_high_prio,
+            topology_file: one("TOPOLOGY_FILE").map(str::to_string),
+            flow_file: one("FLOW_FILE").map(str::to_string),
+            fct_file: one("FCT_OUTPUT_FILE").map(str::to_string),
+            pfc_file: one("PFC_OUTPUT_FILE").map(str::to_string),
+            qlen,
+            warnings,
+        })
+    }
+
+    /// The run settings: payload, ns-3's frame sizes, ACK per packet, buffer, stop bound, the
+    /// outputs' bookkeeping.
+    pub fn apply(&self, cfg: &mut RunConfig) {
+        cfg.host.mtu = self.payload;
+        cfg.host.header_bytes = NS3_DATA_HEADER_BYTES;
+        cfg.host.ctrl_bytes = NS3_ACK_BYTES;
+        cfg.switch.pfc_frame_bytes = NS3_PFC_BYTES;
+        cfg.tx_time = TxTime::Ns3;
+        cfg.host.spacing = rp::Spacing::Ns3;
+        cfg.switch.acks_with_data = true;
+        cfg.host.ack_every = 1;
+        cfg.host.ack_pause_prio = (!self.ack_high_prio).then_some(NS3_ACK_QUEUE_PRIO);
+        cfg.switch.buffer_bytes = self.buffer_bytes;
+        cfg.stop = Some(self.stop);
+        cfg.qlen_window = self.qlen.as_ref().map(|(_, w)| *w);
+        cfg.pfc_log = self.pfc_file.is_some();
+    }
+
+    /// `ERROR_RATE_PER_LINK` on the links whose own error rate is 0 (as third.cc installs its
+    /// shared error model on them).
+    pub fn apply_topology(&self, topo: &mut Topology) {
+        if self.error_rate > 0.0 {
+            for l in topo.links.iter_mut().filter(|l| l.err == 0.0) {
+                l.err = self.error_rate;
+            }
+        }
+    }
+
+    /// The congestion control a config.txt selects (it only ever reaches here as DCQCN).
+    pub fn kind(&self) -> CcKind {
+        CcKind::Dcqcn
+    }
+}
+
+/// A path from config.txt: absolute, or relative to `base` (ns-3's working directory).
+pub fn resolve(base: &Path, p: &str) -> PathBuf {
+    let p = Path::new(p);
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base.join(p)
+    }
+}
+
+/// The presets that stand for a run.py `--cc`: name -> run.py's cc.
+pub fn run_py_preset(name: &str) -> Option<&'static str> {
+    match name {
+        "hpcc-dcqcn" => Some("dcqcn"),
+        "hpcc-dcqcn-paper" => Some("dcqcn_paper"),
+        _ => None,
+    }
+}
+
+/// The config.txt run.py writes for `--cc cc --bw bw_gbps`, without its file keys (topology,
+/// flows, outputs) and its trace switches. Every value run.py derives from the bandwidth is
+/// here: R_AI = 5 bw/25 and R_HAI = 50 bw/25 Mb/s, the buffer 16 bw/50 MB (Python 2 integer
+/// division, as run.py runs under Python 2), Kmin/Kmax 100/400 KB per 25 Gb/s and Pmax 0.2 for
+/// the NIC speed and for 4x it.
+pub fn run_py_config(cc: &str, bw_gbps: u64) -> anyhow::Result<String> {
+    if bw_gbps == 0 || bw_gbps > 100_000 {
+        bail!("--bw {bw_gbps}: give the NIC speed in Gb/s (run.py --bw)");
+    }
+    let bw = bw_gbps;
+    // run.py: dcqcn: t_alpha=1, t_dec=4, t_inc=300; dcqcn_paper: t_alpha=50, t_dec=50, t_inc=55.
+    let (t_alpha, t_dec, t_inc) = match cc {
+        "dcqcn" => (1, 4, 300),
+        "dcqcn_paper" => (50, 50, 55),
+        _ => bail!("run.py --cc {cc}: quench has presets for dcqcn and dcqcn_paper"),
+    };
+    let (ai, hai) = (5 * bw / 25, 50 * bw / 25);
+    let bfsz = 16 * bw / 50;
+    let g = 1e9 as u64;
+    Ok(format!(
+        "ENABLE_QCN 1\nUSE_DYNAMIC_PFC_THRESHOLD 1\nPACKET_PAYLOAD_SIZE 1000\n\
+         SIMULATOR_STOP_TIME 4.00\nCC_MODE 1\nALPHA_RESUME_INTERVAL {t_alpha}\n\
+         RATE_DECREASE_INTERVAL {t_dec}\nCLAMP_TARGET_RATE 0\nRP_TIMER {t_inc}\n\
+         EWMA_GAIN 0.00390625\nFAST_RECOVERY_TIMES 1\nRATE_AI {ai}Mb/s\nRATE_HAI {hai}Mb/s\n\
+         MIN_RATE 1000Mb/s\nDCTCP_RATE_AI 1000Mb/s\nERROR_RATE_PER_LINK 0.0000\n\
+         L2_CHUNK_SIZE 4000\nL2_ACK_INTERVAL 1\nL2_BACK_TO_ZERO 0\nHAS_WIN 0\nGLOBAL_T 1\n\
+         VAR_WIN 0\nFAST_REACT 0\nRATE_BOUND 1\nACK_HIGH_PRIO 1\nLINK_DOWN 0 0 0\n\
+         ENABLE_TRACE 0\nKMAX_MAP 2 {r1} {kmax1} {r4} {kmax4}\n\
+         KMIN_MAP 2 {r1} {kmin1} {r4} {kmin4}\nPMAX_MAP 2 {r1} 0.20 {r4} 0.20\n\
+         BUFFER_SIZE {bfsz}\n",
+        r1 = bw * g,
+        r4 = bw * 4 * g,
+        kmax1 = 400 * bw / 25,
+        kmax4 = 400 * bw * 4 / 25,
+        kmin1 = 100 * bw / 25,
+        kmin4 = 100 * bw * 4 / 25,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cc::CcSetup;
+
+    /// What run.py writes for `--cc dcqcn --bw 100 --topo topo_incast --trace flow_incast`.
+    fn written_by_run_py() -> String {
+        let mut s = String::from(
+            "TOPOLOGY_FILE mix/topo_incast.txt\nFLOW_FILE mix/flow_incast.txt\n\
+             TRACE_FILE mix/trace.txt\nTRACE_OUTPUT_FILE mix/mix_topo_incast_flow_incast_dcqcn.tr\n\
+             FCT_OUTPUT_FILE mix/fct_topo_incast_flow_incast_dcqcn.txt\n\
+             PFC_OUTPUT_FILE mix/pfc_topo_incast_flow_incast_dcqcn.txt\n\n",
+        );
+        s += &run_py_config("dcqcn", 100).unwrap();
+        s += "U_TARGET 0.95\nMI_THRESH 0\nINT_MULTI 1\nMULTI_RATE 0\nSAMPLE_FEEDBACK 0\n\
+              PINT_LOG_BASE 1.01\nPINT_PROB 1.0\n\
+              QLEN_MON_FILE mix/qlen_topo_incast_flow_incast_dcqcn.txt\n\
+              QLEN_MON_START 2000000000\nQLEN_MON_END 3000000000\n";
+        s
+    }
+
+    #[test]
+    fn reads_what_run_py_writes() {
+        let c = Ns3Config::parse(&written_by_run_py(), "config.txt").unwrap();
+        assert_eq!(c.topology_file.as_deref(), Some("mix/topo_incast.txt"));
+        assert_eq!(c.buffer_bytes, 32 * 1024 * 1024);
+        assert_eq!(c.stop, Instant::from_nanos(4_000_000_000));
+        let (f, w) = c.qlen.clone().unwrap();
+        assert_eq!(f, "mix/qlen_topo_incast_flow_incast_dcqcn.txt");
+        assert_eq!(w.end, Instant::from_nanos(3_000_000_000));
+        let setup = CcSetup::new(c.kind(), &c.sections, "config.txt").unwrap();
+        // The reaction point as hpcc-ns3.toml documents ns-3's values at 100G.
+        let preset: CcSections = toml::from_str(MLX_BASE).unwrap();
+        let base = CcSetup::new(CcKind::Dcqcn, &preset, "hpcc-ns3").unwrap();
+        assert_eq!(format!("{:?}", setup.dcqcn), format!("{:?}", base.dcqcn));
+        // RED per speed: 100G 400/1600 KB, 400G 1600/6400 KB, Pmax 0.2.
+        let red = setup.red.as_ref().unwrap();
+        let p100 = red.at(Rate::from_gbps(100)).unwrap();
+        assert_eq!(p100.probability(400_000), 0.0);
+        assert!((p100.probability(1_000_000) - 0.1).abs() < 1e-12);
+        assert_eq!(p100.probability(1_600_001), 1.0);
+        let p400 = red.at(Rate::from_gbps(400)).unwrap();
+        assert!((p400.probability(4_000_000) - 0.1).abs() < 1e-12);
+        assert!(red.at(Rate::from_gbps(25)).is_err());
+        let pfc = setup.pfc.unwrap();
+        assert_eq!(pfc.params.lossless_priorities, (1..8).collect::<Vec<u8>>());
+        let mut cfg = RunConfig::default();
+        c.apply(&mut cfg);
+        assert_eq!((cfg.host.mtu, cfg.host.ack_every), (1000, 1));
+        assert!(cfg.pfc_log && cfg.qlen_window.is_some());
+    }
+
+    #[test]
+    fn ack_high_prio_enable_trace_and_has_win_as_ns3_reads_them() {
+        let base = written_by_run_py();
+        // ACK_HIGH_PRIO 1 (run.py's): no pause holds the NIC's ACKs. 0, and third.cc's default
+        // when the key is absent: a pause of priority 3 does.
+        let mut cfg = RunConfig::default();
+        Ns3Config::parse(&base, "c").unwrap().apply(&mut cfg);
+        assert_eq!(cfg.host.ack_pause_prio, None);
+        for text in [
+            base.replace("ACK_HIGH_PRIO 1", "ACK_HIGH_PRIO 0"),
+            base.replace("ACK_HIGH_PRIO 1", ""),
+        ] {
+            let mut cfg = RunConfig::default();
+            Ns3Config::parse(&text, "c").unwrap().apply(&mut cfg);
+            assert_eq!(cfg.host.ack_pause_prio, Some(NS3_ACK_QUEUE_PRIO));
+        }
+        let e = Ns3Config::parse(&base.replace("ACK_HIGH_PRIO 1", "ACK_HIGH_PRIO x"), "c");
+        assert!(format!("{:#}", e.err().unwrap()).contains("ACK_HIGH_PRIO `x`"));
+        // ENABLE_TRACE 1 runs, with a warning that the binary trace is not written.
+        let c = Ns3Config::parse(&base.replace("ENABLE_TRACE 0", "ENABLE_TRACE 1"), "c").unwrap();
+        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+        assert!(c.warnings[0].contains("ENABLE_TRACE 1") && c.warnings[0].contains("dcqcn.tr)"));
+        assert!(Ns3Config::parse(&base, "c").unwrap().warnings.is_empty());
+        // HAS_WIN absent is third.cc's default, a window: an error that says so.
+        let e = Ns3Config::parse(&base.replace("HAS_WIN 0", ""), "c")
+            .err()
+            .unwrap();
+        assert!(
+            format!("{e:#}").contains("third.cc's default is 1"),
+            "{e:#}"
+        );
+    }
+
+    #[test]
+    fn every_problem_of_a_config_in_one_pass() {
+        // HPCC's own mix/config.txt's settings that quench does not model, with two more
+        // mistakes: each is listed, and the unknown key's value is not read as a key.
+        let text = written_by_run_py()
+            .replace("CC_MODE 1", "CC_MODE 3")
+            .replace("HAS_WIN 0", "HAS_WIN 1")
+            .replace("RATE_AI 20Mb/s", "RATE_AI fast")
+            .replace("TOPOLOGY_FILE mix/topo_incast.txt\n", "")
+            + "NEW_KNOB 1 2\n";
+        let e = Ns3Config::parse_file(&text, "cfg.txt").err().unwrap();
+        let m = format!("{e:#}");
+        assert!(m.starts_with("5 problems:\n"), "{m}");
+        for want in [
+            "cfg.txt: CC_MODE 3 (HPCC)",
+            "cfg.txt: HAS_WIN 1",
+            "cfg.txt: RATE_AI `fast`",
+            "cfg.txt: TOPOLOGY_FILE is missing",
+            "cfg.txt: unknown key NEW_KNOB",
+        ] {
+            assert!(m.contains(want), "{want}: {m}");
+        }
+        // A config.txt without FLOW_FILE runs no flow in ns-3: an error, not an empty run.
+        let e = Ns3Config::parse_file(
+            &written_by_run_py().replace("FLOW_FILE mix/flow_incast.txt\n", ""),
+            "cfg.txt",
+        )
+        .err()
+        .unwrap();
+        assert!(format!("{e:#}").contains("cfg.txt: FLOW_FILE is missing"));
+    }
+
+    #[test]
+    fn paper_timers_and_bandwidth_scaling() {
+        let c = Ns3Config::parse(&run_py_config("dcqcn_paper", 25).unwrap(), "p").unwrap();
+        let rp = c.sections.dcqcn_rp.as_ref().unwrap();
+        assert_eq!(rp["dce_tcp_rtt"].as_integer(), Some(50));
+        assert_eq!(rp["rate_reduce_monitor_period"].as_integer(), Some(50));
+        assert_eq!(rp["rpg_time_reset"].as_integer(), Some(55));
+        assert_eq!(rp["rpg_ai_rate"].as_integer(), Some(5));
+        assert_eq!(rp["rpg_hai_rate"].as_integer(), Some(50));
+        // Python 2: 16 * 25 / 50 = 8 MB.
+        assert_eq!(c.buffer_bytes, 8 * 1024 * 1024);
+        let setup = CcSetup::new(CcKind::Dcqcn, &c.sections, "p").unwrap();
+        let red = setup.red.unwrap();
+        assert!((red.at(Rate::from_gbps(25)).unwrap().probability(250_000) - 0.1).abs() < 1e-12);
+        assert!(run_py_config("hp", 100).is_err());
+    }
+
+    #[test]
+    fn unsupported_modes_and_keys_are_errors_that_name_them() {
+        let base = written_by_run_py();
+        for (change, want) in [
+            ("CC_MODE 1", "CC_MODE 3 (HPCC)"),
+            ("HAS_WIN 0", "HAS_WIN 1"),
+            ("HAS_WIN 0", "HAS_WIN 2"),
+            ("LINK_DOWN 0 0 0", "LINK_DOWN 2000 1 3"),
+            ("L2_ACK_INTERVAL 1", "L2_ACK_INTERVAL 4000"),
+            ("L2_BACK_TO_ZERO 0", "L2_BACK_TO_ZERO 1"),
+            ("RATE_BOUND 1", "RATE_BOUND 0"),
+        ] {
+            let to = match want {
+                "CC_MODE 3 (HPCC)" => "CC_MODE 3",
+                w => w,
+            };
+            assert!(base.contains(change), "{change}");
+            let text = base.replace(change, to);
+            let e = Ns3Config::parse(&text, "cfg.txt").err().unwrap();
+            let m = format!("{e:#}");
+            assert!(m.contains("cfg.txt") && m.contains(want), "{to}: {m}");
+        }
+        for (extra, want) in [
+            ("PAUSE_TIME 5\n", "PAUSE_TIME"),
+            ("NEW_KNOB 1\n", "unknown key NEW_KNOB"),
+            ("RP_TIMER 55\n", "RP_TIMER is given twice"),
+            ("KMAX_MAP 1 100000000000 1600\n", "KMAX_MAP is given twice"),
+        ] {
+            let e = Ns3Config::parse(&(base.clone() + extra), "cfg.txt")
+                .err()
+                .unwrap();
+            let m = format!("{e:#}");
+            assert!(m.contains(want), "{extra}: {m}");
+        }
+        let no_map = base.replace("PMAX_MAP 2 100000000000 0.20 400000000000 0.20\n", "");
+        let e = Ns3Config::parse(&no_map, "c").err().unwrap();
+        assert!(format!("{e:#}").contains("PMAX_MAP is missing"));
+        let odd = base.replace("KMIN_MAP 2 100000000000", "KMIN_MAP 2 50000000000");
+        let e = Ns3Config::parse(&odd, "c").err().unwrap();
+        assert!(format!("{e:#}").contains("KMIN_MAP"));
+        for cc in ["CC_MODE 7", "CC_MODE 8", "CC_MODE 10"] {
+            let e = Ns3Config::parse(&base.replace("CC_MODE 1", cc), "c")
+                .err()
+                .unwrap();
+            assert!(format!("{e:#}").contains(cc), "{e:#}");
+        }
+    }
+}

@@ -1,0 +1,458 @@
+//! A run's outputs: `fct.txt` (ns-3 HPCC columns), `summary.json`, time-series CSVs, SVG plots.
+//!
+//! Every output is a function of the finished [`World`] only (no wall-clock times, no hash-map
+//! iteration order), so the same seed and inputs give byte-identical files.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use units::Instant;
+
+use super::series::Which;
+use super::world::{node_ip, World};
+use quench_report::plot::{line_plot, Series, Thin};
+
+/// Per-flow results.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct FlowSummary {
+    pub id: u32,
+    pub src: u32,
+    pub dst: u32,
+    pub sport: u16,
+    pub dport: u16,
+    pub pg: u8,
+    pub size: u64,
+    pub start_ns: u64,
+    pub done: bool,
+    /// Flow completion time (None while unfinished at the end of the run).
+    pub fct_ns: Option<u64>,
+    pub ideal_fct_ns: u64,
+    pub slowdown: Option<f64>,
+    /// size x 8 / FCT.
+    pub avg_rate_bps: Option<f64>,
+    /// In-order goodput within the statistics window.
+    pub window_rate_bps: f64,
+    pub notifications_sent: u64,
+    pub notifications_received: u64,
+    pub ce_received: u64,
+    pub ue_received: u64,
+    pub retransmits: u64,
+}
+
+/// Per switch-port results (ports that carried traffic).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PortSummary {
+    pub node: u32,
+    pub port: u32,
+    pub peer: u32,
+    pub rate_bps: u64,
+    pub tx_bytes: u64,
+    pub tx_pkts: u64,
+    pub drops: u64,
+    pub marks: u64,
+    pub cnms: u64,
+    pub pauses_sent: u64,
+    pub pauses_received: u64,
+    pub queue_mean_bytes: f64,
+    pub queue_p99_bytes: u64,
+    pub queue_max_bytes: u64,
+    /// Coefficient of variation (std / mean) of the sampled queue within the statistics window:
+    /// the oscillation metric (a steady queue stays well under 1; a queue that swings between
+    /// empty and large goes above 1).
+    pub queue_cv: f64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Totals {
+    pub flows: usize,
+    pub flows_done: usize,
+    pub drops: u64,
+    pub marks: u64,
+    pub cnms: u64,
+    pub cnps: u64,
+    pub pauses: u64,
+    pub retransmits: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct FctStats {
+    pub mean_ns: f64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    pub mean_slowdown: f64,
+    pub p99_slowdown: f64,
+}
+
+/// `summary.json`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    pub cc: String,
+    pub seed: u64,
+    pub end_ns: u64,
+    pub stats_from_ns: u64,
+    pub events: u64,
+    pub totals: Totals,
+    pub fct: Option<FctStats>,
+    /// Jain's fairness index over the flows' window rates.
+    pub jain: Option<f64>,
+    pub flows: Vec<FlowSummary>,
+    pub ports: Vec<PortSummary>,
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i]
+}
+
+impl Summary {
+    /// The human summary `quench sim` prints and `quench report summary.json` reprints: the
+    /// run, the FCTs, and one line per switch port that carried traffic.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let t = &self.totals;
+        let _ = writeln!(
+            s,
+            "{} of {} flows done at {:.6} ms virtual, {} events (cc {}, seed {})",
+            t.flows_done,
+            t.flows,
+            self.end_ns as f64 * 1e-6,
+            self.events,
+            self.cc,
+            self.seed
+        );
+        if let Some(f) = &self.fct {
+            let _ = writeln!(
+                s,
+                "FCT mean {:.1} us, p50 {:.1} us, p99 {:.1} us, max {:.1} us; slowdown mean \
+                 {:.2}, p99 {:.2}",
+                f.mean_ns * 1e-3,
+                f.p50_ns as f64 * 1e-3,
+                f.p99_ns as f64 * 1e-3,
+                f.max_ns as f64 * 1e-3,
+                f.mean_slowdown,
+                f.p99_slowdown
+            );
+        }
+        let _ = writeln!(
+            s,
+            "drops {}, ECN marks {}, CNMs {}, CNPs {}, PAUSE frames {}, retransmits {}{}",
+            t.drops,
+            t.marks,
+            t.cnms,
+            t.cnps,
+            t.pauses,
+            t.retransmits,
+            self.jain
+                .map(|j| format!(", Jain {j:.3}"))
+                .unwrap_or_default()
+        );
+        if !self.ports.is_empty() {
+            let _ = writeln!(
+                s,
+                "{:>10} {:>9} {:>12} {:>8} {:>8} {:>24} {:>6}",
+                "port", "Gb/s", "tx octets", "drops", "marks", "queue mean/p99/max KB", "CV"
+            );
+        }
+        for p in &self.ports {
+            let _ = writeln!(
+                s,
+                "{:>10} {:>9.1} {:>12} {:>8} {:>8} {:>24} {:>6.2}",
+                format!("{}:{}>{}", p.node, p.port, p.peer),
+                p.rate_bps as f64 * 1e-9,
+                p.tx_bytes,
+                p.drops,
+                p.marks,
+                format!(
+                    "{:.1}/{:.1}/{:.1}",
+                    p.queue_mean_bytes / 1e3,
+                    p.queue_p99_bytes as f64 / 1e3,
+                    p.queue_max_bytes as f64 / 1e3
+                ),
+                p.queue_cv
+            );
+        }
+        s
+    }
+
+    pub fn of(w: &World, cc: &str) -> Summary {
+        let end = w.now();
+        let cfg = w.config();
+        let from = cfg.stats_from;
+        let mut flows = Vec::with_capacity(w.flows.len());
+        for (i, f) in w.flows.iter().enumerate() {
+            let fct = f.done.then(|| (f.finish - f.spec.start).as_nanos());
+            let win_end = if f.done { f.finish } else { end };
+            let win_start = f.spec.start.max(from);
+            let window = (win_end - win_start).as_secs_f64();
+            flows.push(FlowSummary {
+                id: i as u32,
+                src: f.spec.src,
+                dst: f.spec.dst,
+                sport: f.sport,
+                dport: f.spec.dport,
+                pg: f.spec.pg,
+                size: f.spec.bytes,
+                start_ns: f.spec.start.as_nanos(),
+                done: f.done,
+                fct_ns: fct,
+                ideal_fct_ns: f.ideal_fct.as_nanos(),
+                slowdown: fct.map(|x| x as f64 / f.ideal_fct.as_nanos().max(1) as f64),
+                avg_rate_bps: fct.map(|x| f.spec.bytes as f64 * 8e9 / x.max(1) as f64),
+                window_rate_bps: if window > 0.0 {
+                    f.window_bytes as f64 * 8.0 / window
+                } else {
+                    0.0
+                },
+                notifications_sent: f.notifications_sent,
+                notifications_received: f.notifications_received,
+                ce_received: f.ce_received,
+                ue_received: f.ue_received,
+                retransmits: f.retransmits,
+            });
+        }
+        let span = (end - from).as_nanos().max(1) as f64;
+        let mut ports = Vec::new();
+        for p in 0..w.port_count() {
+            let st = w.port_stats(p);
+            if !w.port_is_switch(p) || (st.tx_pkts == 0 && st.drops == 0) {
+                continue;
+            }
+            let (node, local, peer) = w.port_name(p);
+            let dist = w.queue_dist(p);
+            let mean = dist.mean();
+            let queue_cv = if mean > 0.0 {
+                dist.variance().sqrt() / mean
+            } else {
+                0.0
+            };
+            ports.push(PortSummary {
+                node,
+                port: local,
+                peer,
+                rate_bps: w.port_rate(p).as_bps(),
+                tx_bytes: st.tx_bytes,
+                tx_pkts: st.tx_pkts,
+                drops: st.drops,
+                marks: st.marks,
+                cnms: st.cnms,
+                pauses_sent: st.pauses_sent,
+                pauses_received: st.pauses_received,
+                queue_mean_bytes: st.q_integral as f64 / span,
+                queue_p99_bytes: dist.percentile(0.99),
+                queue_max_bytes: st.q_max,
+                queue_cv,
+            });
+        }
+        let mut drops = 0;
+        for p in 0..w.port_count() {
+            drops += w.port_stats(p).drops;
+        }
+        let totals = Totals {
+            flows: flows.len(),
+            flows_done: flows.iter().filter(|f| f.done).count(),
+            drops,
+            marks: ports.iter().map(|p| p.marks).sum(),
+            cnms: ports.iter().map(|p| p.cnms).sum(),
+            cnps: w.flows.iter().map(|f| f.notifications_sent).sum(),
+            pauses: ports.iter().map(|p| p.pauses_sent).sum(),
+            retransmits: w.flows.iter().map(|f| f.retransmits).sum(),
+        };
+        let mut fcts: Vec<u64> = flows.iter().filter_map(|f| f.fct_ns).collect();
+        fcts.sort_unstable();
+        let mut slow: Vec<f64> = flows.iter().filter_map(|f| f.slowdown).collect();
+        slow.sort_by(f64::total_cmp);
+        let fct = (!fcts.is_empty()).then(|| FctStats {
+            mean_ns: fcts.iter().sum::<u64>() as f64 / fcts.len() as f64,
+            p50_ns: percentile(&fcts, 0.5),
+            p99_ns: percentile(&fcts, 0.99),
+            max_ns: fcts[fcts.len() - 1],
+            mean_slowdown: slow.iter().sum::<f64>() / slow.len() as f64,
+            p99_slowdown: slow
+                [((0.99 * slow.len() as f64).ceil() as usize).clamp(1, slow.len()) - 1],
+        });
+        let rates: Vec<f64> = flows
+            .iter()
+            .filter(|f| f.window_rate_bps > 0.0)
+            .map(|f| f.window_rate_bps)
+            .collect();
+        Summary {
+            cc: cc.to_string(),
+            seed: cfg.seed,
+            end_ns: end.as_nanos(),
+            stats_from_ns: from.as_nanos(),
+            events: w.events_processed(),
+            totals,
+            fct,
+            jain: quench_report::jain_index(&rates),
+            flows,
+            ports,
+        }
+    }
+}
+
+/// `fct.txt`: `sip dip sport dport size start_ns fct_ns ideal_fct_ns`, finished flows in order of
+/// completion like ns-3 (ties by flow id).
+pub fn fct_txt(w: &World) -> String {
+    let mut done: Vec<usize> = (0..w.flows.len()).filter(|&i| w.flows[i].done).collect();
+    done.sort_by_key(|&i| (w.flows[i].finish, i));
+    let mut s = String::new();
+    for i in done {
+        let f = &w.flows[i];
+        let _ = writeln!(
+            s,
+            "{:08x} {:08x} {} {} {} {} {} {}",
+            node_ip(f.spec.src),
+            node_ip(f.spec.dst),
+            f.sport,
+            f.spec.dport,
+            f.spec.bytes,
+            f.spec.start.as_nanos(),
+            (f.finish - f.spec.start).as_nanos(),
+            f.ideal_fct.as_nanos()
+        );
+    }
+    s
+}
+
+/// `flows.csv`: `time_ns,flow,rate_bps,goodput_bps` (the whole text, read back).
+pub fn flows_csv(w: &World) -> std::io::Result<String> {
+    w.series().text(Which::Flows)
+}
+
+/// `queues.csv`: `time_ns,node,port,bytes` for switch ports that carried traffic (the whole
+/// text, read back).
+pub fn queues_csv(w: &World) -> std::io::Result<String> {
+    w.series().text(Which::Queues)
+}
+
+/// Up to this many series per plot (the largest ones), so plots stay legible.
+const MAX_SERIES: usize = 12;
+
+/// Points a plotted series keeps at most, twice this (see [`Thin`]): a long run's plot stays a
+/// few hundred KB.
+const PLOT_BUCKETS: u32 = 1000;
+
+/// `rates.svg` (per-flow reaction-point rate) and `queues.svg` (per-port queue), from the time
+/// series read back (only the plotted series are held, thinned).
+pub fn plots(w: &World) -> anyhow::Result<(String, String)> {
+    let ms = |ns: u64| ns as f64 * 1e-6;
+    let first = w
+        .flows
+        .iter()
+        .map(|f| f.spec.start)
+        .min()
+        .unwrap_or(Instant::ZERO);
+    let (x0, x1) = (ms(first.as_nanos()), ms(w.now().as_nanos()));
+    let thin = || Thin::new(x0, x1, PLOT_BUCKETS);
+    let nflows = w.flows.len().min(MAX_SERIES);
+    let mut flows: Vec<Thin> = (0..nflows).map(|_| thin()).collect();
+    w.series().for_each_row(Which::Flows, |f| {
+        let (Some(Ok(t)), Some(Ok(flow)), Some(Ok(rate))) = (
+            f.first().map(|x| x.parse::<u64>()),
+            f.get(1).map(|x| x.parse::<usize>()),
+            f.get(2).map(|x| x.parse::<u64>()),
+        ) else {
+            return;
+        };
+        if let Some(s) = flows.get_mut(flow) {
+            s.push(ms(t), rate as f64 * 1e-9);
+        }
+    })?;
+    let flows: Vec<Series> = flows
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| Series {
+            name: format!("flow {i}"),
+            points: t.finish(),
+        })
+        .collect();
+    let mut by_port: Vec<(u64, u32)> = (0..w.port_count())
+        .filter(|&p| w.port_is_switch(p) && w.port_stats(p).q_max > 0)
+        .map(|p| (w.port_stats(p).q_max, p))
+        .collect();
+    by_port.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    by_port.truncate(MAX_SERIES);
+    let mut queues: Vec<Thin> = by_port.iter().map(|_| thin()).collect();
+    w.series().for_each_row(Which::Queues, |f| {
+        let (Some(Ok(t)), Some(Ok(node)), Some(Ok(local)), Some(Ok(bytes))) = (
+            f.first().map(|x| x.parse::<u64>()),
+            f.get(1).map(|x| x.parse::<u32>()),
+            f.get(2).map(|x| x.parse::<u32>()),
+            f.get(3).map(|x| x.parse::<u64>()),
+        ) else {
+            return;
+        };
+        let Some(port) = w.port_id(node, local) else {
+            return;
+        };
+        if let Some(k) = by_port.iter().position(|&(_, p)| p == port) {
+            queues[k].push(ms(t), bytes as f64 / 1000.0);
+        }
+    })?;
+    let queues: Vec<Series> = by_port
+        .iter()
+        .zip(queues)
+        .map(|(&(_, p), t)| {
+            let (n, l, peer) = w.port_name(p);
+            Series {
+                name: format!("node {n} port {l} (to {peer})"),
+                points: t.finish(),
+            }
+        })
+        .collect();
+    Ok((
+        line_plot(
+            "Reaction point rate per flow",
+            "time (ms)",
+            "rate (Gb/s)",
+            &flows,
+        )?,
+        line_plot(
+            "Egress queue per switch port",
+            "time (ms)",
+            "queue (KB)",
+            &queues,
+        )?,
+    ))
+}
+
+/// Writes every output file into `dir`.
+pub fn write_all(w: &mut World, cc: &str, dir: &Path) -> anyhow::Result<Summary> {
+    use anyhow::Context;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    w.series_result()?;
+    let w = &*w;
+    let put = |name: &str, body: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, body).with_context(|| format!("writing {}", p.display()))
+    };
+    let summary = Summary::of(w, cc);
+    put("fct.txt", &fct_txt(w))?;
+    put(
+        "summary.json",
+        &(serde_json::to_string_pretty(&summary)? + "\n"),
+    )?;
+    // Streamed into `dir` as the run went (`World::stream_series_to`), or written now.
+    let streamed = w.series().dir().is_some_and(|d| same_dir(d, dir));
+    if !streamed {
+        put("flows.csv", &flows_csv(w)?)?;
+        put("queues.csv", &queues_csv(w)?)?;
+    }
+    let (rates, queues) = plots(w)?;
+    put("rates.svg", &rates)?;
+    put("queues.svg", &queues)?;
+    Ok(summary)
+}
+
+/// Whether two paths name one directory.
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
