@@ -16,7 +16,7 @@
 #   dpdk-workers  scripts/bench-dpdk.sh --workers 2: the scaling table (~4 min)
 #   sim           scripts/bench-sim.sh: quench's simulator, and beside ns-3 (with the fat tree)
 #                 when NS3_HPCC_DIR names an HPCC checkout (~1 min alone; ~10 min with ns-3)
-#   appliance     cargo bench -p engine --bench appliance: the appliance's cost per frame at
+#   appliance     cargo bench -p quench-runtime --bench appliance: the appliance's cost per frame at
 #                 1k, 100k and 1M flows (~4 min)
 #
 # --only L     run only the parts of the comma-separated list L
@@ -128,10 +128,10 @@ for part in $ALL; do
       target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
       rm -rf "$target"/criterion/appliance*
       args=(--warm-up-time 1 --measurement-time 3 --sample-size 20)
-      if run $part cargo bench -p engine --bench appliance -- "${args[@]}"; then
+      if run $part cargo bench -p quench-runtime --bench appliance -- "${args[@]}"; then
         py parse appliance "$work/$part.out" --stderr "$work/$part.err" --dir "$RESULTS" \
           --criterion "$target/criterion" \
-          --command "cargo bench -p engine --bench appliance -- ${args[*]}" || true
+          --command "cargo bench -p quench-runtime --bench appliance -- ${args[*]}" || true
       fi ;;
   esac
 done
