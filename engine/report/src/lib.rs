@@ -356,6 +356,50 @@ pub fn read_interval_log(path: &Path, text: &[u8]) -> Result<Vec<Interval>, Repo
     Ok(out)
 }
 
+/// Why [`read_interval_log`] found no interval in `text`, as an error message naming `path`:
+/// an empty file, a log without histograms, or one whose histograms carry no `lat.<flow>` /
+/// `len.<flow>` tag (what it holds instead is listed).
+pub fn why_no_intervals(path: &Path, text: &[u8]) -> String {
+    let p = path.display();
+    if text.iter().all(u8::is_ascii_whitespace) {
+        return format!("{p}: empty file");
+    }
+    let mut histograms = 0usize;
+    let mut untagged = 0usize;
+    let mut tags: Vec<String> = Vec::new();
+    for entry in IntervalLogIterator::new(text) {
+        let Ok(LogEntry::Interval(iv)) = entry else {
+            continue;
+        };
+        histograms += 1;
+        match iv.tag() {
+            None => untagged += 1,
+            Some(t) if !tags.iter().any(|x| x == t.as_str()) => tags.push(t.as_str().to_string()),
+            Some(_) => {}
+        }
+    }
+    if histograms == 0 {
+        return format!("{p}: no interval histogram in it (not an HdrHistogram interval log?)");
+    }
+    tags.sort();
+    let shown: Vec<&str> = tags.iter().take(5).map(String::as_str).collect();
+    let more = tags.len().saturating_sub(shown.len());
+    format!(
+        "{p}: {histograms} histograms, none tagged `lat.<flow>` and `len.<flow>` as quench's \
+         interval logs are (tags found: {}{}; untagged: {untagged})",
+        if shown.is_empty() {
+            "none".to_string()
+        } else {
+            shown.join(", ")
+        },
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        }
+    )
+}
+
 /// Per-flow rate (Mb/s) over time from intervals.
 pub fn rate_series(intervals: &[Interval]) -> Vec<Series> {
     let mut by_flow: BTreeMap<u32, Vec<(f64, f64)>> = BTreeMap::new();

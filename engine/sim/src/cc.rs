@@ -40,6 +40,15 @@ impl CcKind {
             CcKind::Qcn => "qcn",
         }
     }
+
+    /// The parameter sections [`CcSetup::new`] reads for this control.
+    pub fn sections(self) -> &'static [&'static str] {
+        match self {
+            CcKind::None => &["pfc", "tcd"],
+            CcKind::Dcqcn => &["dcqcn_rp", "np", "red", "pfc", "tcd"],
+            CcKind::Qcn => &["qcn_rp", "qcn_cp", "pfc", "tcd"],
+        }
+    }
 }
 
 /// Parameter sections as written in presets (`configs/NAME.toml`) and scenario files. Each is
@@ -77,6 +86,23 @@ fn merge(base: &mut Option<toml::Table>, over: &Option<toml::Table>) {
 }
 
 impl CcSections {
+    /// The names of the sections present, in the order of the fields.
+    pub fn names(&self) -> Vec<&'static str> {
+        [
+            ("dcqcn_rp", &self.dcqcn_rp),
+            ("qcn_rp", &self.qcn_rp),
+            ("np", &self.np),
+            ("red", &self.red),
+            ("qcn_cp", &self.qcn_cp),
+            ("pfc", &self.pfc),
+            ("tcd", &self.tcd),
+        ]
+        .into_iter()
+        .filter(|(_, t)| t.is_some())
+        .map(|(n, _)| n)
+        .collect()
+    }
+
     /// `self` with every key of `over` replacing the same key here.
     pub fn overlay(&mut self, over: &CcSections) {
         merge(&mut self.dcqcn_rp, &over.dcqcn_rp);

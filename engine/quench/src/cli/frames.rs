@@ -182,16 +182,18 @@ fn decode_pcap(path: &std::path::Path, bytes: &[u8], rate: Rate) -> anyhow::Resu
         );
     }
     for (i, rec) in reader.enumerate() {
+        // A malformed frame is a line of the listing; a malformed file ends it, an error.
         match rec {
             Ok(r) => outln!("{} {}B {}", i + 1, r.data.len(), describe(r.data, rate))?,
-            Err(e) => outln!("{} error: {e}", i + 1)?,
+            Err(e) => bail!("{}: record {}: {e}", path.display(), i + 1),
         }
     }
     Ok(())
 }
 
 /// One line per packet block of a pcapng file; packets of an interface whose link type is not
-/// Ethernet get an error line. A malformed block ends the listing with an error line.
+/// Ethernet get an error line. A malformed block ends the listing with an error (standard
+/// error, non-zero exit).
 fn decode_pcapng(path: &std::path::Path, bytes: &[u8], rate: Rate) -> anyhow::Result<()> {
     use pcap_file::pcapng::{Block, PcapNgReader};
     use pcap_file::DataLink;
@@ -204,10 +206,7 @@ fn decode_pcapng(path: &std::path::Path, bytes: &[u8], rate: Rate) -> anyhow::Re
             Ok(Block::SimplePacket(p)) => (Some(0), p.data.into_owned()),
             Ok(Block::Packet(p)) => (Some(u32::from(p.interface_id)), p.data.into_owned()),
             Ok(_) => continue,
-            Err(e) => {
-                outln!("{} error: {e}", n + 1)?;
-                break;
-            }
+            Err(e) => bail!("{}: block after packet {n}: {e}", path.display()),
         };
         n += 1;
         let link = iface.and_then(|i| reader.interfaces().get(i as usize).map(|d| d.linktype));

@@ -51,6 +51,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(log) = &log {
         let text = report::read_file(log)?;
         let ivs = report::read_interval_log(log, &text)?;
+        if ivs.is_empty() && json.is_none() {
+            anyhow::bail!("{}", report::why_no_intervals(log, &text));
+        }
         out!("{}", interval_table(&ivs))?;
         if args.hgrm {
             let mut all = report::latency_histogram();

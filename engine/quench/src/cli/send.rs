@@ -279,6 +279,27 @@ fn port_config(args: &Args, arg: &str, rate: Option<&Rate>) -> anyhow::Result<Po
     }
     if let Some(p) = &args.preset {
         let t = PresetTables::from_option(p)?;
+        // A preset without the table `cc` reads would leave its defaults in place unsaid.
+        let (applies, table) = match cc {
+            Cc::None => (false, "none"),
+            Cc::Qcn => (t.qcn_rp.is_some(), "[qcn_rp]"),
+            Cc::Dcqcn => (t.dcqcn_rp.is_some(), "[dcqcn_rp]"),
+        };
+        if !applies {
+            anyhow::bail!(
+                "--preset {p} does not apply to cc {}: it has no {table} table{}",
+                match cc {
+                    Cc::None => "none",
+                    Cc::Qcn => "qcn",
+                    Cc::Dcqcn => "dcqcn",
+                },
+                if cc == Cc::None {
+                    " (no reaction point runs)"
+                } else {
+                    " (`quench presets` lists the presets)"
+                }
+            );
+        }
         cfg.qcn_rp = t.qcn_rp.or(cfg.qcn_rp);
         cfg.dcqcn_rp = t.dcqcn_rp.or(cfg.dcqcn_rp);
     }

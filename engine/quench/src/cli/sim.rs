@@ -216,6 +216,9 @@ pub fn prepare_with(
     seed: Option<u64>,
 ) -> anyhow::Result<Prepared> {
     let scen = scenario_with(args, overrides)?;
+    if args.ns3_config.is_some() {
+        ns3_conflicts(args, scen.as_ref())?;
+    }
     let preset = args
         .preset
         .as_ref()
@@ -223,10 +226,7 @@ pub fn prepare_with(
     // An ns-3 setting: config.txt, or a run.py preset at --bw.
     let run_py = preset.and_then(|p| ns3::run_py_preset(p).map(|cc| (p, cc)));
     let ns3cfg = match (&args.ns3_config, run_py) {
-        (Some(_), Some((p, _))) => {
-            bail!("--ns3-config and --preset {p}: config.txt already holds run.py's setting")
-        }
-        (Some(p), None) => {
+        (Some(p), _) => {
             let text = std::fs::read_to_string(p)
                 .with_context(|| format!("reading ns-3 config {}", p.display()))?;
             Some(Ns3Config::parse_file(&text, &p.display().to_string())?)
@@ -329,7 +329,9 @@ pub fn prepare_with(
                 (None, Some(s)) => Some(s.dir.as_path()),
                 _ => None,
             };
-            (load_preset(name, base)?, format!("preset {name}"))
+            let sections = load_preset(name, base)?;
+            preset_applies(name, &sections, cc.kind())?;
+            (sections, format!("preset {name}"))
         }
         (None, None) => (CcSections::default(), String::new()),
     };
@@ -350,6 +352,72 @@ pub fn prepare_with(
         ns3_outputs,
         warnings,
     })
+}
+
+/// `--ns3-config` runs config.txt as ns-3 would: the topology, flows and parameters it names
+/// are the run's, so an option or scenario key that names others is an error rather than
+/// one of the two being dropped.
+fn ns3_conflicts(args: &Args, scen: Option<&Scenario>) -> anyhow::Result<()> {
+    let given = [
+        ("--topology", args.topology.is_some(), "its TOPOLOGY_FILE"),
+        ("--flows", args.flows.is_some(), "its FLOW_FILE"),
+        ("--preset", args.preset.is_some(), "its parameters"),
+        ("--bw", args.bw.is_some(), "its parameters"),
+    ];
+    for (opt, set, what) in given {
+        if set {
+            bail!("--ns3-config and {opt}: config.txt names {what}; give one or the other");
+        }
+    }
+    if let Some(s) = scen {
+        let f = &s.file;
+        let keys = [
+            (
+                "topology",
+                f.topology.is_some() || f.topology_text.is_some(),
+            ),
+            (
+                "flows",
+                f.flows.is_some() || f.flows_text.is_some() || !f.flow.is_empty(),
+            ),
+            ("preset", f.preset.is_some()),
+        ];
+        for (key, set) in keys {
+            if set {
+                bail!(
+                    "--ns3-config and {} `{key}`: config.txt names the run's {key}; give one or \
+                     the other",
+                    s.name
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A preset that sets none of the sections congestion control `kind` reads would run on that
+/// control's defaults without a word: an error naming both.
+fn preset_applies(name: &str, sections: &CcSections, kind: CcKind) -> anyhow::Result<()> {
+    let set = sections.names();
+    let read = kind.sections();
+    if set.is_empty() || set.iter().any(|s| read.contains(s)) {
+        return Ok(());
+    }
+    let list = |v: &[&str]| {
+        v.iter()
+            .map(|s| format!("[{s}]"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    bail!(
+        "--preset {name} sets {} and --cc {} reads only {}: the run would take {}'s defaults; \
+         give a preset for {} (`quench presets` lists them)",
+        list(&set),
+        kind.name(),
+        list(read),
+        kind.name(),
+        kind.name()
+    )
 }
 
 /// Writes the ns-3 output files config.txt named.

@@ -15,7 +15,7 @@ use std::sync::Mutex;
 
 use anyhow::{bail, Context};
 
-use super::sim::{run_one, Args};
+use super::sim::{prepare_with, run_one, Args};
 use quench_sim::report::Summary;
 
 /// One point of the grid: (key, value) overrides, in `--sweep` order, seed last.
@@ -144,6 +144,31 @@ struct Row {
 pub fn run(args: &Args, stop: &AtomicBool) -> anyhow::Result<()> {
     let first_seed = args.seed.unwrap_or(1);
     let points = grid(&args.sweep, args.seeds, first_seed)?;
+    // Every point's inputs are read and checked before any run starts: a key no scenario
+    // has, or a value out of range, fails the sweep at once (each problem named once).
+    let mut problems: Vec<String> = Vec::new();
+    for (i, p) in points.iter().enumerate() {
+        match prepare_with(args, &p.overrides, p.seed) {
+            Ok(prepared) if i == 0 => {
+                for w in &prepared.warnings {
+                    eprintln!("warning: {w}");
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let e = format!("{e:#}");
+                if !problems.contains(&e) {
+                    problems.push(e);
+                }
+            }
+        }
+    }
+    if !problems.is_empty() {
+        bail!(
+            "the sweep's inputs do not hold together, no run started:\n{}",
+            problems.join("\n")
+        );
+    }
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
