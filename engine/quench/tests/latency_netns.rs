@@ -38,14 +38,18 @@ fn json_lines(stdout: &str, command: &str) -> (Vec<serde_json::Value>, Vec<serde
     for l in stdout.lines() {
         let v: serde_json::Value =
             serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l:?}"));
+        assert!(v["type"].is_string(), "every JSON line says its type: {l}");
         match v.get("progress") {
-            Some(p) => progress.push(p.clone()),
+            Some(p) => {
+                assert_eq!(v["type"], "progress");
+                progress.push(p.clone());
+            }
             None => rest.push(v),
         }
     }
     for (i, p) in progress.iter().enumerate() {
         assert_eq!(p["command"], command, "{p}");
-        let t = p["t_s"].as_f64().unwrap();
+        let t = p["t_ns"].as_u64().unwrap() as f64 / 1e9;
         assert!(t >= (i + 1) as f64 - 1e-3, "progress {i} at {t} s");
     }
     (progress, rest)

@@ -1,17 +1,10 @@
 //! Inputs that used to run to exit status 0 while doing nothing, or something other than what
 //! they said: each now fails with a message on standard error that names the problem.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-/// `quench ARGS` in directory `d`.
-fn quench_in(d: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_quench"))
-        .current_dir(d)
-        .args(args)
-        .output()
-        .unwrap()
-}
+mod common;
+use common::{incast_inputs, quench_in, ScratchDir, INCAST_ARGS};
 
 /// The run failed, said nothing on standard output about it, and its standard error holds
 /// every one of `want`.
@@ -24,31 +17,24 @@ fn fails_saying(out: &Output, want: &[&str]) {
 }
 
 /// A fresh directory with a 2:1 incast at 100 Gb/s in ns-3's formats and its config.txt.
-fn inputs(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("quench-silent-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    std::fs::write(
-        d.join("topo.txt"),
-        "4 1 3\n3\n0 3 100Gbps 0.001ms 0\n1 3 100Gbps 0.001ms 0\n2 3 100Gbps 0.001ms 0\n",
-    )
-    .unwrap();
-    std::fs::write(
-        d.join("flows.txt"),
-        "2\n0 2 3 100 30000 0\n1 2 3 100 30000 0\n",
-    )
-    .unwrap();
+fn inputs(name: &str) -> ScratchDir {
+    let d = incast_inputs(
+        &format!("quench-silent-{name}"),
+        "100Gbps",
+        [30_000, 30_000],
+    );
     let config = "TOPOLOGY_FILE topo.txt\nFLOW_FILE flows.txt\nCC_MODE 1\nRP_TIMER 300\n\
-                  RATE_AI 20Mb/s\nRATE_HAI 200Mb/s\nEWMA_GAIN 0.00390625\nL2_ACK_INTERVAL 1\nHAS_WIN 0\n\
-                  ENABLE_TRACE 0\nKMAX_MAP 1 100000000000 1600\nKMIN_MAP 1 100000000000 400\n\
-                  PMAX_MAP 1 100000000000 0.2\n";
-    std::fs::write(d.join("config.txt"), config).unwrap();
+                  RATE_AI 20Mb/s\nRATE_HAI 200Mb/s\nEWMA_GAIN 0.00390625\nL2_ACK_INTERVAL 1\n\
+                  HAS_WIN 0\nENABLE_TRACE 0\nKMAX_MAP 1 100000000000 1600\n\
+                  KMIN_MAP 1 100000000000 400\nPMAX_MAP 1 100000000000 0.2\n";
+    std::fs::write(d.0.join("config.txt"), config).unwrap();
     d
 }
 
 #[test]
 fn a_config_txt_without_flow_file_is_an_error() {
-    let d = inputs("noflow");
+    let dir = inputs("noflow");
+    let d = dir.0.as_path();
     let text = std::fs::read_to_string(d.join("config.txt")).unwrap();
     std::fs::write(
         d.join("config.txt"),
@@ -56,14 +42,14 @@ fn a_config_txt_without_flow_file_is_an_error() {
     )
     .unwrap();
     let out = quench_in(
-        &d,
+        d,
         &["sim", "-q", "--ns3-config", "config.txt", "--out", "o"],
     );
     fails_saying(&out, &["config.txt: FLOW_FILE is missing"]);
     // The same file with it runs.
     std::fs::write(d.join("config.txt"), text).unwrap();
     let out = quench_in(
-        &d,
+        d,
         &["sim", "-q", "--ns3-config", "config.txt", "--out", "o"],
     );
     assert!(
@@ -71,12 +57,12 @@ fn a_config_txt_without_flow_file_is_an_error() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
 fn ns3_config_with_options_it_would_override_is_an_error() {
-    let d = inputs("conflict");
+    let dir = inputs("conflict");
+    let d = dir.0.as_path();
     for (extra, want) in [
         (&["--preset", "nvidia"][..], "--ns3-config and --preset"),
         (
@@ -88,12 +74,12 @@ fn ns3_config_with_options_it_would_override_is_an_error() {
     ] {
         let mut args = vec!["sim", "-q", "--ns3-config", "config.txt", "--out", "o"];
         args.extend_from_slice(extra);
-        fails_saying(&quench_in(&d, &args), &[want]);
+        fails_saying(&quench_in(d, &args), &[want]);
     }
     // An overrides file that names another topology, flows or preset.
     std::fs::write(d.join("over.toml"), "preset = \"nvidia\"\n").unwrap();
     let out = quench_in(
-        &d,
+        d,
         &[
             "sim",
             "-q",
@@ -106,15 +92,15 @@ fn ns3_config_with_options_it_would_override_is_an_error() {
         ],
     );
     fails_saying(&out, &["over.toml `preset`"]);
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
 fn a_preset_for_another_congestion_control_is_an_error() {
-    let d = inputs("preset");
+    let dir = inputs("preset");
+    let d = dir.0.as_path();
     let run = |cc: &str, preset: &str| {
         quench_in(
-            &d,
+            d,
             &[
                 "sim",
                 "-q",
@@ -144,7 +130,7 @@ fn a_preset_for_another_congestion_control_is_an_error() {
     assert!(run("dcqcn", "hpcc-ns3").status.success());
     // quench send checks the same before it opens a port.
     let out = quench_in(
-        &d,
+        d,
         &[
             "send",
             "--iface",
@@ -159,24 +145,16 @@ fn a_preset_for_another_congestion_control_is_an_error() {
         &out,
         &["--preset nvidia does not apply to cc qcn", "[qcn_rp]"],
     );
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
 fn a_sweep_checks_its_keys_before_any_run() {
-    let d = inputs("sweep");
+    let dir = inputs("sweep");
+    let d = dir.0.as_path();
     let sweep = |spec: &str| {
-        let flows = [
-            "--topology",
-            "topo.txt",
-            "--flows",
-            "flows.txt",
-            "--cc",
-            "none",
-        ];
         let mut args = vec!["sim", "-q", "--sweep", spec, "--out", "grid"];
-        args.extend_from_slice(&flows);
-        quench_in(&d, &args)
+        args.extend_from_slice(&INCAST_ARGS);
+        quench_in(d, &args)
     };
     fails_saying(
         &sweep("bogus=1,2"),
@@ -186,15 +164,15 @@ fn a_sweep_checks_its_keys_before_any_run() {
     // A value out of range in one point stops the others too.
     fails_saying(&sweep("host.mtu=1000,5"), &["no run started", "host.mtu"]);
     assert!(!d.join("grid/host.mtu=1000").exists());
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]
 fn report_of_an_empty_or_foreign_log_is_an_error() {
-    let d = inputs("report");
+    let dir = inputs("report");
+    let d = dir.0.as_path();
     std::fs::write(d.join("empty.hlog"), "").unwrap();
     fails_saying(
-        &quench_in(&d, &["report", "empty.hlog"]),
+        &quench_in(d, &["report", "empty.hlog"]),
         &["empty.hlog: empty file"],
     );
     // A standard HdrHistogram interval log whose tags are not quench's `lat.<flow>`.
@@ -217,7 +195,7 @@ fn report_of_an_empty_or_foreign_log_is_an_error() {
         }
     }
     std::fs::write(d.join("other.hlog"), &text).unwrap();
-    let out = quench_in(&d, &["report", "other.hlog"]);
+    let out = quench_in(d, &["report", "other.hlog"]);
     fails_saying(
         &out,
         &[
@@ -226,5 +204,4 @@ fn report_of_an_empty_or_foreign_log_is_an_error() {
         ],
     );
     assert!(out.stdout.is_empty());
-    let _ = std::fs::remove_dir_all(&d);
 }

@@ -36,6 +36,21 @@ pub use plot::Series;
 
 pub use summary::{jain_index, FlowSummary, LatencyKind, LatencySummary, RxTimestamps, Summary};
 
+/// Rows a human table shows at most, and series a plot draws: the largest by the table's
+/// measure; the rest are counted in a closing line (the JSON and CSV outputs have them all).
+pub const TOP: usize = 12;
+
+/// The indices of the `n` largest of `keys` (ties to the earlier), in their original order, and
+/// how many are left out.
+pub fn top<K: Ord>(keys: &[K], n: usize) -> (Vec<usize>, usize) {
+    let mut idx: Vec<usize> = (0..keys.len()).collect();
+    idx.sort_by(|&a, &b| keys[b].cmp(&keys[a]).then(a.cmp(&b)));
+    idx.truncate(n);
+    idx.sort_unstable();
+    let rest = keys.len() - idx.len();
+    (idx, rest)
+}
+
 /// Largest latency the histograms hold: 10 s in nanoseconds. Larger values are clamped (and
 /// counted by the receiver) rather than lost.
 pub const MAX_LATENCY_NS: u64 = 10_000_000_000;
@@ -539,6 +554,13 @@ mod tests {
             h.record(v).unwrap();
         }
         h
+    }
+
+    #[test]
+    fn top_keeps_the_largest_in_their_order() {
+        assert_eq!(top(&[5, 1, 9, 5, 0], 3), (vec![0, 2, 3], 2));
+        assert_eq!(top(&[1, 2], 12), (vec![0, 1], 0));
+        assert_eq!(top::<u64>(&[], 3), (vec![], 0));
     }
 
     #[test]

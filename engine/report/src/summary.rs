@@ -198,7 +198,10 @@ impl Summary {
                 "(round trip: frames reflected back to the sender; p = rtt)"
             );
         }
-        for f in &self.flows {
+        // The flows with the most octets, in flow order.
+        let keys: Vec<u64> = self.flows.iter().map(|f| f.bytes).collect();
+        let (shown, rest) = crate::top(&keys, crate::TOP);
+        for f in shown.iter().map(|&i| &self.flows[i]) {
             let _ = writeln!(
                 s,
                 "{:>6} {:>10} {:>12.1} {:>8} {:>8} {:>10.1} {:>10.1} {:>10.1}",
@@ -210,6 +213,14 @@ impl Summary {
                 us(f.latency.p50_ns),
                 us(f.latency.p99_ns),
                 us(f.latency.p999_ns)
+            );
+        }
+        if rest > 0 {
+            let _ = writeln!(
+                s,
+                "{} of {} flows shown, those with the most octets; {rest} more in summary.json",
+                shown.len(),
+                self.flows.len()
             );
         }
         let _ = writeln!(

@@ -1,4 +1,5 @@
-//! A run's outputs: `fct.txt` (ns-3 HPCC columns), `summary.json`, time-series CSVs, SVG plots.
+//! A run's outputs: `fct.txt` (ns-3 HPCC columns), `fct.csv` (the same with a header and the
+//! flow id), `summary.json`, time-series CSVs, SVG plots.
 //!
 //! Every output is a function of the finished [`World`] only (no wall-clock times, no hash-map
 //! iteration order), so the same seed and inputs give byte-identical files.
@@ -158,7 +159,14 @@ impl Summary {
                 "port", "Gb/s", "tx octets", "drops", "marks", "queue mean/p99/max KB", "CV"
             );
         }
-        for p in &self.ports {
+        // The ports with the largest queues (those queues.svg draws), in port order.
+        let keys: Vec<(u64, u64)> = self
+            .ports
+            .iter()
+            .map(|p| (p.queue_max_bytes, p.tx_bytes))
+            .collect();
+        let (shown, rest) = quench_report::top(&keys, quench_report::TOP);
+        for p in shown.iter().map(|&i| &self.ports[i]) {
             let _ = writeln!(
                 s,
                 "{:>10} {:>9.1} {:>12} {:>8} {:>8} {:>24} {:>6.2}",
@@ -174,6 +182,14 @@ impl Summary {
                     p.queue_max_bytes as f64 / 1e3
                 ),
                 p.queue_cv
+            );
+        }
+        if rest > 0 {
+            let _ = writeln!(
+                s,
+                "{} of {} ports shown, those with the largest queues; {rest} more in summary.json",
+                shown.len(),
+                self.ports.len()
             );
         }
         s
@@ -319,6 +335,33 @@ pub fn fct_txt(w: &World) -> String {
     s
 }
 
+/// Header of `fct.csv`.
+pub const FCT_CSV_HEADER: &str = "flow,src,dst,size,start_ns,fct_ns,ideal_ns,slowdown";
+
+/// `fct.csv`: one row per flow in flow order (`flow` is its index in the flow file), nodes by
+/// id, size in octets, times in nanoseconds, slowdown = fct / ideal; a flow unfinished at the
+/// end has empty `fct_ns` and `slowdown` (NaN to pandas). fct.txt stays ns-3's format for
+/// HPCC's analysis scripts.
+pub fn fct_csv(s: &Summary) -> String {
+    let mut out = String::from(FCT_CSV_HEADER);
+    out.push('\n');
+    for f in &s.flows {
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{}",
+            f.id,
+            f.src,
+            f.dst,
+            f.size,
+            f.start_ns,
+            f.fct_ns.map_or(String::new(), |x| x.to_string()),
+            f.ideal_fct_ns,
+            f.slowdown.map_or(String::new(), |x| x.to_string())
+        );
+    }
+    out
+}
+
 /// `flows.csv`: `time_ns,flow,rate_bps,goodput_bps` (the whole text, read back).
 pub fn flows_csv(w: &World) -> std::io::Result<String> {
     w.series().text(Which::Flows)
@@ -433,6 +476,7 @@ pub fn write_all(w: &mut World, cc: &str, dir: &Path) -> anyhow::Result<Summary>
     };
     let summary = Summary::of(w, cc);
     put("fct.txt", &fct_txt(w))?;
+    put("fct.csv", &fct_csv(&summary))?;
     put(
         "summary.json",
         &(serde_json::to_string_pretty(&summary)? + "\n"),

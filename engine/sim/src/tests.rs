@@ -211,3 +211,62 @@ fn a_pause_of_the_ack_priority_holds_a_hosts_acks() {
     let (free, held) = (run_with(None), run_with(Some(3)));
     assert!(held > free, "held {held} free {free}");
 }
+
+#[test]
+fn fct_csv_has_a_header_every_flow_and_the_fct_txt_values() {
+    // Three flows, one of which cannot finish before the stop: an empty fct and slowdown.
+    let topo = star(3, "10Gbps");
+    let flows = [
+        flow(0, 2, 100_000, 0),
+        flow(1, 2, 50_000, 5),
+        flow(0, 1, 100_000_000, 0),
+    ];
+    let cfg = RunConfig {
+        stop: Some(Instant::ZERO + Duration::from_millis(1)),
+        ..RunConfig::default()
+    };
+    let w = run(&topo, &flows, cfg);
+    let s = Summary::of(&w, "none");
+    let csv = report::fct_csv(&s);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(
+        lines[0],
+        "flow,src,dst,size,start_ns,fct_ns,ideal_ns,slowdown"
+    );
+    assert_eq!(lines.len(), 4);
+    let row: Vec<&str> = lines[2].split(',').collect();
+    assert_eq!(&row[..5], ["1", "1", "2", "50000", "5000"]);
+    let fct: u64 = row[5].parse().unwrap();
+    let ideal: u64 = row[6].parse().unwrap();
+    let slow: f64 = row[7].parse().unwrap();
+    assert!((slow - fct as f64 / ideal as f64).abs() < 1e-12);
+    let unfinished: Vec<&str> = lines[3].split(',').collect();
+    assert_eq!((unfinished[5], unfinished[7]), ("", ""), "{}", lines[3]);
+    // fct.txt (ns-3's columns, for HPCC's analysis scripts) lists the finished flows with the
+    // same FCTs.
+    let txt = report::fct_txt(&w);
+    assert_eq!(txt.lines().count(), 2);
+    assert!(txt.lines().any(|l| l.split(' ').nth(6) == Some(row[5])));
+}
+
+#[test]
+fn the_summary_table_shows_the_largest_queues_and_counts_the_rest() {
+    // 20 hosts into host 20: the switch has 21 busy ports, the table shows 12.
+    let topo = star(21, "10Gbps");
+    let flows: Vec<FlowSpec> = (0..20).map(|i| flow(i, 20, 20_000, 0)).collect();
+    let w = run(&topo, &flows, RunConfig::default());
+    let s = Summary::of(&w, "none");
+    assert_eq!(s.ports.len(), 21);
+    let t = s.table();
+    let port_lines = t
+        .lines()
+        .filter(|l| l.contains(":") && l.contains(">"))
+        .count();
+    assert_eq!(port_lines, 12, "{t}");
+    assert!(
+        t.contains("12 of 21 ports shown, those with the largest queues; 9 more in summary.json"),
+        "{t}"
+    );
+    // The incast's bottleneck (towards host 20) is among them.
+    assert!(t.contains(">20 "), "{t}");
+}

@@ -443,7 +443,7 @@ impl Pair {
         let mut v = self.app.report(secs);
         v["pair"] = json!(self.label);
         v["pacing"] = self.audit.to_json();
-        v["lag_dropped_ms"] = json!(self.app.table().core().lag_dropped().as_nanos() as f64 / 1e6);
+        v["lag_dropped_ns"] = json!(self.app.table().core().lag_dropped().as_nanos());
         v["tx_dropped"] = json!(self.tx_dropped);
         v["tx_errors"] = json!(self.tx_errors);
         v["last_error"] = json!(self.last_error);
@@ -741,8 +741,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     all["scheduling"] = json!({
         "stall_threshold_us": stalls.threshold().as_nanos() / 1000,
         "stalls": stalls.count,
-        "stalled_ms": stalls.total.as_nanos() as f64 / 1e6,
-        "longest_stall_ms": stalls.longest.as_nanos() as f64 / 1e6,
+        "stalled_ns": stalls.total.as_nanos(),
+        "longest_stall_ns": stalls.longest.as_nanos(),
     });
     for (p, s) in pairs
         .iter()
@@ -801,7 +801,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     outln!("scheduling: {stalls}")?;
-    jsonln!("{all}")?;
+    jsonln!("summary", all)?;
     Ok(())
 }
 

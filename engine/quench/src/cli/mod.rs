@@ -34,12 +34,33 @@ macro_rules! out {
         write!($crate::cli::Human, $($arg)*)
     }};
 }
-/// `println!` of a machine-readable JSON line: always standard output.
+/// A machine-readable JSON line on standard output: `value`'s fields with `"type": $kind`
+/// added (a value that is not an object goes under the key `$kind`). Every JSON line quench
+/// prints says what it is this way.
 macro_rules! jsonln {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        writeln!(std::io::stdout().lock(), $($arg)*)
-    }};
+    ($kind:expr, $value:expr) => {
+        $crate::cli::json_line($kind, $value)
+    };
+}
+
+/// See [`jsonln!`].
+pub fn json_line(kind: &str, value: serde_json::Value) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut o = serde_json::Map::new();
+    o.insert("type".into(), kind.into());
+    match value {
+        serde_json::Value::Object(m) => o.extend(m),
+        other => {
+            o.insert(kind.into(), other);
+        }
+    }
+    writeln!(std::io::stdout().lock(), "{}", serde_json::Value::Object(o))
+}
+
+/// Machine-readable text (a CSV table) on standard output, wherever the human report goes.
+pub fn machine_out(text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    std::io::stdout().lock().write_all(text.as_bytes())
 }
 
 /// Where the human report goes: set once, by a command given `--json`, before it prints.

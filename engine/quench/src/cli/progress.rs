@@ -4,7 +4,8 @@
 //!   error, rewritten in place once per interval (rates, frames, drops, feedback, pauses), and
 //!   cleared at the end, so the report that follows starts on a clean line.
 //! - With `--json`: one JSON object per interval on standard output,
-//!   `{"progress": {"command": ..., "t_s": ..., ...}}`, and the human report on standard error
+//!   `{"type": "progress", "progress": {"command": ..., "t_ns": ..., ...}}` (`t_ns`: wall time
+//!   since the start), and the human report on standard error
 //!   ([`super::human_to_stderr`]); the final summary lines stay on standard output.
 //! - Otherwise (a pipe or a file without `--json`): nothing, as before.
 //!
@@ -85,10 +86,17 @@ impl Progress {
                 let mut v = fields(dt);
                 if let Some(o) = v.as_object_mut() {
                     o.insert("command".into(), self.command.into());
-                    o.insert("t_s".into(), ((t * 1e3).round() / 1e3).into());
+                    o.insert(
+                        "t_ns".into(),
+                        now.saturating_since(self.start).as_nanos().into(),
+                    );
                 }
                 let mut out = std::io::stdout().lock();
-                writeln!(out, "{}", serde_json::json!({ "progress": v }))?;
+                writeln!(
+                    out,
+                    "{}",
+                    serde_json::json!({ "type": "progress", "progress": v })
+                )?;
                 out.flush()
             }
             Mode::Line => {

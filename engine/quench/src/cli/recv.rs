@@ -195,6 +195,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     progress.done();
     let json = finish_sink(sink, args.out.as_deref())?;
-    jsonln!("{json}")?;
+    jsonln!("summary", serde_json::from_str(&json)?)?;
     Ok(())
 }

@@ -5,6 +5,12 @@
 //! table, then per interval and flow the receive rate and latency percentiles; `--hgrm` prints
 //! the percentile distribution of all intervals merged; `--plot DIR` redraws `rate.svg` and
 //! `latency.svg` into DIR.
+//!
+//! `--json` prints the same as JSON lines, each with its `type` (`summary`, `interval`,
+//! `percentiles`); `--csv` prints one CSV table with a header: a log's intervals, a summary's
+//! flows (a directory: its summary's), a `.hgrm`'s percentiles. Times are in nanoseconds,
+//! rates in bits per second, in both.
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
@@ -20,15 +26,43 @@ pub struct Args {
     #[arg(long)]
     pub plot: Option<PathBuf>,
     /// Print the merged latency percentile distribution (.hgrm format).
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["csv", "json"])]
     pub hgrm: bool,
+    /// One CSV table with a header: a log's intervals, a summary's flows (of a directory, its
+    /// summary's), a .hgrm's percentiles; times in ns.
+    #[arg(long, conflicts_with = "json")]
+    pub csv: bool,
+    /// JSON lines, each with a `type`: the summary, then one per interval; times in ns.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// How the report is printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Format {
+    Table,
+    Csv,
+    Json,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    let format = match (args.csv, args.json) {
+        (true, _) => Format::Csv,
+        (_, true) => Format::Json,
+        _ => Format::Table,
+    };
+    if format != Format::Table {
+        // Standard output carries the table or the lines only.
+        super::human_to_stderr();
+    }
     if args.file.extension().is_some_and(|e| e == "hgrm") {
         let text = report::read_file(&args.file)?;
-        out!("{}", hgrm_summary(&args.file, &text)?)?;
-        return Ok(());
+        let p = hgrm_percentiles(&args.file, &text)?;
+        return match format {
+            Format::Table => Ok(out!("{}", p.line())?),
+            Format::Csv => Ok(super::machine_out(&p.csv())?),
+            Format::Json => Ok(jsonln!("percentiles", p.json())?),
+        };
     }
     let (log, json) = if args.file.is_dir() {
         let log = args.file.join("intervals.hlog");
@@ -46,7 +80,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     if let Some(json) = &json {
-        out!("{}", summary_table(json)?)?;
+        let s = AnySummary::read(json)?;
+        match format {
+            Format::Table => out!("{}", s.table())?,
+            Format::Csv => super::machine_out(&s.csv())?,
+            Format::Json => jsonln!("summary", s.json()?)?,
+        }
     }
     if let Some(log) = &log {
         let text = report::read_file(log)?;
@@ -54,7 +93,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if ivs.is_empty() && json.is_none() {
             anyhow::bail!("{}", report::why_no_intervals(log, &text));
         }
-        out!("{}", interval_table(&ivs))?;
+        match format {
+            Format::Table => out!("{}", interval_table(&ivs))?,
+            // A directory's CSV is its summary's flows (one table); the log's is asked by name.
+            Format::Csv if json.is_none() => super::machine_out(&interval_csv(&ivs))?,
+            Format::Csv => {}
+            Format::Json => {
+                for iv in &ivs {
+                    jsonln!("interval", interval_json(iv))?;
+                }
+            }
+        }
         if args.hgrm {
             let mut all = report::latency_histogram();
             for iv in &ivs {
@@ -78,26 +127,133 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The table of a `summary.json`: `quench recv`'s, or `quench sim`'s.
-fn summary_table(path: &Path) -> anyhow::Result<String> {
-    let text = report::read_file(path)?;
-    match serde_json::from_slice::<Summary>(&text) {
-        Ok(s) => Ok(s.table()),
-        Err(recv_err) => match serde_json::from_slice::<quench_sim::report::Summary>(&text) {
-            Ok(s) => Ok(s.table()),
-            Err(sim_err) => anyhow::bail!(
-                "{}: neither a `quench recv` summary ({recv_err}) nor a `quench sim` one \
-                 ({sim_err})",
-                path.display()
-            ),
-        },
+/// A `summary.json`: `quench recv`'s, or `quench sim`'s.
+enum AnySummary {
+    Recv(Summary),
+    Sim(quench_sim::report::Summary),
+}
+
+impl AnySummary {
+    fn read(path: &Path) -> anyhow::Result<AnySummary> {
+        let text = report::read_file(path)?;
+        match serde_json::from_slice::<Summary>(&text) {
+            Ok(s) => Ok(AnySummary::Recv(s)),
+            Err(recv_err) => match serde_json::from_slice::<quench_sim::report::Summary>(&text) {
+                Ok(s) => Ok(AnySummary::Sim(s)),
+                Err(sim_err) => anyhow::bail!(
+                    "{}: neither a `quench recv` summary ({recv_err}) nor a `quench sim` one \
+                     ({sim_err})",
+                    path.display()
+                ),
+            },
+        }
+    }
+
+    fn table(&self) -> String {
+        match self {
+            AnySummary::Recv(s) => s.table(),
+            AnySummary::Sim(s) => s.table(),
+        }
+    }
+
+    /// The flows, one row each: a receiver's counts and latency percentiles, or the
+    /// simulator's `fct.csv`.
+    fn csv(&self) -> String {
+        match self {
+            AnySummary::Sim(s) => quench_sim::report::fct_csv(s),
+            AnySummary::Recv(s) => {
+                let mut out = String::from(
+                    "flow,frames,bytes,goodput_bps,lost,reordered,duplicates,p50_ns,p99_ns,\
+                     p999_ns,max_ns\n",
+                );
+                for f in &s.flows {
+                    let l = &f.latency;
+                    let _ = writeln!(
+                        out,
+                        "{},{},{},{},{},{},{},{},{},{},{}",
+                        f.flow,
+                        f.frames,
+                        f.bytes,
+                        f.goodput_bps,
+                        f.lost,
+                        f.reordered,
+                        f.duplicates,
+                        l.p50_ns,
+                        l.p99_ns,
+                        l.p999_ns,
+                        l.max_ns
+                    );
+                }
+                out
+            }
+        }
+    }
+
+    /// The summary as it is in the file, with `kind` saying whose it is.
+    fn json(&self) -> anyhow::Result<serde_json::Value> {
+        let (kind, mut v) = match self {
+            AnySummary::Recv(s) => ("recv", serde_json::to_value(s)?),
+            AnySummary::Sim(s) => ("sim", serde_json::to_value(s)?),
+        };
+        if let Some(o) = v.as_object_mut() {
+            o.insert("kind".into(), kind.into());
+        }
+        Ok(v)
     }
 }
 
-/// The percentiles of a `.hgrm` file (values in milliseconds, HdrHistogram's
-/// `outputPercentileDistribution` format): p50, p90, p99, p99.9, p99.99 and max, in
-/// microseconds, and the total count.
-fn hgrm_summary(path: &Path, text: &[u8]) -> anyhow::Result<String> {
+/// The percentiles of a `.hgrm` file: value (ns) at p50, p90, p99, p99.9, p99.99, the max,
+/// and the count.
+struct Percentiles {
+    count: u64,
+    at: Vec<(&'static str, u64)>,
+    max_ns: Option<u64>,
+}
+
+impl Percentiles {
+    fn line(&self) -> String {
+        let mut s = format!("{} values;", self.count);
+        for (name, ns) in &self.at {
+            s += &format!(" {name} {:.1} us", *ns as f64 / 1e3);
+        }
+        if let Some(m) = self.max_ns {
+            s += &format!(", max {:.1} us", m as f64 / 1e3);
+        }
+        s.push('\n');
+        s
+    }
+
+    fn fields(&self) -> Vec<(String, u64)> {
+        let mut f = vec![("count".to_string(), self.count)];
+        for (name, ns) in &self.at {
+            f.push((format!("{}_ns", name.replace('.', "")), *ns));
+        }
+        f.extend(self.max_ns.map(|m| ("max_ns".to_string(), m)));
+        f
+    }
+
+    fn csv(&self) -> String {
+        let (names, values): (Vec<String>, Vec<String>) = self
+            .fields()
+            .into_iter()
+            .map(|(n, v)| (n, v.to_string()))
+            .unzip();
+        format!("{}\n{}\n", names.join(","), values.join(","))
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::Value::Object(
+            self.fields()
+                .into_iter()
+                .map(|(n, v)| (n, v.into()))
+                .collect(),
+        )
+    }
+}
+
+/// Reads a `.hgrm` file (values in milliseconds, HdrHistogram's `outputPercentileDistribution`
+/// format).
+fn hgrm_percentiles(path: &Path, text: &[u8]) -> anyhow::Result<Percentiles> {
     let text = String::from_utf8_lossy(text);
     // (value ms, percentile) rows.
     let mut rows = Vec::new();
@@ -118,14 +274,15 @@ fn hgrm_summary(path: &Path, text: &[u8]) -> anyhow::Result<String> {
                 .ok();
         }
     }
-    let (Some(total), false) = (total, rows.is_empty()) else {
+    let (Some(count), false) = (total, rows.is_empty()) else {
         anyhow::bail!(
             "{}: not a percentile distribution (.hgrm: `Value Percentile TotalCount` rows and \
              a `Total count` line)",
             path.display()
         );
     };
-    let mut s = format!("{total} values;");
+    let ns = |ms: f64| (ms * 1e6).round() as u64;
+    let mut at = Vec::new();
     for (name, q) in [
         ("p50", 0.5),
         ("p90", 0.9),
@@ -135,26 +292,37 @@ fn hgrm_summary(path: &Path, text: &[u8]) -> anyhow::Result<String> {
     ] {
         // The first row at or past the percentile: the value below which that share lies.
         if let Some((v, _)) = rows.iter().find(|(_, rq)| *rq >= q) {
-            s += &format!(" {name} {:.1} us", v * 1e3);
+            at.push((name, ns(*v)));
         }
     }
-    if let Some((v, _)) = rows.last() {
-        s += &format!(", max {:.1} us", v * 1e3);
-    }
-    s.push('\n');
-    Ok(s)
+    Ok(Percentiles {
+        count,
+        at,
+        max_ns: rows.last().map(|(v, _)| ns(*v)),
+    })
 }
 
+/// Nanoseconds from the log's base time to the end of `iv`.
+fn end_ns(iv: &report::Interval) -> u64 {
+    ((iv.start_s + iv.dur_s) * 1e9).round() as u64
+}
+
+/// The latency at quantile `q` of `iv`, in ns.
+fn at(iv: &report::Interval, q: f64) -> u64 {
+    iv.latency.value_at_quantile(q)
+}
+
+/// The interval table: one token per column header, so `split()` and pandas'
+/// `sep=r"\s+"` read it.
 fn interval_table(ivs: &[report::Interval]) -> String {
-    use std::fmt::Write as _;
     let mut s = String::new();
     let _ = writeln!(
         s,
         "{:>9} {:>6} {:>10} {:>10} {:>10} {:>10}",
-        "t (s)", "flow", "Mb/s", "p50 us", "p99 us", "p99.9 us"
+        "t_s", "flow", "Mb/s", "p50_us", "p99_us", "p99.9_us"
     );
     for iv in ivs {
-        let q = |x: f64| iv.latency.value_at_quantile(x) as f64 / 1e3;
+        let q = |x: f64| at(iv, x) as f64 / 1e3;
         let _ = writeln!(
             s,
             "{:>9.3} {:>6} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
@@ -167,4 +335,41 @@ fn interval_table(ivs: &[report::Interval]) -> String {
         );
     }
     s
+}
+
+/// The columns of an interval in `--csv` and `--json`.
+const INTERVAL_COLUMNS: [&str; 7] = [
+    "end_ns", "flow", "rate_bps", "frames", "p50_ns", "p99_ns", "p999_ns",
+];
+
+fn interval_values(iv: &report::Interval) -> [u64; 7] {
+    [
+        end_ns(iv),
+        u64::from(iv.flow),
+        iv.rate_bps().round() as u64,
+        iv.len.len(),
+        at(iv, 0.5),
+        at(iv, 0.99),
+        at(iv, 0.999),
+    ]
+}
+
+fn interval_csv(ivs: &[report::Interval]) -> String {
+    let mut s = INTERVAL_COLUMNS.join(",");
+    s.push('\n');
+    for iv in ivs {
+        let v: Vec<String> = interval_values(iv).iter().map(u64::to_string).collect();
+        let _ = writeln!(s, "{}", v.join(","));
+    }
+    s
+}
+
+fn interval_json(iv: &report::Interval) -> serde_json::Value {
+    serde_json::Value::Object(
+        INTERVAL_COLUMNS
+            .iter()
+            .zip(interval_values(iv))
+            .map(|(c, v)| (c.to_string(), v.into()))
+            .collect(),
+    )
 }

@@ -565,12 +565,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if let Some(dir) = out {
             outln!("report written to {}", dir.display())?;
         }
-        jsonln!("{}", serde_json::json!({"port": o.label, "rtt": summary}))?;
+        jsonln!("rtt", serde_json::json!({"port": o.label, "rtt": summary}))?;
     }
     for (k, (s, label)) in sinks.into_iter().zip(&args.sink).enumerate() {
         outln!("== sink {label}")?;
         let json = super::recv::finish_sink(s, args.sink_out.get(k).map(PathBuf::as_path))?;
-        jsonln!("{{\"sink\":{json}}}")?;
+        jsonln!(
+            "sink",
+            serde_json::json!({"sink": serde_json::from_str::<serde_json::Value>(&json)?})
+        )?;
     }
     Ok(())
 }
@@ -662,13 +665,13 @@ fn report(
         w.core.lag_dropped().as_nanos() as f64 / 1e6
     )?;
     jsonln!(
-        "{}",
+        "summary",
         serde_json::json!({
             "port": o.label,
             "pacing": audit.to_json(),
-            "scheduling": {"stalls": stalls.count, "stalled_ms": stalls.total.as_nanos() as f64 / 1e6,
-                           "longest_stall_ms": stalls.longest.as_nanos() as f64 / 1e6,
-                           "lag_dropped_ms": w.core.lag_dropped().as_nanos() as f64 / 1e6},
+            "scheduling": {"stalls": stalls.count, "stalled_ns": stalls.total.as_nanos(),
+                           "longest_stall_ns": stalls.longest.as_nanos(),
+                           "lag_dropped_ns": w.core.lag_dropped().as_nanos()},
             "cc": format!("{cc:?}").to_lowercase(), "seconds": secs, "frames": c.frames,
             "cnms": c.cnms, "cnps": c.cnps, "unknown_feedback": c.unknown_feedback,
             "forged_feedback": c.forged.total(), "forged": c.forged, "refused_feedback": c.refused_feedback,

@@ -508,7 +508,7 @@ pub fn run_one(
             |_| String::new(),
             |dt| {
                 serde_json::json!({
-                    "virtual_ms": pr.now.as_nanos() as f64 * 1e-6, "flows_done": pr.flows_done,
+                    "virtual_ns": pr.now.as_nanos(), "flows_done": pr.flows_done,
                     "flows": pr.flows, "events": pr.events,
                     "events_per_s": super::progress::per_s(de, dt, 1.0),
                 })
@@ -551,7 +551,7 @@ pub fn run_one(
         outln!("outputs in {}", out.display())?;
     }
     if json {
-        jsonln!("{}", serde_json::to_string(&summary)?)?;
+        jsonln!("summary", serde_json::to_value(&summary)?)?;
     }
     Ok(summary)
 }

@@ -264,8 +264,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     loop {
         let snap = get()?;
         match (&snap, &prev) {
-            (Answer::Switch(s), _) if args.json => jsonln!("{}", serde_json::to_string(s)?)?,
-            (Answer::Appliance(v), _) if args.json => jsonln!("{v}")?,
+            (Answer::Switch(s), _) if args.json => jsonln!("counters", serde_json::to_value(s)?)?,
+            (Answer::Appliance(v), _) if args.json => jsonln!("counters", v.clone())?,
             (Answer::Switch(s), Some(Answer::Switch(p))) => out!("{}", table(s, Some(p)))?,
             (Answer::Switch(s), _) => out!("{}", table(s, None))?,
             (Answer::Appliance(v), Some(Answer::Appliance(p))) => {

@@ -6,7 +6,9 @@
 //! runs every point with N consecutive seeds starting at `--seed` (or the file's, or 1). Each
 //! run writes its outputs into its own directory under `--out`, named by its values
 //! (`red.kmax_bytes=400000,seed=2`); ns-3 output files named by `--ns3-config` go there too. The
-//! summary table is printed and written to `OUT/sweep.tsv`.
+//! summary table is printed and written to `OUT/sweep.tsv` (times in nanoseconds); with
+//! `--json` each run's row is also a JSON line (`"type": "sweep_row"`) as the run ends, and the
+//! table goes to standard error.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -137,7 +139,8 @@ pub fn set_dotted(t: &mut toml::Table, key: &str, v: toml::Value) -> anyhow::Res
 struct Row {
     name: String,
     summary: Summary,
-    wall_s: f64,
+    /// Wall time of the run.
+    wall: units::Duration,
 }
 
 /// Runs the grid on `jobs` threads and prints the summary table.
@@ -169,6 +172,9 @@ pub fn run(args: &Args, stop: &AtomicBool) -> anyhow::Result<()> {
             problems.join("\n")
         );
     }
+    if args.json {
+        super::human_to_stderr();
+    }
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
@@ -192,9 +198,13 @@ pub fn run(args: &Args, stop: &AtomicBool) -> anyhow::Result<()> {
                 let r = run_one(args, &p.overrides, p.seed, &dir, true, stop).map(|summary| Row {
                     name: p.name(),
                     summary,
-                    wall_s: (clock.now() - t0).as_secs_f64(),
+                    wall: clock.now() - t0,
                 });
                 let r = r.with_context(|| format!("sweep run {}", p.name()));
+                // `--json`: a row as its run ends (a failed write shows in the table's below).
+                if let (true, Ok(row)) = (args.json, &r) {
+                    let _ = jsonln!("sweep_row", row_json(row));
+                }
                 if let Ok(mut v) = results.lock() {
                     v[i] = Some(r);
                 }
@@ -232,34 +242,74 @@ fn write(p: &Path, body: &str) -> anyhow::Result<()> {
     std::fs::write(p, body).with_context(|| format!("writing {}", p.display()))
 }
 
-const COLUMNS: &str = "run\tflows_done\tflows\tfct_mean_us\tfct_p50_us\tfct_p99_us\t\
-                       slowdown_mean\tslowdown_p99\tdrops\tmarks\tpauses\tevents\twall_s";
+/// The columns of `sweep.tsv` and of the `--json` rows: times in nanoseconds (the FCT mean
+/// rounded to one), `-` where no flow finished.
+const COLUMNS: [&str; 13] = [
+    "run",
+    "flows_done",
+    "flows",
+    "fct_mean_ns",
+    "fct_p50_ns",
+    "fct_p99_ns",
+    "slowdown_mean",
+    "slowdown_p99",
+    "drops",
+    "marks",
+    "pauses",
+    "events",
+    "wall_ns",
+];
+
+/// One run's values, in [`COLUMNS`] order (`None`: no flow finished).
+fn row_values(r: &Row) -> [serde_json::Value; 13] {
+    use serde_json::Value;
+    let t = &r.summary.totals;
+    let f = r.summary.fct.as_ref();
+    let opt = |v: Option<Value>| v.unwrap_or(Value::Null);
+    [
+        r.name.clone().into(),
+        t.flows_done.into(),
+        t.flows.into(),
+        opt(f.map(|f| (f.mean_ns.round() as u64).into())),
+        opt(f.map(|f| f.p50_ns.into())),
+        opt(f.map(|f| f.p99_ns.into())),
+        opt(f.map(|f| f.mean_slowdown.into())),
+        opt(f.map(|f| f.p99_slowdown.into())),
+        t.drops.into(),
+        t.marks.into(),
+        t.pauses.into(),
+        r.summary.events.into(),
+        r.wall.as_nanos().into(),
+    ]
+}
+
+/// A `--json` row: the columns as fields.
+fn row_json(r: &Row) -> serde_json::Value {
+    let fields = COLUMNS
+        .iter()
+        .map(|c| c.to_string())
+        .zip(row_values(r))
+        .collect();
+    serde_json::Value::Object(fields)
+}
 
 /// The summary table, tab-separated, one row per run in grid order.
 fn table(rows: &[Row]) -> String {
-    let mut s = String::from(COLUMNS);
+    let mut s = COLUMNS.join("\t");
     s.push('\n');
     for r in rows {
-        let t = &r.summary.totals;
-        let f = r.summary.fct.as_ref();
-        let us = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{:.1}", v * 1e-3));
-        let _ = writeln!(
-            s,
-            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.3}",
-            r.name,
-            t.flows_done,
-            t.flows,
-            us(f.map(|f| f.mean_ns)),
-            us(f.map(|f| f.p50_ns as f64)),
-            us(f.map(|f| f.p99_ns as f64)),
-            f.map_or("-".into(), |f| format!("{:.3}", f.mean_slowdown)),
-            f.map_or("-".into(), |f| format!("{:.3}", f.p99_slowdown)),
-            t.drops,
-            t.marks,
-            t.pauses,
-            r.summary.events,
-            r.wall_s
-        );
+        let cells: Vec<String> = row_values(r)
+            .iter()
+            .map(|v| match v {
+                serde_json::Value::Null => "-".to_string(),
+                serde_json::Value::String(x) => x.clone(),
+                serde_json::Value::Number(n) if n.is_f64() => {
+                    format!("{:.3}", n.as_f64().unwrap_or(f64::NAN))
+                }
+                v => v.to_string(),
+            })
+            .collect();
+        let _ = writeln!(s, "{}", cells.join("\t"));
     }
     s
 }

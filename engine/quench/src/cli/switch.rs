@@ -957,7 +957,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let snap = registry.snapshot();
     outln!("{}", crate::cli::stats::table(&snap, None))?;
     if args.json {
-        jsonln!("{}", serde_json::to_string(&snap)?)?;
+        jsonln!("counters", serde_json::to_value(&snap)?)?;
     }
     Ok(())
 }

@@ -285,3 +285,39 @@ impl Drop for Switch {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// `quench ARGS` (this build's binary) run in directory `d`.
+pub fn quench_in(d: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_quench"))
+        .current_dir(d)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `quench sim`'s arguments for the inputs of [`incast_inputs`], without congestion control.
+pub const INCAST_ARGS: [&str; 6] = [
+    "--topology",
+    "topo.txt",
+    "--flows",
+    "flows.txt",
+    "--cc",
+    "none",
+];
+
+/// A fresh scratch directory holding a 2:1 incast in ns-3's formats: `topo.txt` (hosts 0, 1, 2
+/// on switch 3, links of `rate`) and `flows.txt` (0 -> 2 and 1 -> 2, `bytes` each, at 0 s).
+pub fn incast_inputs(name: &str, rate: &str, bytes: [u64; 2]) -> ScratchDir {
+    let d = ScratchDir::new(name);
+    let _ = std::fs::remove_dir_all(&d.0);
+    std::fs::create_dir_all(&d.0).unwrap();
+    let topo: String = (0..3).map(|h| format!("{h} 3 {rate} 1us 0\n")).collect();
+    std::fs::write(d.0.join("topo.txt"), format!("4 1 3\n3\n{topo}")).unwrap();
+    let [a, b] = bytes;
+    std::fs::write(
+        d.0.join("flows.txt"),
+        format!("2\n0 2 3 100 {a} 0\n1 2 3 100 {b} 0\n"),
+    )
+    .unwrap();
+    d
+}
