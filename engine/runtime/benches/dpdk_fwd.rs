@@ -55,6 +55,7 @@ use std::sync::Arc;
 
 use cp::qcn::{QcnCpParams, QcnCpProfile};
 use quench_node::switch::core::CpProfiles;
+use quench_node::switch::cp::CpHook;
 use quench_node::switch::depth::SharedDepth;
 use quench_node::switch::fdb::DEFAULT_AGEING;
 use quench_node::switch::fdb::{Fdb, DEFAULT_CAPACITY};
@@ -62,7 +63,6 @@ use quench_node::switch::queue::QueueLimits;
 use quench_port::dpdk::{self, ffi, DpdkConfig, DpdkPort};
 use quench_port::heap::INLINE_MAX;
 use quench_port::{Frame, Port};
-use quench_node::switch::cp::CpHook;
 use quench_runtime::switch::forward::{links, OwnedPort, Worker};
 use quench_runtime::switch::stats::PortCounters;
 use quench_wire::time::Clock;

@@ -41,6 +41,14 @@ impl CcKind {
         }
     }
 
+    /// The kind a scenario's `cc` names (any case).
+    pub fn parse(name: &str) -> anyhow::Result<CcKind> {
+        [CcKind::None, CcKind::Dcqcn, CcKind::Qcn]
+            .into_iter()
+            .find(|k| k.name().eq_ignore_ascii_case(name))
+            .ok_or_else(|| anyhow::anyhow!("`cc` = \"{name}\": expected one of: none, dcqcn, qcn"))
+    }
+
     /// The parameter sections [`CcSetup::new`] reads for this control.
     pub fn sections(self) -> &'static [&'static str] {
         match self {

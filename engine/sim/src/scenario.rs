@@ -413,6 +413,24 @@ impl Scenario {
     }
 }
 
+/// Sets `key` (dotted) in `t` to `v`, creating sections on the way.
+pub fn set_dotted(t: &mut toml::Table, key: &str, v: toml::Value) -> anyhow::Result<()> {
+    let mut parts: Vec<&str> = key.split('.').collect();
+    let last = parts.pop().unwrap_or(key);
+    let mut cur = t;
+    for p in parts {
+        let entry = cur
+            .entry(p.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        cur = match entry {
+            toml::Value::Table(t) => t,
+            _ => bail!("--sweep {key}: `{p}` is not a section"),
+        };
+    }
+    cur.insert(last.to_string(), v);
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

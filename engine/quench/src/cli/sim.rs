@@ -15,18 +15,15 @@
 //! win over every file's.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::ValueEnum;
 
-use quench_sim::cc::{CcSections, CcSetup};
-use quench_sim::ns3::{self, Ns3Config};
-use quench_sim::report;
+use quench_sim::run::{prepare, Spec};
 
 use super::sweep;
-use quench_sim::scenario::{load_preset, Scenario};
-use quench_sim::{CcKind, RunConfig, Topology, World};
+use quench_sim::CcKind;
 
 /// Congestion control to simulate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -46,11 +43,6 @@ impl CcArg {
             CcArg::Dcqcn => CcKind::Dcqcn,
             CcArg::Qcn => CcKind::Qcn,
         }
-    }
-
-    fn parse(name: &str) -> anyhow::Result<CcArg> {
-        CcArg::from_str(name, true)
-            .map_err(|_| anyhow::anyhow!("`cc` = \"{name}\": expected one of: none, dcqcn, qcn"))
     }
 }
 
@@ -119,371 +111,54 @@ pub struct Args {
     pub json: bool,
 }
 
-/// Everything needed to run, assembled from the arguments and files.
-pub struct Prepared {
-    pub topo: Topology,
-    pub flows: Vec<quench_sim::FlowSpec>,
-    pub cc: CcSetup,
-    pub cfg: RunConfig,
-    /// ns-3 output files to write after the run (from `--ns3-config`).
-    pub ns3_outputs: Ns3Outputs,
-    /// Input set aside as ns-3 sets it aside, a sentence each, for standard error.
-    pub warnings: Vec<String>,
-}
-
-/// Where a config.txt wants its outputs, resolved.
-#[derive(Default)]
-pub struct Ns3Outputs {
-    pub fct: Option<PathBuf>,
-    pub pfc: Option<PathBuf>,
-    pub qlen: Option<PathBuf>,
-}
-
-/// The directory config.txt's relative paths start from: `--ns3-dir`, else the current
-/// directory if `probe` is found there, else the directory above the config's.
-fn ns3_base(args: &Args, config: &Path, probe: Option<&str>) -> PathBuf {
-    if let Some(d) = &args.ns3_dir {
-        return d.clone();
+/// The run the arguments describe.
+fn spec(args: &Args) -> Spec {
+    Spec {
+        topology: args.topology.clone(),
+        flows: args.flows.clone(),
+        cc: args.cc.map(CcArg::kind),
+        preset: args.preset.clone(),
+        config: args.config.clone(),
+        scenario: args.scenario.clone(),
+        seed: args.seed,
+        stop: args
+            .stop
+            .or_else(|| super::legacy_ms("stop-ms", "stop", args.stop_ms)),
+        ns3_config: args.ns3_config.clone(),
+        ns3_dir: args.ns3_dir.clone(),
+        bw: args.bw,
     }
-    let cwd = PathBuf::from(".");
-    let Some(probe) = probe else {
-        return cwd;
-    };
-    if ns3::resolve(&cwd, probe).exists() {
-        return cwd;
-    }
-    match config.parent().and_then(Path::parent) {
-        Some(up) if ns3::resolve(up, probe).exists() => up.to_path_buf(),
-        _ => cwd,
-    }
-}
-
-/// Reads an ns-3 topology file; what ns-3 would not read either goes to `warnings`.
-fn read_topology(p: &Path, warnings: &mut Vec<String>) -> anyhow::Result<Topology> {
-    let text =
-        std::fs::read_to_string(p).with_context(|| format!("reading topology {}", p.display()))?;
-    let (t, w) = Topology::read(&text).with_context(|| format!("topology {}", p.display()))?;
-    warnings.extend(
-        w.into_iter()
-            .map(|w| format!("topology {}: {w}", p.display())),
-    );
-    Ok(t)
-}
-
-/// Reads an ns-3 flow file; what ns-3 would not read either goes to `warnings`.
-fn read_flows(p: &Path, warnings: &mut Vec<String>) -> anyhow::Result<Vec<quench_sim::FlowSpec>> {
-    let text =
-        std::fs::read_to_string(p).with_context(|| format!("reading flows {}", p.display()))?;
-    let (f, w) =
-        quench_sim::traffic::read_flows(&text).with_context(|| format!("flows {}", p.display()))?;
-    warnings.extend(w.into_iter().map(|w| format!("flows {}: {w}", p.display())));
-    Ok(f)
-}
-
-/// The scenario file with `overrides` (dotted keys) set in it; `seed` wins over every other.
-fn scenario_with(
-    args: &Args,
-    overrides: &[(String, toml::Value)],
-) -> anyhow::Result<Option<Scenario>> {
-    let file = args.scenario.as_ref().or(args.config.as_ref());
-    if overrides.is_empty() {
-        return file.map(|p| Scenario::open(p)).transpose();
-    }
-    let (mut table, src) = match file {
-        Some(p) => {
-            let src = quench_config::bundled::open(p, quench_config::bundled::Kind::Scenario, None)
-                .with_context(|| format!("scenario `{p}`"))?;
-            let t: toml::Table =
-                toml::from_str(&src.text).with_context(|| format!("in {}", src.origin))?;
-            (t, Some(src))
-        }
-        None => (toml::Table::new(), None),
-    };
-    for (k, v) in overrides {
-        sweep::set_dotted(&mut table, k, v.clone())?;
-    }
-    let text = toml::to_string(&table).context("writing the swept scenario")?;
-    match src {
-        Some(src) => Scenario::from_text(&text, src.dir, src.origin).map(Some),
-        None => Scenario::parse(&text, Path::new("sweep.toml")).map(Some),
-    }
-}
-
-/// [`prepare`] with sweep overrides and a seed.
-pub fn prepare_with(
-    args: &Args,
-    overrides: &[(String, toml::Value)],
-    seed: Option<u64>,
-) -> anyhow::Result<Prepared> {
-    let scen = scenario_with(args, overrides)?;
-    if args.ns3_config.is_some() {
-        ns3_conflicts(args, scen.as_ref())?;
-    }
-    let preset = args
-        .preset
-        .as_ref()
-        .or(scen.as_ref().and_then(|s| s.file.preset.as_ref()));
-    // An ns-3 setting: config.txt, or a run.py preset at --bw.
-    let run_py = preset.and_then(|p| ns3::run_py_preset(p).map(|cc| (p, cc)));
-    let ns3cfg = match (&args.ns3_config, run_py) {
-        (Some(p), _) => {
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("reading ns-3 config {}", p.display()))?;
-            Some(Ns3Config::parse_file(&text, &p.display().to_string())?)
-        }
-        (None, Some((p, cc))) => {
-            let bw = args.bw.with_context(|| {
-                format!("--preset {p} reproduces run.py --cc {cc} --bw N: give --bw (Gb/s)")
-            })?;
-            let text = ns3::run_py_config(cc, bw)?;
-            Some(Ns3Config::parse(&text, &format!("preset {p} --bw {bw}"))?)
-        }
-        (None, None) => {
-            if args.bw.is_some() {
-                bail!("--bw goes with --preset hpcc-dcqcn or hpcc-dcqcn-paper");
-            }
-            None
-        }
-    };
-    let mut warnings = Vec::new();
-    let mut cfg = RunConfig::default();
-    if let Some(n) = &ns3cfg {
-        n.apply(&mut cfg);
-        warnings.extend(n.warnings.iter().cloned());
-    }
-    if let Some(s) = &scen {
-        s.apply(&mut cfg)?;
-    }
-    if let Some(seed) = seed.or(args.seed) {
-        cfg.seed = seed;
-    }
-    let stop = args
-        .stop
-        .or_else(|| super::legacy_ms("stop-ms", "stop", args.stop_ms));
-    if let Some(d) = stop {
-        if d == units::Duration::ZERO {
-            bail!("--stop must be above zero");
-        }
-        cfg.stop = Some(units::Instant::ZERO + d);
-    }
-    // config.txt's own files, relative to ns-3's working directory.
-    let mut ns3_outputs = Ns3Outputs::default();
-    let mut ns3_topo = None;
-    let mut ns3_flows = None;
-    if let (Some(n), Some(path)) = (&ns3cfg, &args.ns3_config) {
-        let base = ns3_base(args, path, n.topology_file.as_deref());
-        let at = |f: &Option<String>| f.as_deref().map(|f| ns3::resolve(&base, f));
-        ns3_topo = at(&n.topology_file);
-        ns3_flows = at(&n.flow_file);
-        ns3_outputs = Ns3Outputs {
-            fct: at(&n.fct_file),
-            pfc: at(&n.pfc_file),
-            qlen: n.qlen.as_ref().map(|(f, _)| ns3::resolve(&base, f)),
-        };
-    }
-    let mut topo = match (&args.topology, &ns3_topo) {
-        (Some(p), _) | (None, Some(p)) => read_topology(p, &mut warnings)?,
-        (None, None) => match &scen {
-            Some(s) => s
-                .topology(&mut warnings)?
-                .with_context(|| format!("{}: no `topology` and no --topology", s.name))?,
-            None => bail!("give --topology (and --flows), --scenario or --ns3-config"),
-        },
-    };
-    if let Some(n) = &ns3cfg {
-        n.apply_topology(&mut topo);
-    }
-    let mut flows = Vec::new();
-    match (&args.flows, &ns3_flows) {
-        (Some(p), _) | (None, Some(p)) => flows.extend(read_flows(p, &mut warnings)?),
-        (None, None) => {
-            if let Some(s) = &scen {
-                flows.extend(s.flows(&mut warnings)?);
-            }
-        }
-    }
-    if let Some(s) = &scen {
-        flows.extend(s.poisson_flows(&topo, cfg.seed)?);
-    }
-    let cc = match (args.cc, scen.as_ref().and_then(|s| s.file.cc.as_deref())) {
-        (Some(c), _) => c,
-        (None, Some(name)) => CcArg::parse(name)?,
-        (None, None) if ns3cfg.is_some() => CcArg::Dcqcn,
-        (None, None) => bail!("give --cc or `cc` in the scenario"),
-    };
-    if let Some(n) = &ns3cfg {
-        if cc.kind() != n.kind() {
-            bail!(
-                "{}: sets DCQCN (CC_MODE 1); --cc/`cc` asks for {}",
-                n.origin,
-                cc.kind().name()
-            );
-        }
-    }
-    let (mut sections, mut origin) = match (&ns3cfg, preset) {
-        (Some(n), _) => (n.sections.clone(), n.origin.clone()),
-        // A preset named in the scenario file is relative to that file; `--preset` to the
-        // working directory.
-        (None, Some(name)) => {
-            let base = match (&args.preset, &scen) {
-                (None, Some(s)) => Some(s.dir.as_path()),
-                _ => None,
-            };
-            let sections = load_preset(name, base)?;
-            preset_applies(name, &sections, cc.kind())?;
-            (sections, format!("preset {name}"))
-        }
-        (None, None) => (CcSections::default(), String::new()),
-    };
-    if let Some(s) = &scen {
-        sections.overlay(&s.file.cc_sections());
-        origin = if origin.is_empty() {
-            s.name.clone()
-        } else {
-            format!("{origin} + {}", s.name)
-        };
-    }
-    let cc = CcSetup::new(cc.kind(), &sections, &origin)?;
-    Ok(Prepared {
-        topo,
-        flows,
-        cc,
-        cfg,
-        ns3_outputs,
-        warnings,
-    })
-}
-
-/// `--ns3-config` runs config.txt as ns-3 would: the topology, flows and parameters it names
-/// are the run's, so an option or scenario key that names others is an error rather than
-/// one of the two being dropped.
-fn ns3_conflicts(args: &Args, scen: Option<&Scenario>) -> anyhow::Result<()> {
-    let given = [
-        ("--topology", args.topology.is_some(), "its TOPOLOGY_FILE"),
-        ("--flows", args.flows.is_some(), "its FLOW_FILE"),
-        ("--preset", args.preset.is_some(), "its parameters"),
-        ("--bw", args.bw.is_some(), "its parameters"),
-    ];
-    for (opt, set, what) in given {
-        if set {
-            bail!("--ns3-config and {opt}: config.txt names {what}; give one or the other");
-        }
-    }
-    if let Some(s) = scen {
-        let f = &s.file;
-        let keys = [
-            (
-                "topology",
-                f.topology.is_some() || f.topology_text.is_some(),
-            ),
-            (
-                "flows",
-                f.flows.is_some() || f.flows_text.is_some() || !f.flow.is_empty(),
-            ),
-            ("preset", f.preset.is_some()),
-        ];
-        for (key, set) in keys {
-            if set {
-                bail!(
-                    "--ns3-config and {} `{key}`: config.txt names the run's {key}; give one or \
-                     the other",
-                    s.name
-                );
-            }
-        }
-    }
-    Ok(())
-}
-
-/// A preset that sets none of the sections congestion control `kind` reads would run on that
-/// control's defaults without a word: an error naming both.
-fn preset_applies(name: &str, sections: &CcSections, kind: CcKind) -> anyhow::Result<()> {
-    let set = sections.names();
-    let read = kind.sections();
-    if set.is_empty() || set.iter().any(|s| read.contains(s)) {
-        return Ok(());
-    }
-    let list = |v: &[&str]| {
-        v.iter()
-            .map(|s| format!("[{s}]"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    bail!(
-        "--preset {name} sets {} and --cc {} reads only {}: the run would take {}'s defaults; \
-         give a preset for {} (`quench presets` lists them)",
-        list(&set),
-        kind.name(),
-        list(read),
-        kind.name(),
-        kind.name()
-    )
-}
-
-/// Writes the ns-3 output files config.txt named.
-fn write_ns3_outputs(world: &World, out: &Ns3Outputs) -> anyhow::Result<()> {
-    let put = |p: &Option<PathBuf>, body: Option<String>| -> anyhow::Result<()> {
-        if let (Some(p), Some(body)) = (p, body) {
-            if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("creating {}", dir.display()))?;
-            }
-            std::fs::write(p, body).with_context(|| format!("writing {}", p.display()))?;
-        }
-        Ok(())
-    };
-    put(&out.fct, Some(report::fct_txt(world)))?;
-    put(&out.pfc, world.pfc_text())?;
-    put(&out.qlen, world.qlen_text().map(str::to_string))?;
-    Ok(())
 }
 
 /// SIGINT or SIGTERM ends a run at the virtual time it reached, its outputs written for the
 /// run up to then, with status 0; a sweep starts no further run.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let stop = quench_port::worker::stop_on_signals().context("installing signal handlers")?;
+    let spec = spec(&args);
     if !args.sweep.is_empty() || args.seeds.is_some() {
-        return sweep::run(&args, &stop);
+        return sweep::run(
+            &spec,
+            &args.sweep,
+            args.seeds,
+            args.jobs,
+            &args.out,
+            args.quiet,
+            args.json,
+            &stop,
+        );
     }
-    run_one(&args, &[], None, &args.out, false, &stop).map(|_| ())
-}
-
-/// One run into `out`; in a sweep (`sweeping`), quietly and with config.txt's output files in
-/// `out` as well.
-pub fn run_one(
-    args: &Args,
-    overrides: &[(String, toml::Value)],
-    seed: Option<u64>,
-    out: &Path,
-    sweeping: bool,
-    stop: &std::sync::atomic::AtomicBool,
-) -> anyhow::Result<report::Summary> {
-    let mut p = prepare_with(args, overrides, seed)?;
-    if sweeping {
-        let o = &p.ns3_outputs;
-        p.ns3_outputs = Ns3Outputs {
-            fct: sweep::redirect(&o.fct, out),
-            pfc: sweep::redirect(&o.pfc, out),
-            qlen: sweep::redirect(&o.qlen, out),
-        };
+    let p = prepare(&spec, &[], None)?;
+    for w in &p.warnings {
+        eprintln!("warning: {w}");
     }
-    if !sweeping {
-        for w in &p.warnings {
-            eprintln!("warning: {w}");
-        }
-    }
-    let cc_name = p.cc.kind.name();
-    let mut world = World::new(&p.topo, &p.flows, p.cc, p.cfg)?;
-    world
-        .stream_series_to(out)
-        .with_context(|| format!("writing the time series into {}", out.display()))?;
-    let json = args.json && !sweeping;
+    let out = &args.out;
+    let json = args.json;
     if json {
         super::human_to_stderr();
     }
-    let show = !args.quiet && !sweeping && !json && std::io::stderr().is_terminal();
+    let show = !args.quiet && !json && std::io::stderr().is_terminal();
     let bar = if show {
-        let b = indicatif::ProgressBar::new(world.flows.len() as u64);
+        let b = indicatif::ProgressBar::new(p.flows.len() as u64);
         b.set_style(
             indicatif::ProgressStyle::with_template(
                 "{bar:40} {pos}/{len} flows done, virtual {msg}",
@@ -517,7 +192,9 @@ pub fn run_one(
     };
     let mut shown = Ok(());
     let go_on = || !stop.load(std::sync::atomic::Ordering::Relaxed);
-    let finished = world.run_while(
+    let outcome = quench_sim::run::run(
+        p,
+        out,
         &mut |pr| {
             if json && shown.is_ok() {
                 shown = show_json(&pr);
@@ -536,22 +213,22 @@ pub fn run_one(
     if let Some(b) = bar {
         b.finish_and_clear();
     }
+    let outcome = outcome?;
     shown?;
-    if !finished {
+    if !outcome.finished {
         eprintln!(
             "quench sim: interrupted at virtual time {:.3} ms; {} holds the run up to then",
-            world.now().as_nanos() as f64 * 1e-6,
+            outcome.reached.as_nanos() as f64 * 1e-6,
             out.display()
         );
     }
-    let summary = report::write_all(&mut world, cc_name, out)?;
-    write_ns3_outputs(&world, &p.ns3_outputs)?;
-    if !args.quiet && !sweeping {
+    let summary = outcome.summary;
+    if !args.quiet {
         out!("{}", summary.table())?;
         outln!("outputs in {}", out.display())?;
     }
     if json {
         jsonln!("summary", serde_json::to_value(&summary)?)?;
     }
-    Ok(summary)
+    Ok(())
 }

@@ -11,220 +11,54 @@
 //! table goes to standard error.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
 
 use anyhow::{bail, Context};
 
-use super::sim::{prepare_with, run_one, Args};
-use quench_sim::report::Summary;
+use quench_sim::run::Spec;
+use quench_sim::sweep::{self, grid};
 
-/// One point of the grid: (key, value) overrides, in `--sweep` order, seed last.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Point {
-    pub overrides: Vec<(String, toml::Value)>,
-    pub seed: Option<u64>,
-}
-
-impl Point {
-    /// The run's directory name: `key=value` joined by commas.
-    pub fn name(&self) -> String {
-        let mut parts: Vec<String> = self
-            .overrides
-            .iter()
-            .map(|(k, v)| format!("{k}={}", show(v)))
-            .collect();
-        if let Some(s) = self.seed {
-            parts.push(format!("seed={s}"));
-        }
-        let n = parts.join(",");
-        n.chars()
-            .map(|c| {
-                if c == '/' || c == '\\' || c == '"' {
-                    '_'
-                } else {
-                    c
-                }
-            })
-            .collect()
+/// Runs the grid of `--sweep` and `--seeds` over `spec` on `jobs` threads (default: one per
+/// core), writes `out/sweep.tsv` and prints the table (with `json`, a JSON row per run as it
+/// ends, and the table on standard error).
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    spec: &Spec,
+    sweeps: &[String],
+    seeds: Option<u64>,
+    jobs: Option<usize>,
+    out: &Path,
+    quiet: bool,
+    json: bool,
+    stop: &AtomicBool,
+) -> anyhow::Result<()> {
+    let points = grid(sweeps, seeds, spec.seed.unwrap_or(1))?;
+    for w in sweep::check(spec, &points)? {
+        eprintln!("warning: {w}");
     }
-}
-
-fn show(v: &toml::Value) -> String {
-    match v {
-        toml::Value::String(s) => s.clone(),
-        v => v.to_string(),
-    }
-}
-
-/// A value as written on the command line: TOML if it parses as one, else a string.
-fn value(s: &str) -> toml::Value {
-    toml::from_str::<toml::Table>(&format!("v = {s}"))
-        .ok()
-        .and_then(|mut t| t.remove("v"))
-        .unwrap_or_else(|| toml::Value::String(s.to_string()))
-}
-
-/// The grid of `--sweep` and `--seeds`.
-pub fn grid(sweeps: &[String], seeds: Option<u64>, first_seed: u64) -> anyhow::Result<Vec<Point>> {
-    let mut points = vec![Point {
-        overrides: Vec::new(),
-        seed: None,
-    }];
-    for s in sweeps {
-        let (key, vals) = s
-            .split_once('=')
-            .with_context(|| format!("--sweep {s}: expected KEY=V1,V2,..."))?;
-        let key = key.trim();
-        if key.is_empty() || key.split('.').any(str::is_empty) {
-            bail!("--sweep {s}: `{key}` is not a key such as red.kmax_bytes");
-        }
-        if key == "seed" {
-            bail!("--sweep seed=...: use --seeds N");
-        }
-        let vals: Vec<toml::Value> = vals.split(',').map(|v| value(v.trim())).collect();
-        if vals
-            .iter()
-            .any(|v| matches!(v, toml::Value::String(s) if s.is_empty()))
-        {
-            bail!("--sweep {s}: an empty value");
-        }
-        let mut next = Vec::with_capacity(points.len() * vals.len());
-        for p in &points {
-            for v in &vals {
-                let mut q = p.clone();
-                q.overrides.push((key.to_string(), v.clone()));
-                next.push(q);
-            }
-        }
-        points = next;
-    }
-    if let Some(n) = seeds {
-        if n == 0 {
-            bail!("--seeds 0: give at least one seed");
-        }
-        let mut next = Vec::with_capacity(points.len() * n as usize);
-        for p in &points {
-            for s in first_seed..first_seed + n {
-                let mut q = p.clone();
-                q.seed = Some(s);
-                next.push(q);
-            }
-        }
-        points = next;
-    }
-    Ok(points)
-}
-
-/// Sets `key` (dotted) in `t` to `v`, creating sections on the way.
-pub fn set_dotted(t: &mut toml::Table, key: &str, v: toml::Value) -> anyhow::Result<()> {
-    let mut parts: Vec<&str> = key.split('.').collect();
-    let last = parts.pop().unwrap_or(key);
-    let mut cur = t;
-    for p in parts {
-        let entry = cur
-            .entry(p.to_string())
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        cur = match entry {
-            toml::Value::Table(t) => t,
-            _ => bail!("--sweep {key}: `{p}` is not a section"),
-        };
-    }
-    cur.insert(last.to_string(), v);
-    Ok(())
-}
-
-/// One finished run's row.
-struct Row {
-    name: String,
-    summary: Summary,
-    /// Wall time of the run.
-    wall: units::Duration,
-}
-
-/// Runs the grid on `jobs` threads and prints the summary table.
-pub fn run(args: &Args, stop: &AtomicBool) -> anyhow::Result<()> {
-    let first_seed = args.seed.unwrap_or(1);
-    let points = grid(&args.sweep, args.seeds, first_seed)?;
-    // Every point's inputs are read and checked before any run starts: a key no scenario
-    // has, or a value out of range, fails the sweep at once (each problem named once).
-    let mut problems: Vec<String> = Vec::new();
-    for (i, p) in points.iter().enumerate() {
-        match prepare_with(args, &p.overrides, p.seed) {
-            Ok(prepared) if i == 0 => {
-                for w in &prepared.warnings {
-                    eprintln!("warning: {w}");
-                }
-            }
-            Ok(_) => {}
-            Err(e) => {
-                let e = format!("{e:#}");
-                if !problems.contains(&e) {
-                    problems.push(e);
-                }
-            }
-        }
-    }
-    if !problems.is_empty() {
-        bail!(
-            "the sweep's inputs do not hold together, no run started:\n{}",
-            problems.join("\n")
-        );
-    }
-    if args.json {
+    if json {
         super::human_to_stderr();
     }
-    let jobs = args
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .clamp(1, points.len().max(1));
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<anyhow::Result<Row>>>> =
-        Mutex::new((0..points.len()).map(|_| None).collect());
-    let clock = quench_wire::time::Clock::monotonic();
-    std::thread::scope(|s| {
-        for _ in 0..jobs {
-            s.spawn(|| loop {
-                if stop.load(Ordering::Relaxed) {
-                    break; // SIGINT / SIGTERM: no further run
-                }
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(p) = points.get(i) else { break };
-                let dir = args.out.join(p.name());
-                let t0 = clock.now();
-                let r = run_one(args, &p.overrides, p.seed, &dir, true, stop).map(|summary| Row {
-                    name: p.name(),
-                    summary,
-                    wall: clock.now() - t0,
-                });
-                let r = r.with_context(|| format!("sweep run {}", p.name()));
-                // `--json`: a row as its run ends (a failed write shows in the table's below).
-                if let (true, Ok(row)) = (args.json, &r) {
-                    let _ = jsonln!("sweep_row", row_json(row));
-                }
-                if let Ok(mut v) = results.lock() {
-                    v[i] = Some(r);
-                }
-            });
+    let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    // `--json`: a row as its run ends (a failed write shows in the table below).
+    let done = |row: &sweep::Row| {
+        if json {
+            let _ = jsonln!("sweep_row", sweep::row_json(row));
         }
-    });
-    let results = results
-        .into_inner()
-        .map_err(|_| anyhow::anyhow!("a sweep thread panicked"))?;
-    let mut rows = Vec::with_capacity(results.len());
+    };
+    let mut rows = Vec::with_capacity(points.len());
     let mut errors = Vec::new();
-    for r in results.into_iter().flatten() {
+    for r in sweep::sweep(spec, &points, out, jobs, stop, &done)? {
         match r {
             Ok(row) => rows.push(row),
             Err(e) => errors.push(format!("{e:#}")),
         }
     }
-    let table = table(&rows);
-    write(&args.out.join("sweep.tsv"), &table)?;
-    if !args.quiet {
+    let table = sweep::table(&rows);
+    let tsv = out.join("sweep.tsv");
+    std::fs::write(&tsv, &table).with_context(|| format!("writing {}", tsv.display()))?;
+    if !quiet {
         out!("{}", pretty(&table))?;
     }
     if !errors.is_empty() {
@@ -236,82 +70,6 @@ pub fn run(args: &Args, stop: &AtomicBool) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-fn write(p: &Path, body: &str) -> anyhow::Result<()> {
-    std::fs::write(p, body).with_context(|| format!("writing {}", p.display()))
-}
-
-/// The columns of `sweep.tsv` and of the `--json` rows: times in nanoseconds (the FCT mean
-/// rounded to one), `-` where no flow finished.
-const COLUMNS: [&str; 13] = [
-    "run",
-    "flows_done",
-    "flows",
-    "fct_mean_ns",
-    "fct_p50_ns",
-    "fct_p99_ns",
-    "slowdown_mean",
-    "slowdown_p99",
-    "drops",
-    "marks",
-    "pauses",
-    "events",
-    "wall_ns",
-];
-
-/// One run's values, in [`COLUMNS`] order (`None`: no flow finished).
-fn row_values(r: &Row) -> [serde_json::Value; 13] {
-    use serde_json::Value;
-    let t = &r.summary.totals;
-    let f = r.summary.fct.as_ref();
-    let opt = |v: Option<Value>| v.unwrap_or(Value::Null);
-    [
-        r.name.clone().into(),
-        t.flows_done.into(),
-        t.flows.into(),
-        opt(f.map(|f| (f.mean_ns.round() as u64).into())),
-        opt(f.map(|f| f.p50_ns.into())),
-        opt(f.map(|f| f.p99_ns.into())),
-        opt(f.map(|f| f.mean_slowdown.into())),
-        opt(f.map(|f| f.p99_slowdown.into())),
-        t.drops.into(),
-        t.marks.into(),
-        t.pauses.into(),
-        r.summary.events.into(),
-        r.wall.as_nanos().into(),
-    ]
-}
-
-/// A `--json` row: the columns as fields.
-fn row_json(r: &Row) -> serde_json::Value {
-    let fields = COLUMNS
-        .iter()
-        .map(|c| c.to_string())
-        .zip(row_values(r))
-        .collect();
-    serde_json::Value::Object(fields)
-}
-
-/// The summary table, tab-separated, one row per run in grid order.
-fn table(rows: &[Row]) -> String {
-    let mut s = COLUMNS.join("\t");
-    s.push('\n');
-    for r in rows {
-        let cells: Vec<String> = row_values(r)
-            .iter()
-            .map(|v| match v {
-                serde_json::Value::Null => "-".to_string(),
-                serde_json::Value::String(x) => x.clone(),
-                serde_json::Value::Number(n) if n.is_f64() => {
-                    format!("{:.3}", n.as_f64().unwrap_or(f64::NAN))
-                }
-                v => v.to_string(),
-            })
-            .collect();
-        let _ = writeln!(s, "{}", cells.join("\t"));
-    }
-    s
 }
 
 /// The table with aligned columns for the terminal.
@@ -338,47 +96,4 @@ fn pretty(tsv: &str) -> String {
         s.push('\n');
     }
     s
-}
-
-/// Where a run of the sweep writes an ns-3 output file: its own directory, same file name.
-pub fn redirect(p: &Option<PathBuf>, dir: &Path) -> Option<PathBuf> {
-    p.as_ref()
-        .map(|p| dir.join(p.file_name().unwrap_or(p.as_os_str())))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn grid_is_the_cross_product_with_seeds_last() {
-        let g = grid(
-            &["red.kmax_bytes=1,2".into(), "cc=dcqcn,none".into()],
-            Some(2),
-            5,
-        )
-        .unwrap();
-        assert_eq!(g.len(), 8);
-        assert_eq!(g[0].name(), "red.kmax_bytes=1,cc=dcqcn,seed=5");
-        assert_eq!(g[1].name(), "red.kmax_bytes=1,cc=dcqcn,seed=6");
-        assert_eq!(g[7].name(), "red.kmax_bytes=2,cc=none,seed=6");
-        assert_eq!(g[0].overrides[0].1, toml::Value::Integer(1));
-        assert_eq!(g[0].overrides[1].1, toml::Value::String("dcqcn".into()));
-        assert_eq!(value("0.5"), toml::Value::Float(0.5));
-        assert_eq!(value("\"10gbit\""), toml::Value::String("10gbit".into()));
-        assert_eq!(value("true"), toml::Value::Boolean(true));
-    }
-
-    #[test]
-    fn bad_sweeps_are_errors() {
-        for s in ["nokey", "=1", "red.=1", "seed=1,2", "red.pmax=1,,2"] {
-            assert!(grid(&[s.into()], None, 1).is_err(), "{s}");
-        }
-        assert!(grid(&[], Some(0), 1).is_err());
-        let mut t = toml::Table::new();
-        set_dotted(&mut t, "red.pmax", value("0.5")).unwrap();
-        set_dotted(&mut t, "seed", value("3")).unwrap();
-        assert_eq!(t["red"]["pmax"].as_float(), Some(0.5));
-        assert!(set_dotted(&mut t, "seed.x", value("1")).is_err());
-    }
 }
