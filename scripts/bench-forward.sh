@@ -1,10 +1,27 @@
 #!/usr/bin/env bash
 # Forwarding rate through `quench switch` (one worker, AF_XDP; and with --fast-path kernel, the
-# row's "quench kfp": the frames redirected by quench's XDP program) against the Linux bridge and
-# dpdk-testpmd io-forwarding (net_af_packet and net_af_xdp), on the same veth testbed in the same
-# run, at 64 B and 1500 B frames; then egress shaping accuracy at 1 Gbit/s and 100 Mbit/s.
+# row's "quench kfp": the frames redirected by quench's XDP program) against the Linux bridge,
+# Open vSwitch and dpdk-testpmd io-forwarding (net_af_packet and net_af_xdp), on the same veth
+# testbed in the same run, at 64 B and 1500 B frames; then egress shaping accuracy at 1 Gbit/s
+# and 100 Mbit/s.
 #
-#   scripts/bench-forward.sh [--secs S]      (root; ~2.5 minutes)
+#   scripts/bench-forward.sh [--secs S]      (root; ~3 minutes)
+#
+# Open vSwitch (Debian's openvswitch-switch, scripts/ovs.sh: a private ovsdb-server and
+# ovs-vswitchd in a temporary directory, ovs-vswitchd in the switch's namespace, both stopped and
+# removed after each cell) runs as users run it without a NIC: one bridge holding the two veths,
+# one flow (actions=NORMAL: MAC learning), the receiver's MAC entered as a static entry as
+# quench's configuration has it (fdb/add). Its rows:
+#   ovs          the userspace datapath (datapath_type=netdev) with `afxdp` ports (an AF_XDP
+#                socket per veth, the XDP program OVS loads; native mode on a veth), polled by one
+#                PMD thread pinned to core 0 (pmd-cpu-mask=0x1), the forwarder's core; its other
+#                threads on the last core (they only wait), as quench's main thread
+#   ovs_system   the userspace datapath with `system` ports (an AF_PACKET socket per veth), polled
+#                by ovs-vswitchd's main thread: the whole process on core 0
+#   ovs_kernel   the kernel datapath (datapath_type=system), only where the kernel has the
+#                openvswitch module (/sys/module/openvswitch, or `modprobe -n`); the kernel
+#                forwards in the sender's transmit, as the bridge does. The script says so when
+#                the module is missing
 #
 # Traffic: `quench blast` (XDP live frames: the kernel replays one frame into the sender's veth,
 # no skb per frame; pinned to the last core) in the sender namespace towards the receiver's MAC;
@@ -35,8 +52,9 @@
 #                    no limit, --busy-poll, one inside/outside pair, pinned to core 0) against
 #                    `quench switch`, same testbed, same run; prints both, the ratio, and JSON
 #   --latency-only   skip the rate and shaping runs
-#   --forwarders L   the latency part's forwarders, of quench quench_kfp bridge af_xdp (default:
-#                    all four, in that order; the table's ratio columns need bridge). quench_kfp
+#   --forwarders L   the latency part's forwarders, of quench quench_kfp bridge ovs ovs_system
+#                    ovs_kernel af_xdp (default: quench quench_kfp bridge ovs af_xdp, in that
+#                    order; the table's ratio columns need bridge and ovs). quench_kfp
 #                    is `quench switch --fast-path kernel`: the flow's source (learned) and
 #                    destination (the static entry) are at plain ports, so its frames are
 #                    redirected by quench's XDP program in the kernel and never reach the worker
@@ -45,7 +63,8 @@
 #   --lat-rounds R   R rounds of the latency part instead of one (the forwarders' order reversed
 #                    every other round): each round's p99s, then per load the median over the
 #                    rounds of each forwarder's p99 and of the per-round ratios quench / bridge,
-#                    quench_kfp / bridge and quench / testpmd af_xdp (scripts/latency-table.py).
+#                    quench_kfp / bridge, quench / ovs and quench / testpmd af_xdp
+#                    (scripts/latency-table.py).
 #                    One 4 s cell moves a ratio 2-3x between runs; the medians are what the
 #                    latency goal is judged on. `--latency-only --lat-rounds 5` takes about 7 min
 #                    for the four forwarders (--lat-secs 4, the default), with SHIELD=1 as the
@@ -102,7 +121,7 @@ rates=1
 keep=
 workers=
 appliance=0
-lat_fwds="quench quench_kfp bridge af_xdp"
+lat_fwds="quench quench_kfp bridge ovs af_xdp"
 lat_loads="10 50 90"
 lsecs=4
 lat_rounds=1
@@ -128,6 +147,12 @@ if [ "$stages" = 1 ] && ! command -v perf >/dev/null; then
 fi
 
 scripts/setup.sh >/dev/null
+. scripts/ovs.sh
+# OVS is a peer of the rates part and of the latency part's default forwarders.
+if [ -z "$workers" ] && [ "$appliance" = 0 ] \
+   && { [ "$rates" = 1 ] || [[ " $lat_fwds " == *" ovs"* ]]; }; then
+  ovs_require bench-forward.sh
+fi
 # dpdk-testpmd is the benchmark's peer only (not a test dependency): installed here.
 if ! command -v dpdk-testpmd >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpdk >/dev/null
@@ -139,6 +164,8 @@ P=qb
 R0=02:71:6e:02:00:00
 out=$(mktemp -d)
 cleanup() {
+  ovs_stop
+  ovs_kernel_unload
   if [ -n "${shield_state:-}" ]; then scripts/cpu-shield.sh off "$shield_state" >&2 || true; fi
   if [ -n "$keep" ]; then mkdir -p "$keep" && cp -r "$out"/. "$keep"/; fi
   for pid in $(jobs -p); do kill "$pid" 2>/dev/null || true; done
@@ -147,6 +174,10 @@ cleanup() {
   rm -rf "$out"
 }
 trap cleanup EXIT
+if [[ " $lat_fwds " == *" ovs_kernel "* ]] && ! ovs_kernel_datapath load; then
+  echo "bench-forward.sh: --forwarders ovs_kernel: no openvswitch kernel module here (/sys/module/openvswitch, modprobe -n)" >&2
+  exit 2
+fi
 scripts/testbed.sh down --prefix $P >/dev/null
 scripts/testbed.sh up --senders 1 --receivers 1 --prefix $P ${workers:+--queues "$workers"} >/dev/null
 ncores=$(nproc)
@@ -289,8 +320,9 @@ napi_part=0
 [ "$napi_bp" = 1 ] && [ "$idle" = spin ] && napi_part=1
 
 declare -A res
-# Starts forwarder $1 (quench, bridge, af_packet, af_xdp) on core 0 in the switch namespace, for
-# at most $2 seconds (testpmd); stop_forwarder $1 stops it. $fwd_pid: the process to stop.
+# Starts forwarder $1 (quench, quench_kfp, bridge, ovs, ovs_system, ovs_kernel, af_packet, af_xdp)
+# on core 0 in the switch namespace, for at most $2 seconds (testpmd); stop_forwarder $1 stops it.
+# $fwd_pid: the process to stop.
 start_forwarder() {
   fwd_pid=
   local bp=()
@@ -322,6 +354,20 @@ start_forwarder() {
       ip -n $P-sw link set $P-sw-s0 master br0
       ip -n $P-sw link set $P-sw-r0 master br0
       ip -n $P-sw link set br0 up ;;
+    ovs | ovs_system | ovs_kernel)
+      # See the header: the PMD thread of `ovs` on core 0, the rest on the last core; the
+      # main thread of `ovs_system` (its forwarder) on core 0.
+      local dp=netdev type=afxdp cpus=$last cfg=(pmd-cpu-mask=0x1)
+      case "$1" in
+        ovs_system) type=system cpus=0 cfg=() ;;
+        ovs_kernel) dp=system type=system cfg=() ;;
+      esac
+      ovs_start --netns $P-sw --cpus "$cpus" "${cfg[@]}" || exit 1
+      ovs_bridge ovsbr $dp
+      ovs_port ovsbr $P-sw-s0 $type
+      ovs_port ovsbr $P-sw-r0 $type
+      ovs_appctl fdb/add ovsbr $P-sw-r0 0 $R0 >/dev/null
+      sleep 1 ;;
     af_packet | af_xdp)
       # dpdk-testpmd, io forwarding between two ports of one PMD, one forwarding core: core 0,
       # as quench's worker (the source spins on the last core; testpmd's forwarding lcore there
@@ -352,6 +398,7 @@ stop_forwarder() {
     quench | quench_kfp) kill -TERM "$fwd_pid"; wait "$fwd_pid" || true ;;
     appliance) kill -INT "$fwd_pid"; wait "$fwd_pid" || true ;;
     bridge) ip -n $P-sw link del br0 ;;
+    ovs*) ovs_stop ;;
     *) kill -INT "$fwd_pid" 2>/dev/null || true; wait "$fwd_pid" 2>/dev/null || true
        cp "$out/pmd.out" "$out/pmd-$1-$(date +%s).out" ;;
   esac
@@ -379,12 +426,21 @@ PY
   exit 0
 fi
 
+# OVS's kernel datapath: where the kernel has the module.
+ovs_kernel=
+if [ "$rates" = 1 ]; then
+  if ovs_kernel_datapath load; then
+    ovs_kernel=ovs_kernel
+  else
+    echo "bench-forward.sh: no openvswitch kernel module here (/sys/module/openvswitch, modprobe -n): OVS's kernel datapath not measured" >&2
+  fi
+fi
 # Frame lengths without FCS: 60 (64 B on the wire) and 1500.
 [ "$rates" = 1 ] && for len in 60 1500; do
   # What the source offers: the ingress veth's receive count with no forwarder (the stack drops
   # the frames); a forwarder near this figure is limited by the source, not by itself.
   res[source_$len]=$(measure "$len" $P-sw $P-sw-s0)
-  for fwd in quench quench_kfp bridge af_packet af_xdp; do
+  for fwd in quench quench_kfp bridge ovs ovs_system $ovs_kernel af_packet af_xdp; do
     start_forwarder $fwd $((secs + 5))
     res[${fwd}_$len]=$(measure "$len")
     stop_forwarder $fwd
@@ -512,28 +568,50 @@ for load in "${loads[@]}"; do
 done
 [ "$rates" = 1 ] || exit 0
 
-python3 - "${res[source_60]}" "${res[quench_60]}" "${res[quench_kfp_60]}" "${res[bridge_60]}" \
-  "${res[af_packet_60]}" "${res[af_xdp_60]}" "${res[source_1500]}" "${res[quench_1500]}" \
-  "${res[quench_kfp_1500]}" "${res[bridge_1500]}" "${res[af_packet_1500]}" "${res[af_xdp_1500]}" \
-  "$shape_1g" "$shape_100m" <<'PY'
+# Every rate as FORWARDER_LEN=MPPS (the keys of `res`), then the shaping fractions.
+rate_args=()
+for k in "${!res[@]}"; do rate_args+=("$k=${res[$k]}"); done
+python3 - "$shape_1g" "$shape_100m" "${rate_args[@]}" <<'PY'
 import json, sys
-v = list(map(float, sys.argv[1:]))
-s1g, s100 = v[12], v[13]
+s1g, s100 = float(sys.argv[1]), float(sys.argv[2])
+res = {}
+for a in sys.argv[3:]:
+    k, v = a.split("=")
+    fwd, length = k.rsplit("_", 1)
+    res.setdefault(fwd, {})[{"60": "64", "1500": "1500"}[length]] = float(v)
 r = lambda a, b: a / b if b > 0 else float("nan")
-rows, out = {}, {"mpps": {}}
+# Forwarder -> (table label, JSON key); rows in this order, those that ran.
+ROWS = [("source", "source offers (no forwarder)", "source"),
+        ("quench", "quench switch", "quench"),
+        ("quench_kfp", "quench switch --fast-path kernel", "quench_kfp"),
+        ("bridge", "Linux bridge", "bridge"),
+        ("ovs", "OVS userspace datapath, afxdp ports, 1 PMD", "ovs"),
+        ("ovs_system", "OVS userspace datapath, system ports", "ovs_system"),
+        ("ovs_kernel", "OVS kernel datapath", "ovs_kernel"),
+        ("af_packet", "testpmd net_af_packet", "testpmd_af_packet"),
+        ("af_xdp", "testpmd net_af_xdp", "testpmd_af_xdp")]
+rows = [row for row in ROWS if row[0] in res]
+frames = ["64", "1500"]
 print()
-print("| frame | source offers Mpps | quench Mpps | quench kfp Mpps | bridge Mpps "
-      "| testpmd af_packet Mpps | testpmd af_xdp Mpps | quench/bridge | quench kfp/bridge "
-      "| quench/testpmd af_packet | quench/testpmd af_xdp |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
-for i, frame in enumerate(["64", "1500"]):
-    o, q, k, b, tp, tx = v[6 * i:6 * i + 6]
-    print(f"| {frame} B | {o:.3f} | {q:.3f} | {k:.3f} | {b:.3f} | {tp:.3f} | {tx:.3f} "
-          f"| {r(q,b):.2f} | {r(k,b):.2f} | {r(q,tp):.2f} | {r(q,tx):.2f} |")
-    out["mpps"][frame] = {"source": o, "quench": q, "quench_kfp": k, "bridge": b,
-                          "testpmd_af_packet": tp, "testpmd_af_xdp": tx}
-    out[f"ratio_{frame}"] = {"bridge": r(q, b), "kfp_bridge": r(k, b),
-                             "testpmd_af_packet": r(q, tp), "testpmd_af_xdp": r(q, tx)}
+print("| forwarder | 64 B Mpps | 1500 B Mpps | quench / it, 64 B | quench / it, 1500 B "
+      "| quench kfp / it, 64 B | quench kfp / it, 1500 B |")
+print("|---|---|---|---|---|---|---|")
+for fwd, label, _ in rows:
+    m = res[fwd]
+    ratios = []
+    for q in ("quench", "quench_kfp"):
+        for f in frames:
+            ratios.append("-" if fwd in ("source", q) else f"{r(res[q][f], m[f]):.2f}")
+    print(f"| {label} | {m['64']:.3f} | {m['1500']:.3f} | " + " | ".join(ratios) + " |")
+out = {"mpps": {f: {key: res[fwd][f] for fwd, _, key in rows} for f in frames}}
+# ratio_F: quench's rate over each peer's (kfp_bridge, kfp_ovs: quench kfp's over the bridge's
+# and OVS's).
+for f in frames:
+    q, k = res["quench"][f], res["quench_kfp"][f]
+    o = {key: r(q, res[fwd][f]) for fwd, _, key in rows if fwd not in ("source", "quench", "quench_kfp")}
+    o["kfp_bridge"] = r(k, res["bridge"][f])
+    o["kfp_ovs"] = r(k, res["ovs"][f])
+    out[f"ratio_{f}"] = o
 print(f"shaping: 1gbit -> {s1g*100:.2f} % of rate, 100mbit -> {s100*100:.2f} % of rate")
 out["shaping_fraction"] = {"1gbit": s1g, "100mbit": s100}
 print(json.dumps(out))

@@ -4,14 +4,17 @@
     latency-table.py ROUND FORWARDER LOAD CELL [ROUND FORWARDER LOAD CELL ...]
 
 Each cell is one paced flow through one forwarder (quench, quench_kfp: `quench switch
---fast-path kernel`, bridge, af_xdp) at one load (% of 1 Gbit/s): CELL/summary.json is the sink's report; CELL-stages.txt, when present, is
+--fast-path kernel`, bridge, ovs: Open vSwitch's userspace datapath with afxdp ports, ovs_system:
+the same with system ports, ovs_kernel: its kernel datapath, af_xdp: testpmd net_af_xdp) at one
+load (% of 1 Gbit/s): CELL/summary.json is the sink's report; CELL-stages.txt, when present, is
 scripts/latency-stages.py's output for the same cell run again under a kernel trace (its last
 line is JSON). With one round: the table of p50 / p99 / p99.9 per forwarder and load, and
-quench's p99 over the bridge's (and quench_kfp's, when it ran). With several (bench-forward --lat-rounds R): each round's p99s
-and ratios, then per load the median over the rounds of each forwarder's p99 and of the
-per-round ratios quench / bridge and quench / testpmd af_xdp (a round's ratio compares cells
-run within a minute of each other; the median of ratios is what the latency goal is judged
-on), with their range and in how many rounds quench's p99 was at or below the bridge's. With
+quench's p99 over the bridge's and OVS's (and quench_kfp's, when it ran). With several
+(bench-forward --lat-rounds R): each round's p99s and ratios, then per load the median over the
+rounds of each forwarder's p99 and of the per-round ratios quench / bridge, quench / ovs and
+quench / testpmd af_xdp (a round's ratio compares cells run within a minute of each other;
+the median of ratios is what the latency goal is judged on), with their range and in how many
+rounds quench's p99 was at or below the peer's. With
 stage reports: per load, the kernel's part against the forwarders' own (the medians over the
 rounds): the first stage of the AF_XDP forwarders (the sender's sendto -> the frame is in the
 forwarder's AF_XDP ring: veth transmit, the ingress veth's NAPI, XDP, the copy into the ring,
@@ -26,10 +29,16 @@ import statistics
 import sys
 
 NAMES = {"quench": "quench", "quench_kfp": "quench kernel fast path", "bridge": "bridge",
+         "ovs": "OVS afxdp", "ovs_system": "OVS system ports", "ovs_kernel": "OVS kernel",
          "af_xdp": "testpmd af_xdp"}
-ORDER = ["quench", "quench_kfp", "bridge", "af_xdp"]
-# The forwarders whose p99 the medians table divides by the bridge's, with their column label.
-BRIDGE_RATIOS = [("quench", "quench"), ("quench_kfp", "quench kfp")]
+ORDER = ["quench", "quench_kfp", "bridge", "ovs", "ovs_system", "ovs_kernel", "af_xdp"]
+# (forwarder, its label, peer, the peer's label, short form for the rounds' lines): the ratios
+# of p99s both tables give, and in the medians table how many rounds the forwarder's p99 was at
+# or below the peer's.
+RATIOS = [("quench", "quench", "bridge", "bridge", "q/b"),
+          ("quench_kfp", "quench kfp", "bridge", "bridge", "kfp/b"),
+          ("quench", "quench", "ovs", "OVS", "q/ovs"),
+          ("quench", "quench", "af_xdp", "testpmd af_xdp", "q/x")]
 
 
 def load_cell(path):
@@ -75,13 +84,18 @@ def span(xs, digits=2):
     return f"{fmt(med(xs), digits)} ({fmt(min(xs), digits)}-{fmt(max(xs), digits)})"
 
 
+def ratios_of(fwds):
+    """The RATIOS whose two forwarders both ran."""
+    return [x for x in RATIOS if x[0] in fwds and x[2] in fwds]
+
+
 def single(runs, fwds):
     print()
-    kfp = "quench_kfp" in fwds
+    rs = ratios_of(fwds)
     print("| load (of 1 Gbit/s) | " + " | ".join(
-        f"{NAMES[f]} p50 / p99 / p99.9 us" for f in fwds) + " | quench p99 / bridge p99 |"
-        + (" quench kfp p99 / bridge p99 |" if kfp else ""))
-    print("|---|" + "---|" * (len(fwds) + 1 + kfp))
+        f"{NAMES[f]} p50 / p99 / p99.9 us" for f in fwds) + " |"
+        + "".join(f" {label} p99 / {plabel} p99 |" for _, label, _, plabel, _ in rs))
+    print("|---|" + "---|" * (len(fwds) + len(rs)))
     for load, r in runs.items():
         cells = []
         for f in fwds:
@@ -91,38 +105,34 @@ def single(runs, fwds):
                 continue
             cells.append(f"{x['p50_us']:.1f} / {x['p99_us']:.1f} / {x['p999_us']:.1f}"
                          + (f" ({x['lost']} lost)" if x["lost"] else ""))
-        q = ratio(r.get("quench"), r.get("bridge"))
-        k = ratio(r.get("quench_kfp"), r.get("bridge"))
-        print(f"| {load} % | " + " | ".join(cells) + f" | {fmt(q, 2) if q else 'nan'} |"
-              + (f" {fmt(k, 2) if k else 'nan'} |" if kfp else ""))
+        for f, _, peer, _, _ in rs:
+            q = ratio(r.get(f), r.get(peer))
+            cells.append(fmt(q, 2) if q else "nan")
+        print(f"| {load} % | " + " | ".join(cells) + " |")
 
 
 def rounds(cells, loads, fwds):
     """Each round's line, then the medians table; -> the medians as JSON."""
     nr = len({k[0] for k in cells})
+    rs = ratios_of(fwds)
     print()
     for rnd in sorted({k[0] for k in cells}, key=int):
         parts = []
         for load in loads:
             p = [f"{NAMES[f]} {fmt(cells.get((rnd, f, load), {}).get('p99_us'))}"
                  for f in fwds]
-            q = ratio(cells.get((rnd, "quench", load)), cells.get((rnd, "bridge", load)))
-            qb = f" (q/b {fmt(q, 2)})" if "quench" in fwds and "bridge" in fwds else ""
-            if "quench_kfp" in fwds and "bridge" in fwds:
-                k = ratio(cells.get((rnd, "quench_kfp", load)), cells.get((rnd, "bridge", load)))
-                qb += f" (kfp/b {fmt(k, 2)})"
-            parts.append(f"{load} %: " + ", ".join(p) + qb)
+            qs = [f" ({short} "
+                  + fmt(ratio(cells.get((rnd, f, load)), cells.get((rnd, peer, load))), 2) + ")"
+                  for f, _, peer, _, short in rs]
+            parts.append(f"{load} %: " + ", ".join(p) + "".join(qs))
         print(f"round {rnd} p99 us: " + "; ".join(parts))
     out = {}
     print()
     print(f"Median over {nr} rounds of p99 (us) and of the per-round ratios, (min-max):")
     print()
     hdr = [f"{NAMES[f]} p99" for f in fwds]
-    to_bridge = [(f, label) for f, label in BRIDGE_RATIOS if f in fwds and "bridge" in fwds]
-    for _, label in to_bridge:
-        hdr += [f"{label} / bridge", f"rounds {label} <= bridge"]
-    if "quench" in fwds and "af_xdp" in fwds:
-        hdr += ["quench / testpmd af_xdp"]
+    for _, label, _, plabel, _ in rs:
+        hdr += [f"{label} / {plabel}", f"rounds {label} <= {plabel}"]
     print("| load (of 1 Gbit/s) | " + " | ".join(hdr) + " |")
     print("|---|" + "---|" * len(hdr))
     for load in loads:
@@ -133,18 +143,13 @@ def rounds(cells, loads, fwds):
             p99s = [c["p99_us"] for c in per[f] if c and c["frames"]]
             row.append(span(p99s, 1))
             o[f"{f}_p99_us"] = med(p99s)
-        for f, _ in to_bridge:
-            rs = [ratio(a, b) for a, b in zip(per[f], per["bridge"])]
-            row.append(span(rs))
-            n = [x for x in rs if x is not None]
+        for f, _, peer, _, _ in rs:
+            xs = [ratio(a, b) for a, b in zip(per[f], per[peer])]
+            row.append(span(xs))
+            n = [x for x in xs if x is not None]
             row.append(f"{sum(x <= 1 for x in n)} of {len(n)}")
-            o[f"{f}_over_bridge"] = med(rs)
-            o[f"{f}_over_bridge_rounds"] = rs
-        if "quench" in fwds and "af_xdp" in fwds:
-            qx = [ratio(q, x) for q, x in zip(per["quench"], per["af_xdp"])]
-            row.append(span(qx))
-            o["quench_over_af_xdp"] = med(qx)
-            o["quench_over_af_xdp_rounds"] = qx
+            o[f"{f}_over_{peer}"] = med(xs)
+            o[f"{f}_over_{peer}_rounds"] = xs
         print(f"| {load} % | " + " | ".join(row) + " |")
         out[load] = o
     return out

@@ -54,6 +54,32 @@ fn table(args: &[String]) -> (bool, String, String) {
     )
 }
 
+/// Untraced cells at `load` with p50 `p[0]` and p99.9 `p[1]`, one round per entry of `rounds`
+/// (each a forwarder's p99 per forwarder): the arguments of the first round alone, and of all.
+fn rounds_of(
+    dir: &Path,
+    load: &str,
+    p: [f64; 2],
+    rounds: &[[(&str, f64); 3]],
+) -> (Vec<String>, Vec<String>) {
+    let (mut one, mut all) = (Vec::new(), Vec::new());
+    for (r, fwds) in rounds.iter().enumerate() {
+        for &(f, p99) in fwds {
+            let c = cell(
+                dir,
+                &format!("r{}-{f}-{load}", r + 1),
+                [p[0], p99, p[1]],
+                None,
+            );
+            if r == 0 {
+                one.extend(["1".into(), f.into(), load.into(), c.clone()]);
+            }
+            all.extend([(r + 1).to_string(), f.into(), load.into(), c]);
+        }
+    }
+    (one, all)
+}
+
 fn json_line(out: &str) -> serde_json::Value {
     serde_json::from_str(out.lines().last().unwrap()).unwrap()
 }
@@ -83,22 +109,9 @@ fn one_round_is_the_single_run_table() {
 #[test]
 fn the_kernel_fast_path_gets_its_own_ratio_to_the_bridge() {
     let dir = common::ScratchDir::new("latency-table-kfp");
-    let mut one = Vec::new();
-    let mut three = Vec::new();
-    for (r, k) in [12.0, 18.0, 24.0].into_iter().enumerate() {
-        for (f, p99) in [("quench", 30.0), ("quench_kfp", k), ("bridge", 20.0)] {
-            let c = cell(
-                &dir.0,
-                &format!("r{}-{f}-50", r + 1),
-                [4.0, p99, 50.0],
-                None,
-            );
-            if r == 0 {
-                one.extend(["1".into(), f.into(), "50".into(), c.clone()]);
-            }
-            three.extend([(r + 1).to_string(), f.into(), "50".into(), c]);
-        }
-    }
+    let rounds =
+        [12.0, 18.0, 24.0].map(|k| [("quench", 30.0), ("quench_kfp", k), ("bridge", 20.0)]);
+    let (one, three) = rounds_of(&dir.0, "50", [4.0, 50.0], &rounds);
     let (ok, out, err) = table(&one);
     assert!(ok, "{err}");
     assert!(
@@ -118,6 +131,35 @@ fn the_kernel_fast_path_gets_its_own_ratio_to_the_bridge() {
     let j = json_line(&out);
     assert_eq!(j["median"]["50"]["quench_kfp_over_bridge"], 0.9);
     assert_eq!(j["median"]["50"]["quench_over_bridge"], 1.5);
+}
+
+/// Open vSwitch's cells (`ovs`) get quench's ratio to them, in one round and over rounds:
+/// quench 30 against OVS 60, 20, 40 -> 0.50, 1.50, 0.75, median 0.75, two of three rounds at or
+/// below OVS.
+#[test]
+fn open_vswitch_gets_quenchs_ratio_to_it() {
+    let dir = common::ScratchDir::new("latency-table-ovs");
+    let rounds = [60.0, 20.0, 40.0].map(|o| [("quench", 30.0), ("bridge", 20.0), ("ovs", o)]);
+    let (one, three) = rounds_of(&dir.0, "90", [4.0, 80.0], &rounds);
+    let (ok, out, err) = table(&one);
+    assert!(ok, "{err}");
+    assert!(out.contains("| OVS afxdp p50 / p99 / p99.9 us |"), "{out}");
+    assert!(
+        out.contains(
+            "| 90 % | 4.0 / 30.0 / 80.0 | 4.0 / 20.0 / 80.0 | 4.0 / 60.0 / 80.0 | 1.50 | 0.50 |"
+        ),
+        "{out}"
+    );
+    let (ok, out, err) = table(&three);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("OVS afxdp 20.0 (q/b 1.50) (q/ovs 1.50)"),
+        "{out}"
+    );
+    assert!(out.contains("| 0.75 (0.50-1.50) | 2 of 3 |"), "{out}");
+    let j = json_line(&out);
+    assert_eq!(j["median"]["90"]["quench_over_ovs"], 0.75);
+    assert_eq!(j["median"]["90"]["quench_over_ovs_rounds"][1], 1.5);
 }
 
 #[test]
