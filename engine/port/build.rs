@@ -71,5 +71,10 @@ fn dpdk() -> Result<(), String> {
         println!("cargo:rustc-link-arg=-l{pmd}");
     }
     println!("cargo:rustc-link-arg=-Wl,--as-needed");
+    // Link arguments reach only this crate's own targets. The binaries of the crates above it get
+    // the PMDs from the EAL's plugin directory instead (a shared DPDK, as Debian's, loads every
+    // driver there in rte_eal_init), and net_ring's own calls (rte_eth_from_rings: the DPDK
+    // benchmark's ring ports) from this library, which reaches them.
+    println!("cargo:rustc-link-lib=dylib=rte_net_ring");
     Ok(())
 }
