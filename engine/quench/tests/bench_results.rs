@@ -168,6 +168,33 @@ fn every_key_is_a_row_or_a_column_and_a_rerun_replaces_only_its_tables() {
     assert_eq!(section(&again, "DPDK forwarding, one core"), dpdk);
 }
 
+/// bench-dpdk.sh's JSON line: each program is compared with quench on the same ports (the key's
+/// suffix), and the C loop's floors are labelled so, with no ratio on the mix (that loop never
+/// reads a frame there).
+#[test]
+fn dpdk_programs_meet_quench_on_their_own_ports_and_floors_are_labelled() {
+    let dir = common::ScratchDir::new("bench-results-floors");
+    let d = &dir.0;
+    std::fs::create_dir_all(d).unwrap();
+    let out = "round 1: ...\n\
+        {\"mpps\": {\"quench\": [30.0], \"quench_mix\": [12.0], \"quench_mix_pcap\": [6.0], \
+        \"ovs_dpdk_mix_pcap\": [1.5]}, \"floor_mpps\": {\"c_loop\": [40.0], \
+        \"c_loop_mix\": [400.0], \"c_loop_mix_pcap\": [8.0]}, \"quench_over_ovs_dpdk\": 4.0}\n";
+    let (ok, _, err) = parse(d, "dpdk", out, "scripts/bench-dpdk.sh");
+    assert!(ok, "{err}");
+    let md = render(d);
+    let dpdk = section(&md, "DPDK forwarding, one core");
+    for row in [
+        "| quench_mix_pcap | 6.00 | 6.00-6.00 | 1 | - |",
+        "| ovs_dpdk_mix_pcap | 1.50 | 1.50-1.50 | 1 | 4.00 |",
+        "| c_loop (floor) | 40.00 | 40.00-40.00 | 1 | 0.75 |",
+        "| c_loop_mix (floor) | 400.00 | 400.00-400.00 | 1 | - |",
+        "| c_loop_mix_pcap (floor) | 8.00 | 8.00-8.00 | 1 | - |",
+    ] {
+        assert!(dpdk.contains(&row), "{row} missing: {dpdk:#?}");
+    }
+}
+
 #[test]
 fn the_ns3_tables_stay_when_a_run_had_no_ns3() {
     let dir = common::ScratchDir::new("bench-results-sim");

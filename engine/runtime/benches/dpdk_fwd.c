@@ -5,18 +5,22 @@
  * refuses; counts frames transmitted for SECONDS seconds and prints `c_loop mpps=<Mpps>`.
  *
  * With --packed-pool its pools are laid out as quench lays out its own without hugepages
- * (engine/src/port/dpdk/shim.c, quench_dpdk_pool_create: mbufs back to back rather than one per
+ * (engine/port/src/dpdk/shim.c, quench_dpdk_pool_create: mbufs back to back rather than one per
  * 4 KiB page, which puts every mbuf in the same L1 set). The default is DPDK's
  * rte_pktmbuf_pool_create, as l2fwd; the script runs both, so the ratio against each is known.
  *
- * With --mix it forwards the realistic mix of engine/benches/dpdk_fwd.rs (`--mix`, module
+ * With --mix it forwards the realistic mix of engine/runtime/benches/dpdk_fwd.rs (`--mix`, module
  * `mix`) instead: ports net_ring_mix0 and net_ring_mix1 made with rte_eth_from_rings over two crossed rings, seeded
  * with the same frames (2,048 per direction from each of 1,024 stations on one side in turn to
  * random stations of the other, 64, 576 or 1500 octets, from the same xorshift32 sequence). This loop never reads a frame, so the mix changes
  * only what quench does; the ratio says what quench's per-frame work costs on it.
  *
- * Usage: dpdk_fwd_c SECONDS [--packed-pool | --mix] EAL-ARGS...   (EAL args must create
- * net_null0 and net_null1)
+ * With --ports NAME0,NAME1 it forwards between those two ethdevs as their driver gives the frames
+ * (scripts/bench-dpdk.sh: two net_pcap ports replaying the mix from capture files, the ports
+ * Open vSwitch forwards on too), printing `c_loop_ports mpps=<Mpps>`.
+ *
+ * Usage: dpdk_fwd_c SECONDS [--packed-pool | --mix | --ports NAME0,NAME1] EAL-ARGS...   (EAL
+ * args must create net_null0 and net_null1, or the ports of --ports)
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -63,7 +67,7 @@ static struct rte_mempool *pool(const char *name, int packed)
 	return rte_pktmbuf_pool_create(name, MBUFS, CACHE, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
 }
 
-/* The mix: the constants of engine/benches/dpdk_fwd.rs's module `mix`. */
+/* The mix: the constants of engine/runtime/benches/dpdk_fwd.rs's module `mix`. */
 #define MIX_STATIONS 1024
 #define MIX_FRAMES 2048
 #define MIX_RING_SLOTS 4096
@@ -143,8 +147,9 @@ int main(int argc, char **argv)
 	uint16_t ports[2];
 	uint64_t sent = 0, hz, start, stop;
 	double seconds;
-	int n, packed = 0, mix = 0;
+	int n, packed = 0, mix = 0, given = 0;
 	const char *names[2] = {"net_null0", "net_null1"};
+	char *comma;
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: %s SECONDS EAL-ARGS...\n", argv[0]);
@@ -158,6 +163,19 @@ int main(int argc, char **argv)
 		argv[2] = argv[0];
 		argv++;
 		argc--;
+	} else if (argc > 3 && strcmp(argv[2], "--ports") == 0) {
+		comma = strchr(argv[3], ',');
+		if (comma == NULL) {
+			fprintf(stderr, "--ports takes NAME0,NAME1\n");
+			return 2;
+		}
+		*comma = '\0';
+		names[0] = argv[3];
+		names[1] = comma + 1;
+		given = 1;
+		argv[3] = argv[0];
+		argv += 2;
+		argc -= 2;
 	}
 	n = rte_eal_init(argc - 1, argv + 1);
 	if (n < 0) {
@@ -192,7 +210,8 @@ int main(int argc, char **argv)
 			break;
 	}
 	seconds = (double)(rte_rdtsc() - start) / (double)hz;
-	printf("c_loop%s frames=%lu seconds=%.3f mpps=%.2f\n", mix ? "_mix" : "", (unsigned long)sent, seconds,
+	printf("c_loop%s frames=%lu seconds=%.3f mpps=%.2f\n", mix ? "_mix" : given ? "_ports" : "",
+	       (unsigned long)sent, seconds,
 	       (double)sent / seconds / 1e6);
 	rte_eth_dev_stop(ports[0]);
 	rte_eth_dev_stop(ports[1]);

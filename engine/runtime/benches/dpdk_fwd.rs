@@ -21,6 +21,12 @@
 //! each side, 64, 576 or 1500 octets long. The C loop builds the same ports and the same
 //! frames with its own `--mix`.
 //!
+//! `--ports NAME0,NAME1` forwards between two ethdevs the EAL arguments create, their frames as
+//! the driver gives them (nothing written into the pool): scripts/bench-dpdk.sh passes two
+//! net_pcap ports replaying the mix from the capture files `--write-mix DIR` writes
+//! (DIR/mix0.pcap for port 0, DIR/mix1.pcap), the ports Open vSwitch forwards on as well.
+//! Prints `quench_ports mpps=<Mpps>`.
+//!
 //! `--workers N` (net_null only) runs N workers, each on its own thread and core (`--cores
 //! A,B,...`, default: the `-l` CPU and the ones after it), each holding one receive / transmit
 //! queue pair of both ports (`DpdkPort::open_queues`: the ports get 2N queues, worker `w` takes
@@ -45,11 +51,11 @@
 //! `quench_workers workers=N cross=0|1 cp=none|shared|local|cross mbufs=0|1 one_thread=0|1
 //! ... mpps=<Mpps>`.
 //!
-//! Usage: `cargo bench -p quench-runtime --features dpdk --bench dpdk_fwd -- SECONDS [--mix]
-//! [--workers N [--cross] [--cp | --cp-local | --cp-cross] [--cross-copy | --cross-mbufs] [--one-thread]
-//! [--cores LIST]] EAL-ARGS...` (EAL args must create net_null0 and
-//! net_null1; `-l CPU` also pins this thread to CPU, as rte_eal_init pins the C loop's main
-//! thread.)
+//! Usage: `cargo bench -p quench-runtime --features dpdk --bench dpdk_fwd -- SECONDS [--mix |
+//! --ports NAME0,NAME1] [--workers N [--cross] [--cp | --cp-local | --cp-cross] [--cross-copy |
+//! --cross-mbufs] [--one-thread] [--cores LIST]] EAL-ARGS...` (EAL args must create net_null0
+//! and net_null1, or the ports of --ports; `-l CPU` also pins this thread to CPU, as
+//! rte_eal_init pins the C loop's main thread), or `... --bench dpdk_fwd -- --write-mix DIR`.
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -225,30 +231,60 @@ mod mix {
         Ok(())
     }
 
-    /// Fills both rings: `FRAMES` frames from side-0 stations (each in turn) to random side-1
-    /// stations into X (through mix1's transmit), as many the other way into Y, each of a random
-    /// length from `LENS`.
-    pub fn seed(p0: &mut DpdkPort, p1: &mut DpdkPort) -> anyhow::Result<()> {
+    /// The frames of both directions: first those port 0 receives, `FRAMES` from side-0
+    /// stations (each in turn) to random side-1 stations, then as many the other way, each of
+    /// a random length from `LENS`: an Ethernet header (EtherType 0x88b5), zeros after it.
+    pub fn frames() -> [Vec<Vec<u8>>; 2] {
         let mut x = 1u32;
-        for (from, to, via) in [(0x0a, 0x0b, &mut *p1), (0x0b, 0x0a, &mut *p0)] {
+        [(0x0a, 0x0b), (0x0b, 0x0a)].map(|(from, to)| {
+            (0..FRAMES)
+                .map(|i| {
+                    // Every station sends (so every destination is learned after one round, as
+                    // on a network where every host talks); destinations and lengths are random.
+                    let src = mac(from, i % STATIONS);
+                    let dst = mac(to, next(&mut x) % STATIONS);
+                    let mut f = vec![0u8; LENS[(next(&mut x) % 3) as usize]];
+                    f[..6].copy_from_slice(&dst);
+                    f[6..12].copy_from_slice(&src);
+                    f[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
+                    f
+                })
+                .collect()
+        })
+    }
+
+    /// Fills both rings with [`frames`]: port 0's into X (through mix1's transmit), port 1's
+    /// into Y.
+    pub fn seed(p0: &mut DpdkPort, p1: &mut DpdkPort) -> anyhow::Result<()> {
+        let [to0, to1] = frames();
+        for (data, via) in [(to0, &mut *p1), (to1, &mut *p0)] {
             let mut frames = Vec::new();
-            for i in 0..FRAMES {
-                // Every station sends (so every destination is learned after one round, as on
-                // a network where every host talks); destinations and lengths are random.
-                let src = mac(from, i % STATIONS);
-                let dst = mac(to, next(&mut x) % STATIONS);
-                let len = LENS[(next(&mut x) % 3) as usize];
+            for d in data {
                 let mut f = via
-                    .alloc(len)
+                    .alloc(d.len())
                     .ok_or_else(|| anyhow::anyhow!("mbuf pool empty while seeding"))?;
-                let d = f.data_mut();
-                d[..6].copy_from_slice(&dst);
-                d[6..12].copy_from_slice(&src);
-                d[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
+                f.data_mut().copy_from_slice(&d);
                 frames.push(f);
             }
             via.tx_burst(0, &mut frames)?;
             anyhow::ensure!(frames.is_empty(), "a ring refused seeded frames");
+        }
+        Ok(())
+    }
+
+    /// Writes [`frames`] as two capture files, DIR/mix0.pcap (port 0's) and DIR/mix1.pcap, for
+    /// ports that replay a capture (net_pcap's `rx_pcap=...,infinite_rx=1`), so that a
+    /// program which cannot share this process's rings (Open vSwitch) receives the same mix.
+    pub fn write_pcaps(dir: &std::path::Path) -> anyhow::Result<()> {
+        for (k, data) in frames().into_iter().enumerate() {
+            let path = dir.join(format!("mix{k}.pcap"));
+            let file = std::fs::File::create(&path)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            let mut w = quench_wire::pcap::PcapWriter::new(std::io::BufWriter::new(file))?;
+            for d in &data {
+                w.write(units::Instant::from_nanos(0), d)?;
+            }
+            w.finish()?;
         }
         Ok(())
     }
@@ -462,13 +498,19 @@ fn main() -> anyhow::Result<()> {
         .collect();
     let usage = || {
         anyhow::anyhow!(
-            "usage: dpdk_fwd SECONDS [--mix] [--workers N [--cross] [--cp | --cp-local | --cp-cross] [--cross-copy | \
-             --cross-mbufs] [--one-thread] [--cores LIST]] EAL-ARGS..."
+            "usage: dpdk_fwd SECONDS [--mix | --ports NAME0,NAME1] [--workers N [--cross] [--cp | --cp-local | \
+             --cp-cross] [--cross-copy | --cross-mbufs] [--one-thread] [--cores LIST]] EAL-ARGS...\n       \
+             dpdk_fwd --write-mix DIR"
         )
     };
+    if args.first().map(String::as_str) == Some("--write-mix") {
+        let dir = args.get(1).ok_or_else(usage)?;
+        return mix::write_pcaps(std::path::Path::new(dir));
+    }
     let seconds: f64 = args.first().ok_or_else(usage)?.parse()?;
     let mut eal = args.split_off(1);
     let mut with_mix = false;
+    let mut ports: Option<[String; 2]> = None;
     let mut workers = None;
     let mut cross = false;
     let mut cp = None;
@@ -490,10 +532,13 @@ fn main() -> anyhow::Result<()> {
                 cross = true;
                 cp = Some((cp_profiles()?, CpShape::Cross));
             }
-            "--workers" | "--cores" => {
+            "--workers" | "--cores" | "--ports" => {
                 let v = eal.get(1).ok_or_else(usage)?.clone();
                 if a == "--workers" {
                     workers = Some(v.parse::<usize>().map_err(|_| usage())?);
+                } else if a == "--ports" {
+                    let (p0, p1) = v.split_once(',').ok_or_else(usage)?;
+                    ports = Some([p0.to_string(), p1.to_string()]);
                 } else {
                     cores = v
                         .split(',')
@@ -516,7 +561,10 @@ fn main() -> anyhow::Result<()> {
         .and_then(|i| eal.get(i + 1))
         .and_then(|c| c.parse::<usize>().ok());
     if let Some(n) = workers {
-        anyhow::ensure!(n >= 1 && !with_mix, "--workers takes N >= 1, without --mix");
+        anyhow::ensure!(
+            n >= 1 && !with_mix && ports.is_none(),
+            "--workers takes N >= 1, without --mix or --ports"
+        );
         if cores.is_empty() {
             let first = cpu.unwrap_or(0);
             let ncpu = std::thread::available_parallelism().map_or(1, |c| c.get());
@@ -582,7 +630,10 @@ fn main() -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let names = if with_mix {
+    anyhow::ensure!(!(with_mix && ports.is_some()), "--mix or --ports, not both");
+    let names = if let Some(p) = &ports {
+        [p[0].as_str(), p[1].as_str()]
+    } else if with_mix {
         dpdk::eal_init(&eal)?;
         mix::create_ports()?;
         ["net_ring_mix0", "net_ring_mix1"]
@@ -596,7 +647,7 @@ fn main() -> anyhow::Result<()> {
     }
     if with_mix {
         mix::seed(&mut p0, &mut p1)?;
-    } else {
+    } else if ports.is_none() {
         prime(&mut p0, B, A);
         prime(&mut p1, A, B);
     }
@@ -615,7 +666,13 @@ fn main() -> anyhow::Result<()> {
     let flooded = sum(|c| c.flooded.load(Ordering::Relaxed));
     println!(
         "quench{} frames={sent} seconds={secs:.3} mpps={:.2} rx_drops={rx_drops} flooded={flooded}",
-        if with_mix { "_mix" } else { "" },
+        if with_mix {
+            "_mix"
+        } else if ports.is_some() {
+            "_ports"
+        } else {
+            ""
+        },
         sent as f64 / secs / 1e6
     );
     Ok(())
