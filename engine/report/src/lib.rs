@@ -51,6 +51,12 @@ pub fn top<K: Ord>(keys: &[K], n: usize) -> (Vec<usize>, usize) {
     (idx, rest)
 }
 
+/// The note of a plot or table that shows `shown` of `total` `what`, chosen `how`
+/// ("12 of 137 flows shown: the 12 with the most octets"); `None` when it shows them all.
+pub fn shown_note(shown: usize, total: usize, what: &str, how: &str) -> Option<String> {
+    (shown < total).then(|| format!("{shown} of {total} {what} shown: the {shown} {how}"))
+}
+
 /// Largest latency the histograms hold: 10 s in nanoseconds. Larger values are clamped (and
 /// counted by the receiver) rather than lost.
 pub const MAX_LATENCY_NS: u64 = 10_000_000_000;
@@ -460,15 +466,9 @@ pub fn latency_series(intervals: &[Interval]) -> Vec<Series> {
         .collect()
 }
 
-/// Draws `series` as lines into an SVG file (see [`plot::line_plot`]).
-pub fn plot_svg(
-    path: &Path,
-    title: &str,
-    x_label: &str,
-    y_label: &str,
-    series: &[Series],
-) -> Result<(), ReportError> {
-    let svg = plot::line_plot(title, x_label, y_label, series).map_err(|e| ReportError::Plot {
+/// Draws `series` as lines into an SVG file (see [`plot::Plot::draw`]).
+pub fn plot_svg(path: &Path, plot: &plot::Plot, series: &[Series]) -> Result<(), ReportError> {
+    let svg = plot.draw(series).map_err(|e| ReportError::Plot {
         path: path.display().to_string(),
         why: e.to_string(),
     })?;
@@ -525,21 +525,44 @@ pub fn plot_log(
     kind: LatencyKind,
 ) -> Result<(), ReportError> {
     let ivs = read_interval_log(path, text)?;
+    // The flows with the most octets, [`TOP`] of them.
+    let mut rates = rate_series(&ivs);
+    let mut octets: BTreeMap<u32, u64> = BTreeMap::new();
+    for iv in &ivs {
+        *octets.entry(iv.flow).or_default() += iv.bytes().round() as u64;
+    }
+    let keys: Vec<u64> = octets.values().copied().collect();
+    let (shown, _) = top(&keys, TOP);
+    let total = rates.len();
+    let mut k = 0;
+    rates.retain(|_| {
+        k += 1;
+        shown.contains(&(k - 1))
+    });
+    let note = shown_note(rates.len(), total, "flows", "with the most octets");
     plot_svg(
         &out_dir.join("rate.svg"),
-        "Per-flow receive rate",
-        "time (s)",
-        "rate (Mb/s)",
-        &rate_series(&ivs),
+        &plot::Plot {
+            title: "Per-flow receive rate",
+            x_label: "time (s)",
+            y_label: "rate (Mb/s)",
+            note: note.as_deref(),
+            log_x: false,
+        },
+        &rates,
     )?;
     plot_svg(
         &out_dir.join("latency.svg"),
-        match kind {
-            LatencyKind::OneWay => "One-way latency percentiles (all flows)",
-            LatencyKind::Rtt => "Round-trip time percentiles (all flows)",
+        &plot::Plot {
+            title: match kind {
+                LatencyKind::OneWay => "One-way latency percentiles (all flows)",
+                LatencyKind::Rtt => "Round-trip time percentiles (all flows)",
+            },
+            x_label: "time (s)",
+            y_label: &format!("{} (us)", kind.label()),
+            note: None,
+            log_x: false,
         },
-        "time (s)",
-        &format!("{} (us)", kind.label()),
         &latency_series(&ivs),
     )
 }
@@ -628,6 +651,26 @@ mod tests {
         let ivs = read_interval_log(Path::new("x.hlog"), &text).unwrap();
         assert_eq!(ivs.len(), n as usize);
         assert!(ivs.iter().all(|iv| iv.latency.len() == 3));
+    }
+
+    #[test]
+    fn the_rate_plot_draws_the_largest_flows_and_says_so() {
+        let dir = std::env::temp_dir().join(format!("quench-rate-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut log = IntervalLog::new(0.0, "t", LatencyKind::OneWay);
+        // Flow f sends f + 1 frames: flows 2..=13 are the 12 largest of 14.
+        for f in 0..14u32 {
+            let n = f as usize + 1;
+            log.add(f, 1.0, 0.5, &hist(&vec![10_000; n]), &hist(&vec![1000; n]))
+                .unwrap();
+        }
+        let path = dir.join("intervals.hlog");
+        let text = log.bytes().unwrap().to_vec();
+        plot_log(&path, &text, &dir, LatencyKind::OneWay).unwrap();
+        let svg = std::fs::read_to_string(dir.join("rate.svg")).unwrap();
+        assert!(svg.contains("12 of 14 flows shown: the 12 with the most octets"));
+        assert!(svg.contains("\nflow 13\n") && !svg.contains("\nflow 1\n"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

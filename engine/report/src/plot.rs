@@ -110,66 +110,189 @@ pub struct PlotError {
     pub why: String,
 }
 
-/// `series` as lines in an SVG document of 900 x 500 pixels: both axes start at 0 and reach 5 %
-/// above the largest y (at least 1e-9, so an empty or all-zero plot still has axes), one
-/// colour per series, a legend when there is a series.
-///
-/// The output depends on the inputs only (no time, no randomness): `quench sim`'s plots are part
-/// of its byte-identical outputs.
+/// What a plot says around its lines.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Plot<'a> {
+    pub title: &'a str,
+    pub x_label: &'a str,
+    pub y_label: &'a str,
+    /// A line under the title saying which series are drawn of how many there are ("12 of 137
+    /// flows shown: the 12 with the most octets").
+    pub note: Option<&'a str>,
+    /// A logarithmic x axis (flow sizes), over the positive x values.
+    pub log_x: bool,
+}
+
+/// `series` as lines in an SVG document of 900 x 500 pixels (see [`Plot::draw`]).
 pub fn line_plot(
     title: &str,
     x_label: &str,
     y_label: &str,
     series: &[Series],
 ) -> Result<String, PlotError> {
-    let err = |e: &dyn std::fmt::Display| PlotError {
-        title: title.to_string(),
-        why: e.to_string(),
-    };
-    let mut out = String::new();
-    {
-        let root = SVGBackend::with_string(&mut out, (900, 500)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| err(&e))?;
-        let points = || series.iter().flat_map(|s| s.points.iter());
-        let x_max = points().map(|p| p.0).fold(1e-9, f64::max);
-        let y_max = points().map(|p| p.1).fold(1e-9, f64::max) * 1.05;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 20))
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
-            .map_err(|e| err(&e))?;
-        chart
-            .configure_mesh()
-            .x_desc(x_label)
-            .y_desc(y_label)
-            .draw()
-            .map_err(|e| err(&e))?;
-        for (i, s) in series.iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
-            chart
-                .draw_series(LineSeries::new(s.points.iter().copied(), color))
-                .map_err(|e| err(&e))?
-                .label(s.name.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
-        }
-        if !series.is_empty() {
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .draw()
-                .map_err(|e| err(&e))?;
-        }
-        root.present().map_err(|e| err(&e))?;
+    Plot {
+        title,
+        x_label,
+        y_label,
+        ..Plot::default()
     }
-    Ok(out)
+    .draw(series)
+}
+
+impl Plot<'_> {
+    /// `series` as lines in an SVG document of 900 x 500 pixels: the x axis spans the points'
+    /// x values (from the first event, not from 0), the y axis starts at 0 and reaches 5 %
+    /// above the largest y (at least 1e-9, so an empty or all-zero plot still has axes); one
+    /// colour per series, a legend when there is a series, room on the right for the last
+    /// x label.
+    ///
+    /// The output depends on the inputs only (no time, no randomness): `quench sim`'s plots
+    /// are part of its byte-identical outputs.
+    pub fn draw(&self, series: &[Series]) -> Result<String, PlotError> {
+        let err = |e: &dyn std::fmt::Display| PlotError {
+            title: self.title.to_string(),
+            why: e.to_string(),
+        };
+        let points = || {
+            series
+                .iter()
+                .flat_map(|s| s.points.iter())
+                .filter(|p| !self.log_x || p.0 > 0.0)
+        };
+        let x_min = points().map(|p| p.0).fold(f64::INFINITY, f64::min);
+        let x_max = points().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
+        let (x_min, x_max) = match (x_min.is_finite(), self.log_x) {
+            (false, false) => (0.0, 1.0),
+            (false, true) => (1.0, 10.0),
+            (true, _) if x_max > x_min => (x_min, x_max),
+            (true, false) => (x_min, x_min + 1.0),
+            (true, true) => (x_min / 2.0, x_min * 2.0),
+        };
+        let y_max = points().map(|p| p.1).fold(1e-9, f64::max) * 1.05;
+        let mut out = String::new();
+        {
+            let root = SVGBackend::with_string(&mut out, (900, 500)).into_drawing_area();
+            root.fill(&WHITE).map_err(|e| err(&e))?;
+            let mut area = root
+                .titled(self.title, ("sans-serif", 20))
+                .map_err(|e| err(&e))?;
+            if let Some(note) = self.note {
+                area.draw(&Text::new(note, (80, 2), ("sans-serif", 14)))
+                    .map_err(|e| err(&e))?;
+                area = area.margin(18, 0, 0, 0);
+            }
+            // The same chart on a linear or a logarithmic x axis (two coordinate types).
+            macro_rules! chart {
+                ($x:expr) => {{
+                    let mut chart = ChartBuilder::on(&area)
+                        .margin(10)
+                        .margin_right(40)
+                        .x_label_area_size(40)
+                        .y_label_area_size(70)
+                        .build_cartesian_2d($x, 0.0..y_max)
+                        .map_err(|e| err(&e))?;
+                    chart
+                        .configure_mesh()
+                        .x_desc(self.x_label)
+                        .y_desc(self.y_label)
+                        .draw()
+                        .map_err(|e| err(&e))?;
+                    for (i, s) in series.iter().enumerate() {
+                        let color = Palette99::pick(i).to_rgba();
+                        let pts = s
+                            .points
+                            .iter()
+                            .copied()
+                            .filter(|p| !self.log_x || p.0 > 0.0);
+                        chart
+                            .draw_series(LineSeries::new(pts, color))
+                            .map_err(|e| err(&e))?
+                            .label(s.name.clone())
+                            .legend(move |(x, y)| {
+                                PathElement::new(vec![(x, y), (x + 16, y)], color)
+                            });
+                    }
+                    if !series.is_empty() {
+                        chart
+                            .configure_series_labels()
+                            .background_style(WHITE.mix(0.8))
+                            .border_style(BLACK)
+                            .draw()
+                            .map_err(|e| err(&e))?;
+                    }
+                }};
+            }
+            if self.log_x {
+                chart!((x_min..x_max).log_scale());
+            } else {
+                chart!(x_min..x_max);
+            }
+            root.present().map_err(|e| err(&e))?;
+        }
+        Ok(out)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The x axis's tick labels: (centre x in pixels, value).
+    fn x_ticks(svg: &str) -> Vec<(f64, f64)> {
+        svg.split("<text ")
+            .skip(1)
+            .filter(|t| t.contains("text-anchor=\"middle\""))
+            .filter_map(|t| {
+                let x = t.split("x=\"").nth(1)?.split('"').next()?.parse().ok()?;
+                let body = t.split('>').nth(1)?.split('<').next()?.trim();
+                Some((x, body.parse().ok()?))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_x_axis_spans_the_data_and_its_last_label_fits() {
+        // Flows that start at 2 s (HPCC's flow files): the axis starts there, not at 0.
+        let s = vec![Series {
+            name: "flow 0".into(),
+            points: vec![(2000.0, 1.0), (2003.5, 2.0), (2012.0, 0.5)],
+        }];
+        let plot = Plot {
+            title: "t",
+            x_label: "time (ms)",
+            y_label: "rate",
+            note: Some("1 of 3 flows shown: the 1 with the most octets"),
+            log_x: false,
+        };
+        let svg = plot.draw(&s).unwrap();
+        let ticks = x_ticks(&svg);
+        assert!(ticks.len() >= 3, "{ticks:?}");
+        assert!(
+            ticks.iter().all(|&(_, v)| (2000.0..=2012.0).contains(&v)),
+            "{ticks:?}"
+        );
+        // The rightmost label's half width (at most 7 characters of the 9.7 px font) stays
+        // inside the 900 pixels.
+        let right = ticks.iter().map(|t| t.0).fold(0.0, f64::max);
+        assert!(right + 7.0 * 9.7 * 0.6 / 2.0 < 900.0, "{right}");
+        assert!(svg.contains("1 of 3 flows shown: the 1 with the most octets"));
+        // A logarithmic axis over sizes.
+        let sizes = vec![Series {
+            name: "p99".into(),
+            points: vec![(1000.0, 3.0), (100_000.0, 2.0), (10_000_000.0, 1.5)],
+        }];
+        let svg = Plot {
+            log_x: true,
+            ..plot
+        }
+        .draw(&sizes)
+        .unwrap();
+        let ticks = x_ticks(&svg);
+        assert!(
+            ticks.iter().any(|t| t.1 == 10_000.0) && ticks.iter().any(|t| t.1 == 1e6),
+            "{ticks:?}"
+        );
+    }
 
     #[test]
     fn draws_every_series_with_its_legend_and_repeats_itself() {

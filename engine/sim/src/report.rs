@@ -1,5 +1,6 @@
 //! A run's outputs: `fct.txt` (ns-3 HPCC columns), `fct.csv` (the same with a header and the
-//! flow id), `summary.json`, time-series CSVs, SVG plots.
+//! flow id), `summary.json`, time-series CSVs, SVG plots (rates, queues, and the FCT slowdown
+//! by flow size with its table `slowdown.csv`).
 //!
 //! Every output is a function of the finished [`World`] only (no wall-clock times, no hash-map
 //! iteration order), so the same seed and inputs give byte-identical files.
@@ -12,7 +13,7 @@ use units::Instant;
 
 use super::series::Which;
 use super::world::{node_ip, World};
-use quench_report::plot::{line_plot, Series, Thin};
+use quench_report::plot::{Plot, Series, Thin};
 
 /// Per-flow results.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -373,15 +374,14 @@ pub fn queues_csv(w: &World) -> std::io::Result<String> {
     w.series().text(Which::Queues)
 }
 
-/// Up to this many series per plot (the largest ones), so plots stay legible.
-const MAX_SERIES: usize = 12;
-
 /// Points a plotted series keeps at most, twice this (see [`Thin`]): a long run's plot stays a
 /// few hundred KB.
 const PLOT_BUCKETS: u32 = 1000;
 
-/// `rates.svg` (per-flow reaction-point rate) and `queues.svg` (per-port queue), from the time
-/// series read back (only the plotted series are held, thinned).
+/// `rates.svg` (per-flow reaction-point rate: the flows with the most octets) and
+/// `queues.svg` (per-port queue: the ports with the largest queues), from the time series
+/// read back (only the plotted series are held, thinned); the time axis spans the samples,
+/// from the first flow's start.
 pub fn plots(w: &World) -> anyhow::Result<(String, String)> {
     let ms = |ns: u64| ns as f64 * 1e-6;
     let first = w
@@ -392,8 +392,14 @@ pub fn plots(w: &World) -> anyhow::Result<(String, String)> {
         .unwrap_or(Instant::ZERO);
     let (x0, x1) = (ms(first.as_nanos()), ms(w.now().as_nanos()));
     let thin = || Thin::new(x0, x1, PLOT_BUCKETS);
-    let nflows = w.flows.len().min(MAX_SERIES);
-    let mut flows: Vec<Thin> = (0..nflows).map(|_| thin()).collect();
+    let sizes: Vec<u64> = w.flows.iter().map(|f| f.spec.bytes).collect();
+    let (chosen, _) = quench_report::top(&sizes, quench_report::TOP);
+    // Flow id -> its place among the plotted.
+    let mut slot = vec![None; w.flows.len()];
+    for (k, &i) in chosen.iter().enumerate() {
+        slot[i] = Some(k);
+    }
+    let mut flows: Vec<Thin> = chosen.iter().map(|_| thin()).collect();
     w.series().for_each_row(Which::Flows, |f| {
         let (Some(Ok(t)), Some(Ok(flow)), Some(Ok(rate))) = (
             f.first().map(|x| x.parse::<u64>()),
@@ -402,24 +408,24 @@ pub fn plots(w: &World) -> anyhow::Result<(String, String)> {
         ) else {
             return;
         };
-        if let Some(s) = flows.get_mut(flow) {
-            s.push(ms(t), rate as f64 * 1e-9);
+        if let Some(&Some(k)) = slot.get(flow) {
+            flows[k].push(ms(t), rate as f64 * 1e-9);
         }
     })?;
-    let flows: Vec<Series> = flows
-        .into_iter()
-        .enumerate()
-        .map(|(i, t)| Series {
+    let flows: Vec<Series> = chosen
+        .iter()
+        .zip(flows)
+        .map(|(&i, t)| Series {
             name: format!("flow {i}"),
             points: t.finish(),
         })
         .collect();
-    let mut by_port: Vec<(u64, u32)> = (0..w.port_count())
+    let busy: Vec<u32> = (0..w.port_count())
         .filter(|&p| w.port_is_switch(p) && w.port_stats(p).q_max > 0)
-        .map(|p| (w.port_stats(p).q_max, p))
         .collect();
-    by_port.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    by_port.truncate(MAX_SERIES);
+    let keys: Vec<u64> = busy.iter().map(|&p| w.port_stats(p).q_max).collect();
+    let (top_ports, _) = quench_report::top(&keys, quench_report::TOP);
+    let by_port: Vec<u32> = top_ports.iter().map(|&k| busy[k]).collect();
     let mut queues: Vec<Thin> = by_port.iter().map(|_| thin()).collect();
     w.series().for_each_row(Which::Queues, |f| {
         let (Some(Ok(t)), Some(Ok(node)), Some(Ok(local)), Some(Ok(bytes))) = (
@@ -433,14 +439,14 @@ pub fn plots(w: &World) -> anyhow::Result<(String, String)> {
         let Some(port) = w.port_id(node, local) else {
             return;
         };
-        if let Some(k) = by_port.iter().position(|&(_, p)| p == port) {
+        if let Some(k) = by_port.iter().position(|&p| p == port) {
             queues[k].push(ms(t), bytes as f64 / 1000.0);
         }
     })?;
     let queues: Vec<Series> = by_port
         .iter()
         .zip(queues)
-        .map(|(&(_, p), t)| {
+        .map(|(&p, t)| {
             let (n, l, peer) = w.port_name(p);
             Series {
                 name: format!("node {n} port {l} (to {peer})"),
@@ -448,20 +454,133 @@ pub fn plots(w: &World) -> anyhow::Result<(String, String)> {
             }
         })
         .collect();
+    let flow_note =
+        quench_report::shown_note(flows.len(), w.flows.len(), "flows", "with the most octets");
+    let port_note = quench_report::shown_note(
+        queues.len(),
+        busy.len(),
+        "switch ports that queued",
+        "with the largest queues",
+    );
     Ok((
-        line_plot(
-            "Reaction point rate per flow",
-            "time (ms)",
-            "rate (Gb/s)",
-            &flows,
-        )?,
-        line_plot(
-            "Egress queue per switch port",
-            "time (ms)",
-            "queue (KB)",
-            &queues,
-        )?,
+        Plot {
+            title: "Reaction point rate per flow",
+            x_label: "time (ms)",
+            y_label: "rate (Gb/s)",
+            note: flow_note.as_deref(),
+            log_x: false,
+        }
+        .draw(&flows)?,
+        Plot {
+            title: "Egress queue per switch port",
+            x_label: "time (ms)",
+            y_label: "queue (KB)",
+            note: port_note.as_deref(),
+            log_x: false,
+        }
+        .draw(&queues)?,
     ))
+}
+
+/// One bucket of finished flows by size, as HPCC's `analysis/fct_analysis.py` makes them:
+/// the flows sorted by size, bucket `i` holding ranks `[i n / 20, (i + 1) n / 20)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SizeBucket {
+    /// The bucket's upper end as a share of the flows, percent (5, 10, ... 100).
+    pub upto_pct: u32,
+    /// Its largest flow, octets.
+    pub size_max: u64,
+    pub flows: usize,
+    /// Slowdowns at p50, p95 and p99.
+    pub p50: f64,
+    pub p95: f64,
+    pub p99: f64,
+}
+
+/// Buckets of 5 % of the finished flows by size with their slowdown percentiles, computed as
+/// fct_analysis.py does: slowdown = fct / standalone fct, at least 1 ("slow<1?1:slow"); flows
+/// sorted by size; percentile p of a bucket's sorted slowdowns = the one at index int(len x p)
+/// (its `get_pctl`); the size shown is the bucket's last, its largest. A bucket with no flow
+/// (fewer than 20 flows in all) is left out. (fct_analysis.py also keeps only flows to port 100
+/// that end before its `-T`; quench's outputs keep every finished flow.)
+pub fn slowdown_by_size(s: &Summary) -> Vec<SizeBucket> {
+    let mut rows: Vec<(u64, f64)> = s
+        .flows
+        .iter()
+        .filter_map(|f| {
+            let fct = f.fct_ns? as f64;
+            Some((f.size, (fct / f.ideal_fct_ns.max(1) as f64).max(1.0)))
+        })
+        .collect();
+    rows.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    let n = rows.len();
+    let mut out = Vec::new();
+    for i in (0..100).step_by(5) {
+        let (l, r) = (i * n / 100, (i + 5) * n / 100);
+        if l == r {
+            continue;
+        }
+        let part = &rows[l..r];
+        let mut slow: Vec<f64> = part.iter().map(|r| r.1).collect();
+        slow.sort_by(f64::total_cmp);
+        let pct = |p: f64| slow[((slow.len() as f64 * p) as usize).min(slow.len() - 1)];
+        out.push(SizeBucket {
+            upto_pct: i as u32 + 5,
+            size_max: part[part.len() - 1].0,
+            flows: part.len(),
+            p50: pct(0.5),
+            p95: pct(0.95),
+            p99: pct(0.99),
+        });
+    }
+    out
+}
+
+/// `slowdown.csv`: the buckets of [`slowdown_by_size`], one row each.
+pub fn slowdown_csv(buckets: &[SizeBucket]) -> String {
+    let mut s = String::from("upto_pct,size_max,flows,p50,p95,p99\n");
+    for b in buckets {
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{}",
+            b.upto_pct, b.size_max, b.flows, b.p50, b.p95, b.p99
+        );
+    }
+    s
+}
+
+/// `slowdown.svg`: the slowdown percentiles of each size bucket against the bucket's largest
+/// flow, on a logarithmic size axis: the plot HPCC's papers draw from fct_analysis.py's table.
+pub fn slowdown_plot(s: &Summary, buckets: &[SizeBucket]) -> anyhow::Result<String> {
+    let series: Vec<Series> = [("p50", 0), ("p95", 1), ("p99", 2)]
+        .into_iter()
+        .map(|(name, k)| Series {
+            name: name.to_string(),
+            points: buckets
+                .iter()
+                .map(|b| (b.size_max as f64, [b.p50, b.p95, b.p99][k]))
+                .collect(),
+        })
+        .collect();
+    let done: usize = buckets.iter().map(|b| b.flows).sum();
+    let unfinished = s.flows.len() - s.flows.iter().filter(|f| f.fct_ns.is_some()).count();
+    let note = format!(
+        "{done} finished flows in {} buckets of 5 % by size (HPCC's fct_analysis.py){}",
+        buckets.len(),
+        if unfinished > 0 {
+            format!("; {unfinished} unfinished left out")
+        } else {
+            String::new()
+        }
+    );
+    Ok(Plot {
+        title: "FCT slowdown by flow size",
+        x_label: "flow size, the bucket's largest (octets)",
+        y_label: "slowdown (FCT / standalone FCT)",
+        note: Some(&note),
+        log_x: true,
+    }
+    .draw(&series)?)
 }
 
 /// Writes every output file into `dir`.
@@ -490,6 +609,9 @@ pub fn write_all(w: &mut World, cc: &str, dir: &Path) -> anyhow::Result<Summary>
     let (rates, queues) = plots(w)?;
     put("rates.svg", &rates)?;
     put("queues.svg", &queues)?;
+    let buckets = slowdown_by_size(&summary);
+    put("slowdown.csv", &slowdown_csv(&buckets))?;
+    put("slowdown.svg", &slowdown_plot(&summary, &buckets)?)?;
     Ok(summary)
 }
 

@@ -270,3 +270,99 @@ fn the_summary_table_shows_the_largest_queues_and_counts_the_rest() {
     // The incast's bottleneck (towards host 20) is among them.
     assert!(t.contains(">20 "), "{t}");
 }
+
+#[test]
+fn slowdown_by_size_bins_as_hpccs_fct_analysis() {
+    // 100 finished flows of 1000, 2000, ... octets; in bucket b (ranks 5b..5b+4) the slowdowns
+    // are b+5, b+4, ..., b+1 by size, so sorted b+1..b+5: p50 is the one at index int(5 x 0.5)
+    // = 2 (b+3), p95 and p99 at index 4 (b+5); the size is the bucket's largest. One flow is
+    // unfinished (left out) and one faster than its standalone time (slowdown 1).
+    let mut s = Summary::of(&run(&star(2, "10Gbps"), &[], RunConfig::default()), "none");
+    let flow = |id: u32, size: u64, fct: Option<u64>, ideal: u64| report::FlowSummary {
+        id,
+        src: 0,
+        dst: 1,
+        sport: 10_000,
+        dport: 100,
+        pg: 3,
+        size,
+        start_ns: 0,
+        done: fct.is_some(),
+        fct_ns: fct,
+        ideal_fct_ns: ideal,
+        slowdown: fct.map(|f| f as f64 / ideal as f64),
+        avg_rate_bps: None,
+        window_rate_bps: 0.0,
+        notifications_sent: 0,
+        notifications_received: 0,
+        ce_received: 0,
+        ue_received: 0,
+        retransmits: 0,
+    };
+    for k in 0..100u64 {
+        let (b, j) = (k / 5, k % 5);
+        s.flows.push(flow(
+            k as u32,
+            1000 * (k + 1),
+            Some(1000 * (b + 5 - j)),
+            1000,
+        ));
+    }
+    s.flows.push(flow(100, 5, None, 1000));
+    let buckets = report::slowdown_by_size(&s);
+    assert_eq!(buckets.len(), 20);
+    for (b, x) in buckets.iter().enumerate() {
+        let b = b as f64;
+        assert_eq!(x.upto_pct as usize, 5 * (b as usize + 1));
+        assert_eq!(x.size_max, 5000 * (b as u64 + 1));
+        assert_eq!(
+            (x.flows, x.p50, x.p95, x.p99),
+            (5, b + 3.0, b + 5.0, b + 5.0)
+        );
+    }
+    // Faster than standalone counts as 1; with fewer than 20 flows empty buckets are skipped.
+    s.flows = vec![flow(0, 10, Some(500), 1000), flow(1, 20, Some(3000), 1000)];
+    let buckets = report::slowdown_by_size(&s);
+    assert_eq!(buckets.len(), 2);
+    assert_eq!((buckets[0].upto_pct, buckets[0].p99), (50, 1.0));
+    assert_eq!(
+        (buckets[1].upto_pct, buckets[1].size_max, buckets[1].p50),
+        (100, 20, 3.0)
+    );
+}
+
+#[test]
+fn plots_start_at_the_first_flow_and_name_what_they_show() {
+    // 20 flows from 2 s on (as HPCC's flow files start), to one host: rates.svg draws the 12
+    // largest and says so; slowdown.svg and slowdown.csv hold the size buckets.
+    let topo = star(21, "10Gbps");
+    let flows: Vec<FlowSpec> = (0..20)
+        .map(|i| flow(i, 20, 10_000 * (u64::from(i) + 1), 2_000_000 + u64::from(i)))
+        .collect();
+    let mut w = World::new(&topo, &flows, CcSetup::none(), RunConfig::default()).unwrap();
+    w.run(&mut |_| {});
+    let dir = std::env::temp_dir().join(format!("quench-sim-plots-{}", std::process::id()));
+    report::write_all(&mut w, "none", &dir).unwrap();
+    let rates = std::fs::read_to_string(dir.join("rates.svg")).unwrap();
+    assert!(
+        rates.contains("12 of 20 flows shown: the 12 with the most octets"),
+        "{}",
+        &rates[..400]
+    );
+    assert!(rates.contains("\nflow 8\n") && !rates.contains("\nflow 7\n"));
+    // The time axis's labels (ms) are the run's, from 2000 on, not 0.
+    let ticks: Vec<f64> = rates
+        .split("text-anchor=\"middle\"")
+        .skip(1)
+        .filter_map(|t| t.split('>').nth(1)?.split('<').next()?.trim().parse().ok())
+        .collect();
+    assert!(
+        !ticks.is_empty() && ticks.iter().all(|&t| t >= 2000.0),
+        "{ticks:?}"
+    );
+    let csv = std::fs::read_to_string(dir.join("slowdown.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 21, "{csv}");
+    let svg = std::fs::read_to_string(dir.join("slowdown.svg")).unwrap();
+    assert!(svg.contains("FCT slowdown by flow size") && svg.contains("p99"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
