@@ -43,8 +43,8 @@ fi
 
 # --- fuzzing (issue 18) ------------------------------------------------------------------------
 # Every cargo-fuzz target for a short bounded run (20,000 executions each); scripts/fuzz.sh
-# prints "SKIP fuzz: ..." when nightly or cargo-fuzz is missing. The long runs (10M each) are
-# `scripts/fuzz.sh` by hand.
+# installs cargo-fuzz when missing and runs on the stable toolchain. The long runs (10M each)
+# are `scripts/fuzz.sh` by hand.
 step "fuzz (20,000 executions per target)" scripts/fuzz.sh 20000
 # --- end fuzzing -------------------------------------------------------------------------------
 
