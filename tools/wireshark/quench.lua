@@ -1,15 +1,23 @@
--- quench's Wireshark / tshark dissector for IEEE 802.1Qau congestion notification:
+-- quench's Wireshark / tshark dissector for what Wireshark 4.0 does not decode in quench's
+-- frames:
 --   CN-TAG, EtherType 0x22E9: Flow ID (RPID, 2 octets), then the EtherType of what follows;
---   CNM,    EtherType 0x22E7: the 24-octet header and up to 64 octets of the sampled frame.
--- Wireshark 4.0 decodes neither. The layouts are those of engine/wire/src/cntag.rs and
--- engine/wire/src/cnm.rs (reference/protocols.md, IEEE 802.1Q-2022 clause 33.4).
+--   CNM,    EtherType 0x22E7: the 24-octet header and up to 64 octets of the sampled frame;
+--   the RoCEv2 CNP, BTH opcode 0x81 on UDP port 4791: its BTH's FECN/BECN bits, the 16
+--           reserved octets and the ICRC (Wireshark's InfiniBand dissector still shows the BTH,
+--           with the opcode as "Unknown (129)" and the two bits inside "Reserved");
+--   quench's test header, 28 octets at the start of a test frame's payload (UDP port 50101,
+--           or a RoCEv2 SEND's payload): magic "QNCH", version, clock, flow, sequence, time.
+-- The layouts are those of engine/wire/src/cntag.rs, cnm.rs (reference/protocols.md, IEEE
+-- 802.1Q-2022 clause 33.4), roce.rs (IBTA vol. 1 annex A17) and testhdr.rs.
 --
 -- Use:  tshark -X lua_script:tools/wireshark/quench.lua -r capture.pcap
 --       wireshark -X lua_script:tools/wireshark/quench.lua capture.pcap
 -- or copy this file to ~/.local/lib/wireshark/plugins/ to load it every time.
 --
--- Filter names: cntag.*, cnm.* (e.g. `cnm.qntzfb > 30`, `cntag.rpid == 7`). A CNM shorter than
--- its header, or whose MSDU length is over 64 or runs past the frame, is flagged malformed.
+-- Filter names: cntag.*, cnm.*, cnp.*, qnch.* (e.g. `cnm.qntzfb > 30`, `cntag.rpid == 7`,
+-- `cnp.becn == 1`, `qnch.flow == 3 && qnch.seq > 100`). A CNM shorter than its header, or whose
+-- MSDU length is over 64 or runs past the frame, a CNP shorter than its 32 octets, and a test
+-- header cut short are flagged malformed.
 
 local CNTAG_ETHERTYPE = 0x22E9
 local CNM_ETHERTYPE = 0x22E7
@@ -124,3 +132,124 @@ end
 
 ethertype_table:add(CNTAG_ETHERTYPE, p_cntag)
 ethertype_table:add(CNM_ETHERTYPE, p_cnm)
+
+------------------------------------------------------------------------------------------------
+-- RoCEv2 CNP (roce.rs: "BTH (12 octets) / 16 zero octets / ICRC (4)"; BTH "opcode 0x81, ...,
+-- octet 4 = 0x40 (BECN=1), DestQP = the sender's QP")
+local CNP_OPCODE = 0x81
+local CNP_LEN = 12 + 16 + 4
+local ROCE_UDP_PORT = 4791
+local p_cnp = Proto("cnp", "RoCEv2 Congestion Notification Packet")
+local cnp = {
+  fecn     = ProtoField.uint8("cnp.fecn", "FECN", base.DEC, nil, 0x80),
+  becn     = ProtoField.uint8("cnp.becn", "BECN", base.DEC, nil, 0x40),
+  destqp   = ProtoField.uint24("cnp.destqp", "Destination QP (the notified sender's)", base.HEX),
+  reserved = ProtoField.bytes("cnp.reserved", "Reserved (16 octets)"),
+  icrc     = ProtoField.uint32("cnp.icrc", "Invariant CRC", base.HEX),
+}
+p_cnp.fields = { cnp.fecn, cnp.becn, cnp.destqp, cnp.reserved, cnp.icrc }
+local e_cnp_short = ProtoExpert.new("cnp.short", "CNP shorter than its 32 octets",
+                                    expert.group.MALFORMED, expert.severity.ERROR)
+local e_cnp_becn = ProtoExpert.new("cnp.becn.unset", "CNP without BECN",
+                                   expert.group.PROTOCOL, expert.severity.WARN)
+local e_cnp_resv = ProtoExpert.new("cnp.reserved.nonzero", "CNP reserved octets not zero",
+                                   expert.group.PROTOCOL, expert.severity.WARN)
+p_cnp.experts = { e_cnp_short, e_cnp_becn, e_cnp_resv }
+
+local udp_port_table = DissectorTable.get("udp.port")
+-- Wireshark's own RoCEv2 dissector: every frame on the port goes to it first, so its
+-- infiniband.* fields stay; a CNP then gets the tree below.
+local infiniband = udp_port_table:get_dissector(ROCE_UDP_PORT)
+
+function p_cnp.dissector(tvb, pinfo, tree)
+  local used = 0
+  if infiniband then used = infiniband:call(tvb, pinfo, tree) end
+  if tvb:len() < 1 or tvb(0, 1):uint() ~= CNP_OPCODE then return used end
+  local n = tvb:len()
+  local t = tree:add(p_cnp, tvb())
+  if n < CNP_LEN then
+    t:add_proto_expert_info(e_cnp_short, string.format("CNP of %d octets, %d expected", n,
+                                                       CNP_LEN))
+    return n
+  end
+  t:add(cnp.fecn, tvb(4, 1))
+  local b = t:add(cnp.becn, tvb(4, 1))
+  local becn = bit.band(tvb(4, 1):uint(), 0x40) ~= 0
+  if not becn then b:add_proto_expert_info(e_cnp_becn) end
+  t:add(cnp.destqp, tvb(5, 3))
+  local r = t:add(cnp.reserved, tvb(12, 16))
+  for i = 12, 27 do
+    if tvb(i, 1):uint() ~= 0 then
+      r:add_proto_expert_info(e_cnp_resv)
+      break
+    end
+  end
+  -- Shown as Wireshark shows the ICRC of other RoCEv2 frames (the four octets in wire order).
+  t:add(cnp.icrc, tvb(28, 4))
+  pinfo.cols.protocol = "RoCE CNP"
+  pinfo.cols.info = string.format("CNP to QP 0x%06x%s", tvb(5, 3):uint(),
+                                  becn and ", BECN" or "")
+  return n
+end
+
+udp_port_table:add(ROCE_UDP_PORT, p_cnp)
+
+------------------------------------------------------------------------------------------------
+-- quench's test header (testhdr.rs)
+local QNCH_MAGIC = 0x514E4348 -- "QNCH"
+local QNCH_LEN = 28
+local QNCH_UDP_PORT = 50101
+local p_qnch = Proto("qnch", "quench test header")
+local qnch = {
+  magic   = ProtoField.uint32("qnch.magic", "Magic", base.HEX),
+  version = ProtoField.uint8("qnch.version", "Version"),
+  clock   = ProtoField.uint24("qnch.clock", "Clock domain (0: not said)", base.HEX),
+  flow    = ProtoField.uint32("qnch.flow", "Flow ID"),
+  seq     = ProtoField.uint64("qnch.seq", "Sequence number"),
+  tx_ns   = ProtoField.uint64("qnch.tx_ns", "Transmit time (ns, the sender's clock)"),
+  filler  = ProtoField.bytes("qnch.filler", "Filler"),
+}
+p_qnch.fields = { qnch.magic, qnch.version, qnch.clock, qnch.flow, qnch.seq, qnch.tx_ns,
+                  qnch.filler }
+local e_qnch_short = ProtoExpert.new("qnch.short", "Test header shorter than 28 octets",
+                                     expert.group.MALFORMED, expert.severity.ERROR)
+local e_qnch_version = ProtoExpert.new("qnch.version.unknown", "Test header version other than 1",
+                                       expert.group.PROTOCOL, expert.severity.WARN)
+p_qnch.experts = { e_qnch_short, e_qnch_version }
+
+-- Dissects a test header at the start of `tvb`: the octets used, 0 when it is none.
+local function dissect_qnch(tvb, pinfo, tree)
+  local n = tvb:len()
+  if n < 4 or tvb(0, 4):uint() ~= QNCH_MAGIC then return 0 end
+  local t = tree:add(p_qnch, tvb(0, math.min(n, QNCH_LEN)))
+  t:add(qnch.magic, tvb(0, 4))
+  if n < QNCH_LEN then
+    t:add_proto_expert_info(e_qnch_short, string.format("%d octets of 28", n))
+    return n
+  end
+  local v = t:add(qnch.version, tvb(4, 1))
+  if tvb(4, 1):uint() ~= 1 then v:add_proto_expert_info(e_qnch_version) end
+  t:add(qnch.clock, tvb(5, 3))
+  t:add(qnch.flow, tvb(8, 4))
+  t:add(qnch.seq, tvb(12, 8))
+  t:add(qnch.tx_ns, tvb(20, 8))
+  if n > QNCH_LEN then t:add(qnch.filler, tvb(QNCH_LEN)) end
+  t:append_text(string.format(", flow %d, seq %s", tvb(8, 4):uint(),
+                              tostring(tvb(12, 8):uint64())))
+  pinfo.cols.info:append(string.format(" [quench flow %d seq %s]", tvb(8, 4):uint(),
+                                       tostring(tvb(12, 8):uint64())))
+  return n
+end
+
+function p_qnch.dissector(tvb, pinfo, tree)
+  local used = dissect_qnch(tvb, pinfo, tree)
+  if used == 0 then return 0 end
+  pinfo.cols.protocol = "QNCH"
+  return used
+end
+
+udp_port_table:add(QNCH_UDP_PORT, p_qnch)
+-- A RoCEv2 SEND's payload (after the BTH, the ICRC taken off by the InfiniBand dissector).
+p_qnch:register_heuristic("infiniband.payload", function(tvb, pinfo, tree)
+  return dissect_qnch(tvb, pinfo, tree) > 0
+end)

@@ -114,6 +114,14 @@ const FIELDS: &[&str] = &[
     "infiniband.bth.opcode",
     "infiniband.bth.destqp",
     "infiniband.bth.p_key",
+    "cnp.fecn",
+    "cnp.becn",
+    "cnp.destqp",
+    "cnp.reserved",
+    "qnch.version",
+    "qnch.flow",
+    "qnch.seq",
+    "qnch.tx_ns",
 ];
 
 #[test]
@@ -144,10 +152,14 @@ fn tshark_decodes_the_values_emitted() {
             "frame {frame} field {field}\n{text}"
         );
     };
-    // 1: data frame with VLAN + CN-TAG.
+    // 1: data frame with VLAN + CN-TAG, its UDP payload quench's test header.
     expect(1, "cntag.rpid", "0x0007");
     expect(1, "ip.dsfield.ecn", "2");
     expect(1, "udp.dstport", "50101");
+    expect(1, "qnch.version", "1");
+    expect(1, "qnch.flow", "7");
+    expect(1, "qnch.seq", "0");
+    expect(1, "qnch.tx_ns", "1000");
     // 2: CNM, read with tools/wireshark/quench.lua.
     expect(2, "cntag.rpid", "0x0007");
     expect(2, "cnm.version", "0");
@@ -169,18 +181,27 @@ fn tshark_decodes_the_values_emitted() {
         expect(frame, "macc.cbfc.pause_time.c3", time);
         expect(frame, "macc.cbfc.pause_time.c0", "0");
     }
-    // 5-8: RoCEv2 data with ECN 00, 01, 10, 11.
+    // 5-8: RoCEv2 data with ECN 00, 01, 10, 11, the test header in the SEND's payload; no
+    // CNP tree on them.
     for (i, ecn) in ["0", "1", "2", "3"].iter().enumerate() {
         expect(5 + i, "ip.dsfield.ecn", ecn);
         expect(5 + i, "ip.dsfield.dscp", "26");
         expect(5 + i, "infiniband.bth.opcode", "4");
         expect(5 + i, "infiniband.bth.destqp", "0x000011");
+        expect(5 + i, "qnch.flow", "7");
+        expect(5 + i, "qnch.seq", &(i + 1).to_string());
+        expect(5 + i, "cnp.becn", "");
     }
-    // 9: CNP.
+    // 9: CNP: Wireshark's BTH fields, and the CNP's own (BECN set, 16 reserved zero octets).
     expect(9, "infiniband.bth.opcode", "129");
     expect(9, "infiniband.bth.destqp", "0x000022");
     expect(9, "infiniband.bth.p_key", "65535");
     expect(9, "ip.dsfield.dscp", "48");
+    expect(9, "cnp.fecn", "0");
+    expect(9, "cnp.becn", "1");
+    expect(9, "cnp.destqp", "0x000022");
+    expect(9, "cnp.reserved", "00000000000000000000000000000000");
+    expect(9, "qnch.flow", "");
 }
 
 /// tshark's `-T fields` output for [`FIELDS`] of every frame in `pcap`, decoded with the
@@ -241,6 +262,69 @@ fn the_dissector_flags_a_malformed_cnm() {
     // The header fields before the bad length still decode.
     assert_eq!(rows[1]["cnm.qntzfb"], "42", "{text}");
     assert_eq!(rows[0]["_ws.malformed"], "", "{text}");
+}
+
+#[test]
+fn the_dissector_flags_a_cnp_without_becn_or_cut_short() {
+    if !have("tshark", "--version") {
+        println!("SKIP the_dissector_flags_a_cnp_without_becn_or_cut_short: tshark not installed");
+        return;
+    }
+    // A CNP (the last frame: its 32 UDP payload octets end the file) without BECN, and one cut
+    // short.
+    let clean = write_pcap("tshark-cnp");
+    let mut bytes = std::fs::read(&clean).expect("read pcap");
+    let _ = std::fs::remove_file(&clean);
+    let becn = bytes.len() - 32 + 4;
+    bytes[becn] &= !0x40;
+    let text = tshark_of(&bytes, "tshark-cnp");
+    assert!(
+        rows(&text)[8]["_ws.expert"].contains("CNP without BECN"),
+        "{text}"
+    );
+    assert_eq!(rows(&text)[8]["cnp.becn"], "0", "{text}");
+    // The last 8 octets cut off (the record's captured and original lengths with them).
+    let mut cut = bytes.clone();
+    cut.truncate(bytes.len() - 8);
+    let last = last_record(&bytes);
+    let n = u32::from_le_bytes(bytes[last + 8..last + 12].try_into().unwrap()) - 8;
+    cut[last + 8..last + 12].copy_from_slice(&n.to_le_bytes());
+    cut[last + 12..last + 16].copy_from_slice(&n.to_le_bytes());
+    // IPv4 total length and UDP length 8 less too (Ethernet 14 + VLAN 4 before the IPv4
+    // header), so only the CNP is short.
+    let ip = last + 16 + 18;
+    for at in [ip + 2, ip + 20 + 4] {
+        let v = u16::from_be_bytes([cut[at], cut[at + 1]]) - 8;
+        cut[at..at + 2].copy_from_slice(&v.to_be_bytes());
+    }
+    let text = tshark_of(&cut, "tshark-cnp-cut");
+    let row = &rows(&text)[8];
+    assert_eq!(row["_ws.malformed"], "_ws.malformed", "{text}");
+    assert!(
+        row["_ws.expert"].contains("CNP of 24 octets, 32 expected"),
+        "{text}"
+    );
+}
+
+/// Offset of the last record header of a classic pcap.
+fn last_record(pcap: &[u8]) -> usize {
+    let mut at = 24;
+    loop {
+        let incl = u32::from_le_bytes(pcap[at + 8..at + 12].try_into().unwrap()) as usize;
+        if at + 16 + incl >= pcap.len() {
+            return at;
+        }
+        at += 16 + incl;
+    }
+}
+
+/// tshark's fields of the pcap `bytes` (written to a scratch file named for `name`).
+fn tshark_of(bytes: &[u8], name: &str) -> String {
+    let path = std::env::temp_dir().join(format!("quench-{name}-{}.pcap", std::process::id()));
+    std::fs::write(&path, bytes).expect("write pcap");
+    let text = tshark_fields(&path);
+    let _ = std::fs::remove_file(&path);
+    text
 }
 
 /// Recomputes every RoCEv2 frame's ICRC scapy's way and compares it with the one on the wire;
