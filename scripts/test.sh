@@ -48,6 +48,13 @@ fi
 step "fuzz (20,000 executions per target)" scripts/fuzz.sh 20000
 # --- end fuzzing -------------------------------------------------------------------------------
 
+# --- Python package (issue 34) ------------------------------------------------------------------
+# python/ built with maturin into a fresh venv: quench.sim against the CLI's FCTs, a sweep on a Dask
+# scheduler and two worker processes over TCP against the CLI sweep, the CLI's errors as ValueError.
+# scripts/test-python.sh prints "SKIP python: ..." only when python3 has no venv or pip.
+step "python package" scripts/test-python.sh
+# --- end Python package ------------------------------------------------------------------------
+
 # --- summary (keep last) -----------------------------------------------------------------------
 echo "== cargo test summary =="
 grep -E '^test result:|^SKIP|^test\.sh: step' "$log" || true

@@ -55,7 +55,7 @@ fn show(v: &toml::Value) -> String {
 }
 
 /// A value as written on the command line: TOML if it parses as one, else a string.
-fn value(s: &str) -> toml::Value {
+pub fn value(s: &str) -> toml::Value {
     toml::from_str::<toml::Table>(&format!("v = {s}"))
         .ok()
         .and_then(|mut t| t.remove("v"))
