@@ -128,7 +128,7 @@ for cc in ${CCS:-qcn dcqcn}; do
     pids+=($spid)
     wait "$spid" || true
     # The receiver's part of the report, as `quench recv` prints it.
-    sed -n '/^== sink/,$p' "$out/send-$cc-all.log" | sed -e '1d' -e 's/^{"sink":\(.*\)}$/\1/' > "$out/recv-$cc.log"
+    sed -n '/^== sink/,$p' "$out/send-$cc-all.log" | sed -e '1d' > "$out/recv-$cc.log"
   fi
   sleep 3
   qn_backlog_drops > "$out/softnet-$cc.after"

@@ -93,7 +93,7 @@ sleep $((secs + 1))
 wait "$rpid" || true
 if [ -z "${SENDER_PROCS:-}" ]; then
   # The receiver's part of the report, as `quench recv` prints it.
-  sed -n '/^== sink/,$p' "$out/send-all.log" | sed -e '1d' -e 's/^{"sink":\(.*\)}$/\1/' > "$out/recv.log"
+  sed -n '/^== sink/,$p' "$out/send-all.log" | sed -e '1d' > "$out/recv.log"
   sed -i '/^== sink/,$d' "$out/send-all.log"
 fi
 qn_backlog_drops > "$out/softnet.after"

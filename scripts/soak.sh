@@ -159,7 +159,7 @@ qn_backlog_drops > "$out/softnet.after"
 "$quench" stats --json --control-socket "$sock" > "$out/stats.json"
 snap end
 for log in send-qcn send-incast; do
-  sed -n '/^== sink/,$p' "$out/$log.log" | sed -e '1d' -e 's/^{"sink":\(.*\)}$/\1/' > "$out/$log.sink"
+  sed -n '/^== sink/,$p' "$out/$log.log" | sed -e '1d' > "$out/$log.sink"
 done
 kill "$swpid" 2>/dev/null || true
 date +%s.%N > "$out/stats-client.end"

@@ -80,8 +80,10 @@ sinks, label = {}, None
 for line in open(f"{out}/send.log"):
     if line.startswith("== sink "):
         label = line.split()[2]
-    elif label and line.startswith('{"sink":'):
-        sinks[label] = json.loads(line)["sink"]
+    elif label and line.startswith("{"):
+        d = json.loads(line)
+        if d.get("type") == "sink":
+            sinks[label] = d
 res = {}
 for name, host in (("hot", "r0"), ("victim", "r1")):
     r = sinks[f"{prefix}-{host}/eth0"]

@@ -139,7 +139,8 @@ pub struct Args {
     /// goodput, loss, one-way latency). For a machine with fewer cores than hosts: a separate
     /// receiver process would share a core with the switch or the senders and read its frames
     /// milliseconds late. Repeat it for several receivers. Each report, headed `== sink LABEL`,
-    /// ends with one JSON line `{"sink": SUMMARY}`.
+    /// ends with one JSON line: the receiver's summary, as `quench recv --json` prints it,
+    /// with `"type": "sink"`.
     #[arg(long, value_name = "[NETNS/]IFACE")]
     pub sink: Vec<String>,
     /// With --sink: the report directory to write (as `quench recv --out`), once per `--sink`
@@ -570,10 +571,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for (k, (s, label)) in sinks.into_iter().zip(&args.sink).enumerate() {
         outln!("== sink {label}")?;
         let json = super::recv::finish_sink(s, args.sink_out.get(k).map(PathBuf::as_path))?;
-        jsonln!(
-            "sink",
-            serde_json::json!({"sink": serde_json::from_str::<serde_json::Value>(&json)?})
-        )?;
+        jsonln!("sink", serde_json::from_str::<serde_json::Value>(&json)?)?;
     }
     Ok(())
 }
