@@ -37,6 +37,8 @@
 //! shift, as ns-3 HPCC's third.cc configures them.
 use units::{Duration, Instant, Rate, PRIORITIES};
 
+use units::keys::{key, Key, KeyDefault, Range, Type};
+
 use crate::ParamError;
 
 /// One pause quantum is 512 bit times (802.1Qbb; protocols.md).
@@ -151,6 +153,152 @@ impl Default for PfcParams {
     }
 }
 
+/// The keys of [`PfcParams`], as the configuration reference lists them; the validation checks the
+/// integer and float ranges given here.
+pub const KEYS: &[Key] = &[
+    Key {
+        name: "ports",
+        ty: Type::Integer,
+        unit: "",
+        default: KeyDefault::Text("the switch's port count"),
+        range: Range::Int(1, 4096),
+        doc: "Ingress ports; the switch and the simulator set it from their port lists.",
+    },
+    Key {
+        name: "lossless_priorities",
+        ty: Type::Integers,
+        unit: "",
+        default: KeyDefault::Value("[3]"),
+        range: Range::Text("each 0..=7"),
+        doc: "Priorities PFC keeps lossless (ns-3 HPCC's data runs on priority 3).",
+    },
+    Key {
+        name: "link_rate",
+        ty: Type::Rate,
+        unit: "",
+        default: KeyDefault::Value("\"100gbit\""),
+        range: Range::Text("> 0"),
+        doc: "Link rate of the ports, to turn pause quanta into time (the simulator sets each \
+              switch's).",
+    },
+    Key {
+        name: "threshold",
+        ty: Type::OneOf(&["dynamic", "static"]),
+        unit: "",
+        default: KeyDefault::Value("\"dynamic\""),
+        range: Range::Any,
+        doc: "How XOFF is decided: a share of the free shared buffer (ns-3 HPCC) or fixed octets.",
+    },
+    Key {
+        name: "xoff_bytes",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Value("100000"),
+        range: Range::Int(0, units::MAX_BUFFER_BYTES),
+        doc: "Static threshold: PAUSE when the octets held for a (port, priority) reach it.",
+    },
+    Key {
+        name: "xon_bytes",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Value("97000"),
+        range: Range::Text("<= xoff_bytes"),
+        doc: "Static threshold: resume when they fall to it (2 MTU below XOFF, the practice seed \
+              004 quotes).",
+    },
+    Key {
+        name: "headroom_bytes",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Value("37500"),
+        range: Range::Int(0, units::MAX_BUFFER_BYTES),
+        doc: "Headroom per port: what still arrives after a PAUSE (ns-3 HPCC: 3 x rate x one-way \
+              delay; the simulator computes it per port unless given).",
+    },
+    Key {
+        name: "buffer_bytes",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Value("12582912"),
+        range: Range::Text("> ports x (headroom_bytes + lossless priorities x reserve_bytes)"),
+        doc: "Dynamic threshold: the shared buffer (12 MiB).",
+    },
+    Key {
+        name: "reserve_bytes",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Value("4096"),
+        range: Range::Any,
+        doc: "Dynamic threshold: octets reserved per (port, lossless priority) before shared use.",
+    },
+    Key {
+        name: "resume_offset_bytes",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Value("3072"),
+        range: Range::Any,
+        doc: "Dynamic threshold: resume when shared use plus this is at most the threshold.",
+    },
+    Key {
+        name: "alpha_shift",
+        ty: Type::Integer,
+        unit: "log2",
+        default: KeyDefault::Value("3"),
+        range: Range::Int(0, 30),
+        doc: "Dynamic threshold: the threshold is the free shared buffer >> alpha_shift.",
+    },
+    Key {
+        name: "pause",
+        ty: Type::OneOf(&["until_resume", "refresh"]),
+        unit: "",
+        default: KeyDefault::Value("\"until_resume\""),
+        range: Range::Any,
+        doc: "Pause until a resume frame (ns-3 HPCC), or with finite quanta refreshed while \
+              congested.",
+    },
+    Key {
+        name: "pause_quanta",
+        ty: Type::Integer,
+        unit: "512 bit times",
+        default: KeyDefault::Value("65535"),
+        range: Range::Int(1, 65535),
+        doc: "Quanta in each PAUSE frame.",
+    },
+    Key {
+        name: "refresh_percent",
+        ty: Type::Integer,
+        unit: "percent",
+        default: KeyDefault::Value("50"),
+        range: Range::Int(1, 99),
+        doc: "Refresh mode: send the next PAUSE after this share of the pause time.",
+    },
+    Key {
+        name: "watchdog_ms",
+        ty: Type::Integer,
+        unit: "ms",
+        default: KeyDefault::Value("0"),
+        range: Range::Int(0, 60000),
+        doc: "PFC watchdog: a priority paused without a break this long is a storm and stops \
+              being honoured; 0 is off.",
+    },
+    Key {
+        name: "watchdog_restore_ms",
+        ty: Type::Integer,
+        unit: "ms",
+        default: KeyDefault::Value("200"),
+        range: Range::Int(1, 60000),
+        doc: "PFC watchdog: the storm ends after this long without a PAUSE for the priority.",
+    },
+];
+const PORTS: &Key = key(KEYS, "ports");
+const XOFF_BYTES: &Key = key(KEYS, "xoff_bytes");
+const HEADROOM_BYTES: &Key = key(KEYS, "headroom_bytes");
+const ALPHA_SHIFT: &Key = key(KEYS, "alpha_shift");
+const PAUSE_QUANTA: &Key = key(KEYS, "pause_quanta");
+const REFRESH_PERCENT: &Key = key(KEYS, "refresh_percent");
+const WATCHDOG_MS: &Key = key(KEYS, "watchdog_ms");
+const WATCHDOG_RESTORE_MS: &Key = key(KEYS, "watchdog_restore_ms");
+
 /// Validated PFC parameters.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PfcProfile {
@@ -182,18 +330,16 @@ pub struct PfcProfile {
 
 impl PfcProfile {
     pub fn new(p: &PfcParams) -> Result<Self, ParamError> {
-        if p.ports == 0 || p.ports > 4096 {
-            return Err(ParamError::new("ports", p.ports, "must be in 1..=4096"));
-        }
-        for (param, v) in [
-            ("xoff_bytes", p.xoff_bytes),
-            ("xon_bytes", p.xon_bytes),
-            ("headroom_bytes", p.headroom_bytes),
-        ] {
-            units::within(param, v, 0, units::MAX_BUFFER_BYTES)?;
-        }
-        units::within("watchdog_ms", p.watchdog_ms, 0, 60_000)?;
-        units::within("watchdog_restore_ms", p.watchdog_restore_ms, 1, 60_000)?;
+        PORTS.within(p.ports.into())?;
+        XOFF_BYTES.within(p.xoff_bytes)?;
+        HEADROOM_BYTES.within(p.headroom_bytes)?;
+        // xon_bytes: at most xoff_bytes in static mode, and never above the buffer bound.
+        units::within("xon_bytes", p.xon_bytes, 0, units::MAX_BUFFER_BYTES)?;
+        WATCHDOG_MS.within(p.watchdog_ms)?;
+        WATCHDOG_RESTORE_MS.within(p.watchdog_restore_ms)?;
+        PAUSE_QUANTA.within(p.pause_quanta.into())?;
+        // Checked in either mode: a bad value is a mistake whichever mode reads it.
+        REFRESH_PERCENT.within(p.refresh_percent.into())?;
         let mut lossless = 0u8;
         for &prio in &p.lossless_priorities {
             if usize::from(prio) >= PRIORITIES {
@@ -219,13 +365,7 @@ impl PfcProfile {
                 format!("must not exceed xoff_bytes ({})", p.xoff_bytes),
             ));
         }
-        if p.alpha_shift > 30 {
-            return Err(ParamError::new(
-                "alpha_shift",
-                p.alpha_shift,
-                "must be in 0..=30",
-            ));
-        }
+        ALPHA_SHIFT.within(p.alpha_shift.into())?;
         let n_lossless = u64::from(lossless.count_ones());
         let total_headroom = u64::from(p.ports).saturating_mul(p.headroom_bytes);
         // ns-3 HPCC ConfigNPort: "total_rsrv += reserve" once per port; it has one lossless
@@ -244,23 +384,9 @@ impl PfcProfile {
                 ),
             ));
         }
-        if p.pause_quanta == 0 {
-            return Err(ParamError::new(
-                "pause_quanta",
-                p.pause_quanta,
-                "must be in 1..=65535 (0 means resume)",
-            ));
-        }
         let refresh_after = match p.pause {
             PauseMode::UntilResume => None,
             PauseMode::Refresh => {
-                if !(1..=99).contains(&p.refresh_percent) {
-                    return Err(ParamError::new(
-                        "refresh_percent",
-                        p.refresh_percent,
-                        "must be in 1..=99",
-                    ));
-                }
                 let d = quanta_duration(p.pause_quanta, p.link_rate).as_nanos();
                 let r = d * u64::from(p.refresh_percent) / 100;
                 if r == 0 {
@@ -321,12 +447,8 @@ impl PfcProfile {
                 format!("must list each of the profile's {} ports", self.ports),
             ));
         }
-        if let Some(p) = ports.iter().find(|p| p.alpha_shift > 30) {
-            return Err(ParamError::new(
-                "alpha_shift",
-                p.alpha_shift,
-                "must be in 0..=30",
-            ));
+        for p in ports {
+            ALPHA_SHIFT.within(p.alpha_shift.into())?;
         }
         let total_headroom = ports
             .iter()

@@ -28,6 +28,8 @@
 //!   802.1Qau implementations use (protocols.md).
 use rand_core::RngCore;
 
+use units::keys::{key, Key, KeyDefault, Range, Type};
+
 use crate::{uniform_inclusive, urand, ParamError};
 
 /// Units of the CNM's cnmQOffset and cnmQDelta fields, in octets.
@@ -105,6 +107,75 @@ impl Default for QcnCpParams {
     }
 }
 
+/// The keys of [`QcnCpParams`], as the configuration reference lists them; the validation checks the
+/// integer and float ranges given here.
+pub const KEYS: &[Key] = &[
+    Key {
+        name: "queue_size_set_point",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Value("26000"),
+        range: Range::Int(1, 1 << 32),
+        doc: "Qeq, the queue set point (IEEE8021-CN-MIB ieee8021CnCpQueueSizeSetPoint).",
+    },
+    Key {
+        name: "feedback_weight",
+        ty: Type::Integer,
+        unit: "log2",
+        default: KeyDefault::Value("1"),
+        range: Range::Text("-10..=10"),
+        doc: "The MIB's FeedbackWeight, an exponent: w = 2^feedback_weight weighs the queue's \
+              change in Fb = -(Q - Qeq) - w (Q - Qold).",
+    },
+    Key {
+        name: "min_sample_base",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Value("150000"),
+        range: Range::Int(10000, 1 << 40),
+        doc: "MinSampleBase: the sampling interval while QntzFb < 8 (the MIB's range starts at \
+              10000).",
+    },
+    Key {
+        name: "sampling",
+        ty: Type::OneOf(&["byte_interval", "probability"]),
+        unit: "",
+        default: KeyDefault::Value("\"byte_interval\""),
+        range: Range::Any,
+        doc: "Sample one frame per interval of arrived octets (802.1Qau practice), or each frame \
+              with a probability (seed 000 line 168).",
+    },
+    Key {
+        name: "sample_jitter_percent",
+        ty: Type::Integer,
+        unit: "percent",
+        default: KeyDefault::Value("15"),
+        range: Range::Int(0, 50),
+        doc: "Byte-interval mode: each interval is drawn uniformly within this share around its \
+              nominal value; 0 samples at exact intervals.",
+    },
+    Key {
+        name: "base_probability",
+        ty: Type::Float,
+        unit: "",
+        default: KeyDefault::Value("0.01"),
+        range: Range::Float(0.0, 1.0),
+        doc: "Probability mode: the sampling probability at QntzFb 0 (seed 001's 1 %).",
+    },
+    Key {
+        name: "probability_per_qntz_fb",
+        ty: Type::Float,
+        unit: "",
+        default: KeyDefault::Text("0.09 / 63 (QntzFb 63 samples 10 %)"),
+        range: Range::Text("base_probability + 63 x it <= 1"),
+        doc: "Probability mode: the probability added per unit of QntzFb.",
+    },
+];
+const QUEUE_SIZE_SET_POINT: &Key = key(KEYS, "queue_size_set_point");
+const MIN_SAMPLE_BASE: &Key = key(KEYS, "min_sample_base");
+const SAMPLE_JITTER_PERCENT: &Key = key(KEYS, "sample_jitter_percent");
+const BASE_PROBABILITY: &Key = key(KEYS, "base_probability");
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Sampling {
     ByteInterval { jitter_percent: u64 },
@@ -135,13 +206,7 @@ fn mul_w(x: i64, w_log2: i8) -> i64 {
 
 impl QcnCpProfile {
     pub fn new(p: &QcnCpParams) -> Result<Self, ParamError> {
-        if p.queue_size_set_point == 0 || p.queue_size_set_point > (1 << 32) {
-            return Err(ParamError::new(
-                "queue_size_set_point",
-                p.queue_size_set_point,
-                "must be in 1..=2^32 octets",
-            ));
-        }
+        QUEUE_SIZE_SET_POINT.within(p.queue_size_set_point)?;
         if !(-10..=10).contains(&p.feedback_weight) {
             return Err(ParamError::new(
                 "feedback_weight",
@@ -149,32 +214,15 @@ impl QcnCpProfile {
                 "must be in -10..=10 (w = 2^feedback_weight)",
             ));
         }
-        if p.min_sample_base < 10_000 || p.min_sample_base > (1 << 40) {
-            return Err(ParamError::new(
-                "min_sample_base",
-                p.min_sample_base,
-                "must be in 10000..=2^40 octets (IEEE8021-CN-MIB range starts at 10000)",
-            ));
-        }
-        if p.sample_jitter_percent > 50 {
-            return Err(ParamError::new(
-                "sample_jitter_percent",
-                p.sample_jitter_percent,
-                "must be in 0..=50",
-            ));
-        }
+        MIN_SAMPLE_BASE.within(p.min_sample_base)?;
+        SAMPLE_JITTER_PERCENT.within(p.sample_jitter_percent.into())?;
+        // Checked in either mode: a bad value is a mistake whichever mode reads it.
+        BASE_PROBABILITY.within_f64(p.base_probability)?;
         let sampling = match p.sampling {
             SamplingMode::ByteInterval => Sampling::ByteInterval {
                 jitter_percent: u64::from(p.sample_jitter_percent),
             },
             SamplingMode::Probability => {
-                if !(0.0..=1.0).contains(&p.base_probability) {
-                    return Err(ParamError::new(
-                        "base_probability",
-                        p.base_probability,
-                        "must be in [0, 1]",
-                    ));
-                }
                 let top = p.base_probability + p.probability_per_qntz_fb * 63.0;
                 if !(p.probability_per_qntz_fb >= 0.0 && top <= 1.0) {
                     return Err(ParamError::new(

@@ -19,6 +19,8 @@
 //! does not call the marker for that queue.
 use rand_core::RngCore;
 
+use units::keys::{key, Key, KeyDefault, Range, Type};
+
 use crate::{urand, Ecn, ParamError};
 
 /// Where the switch applies RED.
@@ -59,6 +61,46 @@ impl Default for RedParams {
     }
 }
 
+/// The keys of [`RedParams`], as the configuration reference lists them; the validation
+/// checks the ranges given here.
+pub const KEYS: &[Key] = &[
+    Key {
+        name: "kmin_bytes",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Value("5000"),
+        range: Range::Text("<= kmax_bytes"),
+        doc: "Kmin: no marking at or below it (DCQCN paper, 5 KB).",
+    },
+    Key {
+        name: "kmax_bytes",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Value("200000"),
+        range: Range::Int(0, units::MAX_BUFFER_BYTES),
+        doc: "Kmax: always mark above it (DCQCN paper, 200 KB).",
+    },
+    Key {
+        name: "pmax",
+        ty: Type::Float,
+        unit: "",
+        default: KeyDefault::Value("0.01"),
+        range: Range::Float(0.0, 1.0),
+        doc: "Pmax: the marking probability reached at Kmax (DCQCN paper, 1 %).",
+    },
+    Key {
+        name: "mark_at",
+        ty: Type::OneOf(&["dequeue", "enqueue"]),
+        unit: "",
+        default: KeyDefault::Value("\"dequeue\""),
+        range: Range::Any,
+        doc: "Where the queue is read: after the packet left (ns-3 HPCC) or after it was added \
+              (classic RED).",
+    },
+];
+const KMAX_BYTES: &Key = key(KEYS, "kmax_bytes");
+const PMAX: &Key = key(KEYS, "pmax");
+
 /// Validated RED parameters.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RedProfile {
@@ -90,7 +132,7 @@ impl Mark {
 
 impl RedProfile {
     pub fn new(p: &RedParams) -> Result<Self, ParamError> {
-        units::within("kmax_bytes", p.kmax_bytes, 0, units::MAX_BUFFER_BYTES)?;
+        KMAX_BYTES.within(p.kmax_bytes)?;
         if p.kmin_bytes > p.kmax_bytes {
             return Err(ParamError::new(
                 "kmin_bytes",
@@ -98,9 +140,7 @@ impl RedProfile {
                 format!("must not exceed kmax_bytes ({})", p.kmax_bytes),
             ));
         }
-        if !(0.0..=1.0).contains(&p.pmax) {
-            return Err(ParamError::new("pmax", p.pmax, "must be in [0, 1]"));
-        }
+        PMAX.within_f64(p.pmax)?;
         Ok(RedProfile {
             kmin: p.kmin_bytes,
             kmax: p.kmax_bytes,

@@ -35,6 +35,8 @@
 //!   own defaults (tcd.md: "make every unstated constant a documented configuration value").
 use units::{Duration, Instant, Rate};
 
+use units::keys::{key, Key, KeyDefault, Range, Type};
+
 use crate::ParamError;
 
 /// The ternary code points in the 2-bit ECN field (seed 004, Table 1). Meaning only: the engine
@@ -130,6 +132,82 @@ impl Default for TcdParams {
     }
 }
 
+/// The keys of [`TcdParams`], as the configuration reference lists them; the validation checks the
+/// integer and float ranges given here.
+pub const KEYS: &[Key] = &[
+    Key {
+        name: "b1_bytes",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Value("100000"),
+        range: Range::Int(0, units::MAX_BUFFER_BYTES),
+        doc: "B1: the downstream ingress queue that triggers OFF (PFC XOFF).",
+    },
+    Key {
+        name: "b0_bytes",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Value("97000"),
+        range: Range::Text("<= b1_bytes"),
+        doc: "B0: the downstream ingress queue that triggers ON (PFC XON); B1 - B0 = 2 MTU as \
+              seed 004 recommends.",
+    },
+    Key {
+        name: "tau_ns",
+        ty: Type::Integer,
+        unit: "ns",
+        default: KeyDefault::Value("8000"),
+        range: Range::Int(0, units::MAX_TIME_NS),
+        doc: "tau: the response time to start or stop sending (seed 004, Fig. 8).",
+    },
+    Key {
+        name: "link_rate",
+        ty: Type::Rate,
+        unit: "",
+        default: KeyDefault::Value("\"40gbit\""),
+        range: Range::Text("> 0"),
+        doc: "C: the link capacity (seed 004, Fig. 8); the simulator sets each port's.",
+    },
+    Key {
+        name: "epsilon",
+        ty: Type::Float,
+        unit: "",
+        default: KeyDefault::Value("0.05"),
+        range: Range::Text("(0, 1]"),
+        doc: "The congestion degree (Ri - Rd)/C that max(Ton) must cover (seed 004 recommends \
+              0.05).",
+    },
+    Key {
+        name: "period_ns",
+        ty: Type::Integer,
+        unit: "ns",
+        default: KeyDefault::Value("10000"),
+        range: Range::Int(1, units::MAX_TIME_NS),
+        doc: "T: the queue-trend period.",
+    },
+    Key {
+        name: "congestion_threshold_bytes",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Value("40000"),
+        range: Range::Int(0, units::MAX_BUFFER_BYTES),
+        doc: "The queue must exceed this, and have grown over T, to enter congestion.",
+    },
+    Key {
+        name: "non_congestion_threshold_bytes",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Value("10000"),
+        range: Range::Text("<= congestion_threshold_bytes"),
+        doc: "The queue at or below this means non-congestion.",
+    },
+];
+
+const B1_BYTES: &Key = key(KEYS, "b1_bytes");
+const TAU_NS: &Key = key(KEYS, "tau_ns");
+const PERIOD_NS: &Key = key(KEYS, "period_ns");
+const CONGESTION_THRESHOLD_BYTES: &Key = key(KEYS, "congestion_threshold_bytes");
+
 /// Validated TCD parameters with max(Ton) precomputed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TcdProfile {
@@ -157,13 +235,9 @@ pub fn max_ton(b1_bytes: u64, b0_bytes: u64, tau: Duration, c: Rate, epsilon: f6
 
 impl TcdProfile {
     pub fn new(p: &TcdParams) -> Result<Self, ParamError> {
-        for (param, v) in [
-            ("b1_bytes", p.b1_bytes),
-            ("congestion_threshold_bytes", p.congestion_threshold_bytes),
-        ] {
-            units::within(param, v, 0, units::MAX_BUFFER_BYTES)?;
-        }
-        units::within("tau_ns", p.tau_ns, 0, units::MAX_TIME_NS)?;
+        B1_BYTES.within(p.b1_bytes)?;
+        CONGESTION_THRESHOLD_BYTES.within(p.congestion_threshold_bytes)?;
+        TAU_NS.within(p.tau_ns)?;
         if p.b0_bytes > p.b1_bytes {
             return Err(ParamError::new(
                 "b0_bytes",
@@ -181,7 +255,7 @@ impl TcdProfile {
         if !(p.epsilon > 0.0 && p.epsilon <= 1.0) {
             return Err(ParamError::new("epsilon", p.epsilon, "must be in (0, 1]"));
         }
-        units::within("period_ns", p.period_ns, 1, units::MAX_TIME_NS)?;
+        PERIOD_NS.within(p.period_ns)?;
         if p.non_congestion_threshold_bytes > p.congestion_threshold_bytes {
             return Err(ParamError::new(
                 "non_congestion_threshold_bytes",

@@ -31,6 +31,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use units::keys::{key, Key, KeyDefault, Range, Type};
 use units::{Duration, FlowId, Instant};
 
 /// How CNPs are generated.
@@ -74,6 +75,46 @@ impl Default for NpParams {
 /// A parameter failed validation (one type across quench: `units::ParamError`).
 pub use units::ParamError;
 
+/// The keys of [`NpParams`], as the configuration reference lists them; the validation checks the
+/// integer ranges given here.
+pub const KEYS: &[Key] = &[
+    Key {
+        name: "cnp_mode",
+        ty: Type::OneOf(&["interval", "per_packet"]),
+        unit: "",
+        default: KeyDefault::Value("\"interval\""),
+        range: Range::Any,
+        doc: "At most one CNP per flow per min_time_between_cnps, or one per CE-marked packet \
+              (ns-3 HPCC).",
+    },
+    Key {
+        name: "min_time_between_cnps",
+        ty: Type::Integer,
+        unit: "us",
+        default: KeyDefault::Value("4"),
+        range: Range::Text("1..=1000000000 (0..= with per_packet)"),
+        doc: "The interval between two CNPs of one flow (NVIDIA's 4; the DCQCN paper uses 50).",
+    },
+    Key {
+        name: "max_flows",
+        ty: Type::Integer,
+        unit: "",
+        default: KeyDefault::Value("65536"),
+        range: Range::Int(1, 1 << 24),
+        doc: "The flow table's size (interval mode).",
+    },
+    Key {
+        name: "tcd",
+        ty: Type::Bool,
+        unit: "",
+        default: KeyDefault::Value("false"),
+        range: Range::Any,
+        doc: "ECN code point 10 means TCD's undetermined (UE) instead of ECT(0).",
+    },
+];
+
+const MAX_FLOWS: &Key = key(KEYS, "max_flows");
+
 /// Validated NP parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NpProfile {
@@ -99,13 +140,7 @@ impl NpParams {
                 ),
             ));
         }
-        if !(1..=1 << 24).contains(&self.max_flows) {
-            return Err(ParamError::new(
-                "max_flows",
-                self.max_flows,
-                "must be 1..=16777216",
-            ));
-        }
+        MAX_FLOWS.within(self.max_flows.into())?;
         Ok(NpProfile {
             mode: self.cnp_mode,
             interval: Duration::from_micros(interval),

@@ -46,6 +46,8 @@
 
 use units::{Duration, Instant, Rate};
 
+use units::keys::{key, Key, KeyDefault, Range, Type};
+
 use crate::params::{self, ParamError};
 
 /// Which DCQCN event flow to run.
@@ -150,6 +152,180 @@ impl Default for DcqcnParams {
     }
 }
 
+/// The keys of [`DcqcnParams`], as the configuration reference lists them; the validation checks the
+/// integer ranges given here.
+pub const KEYS: &[Key] = &[
+    Key {
+        name: "variant",
+        ty: Type::OneOf(&["mlx", "paper"]),
+        unit: "",
+        default: KeyDefault::Value("\"mlx\""),
+        range: Range::Any,
+        doc: "The event flow: NVIDIA's and ns-3 HPCC's (mlx), or the DCQCN paper's.",
+    },
+    Key {
+        name: "dce_tcp_g",
+        ty: Type::Integer,
+        unit: "1/1024",
+        default: KeyDefault::Value("1019"),
+        range: Range::Int(0, 1023),
+        doc: "(1 - g) x 1024, the alpha gain's complement: alpha <- (1 - g) alpha + g on a CNP \
+              (1019: g = 5/1024; ns-3's EwmaGain 1/256 is 1020).",
+    },
+    Key {
+        name: "dce_tcp_rtt",
+        ty: Type::Integer,
+        unit: "us",
+        default: KeyDefault::Value("1"),
+        range: Range::Int(1, 1_000_000_000),
+        doc: "The alpha update period (ns-3 ALPHA_RESUME_INTERVAL; the paper's K).",
+    },
+    Key {
+        name: "initial_alpha_value",
+        ty: Type::Integer,
+        unit: "1/1024",
+        default: KeyDefault::Value("1023"),
+        range: Range::Int(0, 1024),
+        doc: "Alpha on the first CNP (mlx) or at flow start (paper); 1024 is 1.0, ns-3's value.",
+    },
+    Key {
+        name: "rate_to_set_on_first_cnp",
+        ty: Type::Integer,
+        unit: "Mb/s",
+        default: KeyDefault::Value("0"),
+        range: Range::Any,
+        doc: "The rate set on the first CNP; 0 keeps the current rate.",
+    },
+    Key {
+        name: "rate_reduce_monitor_period",
+        ty: Type::Integer,
+        unit: "us",
+        default: KeyDefault::Value("4"),
+        range: Range::Int(1, 1_000_000_000),
+        doc: "The decrease-check period (ns-3 RATE_DECREASE_INTERVAL; mlx only).",
+    },
+    Key {
+        name: "clamp_tgt_rate",
+        ty: Type::Bool,
+        unit: "",
+        default: KeyDefault::Value("false"),
+        range: Range::Any,
+        doc: "Always set the target rate to the current rate before a cut (ns-3 \
+              CLAMP_TARGET_RATE).",
+    },
+    Key {
+        name: "clamp_tgt_rate_after_time_inc",
+        ty: Type::Bool,
+        unit: "",
+        default: KeyDefault::Value("true"),
+        range: Range::Any,
+        doc: "Set the target to the current rate before a cut if a timer increase happened since \
+              the last cut.",
+    },
+    Key {
+        name: "rpg_time_reset",
+        ty: Type::Integer,
+        unit: "us",
+        default: KeyDefault::Value("300"),
+        range: Range::Int(1, 1_000_000_000),
+        doc: "The rate-increase timer period (ns-3 RP_TIMER; the paper's T).",
+    },
+    Key {
+        name: "rpg_byte_reset",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Value("32767"),
+        range: Range::Int(1, 1 << 40),
+        doc: "The byte-counter cycle (paper variant only; the paper's B).",
+    },
+    Key {
+        name: "rpg_threshold",
+        ty: Type::Integer,
+        unit: "",
+        default: KeyDefault::Value("1"),
+        range: Range::Int(0, 1 << 16),
+        doc: "F: increase events of fast recovery before additive increase.",
+    },
+    Key {
+        name: "rpg_ai_rate",
+        ty: Type::Integer,
+        unit: "Mb/s",
+        default: KeyDefault::Value("5"),
+        range: Range::Int(0, 1 << 30),
+        doc: "R_AI, the additive increase step.",
+    },
+    Key {
+        name: "rpg_hai_rate",
+        ty: Type::Integer,
+        unit: "Mb/s",
+        default: KeyDefault::Value("50"),
+        range: Range::Int(0, 1 << 30),
+        doc: "R_HAI, the hyper increase step.",
+    },
+    Key {
+        name: "rpg_gd",
+        ty: Type::Integer,
+        unit: "log2",
+        default: KeyDefault::Value("11"),
+        range: Range::Int(0, 40),
+        doc: "A cut is rate x (1 - alpha x 1024 / 2^rpg_gd); 11 gives rate x (1 - alpha/2), as \
+              the paper and ns-3.",
+    },
+    Key {
+        name: "rpg_min_dec_fac",
+        ty: Type::Integer,
+        unit: "percent",
+        default: KeyDefault::Value("50"),
+        range: Range::Int(0, 100),
+        doc: "The floor of the cut factor.",
+    },
+    Key {
+        name: "rpg_min_rate",
+        ty: Type::Integer,
+        unit: "Mb/s",
+        default: KeyDefault::Value("1"),
+        range: Range::Text("1..=the rate ceiling"),
+        doc: "The rate floor (ns-3 MIN_RATE).",
+    },
+    Key {
+        name: "rpg_max_rate",
+        ty: Type::Integer,
+        unit: "Mb/s",
+        default: KeyDefault::Value("0"),
+        range: Range::Any,
+        doc: "The rate ceiling; 0 is the port speed (never above it).",
+    },
+    Key {
+        name: "ue_reaction",
+        ty: Type::OneOf(&["ignore", "hold"]),
+        unit: "",
+        default: KeyDefault::Value("\"ignore\""),
+        range: Range::Any,
+        doc: "The reaction to a TCD undetermined mark (UE): none, or hold rate increases for \
+              ue_hold_window.",
+    },
+    Key {
+        name: "ue_hold_window",
+        ty: Type::Integer,
+        unit: "us",
+        default: KeyDefault::Value("55"),
+        range: Range::Int(1, 1_000_000_000),
+        doc: "The hold after a UE with ue_reaction = \"hold\" (one paper rate-increase period).",
+    },
+];
+const DCE_TCP_G: &Key = key(KEYS, "dce_tcp_g");
+const DCE_TCP_RTT: &Key = key(KEYS, "dce_tcp_rtt");
+const INITIAL_ALPHA_VALUE: &Key = key(KEYS, "initial_alpha_value");
+const RATE_REDUCE_MONITOR_PERIOD: &Key = key(KEYS, "rate_reduce_monitor_period");
+const RPG_TIME_RESET: &Key = key(KEYS, "rpg_time_reset");
+const RPG_BYTE_RESET: &Key = key(KEYS, "rpg_byte_reset");
+const RPG_THRESHOLD: &Key = key(KEYS, "rpg_threshold");
+const RPG_AI_RATE: &Key = key(KEYS, "rpg_ai_rate");
+const RPG_HAI_RATE: &Key = key(KEYS, "rpg_hai_rate");
+const RPG_GD: &Key = key(KEYS, "rpg_gd");
+const RPG_MIN_DEC_FAC: &Key = key(KEYS, "rpg_min_dec_fac");
+const UE_HOLD_WINDOW: &Key = key(KEYS, "ue_hold_window");
+
 /// Validated DCQCN parameters, shared by every flow of a port.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DcqcnProfile {
@@ -181,39 +357,26 @@ impl DcqcnParams {
     pub fn profile(&self, line_rate: Rate) -> Result<DcqcnProfile, ParamError> {
         let max_rate = params::max_rate(self.rpg_max_rate, line_rate)?;
         let min_rate = params::min_rate(self.rpg_min_rate, max_rate)?;
-        let g1 = params::within("dce_tcp_g", self.dce_tcp_g.into(), 0, 1023)?;
-        let alpha_us = params::within("dce_tcp_rtt", self.dce_tcp_rtt, 1, 1_000_000_000)?;
-        let alpha0 = params::within(
-            "initial_alpha_value",
-            self.initial_alpha_value.into(),
-            0,
-            1024,
-        )?;
-        let dec_us = params::within(
-            "rate_reduce_monitor_period",
-            self.rate_reduce_monitor_period,
-            1,
-            1_000_000_000,
-        )?;
-        let inc_us = params::within("rpg_time_reset", self.rpg_time_reset, 1, 1_000_000_000)?;
-        let bytes = params::within("rpg_byte_reset", self.rpg_byte_reset, 1, 1 << 40)?;
-        let threshold = params::within("rpg_threshold", self.rpg_threshold.into(), 0, 1 << 16)?;
-        let ai = params::within("rpg_ai_rate", self.rpg_ai_rate, 0, 1 << 30)?;
-        let hai = params::within("rpg_hai_rate", self.rpg_hai_rate, 0, 1 << 30)?;
-        let gd = params::within("rpg_gd", self.rpg_gd.into(), 0, 40)?;
-        let min_dec = params::within("rpg_min_dec_fac", self.rpg_min_dec_fac.into(), 0, 100)?;
+        let g1 = DCE_TCP_G.within(self.dce_tcp_g.into())?;
+        let alpha_us = DCE_TCP_RTT.within(self.dce_tcp_rtt)?;
+        let alpha0 = INITIAL_ALPHA_VALUE.within(self.initial_alpha_value.into())?;
+        let dec_us = RATE_REDUCE_MONITOR_PERIOD.within(self.rate_reduce_monitor_period)?;
+        let inc_us = RPG_TIME_RESET.within(self.rpg_time_reset)?;
+        let bytes = RPG_BYTE_RESET.within(self.rpg_byte_reset)?;
+        let threshold = RPG_THRESHOLD.within(self.rpg_threshold.into())?;
+        let ai = RPG_AI_RATE.within(self.rpg_ai_rate)?;
+        let hai = RPG_HAI_RATE.within(self.rpg_hai_rate)?;
+        let gd = RPG_GD.within(self.rpg_gd.into())?;
+        let min_dec = RPG_MIN_DEC_FAC.within(self.rpg_min_dec_fac.into())?;
         let first = match self.rate_to_set_on_first_cnp {
             0 => None,
             mbps => Some(Rate::from_mbps(mbps).min(max_rate).max(min_rate)),
         };
+        // Checked whatever `ue_reaction` says: a bad value is a mistake either way.
+        let hold_us = UE_HOLD_WINDOW.within(self.ue_hold_window)?;
         let hold = match self.ue_reaction {
             UeReaction::Ignore => Duration::ZERO,
-            UeReaction::Hold => Duration::from_micros(params::within(
-                "ue_hold_window",
-                self.ue_hold_window,
-                1,
-                1_000_000_000,
-            )?),
+            UeReaction::Hold => Duration::from_micros(hold_us),
         };
         Ok(DcqcnProfile {
             variant: self.variant,

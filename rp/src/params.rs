@@ -14,8 +14,6 @@ pub(crate) fn positive(param: &'static str, value: u64) -> Result<u64, ParamErro
     }
 }
 
-pub(crate) use units::within;
-
 /// The rate ceiling: `rpg_max_rate` in Mb/s, where 0 means "the port speed"; never above
 /// `line_rate`.
 pub(crate) fn max_rate(rpg_max_rate_mbps: u64, line_rate: Rate) -> Result<Rate, ParamError> {

@@ -36,6 +36,8 @@ use std::collections::BTreeMap;
 
 use units::{Duration, FlowId, Instant, Rate};
 
+use units::keys::{key, Key, KeyDefault, Range, Type};
+
 use crate::params::{self, ParamError};
 
 /// QCN reaction-point parameters, named as Linux `struct ieee_qcn` (dcbnl.h) names them, in its
@@ -92,6 +94,116 @@ impl Default for QcnParams {
     }
 }
 
+/// The keys of [`QcnParams`], as the configuration reference lists them; the validation checks the
+/// integer ranges given here.
+pub const KEYS: &[Key] = &[
+    Key {
+        name: "rpg_enable",
+        ty: Type::Bool,
+        unit: "",
+        default: KeyDefault::Value("true"),
+        range: Range::Any,
+        doc: "The reaction point is on; off, every CNM is ignored.",
+    },
+    Key {
+        name: "rppp_max_rps",
+        ty: Type::Integer,
+        unit: "",
+        default: KeyDefault::Value("16"),
+        range: Range::Int(1, 1 << 20),
+        doc: "Rate limiters in the pool (seed 000:4).",
+    },
+    Key {
+        name: "rpg_time_reset",
+        ty: Type::Integer,
+        unit: "us",
+        default: KeyDefault::Value("15000"),
+        range: Range::Int(2, 3_600_000_000),
+        doc: "rpgTimeReset: the timer period (seed 000:60 TIMER_PERIOD).",
+    },
+    Key {
+        name: "rpg_byte_reset",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Value("150000"),
+        range: Range::Int(2, 1 << 40),
+        doc: "rpgByteReset: the byte-counter cycle (seed 000:116 TO_THRESH).",
+    },
+    Key {
+        name: "rpg_threshold",
+        ty: Type::Integer,
+        unit: "",
+        default: KeyDefault::Value("5"),
+        range: Range::Int(1, 1 << 16),
+        doc: "rpgThreshold: fast-recovery cycles (seed 000:68 FAST_RECOVERY_TH).",
+    },
+    Key {
+        name: "rpg_max_rate",
+        ty: Type::Integer,
+        unit: "Mb/s",
+        default: KeyDefault::Value("0"),
+        range: Range::Any,
+        doc: "rpgMaxRate: the rate a limiter starts from and saturates at; 0 is the port speed \
+              (never above it).",
+    },
+    Key {
+        name: "rpg_ai_rate",
+        ty: Type::Integer,
+        unit: "Mb/s",
+        default: KeyDefault::Value("5"),
+        range: Range::Int(0, 1 << 30),
+        doc: "rpgAiRate: the active increase step (seed 000:76).",
+    },
+    Key {
+        name: "rpg_hai_rate",
+        ty: Type::Integer,
+        unit: "Mb/s",
+        default: KeyDefault::Value("50"),
+        range: Range::Int(0, 1 << 30),
+        doc: "rpgHaiRate: the hyper-active increase step (seed 000:73).",
+    },
+    Key {
+        name: "rpg_gd",
+        ty: Type::Integer,
+        unit: "log2",
+        default: KeyDefault::Value("7"),
+        range: Range::Int(0, 31),
+        doc: "Gd = 2^-rpg_gd (seed 000:50).",
+    },
+    Key {
+        name: "rpg_min_dec_fac",
+        ty: Type::Integer,
+        unit: "percent",
+        default: KeyDefault::Value("50"),
+        range: Range::Int(0, 100),
+        doc: "rpgMinDecFac: the decrease factor's floor (seed 000:20).",
+    },
+    Key {
+        name: "rpg_min_rate",
+        ty: Type::Integer,
+        unit: "Mb/s",
+        default: KeyDefault::Value("5"),
+        range: Range::Text("1..=the rate ceiling"),
+        doc: "rpgMinRate: the rate floor (seed 000:55).",
+    },
+    Key {
+        name: "extra_fast_recovery",
+        ty: Type::Bool,
+        unit: "",
+        default: KeyDefault::Value("false"),
+        range: Range::Any,
+        doc: "The EXTRA_FAST_RECOVERY option of seed 000:38 and 000:85.",
+    },
+];
+const RPPP_MAX_RPS: &Key = key(KEYS, "rppp_max_rps");
+const RPG_TIME_RESET: &Key = key(KEYS, "rpg_time_reset");
+const RPG_BYTE_RESET: &Key = key(KEYS, "rpg_byte_reset");
+const RPG_THRESHOLD: &Key = key(KEYS, "rpg_threshold");
+const RPG_GD: &Key = key(KEYS, "rpg_gd");
+const RPG_MIN_DEC_FAC: &Key = key(KEYS, "rpg_min_dec_fac");
+const RPG_AI_RATE: &Key = key(KEYS, "rpg_ai_rate");
+const RPG_HAI_RATE: &Key = key(KEYS, "rpg_hai_rate");
+
 /// Validated QCN parameters with the rates resolved against the port's line rate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QcnProfile {
@@ -115,16 +227,16 @@ impl QcnParams {
     pub fn profile(&self, line_rate: Rate) -> Result<QcnProfile, ParamError> {
         let max_rate = params::max_rate(self.rpg_max_rate, line_rate)?;
         let min_rate = params::min_rate(self.rpg_min_rate, max_rate)?;
-        let pool = params::within("rppp_max_rps", self.rppp_max_rps.into(), 1, 1 << 20)?;
+        let pool = RPPP_MAX_RPS.within(self.rppp_max_rps.into())?;
         let time_reset = params::positive("rpg_time_reset", self.rpg_time_reset)?;
         // The timer period halves in active increase (000:139): keep it at least 2 us.
-        params::within("rpg_time_reset", time_reset, 2, 3_600_000_000)?;
-        let byte_reset = params::within("rpg_byte_reset", self.rpg_byte_reset, 2, 1 << 40)?;
-        let threshold = params::within("rpg_threshold", self.rpg_threshold.into(), 1, 1 << 16)?;
-        let gd = params::within("rpg_gd", self.rpg_gd.into(), 0, 31)?;
-        let min_dec = params::within("rpg_min_dec_fac", self.rpg_min_dec_fac.into(), 0, 100)?;
-        let ai = params::within("rpg_ai_rate", self.rpg_ai_rate, 0, 1 << 30)?;
-        let hai = params::within("rpg_hai_rate", self.rpg_hai_rate, 0, 1 << 30)?;
+        RPG_TIME_RESET.within(time_reset)?;
+        let byte_reset = RPG_BYTE_RESET.within(self.rpg_byte_reset)?;
+        let threshold = RPG_THRESHOLD.within(self.rpg_threshold.into())?;
+        let gd = RPG_GD.within(self.rpg_gd.into())?;
+        let min_dec = RPG_MIN_DEC_FAC.within(self.rpg_min_dec_fac.into())?;
+        let ai = RPG_AI_RATE.within(self.rpg_ai_rate)?;
+        let hai = RPG_HAI_RATE.within(self.rpg_hai_rate)?;
         Ok(QcnProfile {
             enabled: self.rpg_enable,
             pool_size: pool as usize,

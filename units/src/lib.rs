@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 mod ecn;
+pub mod keys;
 mod param;
 pub use ecn::Ecn;
 pub use param::{within, ParamError, MAX_BUFFER_BYTES, MAX_TIME_NS};

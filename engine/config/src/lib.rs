@@ -3,3 +3,4 @@
 //! built into the binary, opened by name or by path.
 pub mod bundled;
 pub mod file;
+pub mod keys;

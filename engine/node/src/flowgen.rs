@@ -17,6 +17,7 @@ use std::path::Path;
 
 use rand_core::RngCore;
 use serde::Deserialize;
+use units::keys::{key, Key, KeyDefault, Range, Type};
 use units::{Duration, FlowId, Rate};
 
 /// Errors reading a CDF file.
@@ -128,6 +129,86 @@ pub fn exponential(rng: &mut impl RngCore, mean: f64) -> f64 {
     -(1.0 - unit(rng)).ln() * mean
 }
 
+/// The keys of a `[[flows]]` table ([`FlowGroup`]), as the configuration reference lists them;
+/// the validation checks the ranges given here.
+pub const KEYS: &[Key] = &[
+    Key {
+        name: "count",
+        ty: Type::Integer,
+        unit: "",
+        default: KeyDefault::Value("1"),
+        range: Range::Any,
+        doc: "Flows in the group.",
+    },
+    Key {
+        name: "destination",
+        ty: Type::String,
+        unit: "",
+        default: KeyDefault::Required,
+        range: Range::Text("a MAC address"),
+        doc: "The frames' destination MAC (`02:00:00:00:00:01`).",
+    },
+    Key {
+        name: "priority",
+        ty: Type::Integer,
+        unit: "",
+        default: KeyDefault::Value("0"),
+        range: Range::Int(0, 7),
+        doc: "The frames' 802.1p priority.",
+    },
+    Key {
+        name: "rate",
+        ty: Type::Rate,
+        unit: "",
+        default: KeyDefault::Required,
+        range: Range::Text("> 0"),
+        doc: "Each flow's highest rate (its reaction point's line rate); `--rate` overrides it.",
+    },
+    Key {
+        name: "size",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::None,
+        range: Range::Text("> 0; not with size_cdf"),
+        doc: "Each flow's payload; with neither size nor size_cdf, flows last the whole run.",
+    },
+    Key {
+        name: "size_cdf",
+        ty: Type::String,
+        unit: "",
+        default: KeyDefault::None,
+        range: Range::Text("a bundled name or a file"),
+        doc: "Flow sizes drawn from a CDF in ns-3 HPCC's format (`websearch`), relative to this \
+              file.",
+    },
+    Key {
+        name: "load",
+        ty: Type::Float,
+        unit: "",
+        default: KeyDefault::None,
+        range: Range::Text("(0, 1], with a size"),
+        doc: "A Poisson stream: the offered load as a share of link_rate.",
+    },
+    Key {
+        name: "link_rate",
+        ty: Type::Rate,
+        unit: "",
+        default: KeyDefault::Text("the group's `rate`"),
+        range: Range::Text("> 0"),
+        doc: "The rate the load refers to.",
+    },
+    Key {
+        name: "start_ms",
+        ty: Type::Integer,
+        unit: "ms",
+        default: KeyDefault::Value("0"),
+        range: Range::Any,
+        doc: "When the group's first flow starts, after the run starts.",
+    },
+];
+
+const PRIORITY: &Key = key(KEYS, "priority");
+
 fn default_count() -> u32 {
     1
 }
@@ -221,9 +302,9 @@ pub fn schedule(
                 "expected a MAC address like 02:00:00:00:00:01",
             )
         })?;
-        if fg.priority > 7 {
-            return Err(bad("priority", "must be 0..=7"));
-        }
+        PRIORITY
+            .within(fg.priority.into())
+            .map_err(|e| bad("priority", &e.problem))?;
         let max_rate = Rate::parse(&fg.rate).map_err(|e| bad("rate", &e.to_string()))?;
         if max_rate == Rate::ZERO {
             return Err(bad("rate", "must be above zero"));

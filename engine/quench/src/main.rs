@@ -79,8 +79,9 @@ enum Command {
         quench sim --topology topo.txt --flows flows.txt --cc dcqcn --preset hpcc-ns3 --out /tmp/s"
     )]
     Sim(cli::sim::Args),
-    /// Lists the presets and configurations built into this binary, a line each.
-    Presets,
+    /// Lists the presets and configurations built into this binary, a line each; with `--keys
+    /// KIND`, every key of a configuration kind (type, unit, default, range).
+    Presets(cli::presets::Args),
     /// Prints a shell completion script: `quench completions bash > /etc/bash_completion.d/quench`.
     Completions {
         #[arg(value_enum)]
@@ -105,10 +106,7 @@ fn main() -> std::process::ExitCode {
             clap_complete::generate(shell, &mut Cli::command(), "quench", &mut std::io::stdout());
             Ok(())
         }
-        Command::Presets => {
-            print!("{}", quench_config::bundled::listing());
-            Ok(())
-        }
+        Command::Presets(a) => cli::presets::run(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

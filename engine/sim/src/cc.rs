@@ -156,6 +156,27 @@ fn take_enabled(
     Ok((on, Some(t)))
 }
 
+/// Keys of `section` that the simulator sets from the network (a switch's port count, a
+/// port's rate, the `[switch]` buffer): given in a scenario they would be overwritten unseen,
+/// so they are an error that says where the value comes from.
+fn set_by_the_simulator(
+    t: &Option<toml::Table>,
+    section: &str,
+    keys: &[&str],
+    origin: &str,
+) -> anyhow::Result<()> {
+    let Some(t) = t else { return Ok(()) };
+    if let Some(k) = keys.iter().find(|k| t.contains_key(**k)) {
+        let from = match *k {
+            "ports" => "each switch's port count",
+            "link_rate" => "each port's link",
+            _ => "`[switch] buffer_bytes`",
+        };
+        bail!("{origin}: [{section}] `{k}`: the simulator takes it from {from}; leave it out");
+    }
+    Ok(())
+}
+
 /// RED as configured, one profile per link speed.
 ///
 /// The HPCC ns-3 simulator configures each switch port's Kmin, Kmax and Pmax by the port's link
@@ -285,6 +306,7 @@ impl CcSetup {
         let mut c = CcSetup::none();
         c.kind = kind;
         let (pfc_on, pfc) = take_enabled(&s.pfc, "pfc", origin)?;
+        set_by_the_simulator(&pfc, "pfc", &["ports", "link_rate", "buffer_bytes"], origin)?;
         if pfc_on {
             let headroom_given = pfc
                 .as_ref()
@@ -295,6 +317,7 @@ impl CcSetup {
             });
         }
         let (tcd_on, tcd) = take_enabled(&s.tcd, "tcd", origin)?;
+        set_by_the_simulator(&tcd, "tcd", &["link_rate"], origin)?;
         if tcd_on {
             let p: cp::tcd::TcdParams = read(&tcd, "tcd", origin)?;
             cp::tcd::TcdProfile::new(&p).with_context(|| format!("{origin}: [tcd]"))?;
@@ -426,6 +449,27 @@ impl CcSetup {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_the_simulator_sets_are_errors_in_a_scenario() {
+        for (text, want) in [
+            (
+                "[pfc]\nports = 8\n",
+                "[pfc] `ports`: the simulator takes it from each switch's",
+            ),
+            ("[pfc]\nbuffer_bytes = 1\n", "[pfc] `buffer_bytes`"),
+            (
+                "[tcd]\nlink_rate = \"10gbit\"\n",
+                "[tcd] `link_rate`: the simulator takes",
+            ),
+        ] {
+            let s: CcSections = toml::from_str(text).unwrap();
+            let e = CcSetup::new(CcKind::None, &s, "s.toml").unwrap_err();
+            assert!(format!("{e:#}").contains(want), "{e:#}");
+        }
+        let s: CcSections = toml::from_str("[pfc]\nxoff_bytes = 1000\n").unwrap();
+        assert!(CcSetup::new(CcKind::None, &s, "s.toml").is_ok());
+    }
 
     fn sections(red: &str) -> CcSections {
         toml::from_str(red).unwrap()

@@ -42,6 +42,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use serde::Deserialize;
+use units::keys::{key, Key, KeyDefault, Range, Type};
 use units::{Duration, Instant, Rate};
 
 use super::cc::CcSections;
@@ -49,6 +50,408 @@ use super::config::{HostConfig, LinkChange, RunConfig, SwitchConfig};
 use super::rng::{self, Stream};
 use super::topology::Topology;
 use super::traffic::{self, Cdf, FlowSpec, PoissonSpec};
+
+/// The keys of [`ScenarioFile`], as the configuration reference lists them; its tables' keys
+/// follow ([`HOST_KEYS`], ...), and the parameter tables are the crates' (`rp::dcqcn::KEYS`,
+/// ...). The validation checks the integer ranges given here.
+pub const KEYS: &[Key] = &[
+    Key {
+        name: "topology",
+        ty: Type::String,
+        unit: "",
+        default: KeyDefault::None,
+        range: Range::Text("not with topology_text"),
+        doc: "A topology in ns-3 HPCC's format, relative to the scenario (or `--topology`).",
+    },
+    Key {
+        name: "topology_text",
+        ty: Type::String,
+        unit: "",
+        default: KeyDefault::None,
+        range: Range::Text("not with topology"),
+        doc: "The topology itself, in ns-3 HPCC's format.",
+    },
+    Key {
+        name: "flows",
+        ty: Type::String,
+        unit: "",
+        default: KeyDefault::None,
+        range: Range::Any,
+        doc: "A flow file in ns-3 HPCC's format, relative to the scenario (or `--flows`).",
+    },
+    Key {
+        name: "flows_text",
+        ty: Type::String,
+        unit: "",
+        default: KeyDefault::None,
+        range: Range::Any,
+        doc: "Flows in ns-3 HPCC's format, inline.",
+    },
+    Key {
+        name: "cc",
+        ty: Type::OneOf(&["none", "dcqcn", "qcn"]),
+        unit: "",
+        default: KeyDefault::Text("`--cc`, required without it"),
+        range: Range::Any,
+        doc: "The congestion control.",
+    },
+    quench_config::keys::PRESET,
+    Key {
+        name: "seed",
+        ty: Type::Integer,
+        unit: "",
+        default: KeyDefault::Value("1"),
+        range: Range::Any,
+        doc: "Seed of every random choice of the run.",
+    },
+    Key {
+        name: "stop_ms",
+        ty: Type::Float,
+        unit: "ms",
+        default: KeyDefault::None,
+        range: Range::Text("> 0"),
+        doc: "An upper bound of the run: it ends when its last flow completes, or here.",
+    },
+    Key {
+        name: "sample_us",
+        ty: Type::Float,
+        unit: "us",
+        default: KeyDefault::Value("10"),
+        range: Range::Text("> 0"),
+        doc: "The time series' sampling period.",
+    },
+    Key {
+        name: "stats_from_ms",
+        ty: Type::Float,
+        unit: "ms",
+        default: KeyDefault::Value("0"),
+        range: Range::Any,
+        doc: "The statistics window's start (warm-up excluded).",
+    },
+    Key {
+        name: "host",
+        ty: Type::Table,
+        unit: "",
+        default: KeyDefault::None,
+        range: Range::Any,
+        doc: "NIC settings: `[host]`.",
+    },
+    Key {
+        name: "switch",
+        ty: Type::Table,
+        unit: "",
+        default: KeyDefault::None,
+        range: Range::Any,
+        doc: "Switch buffer settings: `[switch]`.",
+    },
+    Key {
+        name: "link_change",
+        ty: Type::Tables,
+        unit: "",
+        default: KeyDefault::None,
+        range: Range::Any,
+        doc: "Changes of a link direction's rate: `[[link_change]]`.",
+    },
+    Key {
+        name: "flow",
+        ty: Type::Tables,
+        unit: "",
+        default: KeyDefault::None,
+        range: Range::Any,
+        doc: "Inline flows: `[[flow]]`.",
+    },
+    Key {
+        name: "poisson",
+        ty: Type::Tables,
+        unit: "",
+        default: KeyDefault::None,
+        range: Range::Any,
+        doc: "Flows with Poisson arrivals at a load, sizes from a CDF: `[[poisson]]`.",
+    },
+    quench_config::keys::DCQCN_RP,
+    quench_config::keys::QCN_RP,
+    quench_config::keys::NP,
+    Key {
+        name: "red",
+        ty: Type::Table,
+        unit: "",
+        default: KeyDefault::None,
+        range: Range::Any,
+        doc: "Over the preset's: the `[red]` parameter table, and `[[red.by_rate]]`.",
+    },
+    Key {
+        name: "qcn_cp",
+        ty: Type::Table,
+        unit: "",
+        default: KeyDefault::None,
+        range: Range::Any,
+        doc: "Over the preset's: the `[qcn_cp]` parameter table.",
+    },
+    Key {
+        name: "pfc",
+        ty: Type::Table,
+        unit: "",
+        default: KeyDefault::None,
+        range: Range::Any,
+        doc: "PFC at every switch: `enabled` and the `[pfc]` parameter table (ports, link_rate, \
+              buffer_bytes and, unless given, headroom_bytes per switch).",
+    },
+    Key {
+        name: "tcd",
+        ty: Type::Table,
+        unit: "",
+        default: KeyDefault::None,
+        range: Range::Any,
+        doc: "TCD at every switch port: `enabled` and the `[tcd]` parameter table (link_rate per \
+              port).",
+    },
+];
+
+/// The keys of `[host]`.
+pub const HOST_KEYS: &[Key] = &[
+    Key {
+        name: "mtu",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Value("1000"),
+        range: Range::Int(64, 65000),
+        doc: "Payload octets per data packet (ns-3's PACKET_PAYLOAD_SIZE).",
+    },
+    Key {
+        name: "header_bytes",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Value("48"),
+        range: Range::Any,
+        doc: "Header octets added to each data packet (ns-3's without INT).",
+    },
+    Key {
+        name: "ctrl_bytes",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Value("64"),
+        range: Range::Text("> 0"),
+        doc: "Octets of an ACK, NACK, CNP or CNM frame on the wire.",
+    },
+    Key {
+        name: "ack_every",
+        ty: Type::Integer,
+        unit: "",
+        default: KeyDefault::Value("1"),
+        range: Range::Any,
+        doc: "One ACK per this many data packets; 0 sends none (a flow then completes when its \
+              last octet arrives).",
+    },
+    Key {
+        name: "nack_interval_us",
+        ty: Type::Float,
+        unit: "us",
+        default: KeyDefault::Value("500"),
+        range: Range::Any,
+        doc: "The least spacing of NACKs for the same gap (ns-3's NACK_INTERVAL).",
+    },
+    Key {
+        name: "rto_us",
+        ty: Type::Float,
+        unit: "us",
+        default: KeyDefault::Value("4000"),
+        range: Range::Text("> 0"),
+        doc: "Retransmission timeout: with no ACK progress this long, go back to the first \
+              unacknowledged octet.",
+    },
+];
+
+/// The keys of `[switch]`.
+pub const SWITCH_KEYS: &[Key] = &[
+    Key {
+        name: "buffer_bytes",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Value("33554432"),
+        range: Range::Any,
+        doc: "The shared packet buffer per switch (ns-3's 32 MB).",
+    },
+    Key {
+        name: "queue_limit_bytes",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::None,
+        range: Range::Any,
+        doc: "A tail-drop limit per egress (port, priority) queue (the 802.1Qau simulations' \
+              per-port buffer).",
+    },
+];
+
+/// The keys of a `[[link_change]]` table.
+pub const LINK_CHANGE_KEYS: &[Key] = &[
+    Key {
+        name: "at_ms",
+        ty: Type::Float,
+        unit: "ms",
+        default: KeyDefault::Required,
+        range: Range::Any,
+        doc: "When the rate changes.",
+    },
+    Key {
+        name: "from",
+        ty: Type::Integer,
+        unit: "",
+        default: KeyDefault::Required,
+        range: Range::Text("a node"),
+        doc: "The link direction's sending node.",
+    },
+    Key {
+        name: "to",
+        ty: Type::Integer,
+        unit: "",
+        default: KeyDefault::Required,
+        range: Range::Text("a node joined to `from`"),
+        doc: "The link direction's receiving node.",
+    },
+    Key {
+        name: "rate",
+        ty: Type::Rate,
+        unit: "",
+        default: KeyDefault::Required,
+        range: Range::Any,
+        doc: "The new rate.",
+    },
+];
+
+/// A flow's priority group and destination port, in `[[flow]]` and `[[poisson]]`.
+const PG: Key = Key {
+    name: "pg",
+    ty: Type::Integer,
+    unit: "",
+    default: KeyDefault::Value("3"),
+    range: Range::Int(0, 7),
+    doc: "The priority group (802.1p priority).",
+};
+const DPORT: Key = Key {
+    name: "dport",
+    ty: Type::Integer,
+    unit: "",
+    default: KeyDefault::Value("100"),
+    range: Range::Any,
+    doc: "The destination port (ECMP hashes it).",
+};
+
+/// The keys of a `[[flow]]` table.
+pub const FLOW_KEYS: &[Key] = &[
+    Key {
+        name: "src",
+        ty: Type::Integer,
+        unit: "",
+        default: KeyDefault::Required,
+        range: Range::Text("a host"),
+        doc: "The sending host's node id.",
+    },
+    Key {
+        name: "dst",
+        ty: Type::Integer,
+        unit: "",
+        default: KeyDefault::Required,
+        range: Range::Text("another host"),
+        doc: "The receiving host's node id.",
+    },
+    PG,
+    DPORT,
+    Key {
+        name: "bytes",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Required,
+        range: Range::Any,
+        doc: "The flow's size.",
+    },
+    Key {
+        name: "start_us",
+        ty: Type::Float,
+        unit: "us",
+        default: KeyDefault::Value("0"),
+        range: Range::Text(">= 0"),
+        doc: "When the flow starts.",
+    },
+];
+
+/// The keys of a `[[poisson]]` table.
+pub const POISSON_KEYS: &[Key] = &[
+    Key {
+        name: "cdf",
+        ty: Type::String,
+        unit: "",
+        default: KeyDefault::Required,
+        range: Range::Text("a bundled name or a file"),
+        doc: "A flow-size CDF in ns-3 HPCC's format (`websearch`), relative to the scenario.",
+    },
+    Key {
+        name: "load",
+        ty: Type::Float,
+        unit: "",
+        default: KeyDefault::Required,
+        range: Range::Text("(0, 1]"),
+        doc: "The offered load per host as a share of its link rate.",
+    },
+    Key {
+        name: "start_ms",
+        ty: Type::Float,
+        unit: "ms",
+        default: KeyDefault::Value("0"),
+        range: Range::Any,
+        doc: "When the arrivals start.",
+    },
+    Key {
+        name: "duration_ms",
+        ty: Type::Float,
+        unit: "ms",
+        default: KeyDefault::Required,
+        range: Range::Text("> 0"),
+        doc: "How long arrivals go on.",
+    },
+    PG,
+    DPORT,
+    Key {
+        name: "hosts",
+        ty: Type::Integers,
+        unit: "",
+        default: KeyDefault::Text("every host"),
+        range: Range::Any,
+        doc: "Only these hosts send and receive.",
+    },
+];
+
+/// The key the simulator adds to `[pfc]` and `[tcd]` (`sim::cc`).
+pub const ENABLED_KEYS: &[Key] = &[Key {
+    name: "enabled",
+    ty: Type::Bool,
+    unit: "",
+    default: KeyDefault::Value("true"),
+    range: Range::Any,
+    doc: "The section is on; `false` keeps it written but off.",
+}];
+
+/// The key the simulator adds to `[red]` (`sim::cc::RedByRate`).
+pub const RED_KEYS: &[Key] = &[Key {
+    name: "by_rate",
+    ty: Type::Tables,
+    unit: "",
+    default: KeyDefault::None,
+    range: Range::Any,
+    doc: "Values per link speed: `[[red.by_rate]]` tables, each `rate` and any `[red]` key.",
+}];
+
+/// The key of a `[[red.by_rate]]` table besides `[red]`'s.
+pub const RED_BY_RATE_KEYS: &[Key] = &[Key {
+    name: "rate",
+    ty: Type::Rate,
+    unit: "",
+    default: KeyDefault::Required,
+    range: Range::Text("one entry per speed"),
+    doc: "The link speed the entry's values are for (ns-3's KMIN_MAP / KMAX_MAP / PMAX_MAP); \
+              a switch port of a speed without an entry is an error.",
+}];
+
+const MTU: &Key = key(HOST_KEYS, "mtu");
 
 fn ms(v: f64) -> Instant {
     Instant::from_nanos((v.max(0.0) * 1e6).round() as u64)
@@ -262,11 +665,10 @@ impl Scenario {
             read(t, format!("{}: `flows_text`", self.name))?;
         }
         for (i, f) in self.file.flow.iter().enumerate() {
-            if f.pg as usize >= units::PRIORITIES || f.start_us.is_nan() || f.start_us < 0.0 {
-                bail!(
-                    "{}: flow[{i}]: `pg` must be 0..=7 and `start_us` >= 0",
-                    self.name
-                );
+            PG.within(f.pg.into())
+                .map_err(|e| anyhow::anyhow!("{}: flow[{i}].pg = {}", self.name, e.why()))?;
+            if f.start_us.is_nan() || f.start_us < 0.0 {
+                bail!("{}: flow[{i}]: `start_us` must be >= 0", self.name);
             }
             out.push(FlowSpec {
                 src: f.src,
@@ -292,6 +694,8 @@ impl Scenario {
             .with_context(|| format!("{}: poisson[{i}].cdf", self.name))?;
             let cdf = Cdf::parse(&src.text)
                 .with_context(|| format!("{}: poisson[{i}].cdf {}", self.name, src.origin))?;
+            PG.within(p.pg.into())
+                .map_err(|e| anyhow::anyhow!("{}: poisson[{i}].pg = {}", self.name, e.why()))?;
             if !(p.load > 0.0 && p.load <= 1.0 && p.duration_ms > 0.0) {
                 bail!(
                     "{}: poisson[{i}]: `load` must be in (0, 1] and `duration_ms` > 0",
@@ -360,9 +764,8 @@ impl Scenario {
             ack_pause_prio: _,
         } = &mut cfg.host;
         if let Some(v) = h.mtu {
-            if !(64..=65_000).contains(&v) {
-                bail!("{name}: `host.mtu` must be 64..=65000");
-            }
+            MTU.within(v.into())
+                .map_err(|e| anyhow::anyhow!("{name}: `host.mtu` = {}", e.why()))?;
             *mtu = v;
         }
         if let Some(v) = h.header_bytes {

@@ -16,6 +16,7 @@ use serde::Deserialize;
 use cp::qcn::{QcnCpParams, QcnCpProfile};
 use cp::red::{RedParams, RedProfile};
 use cp::tcd::{TcdParams, TcdProfile};
+use units::keys::{key, Key, KeyDefault, Range, Type};
 use units::PRIORITIES;
 
 pub use super::core::CpCounters;
@@ -88,6 +89,77 @@ pub struct CongestionConfig {
     pub seed: u64,
 }
 
+/// The keys of a `[[congestion]]` table ([`CongestionConfig`]), as the configuration reference
+/// lists them; the validation checks the ranges given here.
+pub const KEYS: &[Key] = &[
+    Key {
+        name: "port",
+        ty: Type::String,
+        unit: "",
+        default: KeyDefault::Required,
+        range: Range::Text("a `[[ports]]` name"),
+        doc: "The egress port.",
+    },
+    Key {
+        name: "priorities",
+        ty: Type::Integers,
+        unit: "",
+        default: KeyDefault::Value("[0, 1, 2, 3, 4, 5, 6, 7]"),
+        range: Range::Text("each 0..=7"),
+        doc: "The data priorities (802.1p) the congestion point watches.",
+    },
+    Key {
+        name: "qcn",
+        ty: Type::Table,
+        unit: "",
+        default: KeyDefault::None,
+        range: Range::Any,
+        doc: "A QCN congestion point: the `[qcn_cp]` parameter table.",
+    },
+    Key {
+        name: "red",
+        ty: Type::Table,
+        unit: "",
+        default: KeyDefault::None,
+        range: Range::Text("not with `tcd`"),
+        doc: "RED/ECN marking (DCQCN): the `[red]` parameter table.",
+    },
+    Key {
+        name: "tcd",
+        ty: Type::Table,
+        unit: "",
+        default: KeyDefault::None,
+        range: Range::Text("not with `red`"),
+        doc: "Ternary congestion detection: the `[tcd]` parameter table.",
+    },
+    Key {
+        name: "cp_mac",
+        ty: Type::String,
+        unit: "",
+        default: KeyDefault::Text("the port's own MAC"),
+        range: Range::Text("a MAC address"),
+        doc: "The congestion point's MAC (CNM source and CPID).",
+    },
+    Key {
+        name: "cnm_priority",
+        ty: Type::Integer,
+        unit: "",
+        default: KeyDefault::Value("6"),
+        range: Range::Int(0, 7),
+        doc: "The 802.1p priority of CNMs.",
+    },
+    Key {
+        name: "seed",
+        ty: Type::Integer,
+        unit: "",
+        default: KeyDefault::Value("0"),
+        range: Range::Any,
+        doc: "Seed of the marking and sampling generator (runs replay exactly).",
+    },
+];
+
+const CNM_PRIORITY: &Key = key(KEYS, "cnm_priority");
+
 fn all_priorities() -> Vec<u8> {
     (0..PRIORITIES as u8).collect()
 }
@@ -126,12 +198,9 @@ impl CpHook {
             }
             prio_mask |= 1 << p;
         }
-        if usize::from(c.cnm_priority) >= PRIORITIES {
-            return Err(err(
-                "cnm_priority",
-                format!("{} is not in 0..=7", c.cnm_priority),
-            ));
-        }
+        CNM_PRIORITY
+            .within(c.cnm_priority.into())
+            .map_err(|e| err("cnm_priority", e.why()))?;
         if c.red.is_some() && c.tcd.is_some() {
             // The switch core applies TCD alone where both are configured (see `PortCp`).
             return Err(err(

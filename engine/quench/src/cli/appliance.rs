@@ -14,6 +14,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use anyhow::Context as _;
 use serde_json::json;
+use units::keys::{key, Key, KeyDefault, Range, Type};
 
 use super::progress::{per_s, Delta, Progress};
 use units::{Duration, Instant, ParamError, Rate};
@@ -128,6 +129,109 @@ fn default_catch_up_us() -> u32 {
     (MAX_CATCH_UP.as_nanos() / 1000) as u32
 }
 
+/// The keys of [`ApplianceConfig`], as the configuration reference lists them;
+/// [`ApplianceConfig::table`] checks the ranges given here.
+pub(crate) const KEYS: &[Key] = &[
+    Key {
+        name: "role",
+        ty: Type::OneOf(&["rp", "np"]),
+        unit: "",
+        default: KeyDefault::Value("\"rp\""),
+        range: Range::Any,
+        doc: "In front of senders (reaction points, per-flow pacing) or of a receiver (CE marks \
+              become CNPs).",
+    },
+    super::send::CC,
+    Key {
+        name: "line_rate",
+        ty: Type::Rate,
+        unit: "",
+        default: KeyDefault::Value("\"1gbit\""),
+        range: Range::Text("> 0"),
+        doc: "The reaction points' line rate C: no flow leaves faster.",
+    },
+    Key {
+        name: "cn_tag",
+        ty: Type::Bool,
+        unit: "",
+        default: KeyDefault::Value("true"),
+        range: Range::Any,
+        doc: "QCN: add a CN-TAG carrying the flow's RPID to frames that have none.",
+    },
+    Key {
+        name: "ect0",
+        ty: Type::Bool,
+        unit: "",
+        default: KeyDefault::Value("true"),
+        range: Range::Any,
+        doc: "DCQCN: set ECT(0) on Not-ECT packets so that RED marks them instead of dropping.",
+    },
+    Key {
+        name: "max_flows",
+        ty: Type::Integer,
+        unit: "",
+        default: KeyDefault::Value("1048576"),
+        range: Range::Int(1, 1 << 24),
+        doc: "The flow table's size.",
+    },
+    Key {
+        name: "queue_bytes",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Value("1048576"),
+        range: Range::Text("one largest frame (1522).."),
+        doc: "What each flow may queue.",
+    },
+    Key {
+        name: "idle_timeout_s",
+        ty: Type::Float,
+        unit: "s",
+        default: KeyDefault::Value("10"),
+        range: Range::Text("> 0"),
+        doc: "A flow with an empty queue and no frame for this long is evicted.",
+    },
+    Key {
+        name: "when_full",
+        ty: Type::OneOf(&["bypass", "drop"]),
+        unit: "",
+        default: KeyDefault::Value("\"bypass\""),
+        range: Range::Any,
+        doc: "A new flow's frame when the table is full of busy flows: sent unpaced, or dropped.",
+    },
+    Key {
+        name: "max_catch_up_us",
+        ty: Type::Integer,
+        unit: "us",
+        default: KeyDefault::Value("50"),
+        range: Range::Int(1, 1000000),
+        doc: "Sending time a flow whose release the loop was late for catches up at once; more is \
+              given up.",
+    },
+    Key {
+        name: "pfc",
+        ty: Type::Bool,
+        unit: "",
+        default: KeyDefault::Value("false"),
+        range: Range::Any,
+        doc: "Honour PFC PAUSE frames from the network on the outside port (RP role).",
+    },
+    Key {
+        name: "control_socket",
+        ty: Type::String,
+        unit: "path",
+        default: KeyDefault::None,
+        range: Range::Any,
+        doc: "The control socket `quench stats` reads; none when absent.",
+    },
+    quench_config::keys::PRESET,
+    quench_config::keys::QCN_RP,
+    quench_config::keys::DCQCN_RP,
+    quench_config::keys::NP,
+];
+
+const MAX_FLOWS: &Key = key(KEYS, "max_flows");
+const MAX_CATCH_UP_US: &Key = key(KEYS, "max_catch_up_us");
+
 /// configs/appliance.toml.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -217,13 +321,7 @@ impl ApplianceConfig {
 
     /// The flow table's limits.
     pub fn table(&self) -> Result<TableConfig, ParamError> {
-        if self.max_flows == 0 || self.max_flows > 1 << 24 {
-            return Err(ParamError::new(
-                "max_flows",
-                self.max_flows,
-                "must be in 1..=16777216",
-            ));
-        }
+        MAX_FLOWS.within(self.max_flows as u64)?;
         if self.queue_bytes < quench_port::MAX_FRAME as u32 {
             return Err(ParamError::new(
                 "queue_bytes",
@@ -242,13 +340,7 @@ impl ApplianceConfig {
             ));
         }
         // The catch-up bound is a burst at the line rate: at most one second of it.
-        if self.max_catch_up_us == 0 || self.max_catch_up_us > 1_000_000 {
-            return Err(ParamError::new(
-                "max_catch_up_us",
-                self.max_catch_up_us,
-                "must be in 1..=1000000",
-            ));
-        }
+        MAX_CATCH_UP_US.within(self.max_catch_up_us.into())?;
         Ok(TableConfig {
             max_catch_up: Duration::from_micros(u64::from(self.max_catch_up_us)),
             max_flows: self.max_flows,

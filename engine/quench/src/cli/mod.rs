@@ -108,6 +108,7 @@ pub fn closed_pipe(e: &anyhow::Error) -> bool {
 pub mod appliance;
 pub mod blast;
 pub mod frames;
+pub mod presets;
 pub mod progress;
 pub mod recv;
 pub mod replay;

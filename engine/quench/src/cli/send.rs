@@ -16,6 +16,7 @@ use anyhow::Context as _;
 use rand_xoshiro::rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Deserialize;
+use units::keys::{key, Key, KeyDefault, Range, Type};
 use units::{Duration, Rate};
 
 use super::progress::{per_s, Delta, Progress};
@@ -63,6 +64,107 @@ fn default_catch_up_us() -> u32 {
     50
 }
 
+/// `cc`, the sender's and the appliance's.
+pub(crate) const CC: Key = Key {
+    name: "cc",
+    ty: Type::OneOf(&["none", "qcn", "dcqcn"]),
+    unit: "",
+    default: KeyDefault::Value("\"none\""),
+    range: Range::Any,
+    doc: "The congestion control of the reaction points (`--cc` overrides it).",
+};
+
+/// The keys of [`SendConfig`] (its `[[flows]]`: `quench_node::flowgen::KEYS`), as the
+/// configuration reference lists them; [`SendConfig::check`] checks the ranges given here.
+pub(crate) const KEYS: &[Key] = &[
+    CC,
+    Key {
+        name: "line_rate",
+        ty: Type::Rate,
+        unit: "",
+        default: KeyDefault::Required,
+        range: Range::Text("> 0"),
+        doc: "The reaction points' line rate C.",
+    },
+    Key {
+        name: "frame_len",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Value("1500"),
+        range: Range::Text("the headers (74)..=1522"),
+        doc: "The frames' length (VLAN, IPv4, UDP, test header, filler).",
+    },
+    Key {
+        name: "src_ip",
+        ty: Type::String,
+        unit: "",
+        default: KeyDefault::Required,
+        range: Range::Text("an IPv4 address"),
+        doc: "The frames' source address (`--src-ip` overrides it per port).",
+    },
+    Key {
+        name: "dst_ip",
+        ty: Type::String,
+        unit: "",
+        default: KeyDefault::Required,
+        range: Range::Text("an IPv4 address"),
+        doc: "The frames' destination address.",
+    },
+    Key {
+        name: "vlan",
+        ty: Type::Integer,
+        unit: "",
+        default: KeyDefault::Value("1"),
+        range: Range::Int(0, 4095),
+        doc: "The frames' VLAN id.",
+    },
+    Key {
+        name: "ecn",
+        ty: Type::OneOf(&["not_ect", "ect0", "ect1"]),
+        unit: "",
+        default: KeyDefault::Text("\"ect0\" with DCQCN, else \"not_ect\""),
+        range: Range::Any,
+        doc: "The ECN codepoint of the frames.",
+    },
+    Key {
+        name: "seed",
+        ty: Type::Integer,
+        unit: "",
+        default: KeyDefault::Value("0"),
+        range: Range::Any,
+        doc: "Seed of the flows' sizes and arrivals (port k of several uses seed + k).",
+    },
+    Key {
+        name: "max_catch_up_us",
+        ty: Type::Integer,
+        unit: "us",
+        default: KeyDefault::Value("50"),
+        range: Range::Int(1, 1000000),
+        doc: "How far a flow may fall behind its release times (the loop was off the CPU) and \
+              still catch up at once; more is given up.",
+    },
+    Key {
+        name: "catch_up_speed",
+        ty: Type::Float,
+        unit: "",
+        default: KeyDefault::Text("none (as fast as the loop polls)"),
+        range: Range::Text("> 1"),
+        doc: "While a flow catches up, it sends at most this many times its reaction point's \
+              rate.",
+    },
+    quench_config::keys::PRESET,
+    quench_config::keys::QCN_RP,
+    quench_config::keys::DCQCN_RP,
+    Key {
+        name: "flows",
+        ty: Type::Tables,
+        unit: "",
+        default: KeyDefault::Required,
+        range: Range::Any,
+        doc: "The flows: `[[flows]]` tables.",
+    },
+];
+
 /// configs/send.toml.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -98,6 +200,25 @@ pub struct SendConfig {
     pub qcn_rp: Option<rp::QcnParams>,
     pub dcqcn_rp: Option<rp::DcqcnParams>,
     pub flows: Vec<FlowGroup>,
+}
+
+const VLAN: &Key = key(KEYS, "vlan");
+const MAX_CATCH_UP_US: &Key = key(KEYS, "max_catch_up_us");
+
+impl SendConfig {
+    /// The ranges of [`KEYS`] a value must keep whatever the port: an error naming the key.
+    pub(crate) fn check(&self) -> Result<(), units::ParamError> {
+        VLAN.within(self.vlan.into())?;
+        MAX_CATCH_UP_US.within(self.max_catch_up_us.into())?;
+        if self.frame_len as usize > MAX_FRAME {
+            return Err(units::ParamError::new(
+                "frame_len",
+                self.frame_len,
+                format!("must be at most {MAX_FRAME} octets (the largest frame a port sends)"),
+            ));
+        }
+        Ok(())
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -189,6 +310,8 @@ pub(crate) fn load(src: &quench_config::bundled::Source) -> anyhow::Result<SendC
     use quench_config::bundled::PresetTables;
     let mut cfg: SendConfig =
         quench_config::file::from_str(&src.text, &src.origin).map_err(anyhow::Error::msg)?;
+    cfg.check()
+        .map_err(|e| anyhow::anyhow!("{}: {e}", src.origin))?;
     if let Some(p) = &cfg.preset {
         let t = PresetTables::from_key(p, src)?;
         cfg.qcn_rp = cfg.qcn_rp.or(t.qcn_rp);

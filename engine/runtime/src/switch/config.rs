@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use units::keys::{key, Key, KeyDefault, Range, Type};
 use units::{Duration, Rate};
 
 use quench_node::switch::fdb::{PortIdx, DEFAULT_AGEING};
@@ -54,6 +55,225 @@ pub struct SwitchConfig {
 fn one() -> usize {
     1
 }
+
+/// The keys of [`SwitchConfig`] (its tables' keys: [`PORT_KEYS`], [`STATIC_MAC_KEYS`],
+/// `quench_node::switch::cp::KEYS`, `cp::pfc::KEYS`, [`DPDK_KEYS`]), as the configuration
+/// reference lists them; the validation checks the ranges given here.
+pub const SWITCH_KEYS: &[Key] = &[
+    Key {
+        name: "workers",
+        ty: Type::Integer,
+        unit: "",
+        default: KeyDefault::Value("1"),
+        range: Range::Int(1, 64),
+        doc: "Forwarding cores, each pinned; the ports' queues are spread over them.",
+    },
+    Key {
+        name: "ageing_secs",
+        ty: Type::Float,
+        unit: "s",
+        default: KeyDefault::Value("300"),
+        range: Range::Float(0.001, MAX_AGEING_SECS),
+        doc: "How long a learned MAC entry lives without being seen (802.1Q's default 300 s).",
+    },
+    Key {
+        name: "queue_bytes",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Value("262144"),
+        range: Range::Int(MIN_QUEUE_BYTES, MAX_QUEUE_BYTES),
+        doc: "What each data priority of an egress port may queue.",
+    },
+    Key {
+        name: "control_queue_bytes",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Value("65536"),
+        range: Range::Int(MIN_QUEUE_BYTES, MAX_QUEUE_BYTES),
+        doc: "What the control class (PFC, CNMs) of an egress port may queue.",
+    },
+    Key {
+        name: "control_socket",
+        ty: Type::String,
+        unit: "path",
+        default: KeyDefault::Value("\"/run/quench/switch.sock\""),
+        range: Range::Any,
+        doc: "The control socket `quench stats` reads.",
+    },
+    Key {
+        name: "ports",
+        ty: Type::Tables,
+        unit: "",
+        default: KeyDefault::Required,
+        range: Range::Text("at least one"),
+        doc: "The ports: `[[ports]]` tables.",
+    },
+    Key {
+        name: "static_macs",
+        ty: Type::Tables,
+        unit: "",
+        default: KeyDefault::None,
+        range: Range::Any,
+        doc: "MAC addresses bound to a port: `[[static_macs]]` tables.",
+    },
+    Key {
+        name: "congestion",
+        ty: Type::Tables,
+        unit: "",
+        default: KeyDefault::None,
+        range: Range::Text("one per port"),
+        doc: "Congestion points on egress ports: `[[congestion]]` tables.",
+    },
+    Key {
+        name: "pfc",
+        ty: Type::Table,
+        unit: "",
+        default: KeyDefault::None,
+        range: Range::Any,
+        doc: "PFC (802.1Qbb) on every port: the `[pfc]` parameter table (its `ports` is the port \
+              count); absent, PAUSE frames received are counted and dropped.",
+    },
+    Key {
+        name: "dpdk",
+        ty: Type::Table,
+        unit: "",
+        default: KeyDefault::None,
+        range: Range::Any,
+        doc: "EAL arguments and pools for `driver = \"dpdk\"` ports (cargo feature `dpdk`).",
+    },
+];
+
+/// The keys of a `[[ports]]` table.
+pub const PORT_KEYS: &[Key] = &[
+    Key {
+        name: "name",
+        ty: Type::String,
+        unit: "",
+        default: KeyDefault::Required,
+        range: Range::Text("unique, not empty"),
+        doc: "The port's name in `static_macs`, `[[congestion]]`, `--capture` and stats.",
+    },
+    Key {
+        name: "iface",
+        ty: Type::String,
+        unit: "",
+        default: KeyDefault::Required,
+        range: Range::Text("1..=15 characters"),
+        doc: "The network interface (for `driver = \"dpdk\"`, the ethdev name).",
+    },
+    Key {
+        name: "driver",
+        ty: Type::OneOf(&["af_xdp", "af_packet", "mem", "dpdk"]),
+        unit: "",
+        default: KeyDefault::Value("\"af_xdp\""),
+        range: Range::Any,
+        doc: "How the port moves frames (`dpdk` with the cargo feature; `mem` for tests).",
+    },
+    Key {
+        name: "xdp_mode",
+        ty: Type::OneOf(&["auto", "native", "generic"]),
+        unit: "",
+        default: KeyDefault::Value("\"auto\""),
+        range: Range::Any,
+        doc: "AF_XDP attach mode: native zero-copy, else native copy, else generic; or one of \
+              them only.",
+    },
+    Key {
+        name: "rate",
+        ty: Type::Rate,
+        unit: "",
+        default: KeyDefault::None,
+        range: Range::Text("> 0"),
+        doc: "Egress rate limit.",
+    },
+    Key {
+        name: "queue_bytes",
+        ty: Type::Integer,
+        unit: "octets",
+        default: KeyDefault::Text("the top-level `queue_bytes`"),
+        range: Range::Int(MIN_QUEUE_BYTES, MAX_QUEUE_BYTES),
+        doc: "This port's data queue limit.",
+    },
+];
+
+/// The keys of a `[[static_macs]]` table.
+pub const STATIC_MAC_KEYS: &[Key] = &[
+    Key {
+        name: "mac",
+        ty: Type::String,
+        unit: "",
+        default: KeyDefault::Required,
+        range: Range::Text("a MAC address"),
+        doc: "The address (`02:00:00:00:00:01`).",
+    },
+    Key {
+        name: "port",
+        ty: Type::String,
+        unit: "",
+        default: KeyDefault::Required,
+        range: Range::Text("a `[[ports]]` name"),
+        doc: "The port it is bound to.",
+    },
+];
+
+/// The keys of the `[dpdk]` table (`quench_port::dpdk::DpdkConfig`, cargo feature `dpdk`).
+pub const DPDK_KEYS: &[Key] = &[
+    Key {
+        name: "eal",
+        ty: Type::Strings,
+        unit: "",
+        default: KeyDefault::Value("[]"),
+        range: Range::Any,
+        doc: "Arguments to rte_eal_init, a list of strings (`[\"--no-huge\", \"-m\", \"256\", \
+              \"--vdev=net_null0\"]`).",
+    },
+    Key {
+        name: "mbufs",
+        ty: Type::Integer,
+        unit: "",
+        default: KeyDefault::Value("8191"),
+        range: Range::Text(">= rx_queues x descriptors + 2048"),
+        doc: "Mbufs in each port's pool (DPDK recommends 2^k - 1).",
+    },
+    Key {
+        name: "mbuf_cache",
+        ty: Type::Integer,
+        unit: "",
+        default: KeyDefault::Value("256"),
+        range: Range::Text("0..=512 and <= mbufs / 1.5"),
+        doc: "Per-lcore cache of each pool; 0 disables it.",
+    },
+    Key {
+        name: "descriptors",
+        ty: Type::Integer,
+        unit: "",
+        default: KeyDefault::Value("1024"),
+        range: Range::Int(1, 65535),
+        doc: "Receive and transmit descriptors per queue (the driver may round it).",
+    },
+    Key {
+        name: "rx_queues",
+        ty: Type::Integer,
+        unit: "",
+        default: KeyDefault::Value("1"),
+        range: Range::Int(1, 65535),
+        doc: "Receive queues per port.",
+    },
+    Key {
+        name: "tx_queues",
+        ty: Type::Integer,
+        unit: "",
+        default: KeyDefault::Value("1"),
+        range: Range::Int(1, 65535),
+        doc: "Transmit queues per port.",
+    },
+];
+
+const WORKERS: &Key = key(SWITCH_KEYS, "workers");
+const AGEING_SECS: &Key = key(SWITCH_KEYS, "ageing_secs");
+const QUEUE_BYTES: &Key = key(SWITCH_KEYS, "queue_bytes");
+const CONTROL_QUEUE_BYTES: &Key = key(SWITCH_KEYS, "control_queue_bytes");
+const PORT_QUEUE_BYTES: &Key = key(PORT_KEYS, "queue_bytes");
 
 /// One `[[ports]]` table.
 #[derive(Debug, Deserialize)]
@@ -172,27 +392,24 @@ impl SwitchConfig {
             key,
             why,
         };
-        if self.workers == 0 || self.workers > 64 {
-            return Err(invalid("workers".into(), "must be 1..=64".into()));
-        }
+        WORKERS
+            .within(self.workers as u64)
+            .map_err(|e| invalid("workers".into(), e.why()))?;
         if self.ports.is_empty() {
             return Err(invalid(
                 "ports".into(),
                 "at least one [[ports]] is needed".into(),
             ));
         }
+        // 802.1Q-2018 12.7.1.2 (dot1qFdbAgingTime): 10..=1,000,000 s; shorter ages are
+        // accepted down to 1 ms for tests.
         let ageing = match self.ageing_secs {
             None => DEFAULT_AGEING,
-            // 802.1Q-2018 12.7.1.2 (dot1qFdbAgingTime): 10..=1,000,000 s; shorter ages
-            // are accepted down to 1 ms for tests.
-            Some(s) if (1e-3..=MAX_AGEING_SECS).contains(&s) => {
-                Duration::from_nanos((s * 1e9) as u64)
-            }
             Some(s) => {
-                return Err(invalid(
-                    "ageing_secs".into(),
-                    format!("{s}: must be in 0.001..={MAX_AGEING_SECS}"),
-                ))
+                let s = AGEING_SECS
+                    .within_f64(s)
+                    .map_err(|e| invalid("ageing_secs".into(), e.why()))?;
+                Duration::from_nanos((s * 1e9) as u64)
             }
         };
         let defaults = QueueLimits::default();
@@ -201,18 +418,10 @@ impl SwitchConfig {
             control_bytes: self.control_queue_bytes.unwrap_or(defaults.control_bytes),
         };
         for (k, v) in [
-            ("queue_bytes", base.data_bytes),
-            ("control_queue_bytes", base.control_bytes),
+            (QUEUE_BYTES, base.data_bytes),
+            (CONTROL_QUEUE_BYTES, base.control_bytes),
         ] {
-            if !(MIN_QUEUE_BYTES..=MAX_QUEUE_BYTES).contains(&v) {
-                return Err(invalid(
-                    k.into(),
-                    format!(
-                        "{v}: must be in {MIN_QUEUE_BYTES}..={MAX_QUEUE_BYTES} (a full frame \
-                         up to 1 GiB)"
-                    ),
-                ));
-            }
+            k.within(v).map_err(|e| invalid(k.name.into(), e.why()))?;
         }
         let mut ports = Vec::new();
         for (i, p) in self.ports.iter().enumerate() {
@@ -255,12 +464,9 @@ impl SwitchConfig {
                 },
             };
             let data_bytes = p.queue_bytes.unwrap_or(base.data_bytes);
-            if !(MIN_QUEUE_BYTES..=MAX_QUEUE_BYTES).contains(&data_bytes) {
-                return Err(invalid(
-                    key("queue_bytes"),
-                    format!("{data_bytes}: must be in {MIN_QUEUE_BYTES}..={MAX_QUEUE_BYTES}"),
-                ));
-            }
+            PORT_QUEUE_BYTES
+                .within(data_bytes)
+                .map_err(|e| invalid(key("queue_bytes"), e.why()))?;
             ports.push(PortProfile {
                 name: p.name.clone(),
                 iface: p.iface.clone(),

@@ -1,0 +1,40 @@
+//! Configuration keys several kinds share (the sender's, the appliance's and the scenario's
+//! files), described once for the configuration reference (`units::keys`).
+
+use units::keys::{Key, KeyDefault, Range, Type};
+
+/// A key naming a preset whose tables stand where the file writes none.
+pub const PRESET: Key = Key {
+    name: "preset",
+    ty: Type::String,
+    unit: "",
+    default: KeyDefault::None,
+    range: Range::Text("a bundled name or a file"),
+    doc: "A parameter preset (`nvidia`, `dcqcn-paper`; a file is relative to this one) whose \
+          tables stand where this file writes none.",
+};
+
+/// A parameter table's key, no default.
+const fn table(name: &'static str, doc: &'static str) -> Key {
+    Key {
+        name,
+        ty: Type::Table,
+        unit: "",
+        default: KeyDefault::None,
+        range: Range::Any,
+        doc,
+    }
+}
+
+pub const QCN_RP: Key = table(
+    "qcn_rp",
+    "The QCN reaction points: the `[qcn_rp]` parameter table, over the preset's.",
+);
+pub const DCQCN_RP: Key = table(
+    "dcqcn_rp",
+    "The DCQCN reaction points: the `[dcqcn_rp]` parameter table, over the preset's.",
+);
+pub const NP: Key = table(
+    "np",
+    "The DCQCN notification point: the `[np]` parameter table, over the preset's.",
+);
