@@ -24,10 +24,11 @@
 # SWITCH_RT=1 runs the switch at a real-time priority (SCHED_FIFO 1) waiting in the kernel when
 # idle (`--idle wait`), as a hardware switch's dataplane, which no other task deschedules
 # (docs/design.md, "Sender appliance"; off by default: it takes CPU from the receivers);
-# APPLIANCE_ARGS adds options to `quench appliance` (e.g. --busy-poll), SWITCH_ARGS to `quench
-# switch` (e.g. --idle-sleep 50us: its idle loop sleeps rather than yields). IDLE=wait: both
-# wait in the kernel for a frame when idle (`--idle wait`); IDLE= (empty, the default): each
-# its own default (the switch yields on a shared machine, the appliance sleeps).
+# APPLIANCE_ARGS adds options to `quench appliance` (e.g. --idle spin), SWITCH_ARGS to `quench
+# switch` (e.g. --idle 50us: its idle loop sleeps rather than yields). IDLE=MODE: both take
+# `--idle MODE` (spin, yield, wait, auto or a duration; wait: both wait in the kernel for a
+# frame when idle); IDLE= (empty, the default): each its own `auto` (on a shared machine the
+# switch yields, the appliance sleeps).
 # CC list: CCS="qcn dcqcn" (default); "none" is the same path with no reaction point in the
 # appliance (the switch keeps its QCN config): what the testbed forwards without congestion control. DRIVER=af_xdp (default) or af_packet for every port; with
 # af_packet, TCP suffers: the testbed's veths have GRO on (XDP redirects need it), so an
@@ -60,9 +61,9 @@ case $mtu in
 esac
 if [ "$mtu" -lt 576 ]; then echo "appliance.sh: MTU=$mtu: at least 576" >&2; exit 2; fi
 case $idle in
-  wait) switch_args="--idle wait $switch_args"; appliance_args="--idle wait $appliance_args" ;;
   '') ;;
-  *) echo "appliance.sh: IDLE=$idle: wait or empty" >&2; exit 2 ;;
+  auto|spin|yield|wait|[0-9]*) switch_args="--idle $idle $switch_args"; appliance_args="--idle $idle $appliance_args" ;;
+  *) echo "appliance.sh: IDLE=$idle: auto, spin, yield, wait, a duration, or empty" >&2; exit 2 ;;
 esac
 case $place in split|none) ;; *) echo "appliance.sh: PLACE=$place: split or none" >&2; exit 2 ;; esac
 pfc=${PFC-1}

@@ -49,7 +49,7 @@
 # forwarders add.
 #
 #   --appliance      only this: 64 B forwarding through `quench appliance` (no congestion control,
-#                    no limit, --busy-poll, one inside/outside pair, pinned to core 0) against
+#                    no limit, --idle spin, one inside/outside pair, pinned to core 0) against
 #                    `quench switch`, same testbed, same run; prints both, the ratio, and JSON
 #   --latency-only   skip the rate and shaping runs
 #   --forwarders L   the latency part's forwarders, of quench quench_kfp bridge ovs ovs_system
@@ -74,22 +74,8 @@
 #   XDP_MODE=M       quench switch's ports' xdp_mode (auto, the default: native on a veth;
 #                    generic: the program runs on the skb, and the fast path's redirect is a
 #                    plain transmit on the egress veth, which needs no GRO on its peer)
-#   IDLE=MODE        quench switch --idle MODE (auto, the default; yield; spin; a duration);
-#                    BUSY_POLL=1 is IDLE=spin
-#   NAPI_BUSY_POLL=1 preferred busy polling of the forwarder's veths' NAPI, for quench
-#                    (`--napi-busy-poll`: its spinning worker runs the veth's receive, the XDP
-#                    program and the copy into its UMEM, instead of the sender's sendto on the
-#                    sender's core) and testpmd net_af_xdp (which sets SO_PREFER_BUSY_POLL
-#                    itself) alike: the forwarder's two veths get napi_defer_hard_irqs 2 and
-#                    gro_flush_timeout 200000 ns (DPDK's af_xdp guide's values) for its cells,
-#                    their old values back after each; the bridge's cells run without. The
-#                    latency part only (its quench worker spins under SHIELD=1), and the rates
-#                    part too with IDLE=spin (a yielding worker cannot busy-poll: its frames
-#                    would wait for the timeout). NAPI_BUSY_POLL=0: neither. On veth with
-#                    Linux 6.13 and later the AF_XDP sockets get no NAPI id, nothing is
-#                    busy-polled (the cells print 0 frames), and every frame waits for the
-#                    timeout: the knob shows the kernel's state, it does not help there
-#   NAPI_THREADED=1  instead (or too): the forwarder's veths' NAPI in kernel threads pinned to
+#   IDLE=MODE        quench switch --idle MODE (auto, the default; spin; yield; wait; a duration)
+#   NAPI_THREADED=1  the forwarder's veths' NAPI in kernel threads pinned to
 #                    core 0 at SCHED_FIFO 50 (sysfs `threaded`), for quench and testpmd af_xdp
 #                    alike, the latency part only: the veth's receive (XDP program, copy into
 #                    the UMEM) leaves the sender's core, at the price of a wake-up and two
@@ -113,8 +99,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 idle=${IDLE:-auto}
-[ "${BUSY_POLL:-0}" = 1 ] && idle=spin
-napi_bp=${NAPI_BUSY_POLL:-0}
 napi_threaded=${NAPI_THREADED:-0}
 secs=4
 rates=1
@@ -274,33 +258,25 @@ if [ -n "$workers" ]; then
   exit 0
 fi
 
-# napi_knobs on|off: the forwarder's two veths' NAPI settings for its cells, or their values
-# from before back. NAPI_BUSY_POLL=1: the deferral that preferred busy polling needs
-# (napi_defer_hard_irqs 2, gro_flush_timeout 200000 ns). NAPI_THREADED=1: the veths' NAPI in
-# kernel threads (sysfs `threaded` 1), pinned to core 0, the forwarder's, at SCHED_FIFO 50, so
-# that the sender's transmit only queues a frame and wakes the thread, which runs the XDP
-# program and the copy into the forwarder's UMEM on core 0 (preempting the forwarder there).
-# Set while quench or testpmd af_xdp runs, so that the bridge's cells keep the defaults.
+# napi_knobs on|off (NAPI_THREADED=1): the forwarder's two veths' NAPI in kernel threads
+# (sysfs `threaded` 1), pinned to core 0, the forwarder's, at SCHED_FIFO 50, so that the
+# sender's transmit only queues a frame and wakes the thread, which runs the XDP program and the
+# copy into the forwarder's UMEM on core 0 (preempting the forwarder there); or their values
+# from before back. Set while quench or testpmd af_xdp runs, so that the bridge's cells keep the
+# defaults.
 napi_saved=
 napi_knobs() {
-  local d f v t
+  local d f t
   if [ "$1" = on ]; then
     napi_saved=
     for d in $P-sw-s0 $P-sw-r0; do
-      for f in napi_defer_hard_irqs gro_flush_timeout threaded; do
-        napi_saved+="$d/$f=$(ip netns exec $P-sw cat /sys/class/net/$d/$f) "
-      done
-      for v in $([ "$napi_bp" = 1 ] && echo napi_defer_hard_irqs=2 gro_flush_timeout=200000) \
-               $([ "$napi_threaded" = 1 ] && echo threaded=1); do
-        ip netns exec $P-sw sh -c "echo ${v#*=} >/sys/class/net/$d/${v%%=*}"
-      done
+      napi_saved+="$d/threaded=$(ip netns exec $P-sw cat /sys/class/net/$d/threaded) "
+      ip netns exec $P-sw sh -c "echo 1 >/sys/class/net/$d/threaded"
     done
-    if [ "$napi_threaded" = 1 ]; then
-      # The threads are named napi/DEV-ID (the command name cut to 15 characters).
-      for t in $(pgrep "^napi/$P-sw-"); do
-        taskset -pc 0 "$t" >/dev/null && chrt -f -p 50 "$t" || true
-      done
-    fi
+    # The threads are named napi/DEV-ID (the command name cut to 15 characters).
+    for t in $(pgrep "^napi/$P-sw-"); do
+      taskset -pc 0 "$t" >/dev/null && chrt -f -p 50 "$t" || true
+    done
   else
     for f in $napi_saved; do
       ip netns exec $P-sw sh -c "echo ${f#*=} >/sys/class/net/${f%%=*}" 2>/dev/null || true
@@ -308,16 +284,10 @@ napi_knobs() {
     napi_saved=
   fi
 }
-# busy_polled: BusyPollRxPackets of the forwarder's namespace (TcpExt, /proc/net/netstat).
-busy_polled() {
-  ip netns exec $P-sw awk '/^TcpExt:/ { if (!n) { for (i = 1; i <= NF; i++) if ($i == "BusyPollRxPackets") c = i; n = 1 } else print $c }' /proc/net/netstat
-}
 # Whether the forwarder $1 gets napi_knobs in the current part ($napi_part: 1 in the latency
-# part with NAPI_BUSY_POLL=1 or NAPI_THREADED=1; in the rates part only with NAPI_BUSY_POLL=1
-# and IDLE=spin).
+# part with NAPI_THREADED=1).
 napi_on() { [ "$napi_part" = 1 ] && { [ "$1" = quench ] || [ "$1" = af_xdp ]; }; }
 napi_part=0
-[ "$napi_bp" = 1 ] && [ "$idle" = spin ] && napi_part=1
 
 declare -A res
 # Starts forwarder $1 (quench, quench_kfp, bridge, ovs, ovs_system, ovs_kernel, af_packet, af_xdp)
@@ -325,28 +295,25 @@ declare -A res
 # $fwd_pid: the process to stop.
 start_forwarder() {
   fwd_pid=
-  local bp=()
-  if napi_on "$1"; then
-    napi_knobs on
-    [ "$1" = quench ] && [ "$napi_bp" = 1 ] && bp=(--napi-busy-poll)
-  fi
+  local sw_args=()
+  napi_on "$1" && napi_knobs on
   case "$1" in
     quench | quench_kfp)
       switch_cfg ""
-      [ "$1" = quench_kfp ] && bp+=(--fast-path kernel)
+      [ "$1" = quench_kfp ] && sw_args+=(--fast-path kernel)
       # Every CPU allowed (a shielded caller has only the last): the worker takes core 0, the
       # main and control-socket threads the rest (worker::keep_off_workers).
       # Its idle mode is the default (`--idle auto`): under SHIELD=1 core 0 is the worker's
       # own and it spins, as it would for a user who shields a core; else it yields.
-      # IDLE=yield|spin|auto|DURATION sets it (an A/B); BUSY_POLL=1 is IDLE=spin.
+      # IDLE=spin|yield|wait|auto|DURATION sets it (an A/B).
       ip netns exec $P-sw taskset -c 0-$last $Q switch --config "$out/sw.toml" --workers 1 \
-        --idle "$idle" "${bp[@]}" >"$out/sw.out" 2>"$out/sw.err" &
+        --idle "$idle" "${sw_args[@]}" >"$out/sw.out" 2>"$out/sw.err" &
       fwd_pid=$!
       sleep 1.5 ;;
     appliance)
       # Every frame classified (UDP 5-tuple) and forwarded at once: no reaction point.
       ip netns exec $P-sw taskset -c 0 $Q appliance --config configs/appliance.toml --cc none \
-        --busy-poll --driver af_xdp --inside $P-sw-s0 --outside $P-sw-r0 >"$out/ap.out" 2>"$out/ap.err" &
+        --idle spin --driver af_xdp --inside $P-sw-s0 --outside $P-sw-r0 >"$out/ap.out" 2>"$out/ap.err" &
       fwd_pid=$!
       sleep 1.5 ;;
     bridge)
@@ -470,8 +437,7 @@ fi
 
 # Latency: one paced flow through each forwarder at each load; the sink's summary.json.
 read -ra loads <<<"$lat_loads"
-napi_part=0
-[ "$napi_bp" = 1 ] || [ "$napi_threaded" = 1 ] && napi_part=1
+napi_part=$napi_threaded
 # SHIELD=1 (two CPUs): for the latency part, the machine's other work (other processes, kernel
 # reclaim and RCU threads, the devices' interrupts and the unbound workqueues' workers:
 # scripts/cpu-shield.sh --irqs) moves onto the last CPU, the sender's and sink's, leaving core 0
@@ -502,13 +468,7 @@ lat_round() {
           --rate "$((load * 10))mbit" --duration "${lsecs}s" --sink $P-r0/eth0 --sink-no-cnp \
           --sink-out "$1" >"$1.log" 2>&1 || { cat "$1.log" >&2; exit 1; }
       }
-      # With NAPI_BUSY_POLL=1: the frames the kernel's busy polling processed in the
-      # forwarder's namespace during the cell (BusyPollRxPackets, /proc/net/netstat), the
-      # evidence that the forwarder's polls, not the sender's softirq, ran the veth's receive.
-      [ "$napi_bp" = 1 ] && napi_on $fwd && bp0=$(busy_polled)
       send_cell "$d"
-      [ "$napi_bp" = 1 ] && napi_on $fwd && echo "  [round $rnd, $fwd, $load %] frames received by busy polling:" \
-        "$(( $(busy_polled) - bp0 ))" >&2
       lat_args+=("$rnd" "$fwd" "$load" "$d")
       if [ "$stages" = 1 ]; then
         # A second cell under the trace, so that the table's cell is not perturbed by it.
@@ -534,7 +494,7 @@ lat_round() {
         stop_forwarder quench
         cp "$out/sw.out" "$out/sw-r$rnd-$load.out"
         # The idle decision.
-        grep -h -e "when idle" -e "steps of" -e "NAPI" -e "napi_defer" "$out/sw.err" \
+        grep -h -e "when idle" -e "steps of" "$out/sw.err" \
           | sed "s/^/  [round $rnd, $load %] /" >&2 || true
       fi
     done

@@ -275,13 +275,6 @@ impl Port for AnyPort {
         }
     }
 
-    fn napi_ids(&self, out: &mut Vec<Option<u32>>) {
-        // Only AF_XDP sockets record one; the other kinds append nothing.
-        if let AnyPort::Xdp(p) = self {
-            p.napi_ids(out)
-        }
-    }
-
     fn kernel_rx_drops(&mut self) -> Option<u64> {
         match self {
             AnyPort::Mem(p) => p.kernel_rx_drops(),

@@ -196,9 +196,6 @@ impl<P: Port> Port for Capture<P> {
     fn rx_fds(&self, out: &mut Vec<std::os::fd::RawFd>) {
         self.inner.rx_fds(out)
     }
-    fn napi_ids(&self, out: &mut Vec<Option<u32>>) {
-        self.inner.napi_ids(out)
-    }
 
     fn import(&mut self, bytes: &[u8]) -> Option<P::Frame> {
         self.inner.import(bytes)

@@ -279,11 +279,6 @@ pub trait Port {
     /// (in memory, DPDK): such a loop sleeps or spins instead.
     fn rx_fds(&self, _out: &mut Vec<std::os::fd::RawFd>) {}
 
-    /// Appends, per receive queue, the kernel's id of the NAPI instance that fills it as the
-    /// queue's socket recorded it (AF_XDP: SO_INCOMING_NAPI_ID), `None` for a queue without
-    /// one; nothing (the default) for a port without sockets. Busy polling needs one.
-    fn napi_ids(&self, _out: &mut Vec<Option<u32>>) {}
-
     /// Frames the kernel (or, for DPDK, the device: `imissed`) dropped on their way to this
     /// port's receive rings since it was opened (ring full, no free buffer): loss that no
     /// counter of the engine's own can see. `None` when the port cannot tell. May be a system

@@ -155,7 +155,6 @@ pub fn open_port(
                 mode: Default::default(),
                 force: false,
                 queues: Some(vec![0]),
-                busy_poll: None,
                 program: None,
             };
             crate::xdp::XdpPort::open(&pool, iface, &opts).map(AnyPort::Xdp)

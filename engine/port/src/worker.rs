@@ -56,60 +56,38 @@ pub fn keep_off_workers(workers: usize) -> bool {
     }
 }
 
-/// Polls `step(now)` until `stop` is set, reading the clock once per iteration. `step` returns
-/// the work it did; idle iterations back off as [`Idle`] says.
-pub fn run_loop(
+/// Polls `step(state, now)` until `stop` is set, reading the clock once per iteration. `step`
+/// returns the work it did; an idle iteration backs off as `idle` says, up to
+/// `deadline(state, now)`, when the loop next has work that no received frame announces
+/// (`None`: none known).
+pub fn run_loop<S>(
     clock: &Clock,
     stop: &AtomicBool,
-    mut idle: Idle,
-    mut step: impl FnMut(Instant) -> usize,
-) {
-    while !stop.load(Ordering::Relaxed) {
-        let now = clock.now();
-        idle.after(step(now));
-    }
-}
-
-/// [`run_loop`] for a loop that may wait in the kernel: past [`Idle::SPINS`] idle iterations in
-/// a row it waits on `wait` until `deadline(state, now)` (at most `max`; `None`: `max`), or
-/// yields when that is less than [`WAIT_MIN`] away (a PFC pause, a release due at once).
-pub fn run_loop_waiting<S>(
-    clock: &Clock,
-    stop: &AtomicBool,
-    wait: &mut RxWait,
-    max: std::time::Duration,
+    idle: &mut Backoff,
     state: &mut S,
     mut step: impl FnMut(&mut S, Instant) -> usize,
     deadline: impl Fn(&S, Instant) -> Option<Instant>,
 ) {
-    let mut idle = Idle::new(IdleMode::Wait);
     while !stop.load(Ordering::Relaxed) {
         let now = clock.now();
-        if !idle.past_spins(step(state, now)) {
-            continue;
-        }
-        let d = deadline(state, now).map_or(max, |t| {
-            std::time::Duration::from_nanos(t.saturating_since(now).as_nanos()).min(max)
+        let work = step(state, now);
+        idle.after(work, || {
+            deadline(state, now).map(|t| t.saturating_since(now))
         });
-        if d >= WAIT_MIN {
-            wait.wait(d);
-        } else {
-            std::thread::yield_now();
-        }
     }
 }
 
-/// The shortest wait in the kernel worth its system call and wake-up ([`run_loop_waiting`]).
+/// The shortest sleep or wait in the kernel worth its system call and wake-up: a deadline
+/// nearer than this yields instead.
 pub const WAIT_MIN: std::time::Duration = std::time::Duration::from_micros(5);
 
-/// The longest wait in the kernel of a loop with nothing queued (`--idle wait`, the switch's
-/// workers and the appliance's loop): how late it may notice the stop flag, a signal's flag or
-/// a request on the control socket.
+/// The longest wait in the kernel of a loop with nothing due (`--idle wait`): how late it may
+/// notice the stop flag, a signal's flag or a request on the control socket.
 pub const IDLE_WAIT_MAX: std::time::Duration = std::time::Duration::from_millis(10);
 
-/// What a poll loop does once it has been idle for [`Idle::SPINS`] iterations in a row (before
-/// that it always spins, with a CPU relax hint but in [`IdleMode::Spin`]: poll mode, a frame
-/// that arrives is seen within a microsecond).
+/// What a poll loop does once it has been idle for [`Backoff::SPINS`] iterations in a row,
+/// decided for one loop (before that it always spins, with a CPU relax hint but in
+/// [`IdleMode::Spin`]: poll mode, a frame that arrives is seen within a microsecond).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum IdleMode {
     /// Yield the CPU (`sched_yield`) on every further idle iteration. For a shared CPU: when
@@ -130,29 +108,193 @@ pub enum IdleMode {
     /// in each iteration had hundreds of 5-10 us stops a second that the same loop without
     /// it did not have (docs/design.md, "Switch runtime"; scripts/spin-gaps.c).
     Spin,
-    /// Sleep this long on every further idle iteration: a yield returns at once when nobody
-    /// else wants this CPU, so a yielding loop never lets its CPU go idle, and the scheduler
-    /// only moves a runnable task there (from a busier CPU) at its periodic balancing, not at
-    /// the moment it would go idle. On the 2-CPU testbed of scripts/appliance.sh the switch's
-    /// yielding loop held one CPU while the appliance, the iperf3 senders and their softirqs
-    /// queued on the other. The price is the sleep itself: a frame that arrives meanwhile
-    /// waits up to the sleep (plus the timer's wake-up) in the receive ring. Call
-    /// [`fine_timer_slack`] in the loop's thread for sleeps of tens of microseconds.
+    /// Sleep this long (at most until the loop's next deadline) on every further idle
+    /// iteration: a yield returns at once when nobody else wants this CPU, so a yielding loop
+    /// never lets its CPU go idle, and the scheduler only moves a runnable task there (from a
+    /// busier CPU) at its periodic balancing, not at the moment it would go idle. On the
+    /// 2-CPU testbed of scripts/appliance.sh the switch's yielding loop held one CPU while the
+    /// appliance, the iperf3 senders and their softirqs queued on the other. The price is the
+    /// sleep itself: a frame that arrives meanwhile waits up to the sleep (plus the timer's
+    /// wake-up) in the receive ring.
     Sleep(std::time::Duration),
-    /// Wait in the kernel until a frame arrives on the loop's ports or its next deadline
-    /// ([`RxWait`], [`run_loop_waiting`]): its CPU goes idle as with a sleep, and a frame is seen
-    /// at once. Only a loop that has its ports' descriptors can; [`Idle::after`], which has
-    /// none, yields.
+    /// Wait in the kernel until a frame arrives on the loop's ports or its next deadline, at
+    /// most [`IDLE_WAIT_MAX`] ([`RxWait`]): its CPU goes idle as with a sleep, and a frame is
+    /// seen at once. Only a loop that has its ports' descriptors can; one without any yields.
     Wait,
 }
 
-/// Idle back-off for poll loops: the first [`Idle::SPINS`] idle iterations in a row spin, every
-/// further one does what its [`IdleMode`] says; an iteration that did work starts the count
-/// again.
-#[derive(Debug, Default)]
-pub struct Idle {
+impl IdleMode {
+    /// What a loop in this mode does when idle, for its start-up line: "spins", "sleeps 50us".
+    pub fn what(&self) -> String {
+        match self {
+            IdleMode::Yield => "yields its CPU".into(),
+            IdleMode::Spin => "spins".into(),
+            IdleMode::Sleep(d) => format!("sleeps {d:?}"),
+            IdleMode::Wait => "waits in the kernel for a frame".into(),
+        }
+    }
+}
+
+/// `--idle`, the one idle policy of every poll loop (the switch's workers, the appliance's
+/// loop, `quench send`'s and `quench recv`'s): `auto`, `spin`, `yield`, `wait`, or a duration
+/// (`50us`: sleep that long). `auto` spins where the loop's core is its own (no other
+/// process's thread may run there: a CPU shielded by affinity, as scripts/cpu-shield.sh does,
+/// or isolated) and elsewhere does what the loop finds best on a shared CPU
+/// ([`Idle::for_workers`], [`Idle::for_this_thread`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Idle {
+    #[default]
+    Auto,
+    Fixed(IdleMode),
+}
+
+/// The values `--idle` takes, for help texts and errors.
+pub const IDLE_VALUES: &str = "auto|spin|yield|wait|DURATION";
+
+impl std::str::FromStr for Idle {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Idle, String> {
+        Ok(match s.trim() {
+            "auto" => Idle::Auto,
+            "yield" => Idle::Fixed(IdleMode::Yield),
+            "spin" => Idle::Fixed(IdleMode::Spin),
+            "wait" => Idle::Fixed(IdleMode::Wait),
+            "sleep" => {
+                return Err(
+                    "`sleep` takes its length now: a duration, e.g. `--idle 100us` \
+                            (what `--idle sleep` slept at most)"
+                        .into(),
+                )
+            }
+            d => {
+                let d = units::Duration::parse(d).map_err(|e| {
+                    format!("expected auto, spin, yield, wait or a duration such as 50us: {e}")
+                })?;
+                if d == units::Duration::ZERO {
+                    return Err(
+                        "a sleep of 0: write `--idle yield` to give the CPU up without \
+                                sleeping"
+                            .into(),
+                    );
+                }
+                Idle::Fixed(IdleMode::Sleep(std::time::Duration::from_nanos(
+                    d.as_nanos(),
+                )))
+            }
+        })
+    }
+}
+
+impl std::fmt::Display for Idle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Idle::Auto => f.write_str("auto"),
+            Idle::Fixed(IdleMode::Yield) => f.write_str("yield"),
+            Idle::Fixed(IdleMode::Spin) => f.write_str("spin"),
+            Idle::Fixed(IdleMode::Wait) => f.write_str("wait"),
+            Idle::Fixed(IdleMode::Sleep(d)) => {
+                write!(f, "{}", units::Duration::from_nanos(d.as_nanos() as u64))
+            }
+        }
+    }
+}
+
+impl Idle {
+    /// The mode of each of `workers` loops pinned by [`spawn_pinned`] (indices `0..workers`),
+    /// and why. A fixed policy is every worker's; `auto` spins a worker whose core is its own,
+    /// that is when the process has a core for its waiting threads besides one per worker
+    /// ([`keep_off_workers`]) and no other process's user-space thread may run on the worker's
+    /// core ([`others_on`]), else `shared`. Decided once, at start-up: a process started later
+    /// with every CPU allowed may share a spinning worker's core.
+    pub fn for_workers(self, workers: usize, shared: IdleMode) -> Vec<(IdleMode, String)> {
+        let Idle::Auto = self else {
+            return vec![(self.fixed(), "as --idle says".into()); workers];
+        };
+        let cores = cores();
+        if cores.len() <= workers {
+            let why = format!(
+                "{} CPUs for {workers} workers and the waiting threads",
+                cores.len()
+            );
+            return vec![(shared, why); workers];
+        }
+        let threads = match tenants() {
+            Ok(t) => t,
+            Err(e) => return vec![(shared, format!("reading /proc: {e}")); workers],
+        };
+        cores[..workers]
+            .iter()
+            .map(|c| match others_on(c.id, std::process::id(), &threads) {
+                0 => (
+                    IdleMode::Spin,
+                    format!("no other process may run on CPU {}", c.id),
+                ),
+                n => (
+                    shared,
+                    format!("{n} threads of other processes may run on CPU {}", c.id),
+                ),
+            })
+            .collect()
+    }
+
+    /// The mode of a loop on the calling thread, not pinned (it runs wherever its affinity
+    /// lets it), and why: a fixed policy, or under `auto` spin when no other process's
+    /// user-space thread may run on any CPU the thread may run on, else `shared`.
+    pub fn for_this_thread(self, shared: IdleMode) -> (IdleMode, String) {
+        let Idle::Auto = self else {
+            return (self.fixed(), "as --idle says".into());
+        };
+        let threads = match tenants() {
+            Ok(t) => t,
+            Err(e) => return (shared, format!("reading /proc: {e}")),
+        };
+        let cpus: Vec<usize> = cores().iter().map(|c| c.id).collect();
+        let others: usize = cpus
+            .iter()
+            .map(|&c| others_on(c, std::process::id(), &threads))
+            .sum();
+        let list = cpus
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        if others == 0 {
+            (
+                IdleMode::Spin,
+                format!("no other process may run on CPUs {list}"),
+            )
+        } else {
+            (shared, format!("other processes may run on CPUs {list}"))
+        }
+    }
+
+    fn fixed(self) -> IdleMode {
+        match self {
+            Idle::Fixed(m) => m,
+            Idle::Auto => IdleMode::default(),
+        }
+    }
+}
+
+/// A poll loop's idle back-off in one [`IdleMode`]: the first [`Backoff::SPINS`] idle
+/// iterations in a row spin, every further one does what the mode says; an iteration that did
+/// work starts the count again. Made in the loop's own thread (a sleeping or waiting mode sets
+/// that thread's timer slack).
+#[derive(Debug)]
+pub struct Backoff {
     run: u32,
     mode: IdleMode,
+    /// [`IdleMode::Wait`]'s waiter on the loop's receive descriptors.
+    wait: Option<RxWait>,
+    /// The longest wait in the kernel with nothing due.
+    max_wait: std::time::Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff::new(IdleMode::default(), [])
+    }
 }
 
 /// Sets the calling thread's timer slack to 1 us (prctl(2) PR_SET_TIMERSLACK): the default
@@ -163,34 +305,61 @@ pub fn fine_timer_slack() {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1_000 as libc::c_ulong) };
 }
 
-impl Idle {
+impl Backoff {
     /// Idle iterations in a row that spin before the loop does what its mode says.
     pub const SPINS: u32 = 64;
 
-    /// A loop that has not been idle yet.
-    pub fn new(mode: IdleMode) -> Self {
-        Idle { run: 0, mode }
+    /// A loop in `mode` that has not been idle yet; `fds` are its ports' receive descriptors
+    /// ([`crate::Port::rx_fds`]), which [`IdleMode::Wait`] waits on (with none it yields).
+    pub fn new(mode: IdleMode, fds: impl IntoIterator<Item = std::os::fd::RawFd>) -> Self {
+        if matches!(mode, IdleMode::Sleep(_) | IdleMode::Wait) {
+            fine_timer_slack();
+        }
+        let wait = match mode {
+            IdleMode::Wait => RxWait::new(fds),
+            _ => None,
+        };
+        Backoff {
+            run: 0,
+            mode,
+            wait,
+            max_wait: IDLE_WAIT_MAX,
+        }
     }
 
-    /// Call once per iteration with the work it did (frames moved, timers run).
-    pub fn after(&mut self, work: usize) {
-        if !self.past_spins(work) {
-            return;
-        }
-        match self.mode {
-            IdleMode::Sleep(d) => std::thread::sleep(d),
-            IdleMode::Yield | IdleMode::Spin | IdleMode::Wait => std::thread::yield_now(),
+    /// With `d` instead of [`IDLE_WAIT_MAX`] as the longest wait in the kernel.
+    pub fn with_max_wait(self, d: std::time::Duration) -> Self {
+        Backoff {
+            max_wait: d,
+            ..self
         }
     }
 
-    /// Counts one iteration: work starts the idle run again; the first [`Idle::SPINS`] idle
-    /// iterations in a row spin with a CPU relax hint ([`IdleMode::Spin`]: every one, with
-    /// none). True when the loop is past them and does what its mode says.
-    fn past_spins(&mut self, work: usize) -> bool {
+    /// The mode.
+    pub fn mode(&self) -> IdleMode {
+        self.mode
+    }
+
+    /// Whether the loop waits in the kernel when idle ([`IdleMode::Wait`] with descriptors).
+    pub fn waits(&self) -> bool {
+        self.wait.is_some()
+    }
+
+    /// Call once per iteration with the work it did (frames moved, timers run); `next` gives
+    /// the time to the loop's next deadline (`None`: none known), asked only when the loop
+    /// rests.
+    pub fn after(&mut self, work: usize, next: impl FnOnce() -> Option<units::Duration>) {
         if work > 0 {
             self.run = 0;
-            return false;
+        } else if self.idle() {
+            self.rest(next());
         }
+    }
+
+    /// Counts one idle iteration: the first [`Backoff::SPINS`] in a row spin with a CPU relax
+    /// hint ([`IdleMode::Spin`]: every one, with none). True when the loop is past them and
+    /// should [`Backoff::rest`].
+    fn idle(&mut self) -> bool {
         if self.mode == IdleMode::Spin {
             return false;
         }
@@ -200,6 +369,28 @@ impl Idle {
             return false;
         }
         true
+    }
+
+    /// Does what the mode says once, for at most `next` (the time to the loop's next deadline;
+    /// `None`: none known): yields, sleeps, or waits in the kernel for a frame (at most
+    /// [`IDLE_WAIT_MAX`] unless [`Backoff::with_max_wait`] says otherwise); a deadline nearer than [`WAIT_MIN`] yields instead.
+    fn rest(&mut self, next: Option<units::Duration>) {
+        let cap = match self.mode {
+            IdleMode::Sleep(d) => d,
+            IdleMode::Wait if self.wait.is_some() => self.max_wait,
+            IdleMode::Spin => return,
+            IdleMode::Yield | IdleMode::Wait => return std::thread::yield_now(),
+        };
+        let d = match next.map(|n| std::time::Duration::from_nanos(n.as_nanos())) {
+            Some(n) if n < WAIT_MIN => return std::thread::yield_now(),
+            Some(n) => n.min(cap),
+            None => cap,
+        };
+        if let Some(w) = self.wait.as_mut() {
+            w.wait(d);
+        } else {
+            std::thread::sleep(d);
+        }
     }
 }
 
@@ -362,13 +553,20 @@ mod tests {
         let h = spawn_pinned(0, "t".into(), move || {
             let clock = Clock::monotonic();
             let mut n = 0u64;
-            run_loop(&clock, &s, Idle::default(), |_| {
-                n += 1;
-                if n == 1000 {
-                    s.store(true, Ordering::Relaxed);
-                }
-                1
-            });
+            run_loop(
+                &clock,
+                &s,
+                &mut Backoff::default(),
+                &mut n,
+                |n, _| {
+                    *n += 1;
+                    if *n == 1000 {
+                        s.store(true, Ordering::Relaxed);
+                    }
+                    1
+                },
+                |_, _| None,
+            );
             n
         })
         .unwrap();
@@ -405,13 +603,14 @@ mod tests {
         let s = stop.clone();
         let h = std::thread::spawn(move || {
             let clock = Clock::monotonic();
-            let mut wait = RxWait::new([rx.as_raw_fd()]).unwrap();
+            let mut idle = Backoff::new(IdleMode::Wait, [rx.as_raw_fd()])
+                .with_max_wait(std::time::Duration::from_secs(3600));
+            assert!(idle.waits());
             let mut n = 0u32;
-            run_loop_waiting(
+            run_loop(
                 &clock,
                 &s,
-                &mut wait,
-                std::time::Duration::from_secs(3600),
+                &mut idle,
                 &mut n,
                 |n, _| {
                     if rx.recv(&mut [0u8; 8]).is_err() {
@@ -438,30 +637,59 @@ mod tests {
 
     #[test]
     fn idle_spins_then_yields_and_work_resets_it() {
-        let mut idle = Idle::default();
-        for _ in 0..Idle::SPINS {
-            idle.after(0);
+        let mut idle = Backoff::default();
+        for _ in 0..Backoff::SPINS {
+            idle.after(0, || None);
         }
-        assert_eq!(idle.run, Idle::SPINS);
+        assert_eq!(idle.run, Backoff::SPINS);
         // Past the spin budget it yields and stays there until work is done.
-        idle.after(0);
-        assert_eq!(idle.run, Idle::SPINS);
-        idle.after(3);
+        idle.after(0, || None);
+        assert_eq!(idle.run, Backoff::SPINS);
+        idle.after(3, || None);
         assert_eq!(idle.run, 0);
         // A spinning one never leaves the spin: it needs no count.
-        let mut spin = Idle::new(IdleMode::Spin);
-        for _ in 0..Idle::SPINS + 3 {
-            assert!(!spin.past_spins(0));
+        let mut spin = Backoff::new(IdleMode::Spin, []);
+        for _ in 0..Backoff::SPINS + 3 {
+            assert!(!spin.idle());
         }
         assert_eq!(spin.run, 0);
         // A sleeping one spins the same budget, then stays past it (sleeping) until work.
-        let mut nap = Idle::new(IdleMode::Sleep(std::time::Duration::from_micros(1)));
-        for _ in 0..Idle::SPINS + 2 {
-            nap.after(0);
+        let mut nap = Backoff::new(IdleMode::Sleep(std::time::Duration::from_micros(1)), []);
+        for _ in 0..Backoff::SPINS + 2 {
+            nap.after(0, || Some(units::Duration::ZERO));
         }
-        assert_eq!(nap.run, Idle::SPINS);
-        nap.after(1);
+        assert_eq!(nap.run, Backoff::SPINS);
+        nap.after(1, || None);
         assert_eq!(nap.run, 0);
+        // Waiting needs descriptors: without any the loop yields.
+        assert!(!Backoff::new(IdleMode::Wait, []).waits());
+    }
+
+    /// `--idle` reads and writes the same values on every loop; the appliance's old `sleep`
+    /// and a sleep of nothing are refused with the form to write instead.
+    #[test]
+    fn idle_values_parse_and_print_back() {
+        for v in ["auto", "spin", "yield", "wait", "50us", "750us"] {
+            let i: Idle = v.parse().unwrap();
+            assert_eq!(i.to_string(), v);
+        }
+        assert_eq!(
+            "100us".parse::<Idle>().unwrap(),
+            Idle::Fixed(IdleMode::Sleep(std::time::Duration::from_micros(100)))
+        );
+        let e = "sleep".parse::<Idle>().unwrap_err();
+        assert!(e.contains("--idle 100us"), "{e}");
+        let e = "0us".parse::<Idle>().unwrap_err();
+        assert!(e.contains("--idle yield"), "{e}");
+        let e = "fast".parse::<Idle>().unwrap_err();
+        assert!(e.contains("auto, spin, yield, wait or a duration"), "{e}");
+        // A fixed policy is every loop's, whatever the cores.
+        let fixed = Idle::Fixed(IdleMode::Wait);
+        assert_eq!(fixed.for_this_thread(IdleMode::Yield).0, IdleMode::Wait);
+        let w = fixed.for_workers(3, IdleMode::Yield);
+        assert!(w
+            .iter()
+            .all(|(m, why)| *m == IdleMode::Wait && why == "as --idle says"));
     }
 
     #[test]

@@ -250,8 +250,6 @@ struct XskQueue {
     in_flight: u32,
     /// Frames the kernel took off the tx ring and then dropped (see [`XskQueue::wake`]).
     tx_drops: u64,
-    /// Busy-poll this socket's NAPI when its rx ring is empty ([`NapiBusyPoll`]).
-    polls_napi: bool,
 }
 
 impl XskQueue {
@@ -279,119 +277,6 @@ impl XskQueue {
             self.tx_drops += 1;
         }
     }
-
-    /// Runs the NAPI that fills this socket's rx ring, here, in the caller's context: a
-    /// non-blocking `recvfrom` on an AF_XDP socket with SO_BUSY_POLL set polls the NAPI whose
-    /// id the socket holds ([`incoming_napi_id`]; `xsk_recvmsg` -> `sk_busy_loop`, one
-    /// `napi_busy_loop` round of at most SO_BUSY_POLL_BUDGET frames; net/xdp/xsk.c,
-    /// net/core/dev.c). libxdp's xdpsock sample and DPDK's net_af_xdp make the same call when
-    /// their rx ring is empty. A socket without a NAPI id (veth's, on Linux 6.13 and later)
-    /// returns at once, having polled nothing.
-    fn busy_poll(&mut self) {
-        let fd = self.rx.fd().as_raw_fd();
-        // Safety: a zero-length, non-blocking recvfrom on our own AF_XDP socket writes no
-        // buffer and no address.
-        unsafe {
-            libc::recvfrom(
-                fd,
-                std::ptr::null_mut(),
-                0,
-                libc::MSG_DONTWAIT,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-            )
-        };
-    }
-}
-
-/// Socket options of preferred busy polling (include/uapi/asm-generic/socket.h; x86, arm and
-/// most architectures take the generic numbers; the libc crate does not export them for Linux).
-const SO_BUSY_POLL: libc::c_int = 46;
-const SO_INCOMING_NAPI_ID: libc::c_int = 56;
-const SO_PREFER_BUSY_POLL: libc::c_int = 69;
-const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
-
-/// SO_BUSY_POLL's value, microseconds: how long a *blocking* receive busy-polls. quench's
-/// receives do not block (`MSG_DONTWAIT`: one `napi_busy_loop` round whatever the value); the
-/// kernel busy-polls only where the value is not zero (`sk_can_busy_loop`). 20, as libxdp's
-/// xdpsock sample and DPDK's net_af_xdp set.
-const BUSY_POLL_USECS: i32 = 20;
-
-/// Preferred busy polling of the NAPI behind each AF_XDP socket (`quench switch
-/// --napi-busy-poll`): SO_PREFER_BUSY_POLL, SO_BUSY_POLL and SO_BUSY_POLL_BUDGET on every
-/// socket, and a non-blocking `recvfrom` whenever a socket's rx ring is empty
-/// ([`XskQueue::busy_poll`]), so that the device's receive processing (on a veth: the XDP
-/// program and the copy into the UMEM, `veth_poll`) runs in the polling thread instead of the
-/// softirq of whoever queued the frame. It only takes the work over where the device's
-/// `napi_defer_hard_irqs` and `gro_flush_timeout` (sysfs) are set: the NAPI then stays
-/// masked between polls (its completion is deferred, `napi_complete_done` answers false), so
-/// the sender's transmit only queues the frame (`__veth_xdp_flush` finds `rx_notify_masked`
-/// set), and the kernel's own poll waits `gro_flush_timeout` for the application's. A thread
-/// that stops polling (one that yields or sleeps) leaves its frames to that timeout: only a
-/// spinning worker should ask for it. And it needs the socket to hold the NAPI's id
-/// ([`incoming_napi_id`]): on veth with Linux 6.13 and later it holds none, nothing is
-/// polled, and with the deferral set every frame waits for the timeout (docs/design.md,
-/// "Switch runtime", has the measurement).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct NapiBusyPoll {
-    /// SO_BUSY_POLL_BUDGET: frames one busy poll may process (1-65535; `quench switch` takes
-    /// 64 by default, the budget of libxdp's xdpsock sample and of DPDK's net_af_xdp).
-    pub budget: u16,
-}
-
-impl NapiBusyPoll {
-    /// Sets the three options on `fd`; an error names the option the kernel refused and why.
-    fn apply(&self, ifname: &str, fd: std::os::unix::io::RawFd) -> Result<(), PortError> {
-        let opts = [
-            (SO_PREFER_BUSY_POLL, "SO_PREFER_BUSY_POLL", 1),
-            (SO_BUSY_POLL, "SO_BUSY_POLL", BUSY_POLL_USECS),
-            (
-                SO_BUSY_POLL_BUDGET,
-                "SO_BUSY_POLL_BUDGET",
-                self.budget as i32,
-            ),
-        ];
-        for (opt, name, val) in opts {
-            // Safety: `val` is a live c_int of the size passed; fd is a live socket.
-            let rc = unsafe {
-                libc::setsockopt(
-                    fd,
-                    libc::SOL_SOCKET,
-                    opt,
-                    &val as *const i32 as *const libc::c_void,
-                    std::mem::size_of::<i32>() as libc::socklen_t,
-                )
-            };
-            if rc != 0 {
-                let e = std::io::Error::last_os_error();
-                let why = match e.raw_os_error() {
-                    Some(libc::ENOPROTOOPT) => {
-                        "this kernel has no busy polling (CONFIG_NET_RX_BUSY_POLL) or no such \
-                         option (SO_PREFER_BUSY_POLL and SO_BUSY_POLL_BUDGET: Linux 5.11 and \
-                         later)"
-                            .to_string()
-                    }
-                    Some(libc::EPERM) => "the option needs CAP_NET_ADMIN".to_string(),
-                    Some(libc::EINVAL) => format!("value {val} out of range"),
-                    _ => e.to_string(),
-                };
-                return Err(PortError::Unsupported {
-                    name: ifname.to_string(),
-                    what: format!("--napi-busy-poll: the kernel refused {name} = {val}: {why}"),
-                });
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The NAPI id an AF_XDP socket recorded (SO_INCOMING_NAPI_ID), `None` while it has none. A
-/// busy poll of a socket without one does nothing (`sk_busy_loop` needs a valid id). Linux
-/// 6.13 and later set it when the socket binds, from the device queue's NAPI as the driver
-/// registered it (`netif_queue_set_napi`; net/xdp/xsk.c `xsk_bind`), which veth does not do;
-/// earlier kernels took it from the first frame received (`xsk_rcv_check`).
-fn incoming_napi_id(fd: std::os::unix::io::RawFd) -> Option<u32> {
-    sockopt_u32(fd, libc::SOL_SOCKET, SO_INCOMING_NAPI_ID).filter(|&id| id != 0)
 }
 
 /// An integer socket option's value (getsockopt), `None` when the kernel refuses it.
@@ -409,34 +294,6 @@ fn sockopt_u32(fd: std::os::unix::io::RawFd, level: libc::c_int, opt: libc::c_in
         )
     };
     (rc == 0).then_some(v)
-}
-
-/// The frames busy polling processed in the calling thread's network namespace since it was
-/// created (`BusyPollRxPackets` of /proc/net/netstat's `TcpExt` lines, LINUX_MIB_BUSYPOLLRXPACKETS:
-/// counted in the namespace of the polled device by `napi_busy_loop`); `None` if unreadable.
-pub fn busy_poll_rx_packets() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/thread-self/net/netstat").ok()?;
-    netstat_field(&text, "TcpExt", "BusyPollRxPackets")
-}
-
-/// A field of /proc/net/netstat's text: each group is a line of names and a line of values,
-/// both starting with `GROUP:`.
-fn netstat_field(text: &str, group: &str, field: &str) -> Option<u64> {
-    let prefix = format!("{group}:");
-    let mut lines = text.lines().filter(|l| l.starts_with(&prefix));
-    let names = lines.next()?;
-    let values = lines.next()?;
-    let at = names.split_whitespace().position(|n| n == field)?;
-    values.split_whitespace().nth(at)?.parse().ok()
-}
-
-/// A device's NAPI deferral settings (sysfs `napi_defer_hard_irqs`, `gro_flush_timeout` in ns)
-/// in the calling thread's network namespace; `None` if unreadable.
-pub fn napi_deferral(ifname: &str) -> Option<(u64, u64)> {
-    Some((
-        super::device_attr(ifname, "napi_defer_hard_irqs")?,
-        super::device_attr(ifname, "gro_flush_timeout")?,
-    ))
 }
 
 /// An AF_XDP port: one socket per device queue, all on the worker's pool.
@@ -464,8 +321,6 @@ pub struct XdpOptions {
     pub force: bool,
     /// Only these device queues; all queues when `None`.
     pub queues: Option<Vec<u16>>,
-    /// Preferred busy polling of each queue's NAPI by the port's user ([`NapiBusyPoll`]).
-    pub busy_poll: Option<NapiBusyPoll>,
     /// Attach this program instead of libxdp's (the kernel fast path, [`super::kfp`]).
     pub program: Option<XdpProgram>,
 }
@@ -826,7 +681,7 @@ fn open_queues(
     bind: BindFlags,
     opts: &XdpOptions,
 ) -> Result<Vec<XskQueue>, PortError> {
-    let (busy_poll, xskmap) = (opts.busy_poll, opts.program.map(|p| p.xskmap_fd));
+    let xskmap = opts.program.map(|p| p.xskmap_fd);
     let ring = QueueSize::new(RING).map_err(|e| unsupported(ifname, e))?;
     let mut queues = Vec::new();
     let libxdp = match xskmap {
@@ -846,9 +701,6 @@ fn open_queues(
         let r = unsafe { Socket::new(config, &pool.0.umem, iface, q as u32) };
         let (tx, rx, fqcq) = r.map_err(|e| classify_socket_error(ifname, &e))?;
         let (fq, cq) = fqcq.ok_or_else(|| unsupported(ifname, "queue already bound"))?;
-        if let Some(b) = busy_poll {
-            b.apply(ifname, rx.fd().as_raw_fd())?;
-        }
         if let Some(map) = xskmap {
             let key = q as u32;
             let fd = rx.fd().as_raw_fd();
@@ -876,7 +728,6 @@ fn open_queues(
             cq,
             in_flight: 0,
             tx_drops: 0,
-            polls_napi: busy_poll.is_some(),
         };
         refill(pool, &mut xq, &mut Vec::new());
         queues.push(xq);
@@ -960,13 +811,7 @@ impl Port for XdpPort {
         let max = max.min(self.scratch.len());
         // Safety: the rx ring was created on this pool's UMEM; the consumed descriptors are
         // ours until we return them.
-        let mut n = unsafe { q.rx.consume(&mut self.scratch[..max]) };
-        if n == 0 && q.polls_napi {
-            // What the NAPI poll put on the ring is taken in this call, not the next one.
-            q.busy_poll();
-            // Safety: as above.
-            n = unsafe { q.rx.consume(&mut self.scratch[..max]) };
-        }
+        let n = unsafe { q.rx.consume(&mut self.scratch[..max]) };
         out.extend(self.scratch[..n].iter().map(|d| self.pool.frame(*d)));
         Ok(n)
     }
@@ -1008,14 +853,6 @@ impl Port for XdpPort {
         let mut f = self.pool.frame(desc);
         f.set_len(len);
         Some(f)
-    }
-
-    fn napi_ids(&self, out: &mut Vec<Option<u32>>) {
-        out.extend(
-            self.queues
-                .iter()
-                .map(|q| incoming_napi_id(q.rx.fd().as_raw_fd())),
-        );
     }
 
     fn rx_fds(&self, out: &mut Vec<std::os::fd::RawFd>) {
@@ -1081,52 +918,5 @@ mod tests {
         let e = XdpPool::chunk_for_mtu(3819).unwrap_err().to_string();
         assert!(e.contains("MTU 3819") && e.contains("(MTU 3818)"), "{e}");
         assert!(XdpPool::chunk_for_mtu(9000).is_err());
-    }
-
-    /// /proc/net/netstat's groups are pairs of lines (names, values); a field is read by its
-    /// name's position, from its own group only, and a missing one is `None`.
-    #[test]
-    fn netstat_fields_are_read_by_name_and_group() {
-        let text = "TcpExt: SyncookiesSent BusyPollRxPackets TCPAutoCorking\n\
-                    TcpExt: 3 1234 7\n\
-                    IpExt: InNoRoutes BusyPollRxPackets\n\
-                    IpExt: 5 99\n";
-        assert_eq!(
-            netstat_field(text, "TcpExt", "BusyPollRxPackets"),
-            Some(1234)
-        );
-        assert_eq!(netstat_field(text, "IpExt", "BusyPollRxPackets"), Some(99));
-        assert_eq!(netstat_field(text, "TcpExt", "NoSuchField"), None);
-        assert_eq!(netstat_field(text, "MPTcpExt", "BusyPollRxPackets"), None);
-        assert_eq!(netstat_field("TcpExt: A B\n", "TcpExt", "A"), None);
-    }
-
-    /// The busy-poll options land with their values (the option numbers are this file's own:
-    /// a wrong one would be refused or set another option), or, without
-    /// CAP_NET_ADMIN, the refusal names the option and the capability. A UDP socket takes the
-    /// same socket-level options as an AF_XDP one.
-    #[test]
-    fn busy_poll_options_land_or_name_the_refusal() {
-        // Safety: plain socket creation.
-        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };
-        assert!(fd >= 0);
-        let get = |opt| sockopt_u32(fd, libc::SOL_SOCKET, opt);
-        let r = NapiBusyPoll { budget: 48 }.apply("test0", fd);
-        // The kernel reads SO_BUSY_POLL_BUDGET back to no one (sk_getsockopt has no case
-        // for it): its setsockopt succeeding is the check.
-        let got = [get(SO_PREFER_BUSY_POLL), get(SO_BUSY_POLL)];
-        // Safety: fd is our own socket, closed once.
-        unsafe { libc::close(fd) };
-        match r {
-            Ok(()) => assert_eq!(got, [Some(1), Some(BUSY_POLL_USECS as u32)]),
-            Err(e) => {
-                let e = e.to_string();
-                assert!(
-                    e.contains("test0") && e.contains("SO_PREFER_BUSY_POLL = 1"),
-                    "{e}"
-                );
-                assert!(e.contains("CAP_NET_ADMIN"), "{e}");
-            }
-        }
     }
 }

@@ -4,7 +4,7 @@
 //! per iteration and serves every pair: inside frames in (classified, queued or passed),
 //! outside frames in (feedback consumed or passed inside), due frames out, timers; it sleeps
 //! while every queued frame waits for a release more than [`SLEEP_MIN`] away, and while nothing
-//! is queued (not with `--busy-poll`). Ports open as `quench send`'s do ([`quench_port::netns::NsPort`],
+//! is queued (as `--idle` says: by default on a shared CPU). Ports open as `quench send`'s do ([`quench_port::netns::NsPort`],
 //! `[NETNS/]IFACE`, `--driver`). `--control-socket` serves live counters to `quench stats`.
 //! At the end: per pair, the counters, the flows, the latency the appliance added and the
 //! pacing audit; the loop's stalls; one JSON line.
@@ -25,6 +25,7 @@ use super::send::Cc;
 use quench_node::host::audit::{LoopStalls, PaceAudit};
 use quench_node::host::rp::HostRp;
 use quench_port::any::{AnyFrame, Scratch};
+use quench_port::worker::{Backoff, Idle, IdleMode, RxWait};
 use quench_port::{Frame as _, Port, BURST};
 use quench_runtime::appliance::table::{TableConfig, WhenFull, MAX_CATCH_UP};
 use quench_runtime::appliance::{Appliance, InsideAction, OutsideAction, Role};
@@ -47,18 +48,19 @@ pub struct Args {
     pub np_inside: Vec<String>,
     #[arg(long)]
     pub np_outside: Vec<String>,
-    /// What the loop does when no frame moved. `sleep`: until the next release when it is more
-    /// than 20 us away, at most 100 us, and 100 us at a time when nothing is queued. `spin`:
-    /// never give the CPU up, even while every queued frame waits for its release time (for a
-    /// CPU of its own). `wait`: wait in the kernel (poll(2) on the ports' receive descriptors,
-    /// AF_XDP and AF_PACKET), woken by a frame or at the timeout: the sleep's while frames are
-    /// queued, else the next timer, at most 10 ms; an idle appliance takes no CPU and a frame
-    /// that arrives is seen at once.
-    #[arg(long, value_enum, default_value_t = ApplianceIdle::Sleep)]
-    pub idle: ApplianceIdle,
-    /// The same as `--idle spin`.
-    #[arg(long, conflicts_with = "idle")]
-    pub busy_poll: bool,
+    /// What the loop does when no frame moved (the values of `quench switch --idle`). A
+    /// duration, e.g. `100us`: sleep until the next release when it is more than 20 us away,
+    /// at most that long, and that long at a time when nothing is queued. `spin`: never give
+    /// the CPU up, even while every queued frame waits for its release time (for a CPU of its
+    /// own). `yield`: give the CPU up without sleeping. `wait`: wait in the kernel (poll(2) on
+    /// the ports' receive descriptors, AF_XDP and AF_PACKET), woken by a frame or at the
+    /// timeout: 100 us while frames are queued, else the next timer, at most 10 ms; an idle
+    /// appliance takes no CPU and a frame that arrives is seen at once. `auto` (the default):
+    /// spin where no other process may run on its CPUs, else sleep 100 us.
+    #[arg(long, value_name = quench_port::worker::IDLE_VALUES, default_value = "auto")]
+    pub idle: Idle,
+    #[command(flatten)]
+    pub retired: super::RetiredIdleFlags,
     #[command(flatten)]
     pub port: super::PortArgs,
     /// The appliance configuration: a bundled name (`appliance`, `quench presets` lists them)
@@ -87,27 +89,6 @@ pub struct Args {
     /// PATH`; overrides the config's `control_socket`. Without either, no socket.
     #[arg(long)]
     pub control_socket: Option<PathBuf>,
-}
-
-/// configs/appliance.toml: what `quench appliance` reads, validated into the pieces an
-/// [`Appliance`] is built from. Unknown keys are refused; errors name the key.
-/// `quench appliance --idle`.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ApplianceIdle {
-    Sleep,
-    Spin,
-    Wait,
-}
-
-impl Args {
-    /// `--idle` with `--busy-poll` folded in.
-    fn idle(&self) -> ApplianceIdle {
-        if self.busy_poll {
-            ApplianceIdle::Spin
-        } else {
-            self.idle
-        }
-    }
 }
 
 fn default_line_rate() -> String {
@@ -641,6 +622,7 @@ fn snapshot(pairs: &[Pair], secs: f64) -> serde_json::Value {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    args.retired.check()?;
     if args.json {
         super::human_to_stderr();
     }
@@ -661,14 +643,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let cfg = load(&args)?;
     let path = &args.config;
     let table = cfg.table().with_context(|| path.to_string())?;
+    // On a shared CPU the loop sleeps rather than yields: a yield keeps the CPU from going
+    // idle, so the switch or a host sharing the machine would not be moved onto it.
+    let sleep_max = std::time::Duration::from_nanos(SLEEP_MAX.as_nanos());
+    let (mode, why) = args.idle.for_this_thread(IdleMode::Sleep(sleep_max));
     // A loop gap is a stall (time the flows may have lost) when it exceeds a planned sleep by
     // more than the catch-up bound.
-    let mode = args.idle();
-    let stall = if mode == ApplianceIdle::Spin {
-        table.max_catch_up
-    } else {
-        SLEEP_MAX + table.max_catch_up
-    };
+    let stall = table.max_catch_up
+        + match mode {
+            IdleMode::Spin | IdleMode::Yield => Duration::ZERO,
+            IdleMode::Sleep(d) => Duration::from_nanos(d.as_nanos() as u64),
+            IdleMode::Wait => SLEEP_MAX,
+        };
     let mut stalls = LoopStalls::new(stall);
     let mut pairs = Vec::new();
     let rp_pairs = args.inside.iter().zip(&args.outside).map(|p| (p, cfg.role));
@@ -713,6 +699,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         });
     }
     eprintln!(
+        "quench appliance: the loop {} when idle ({why})",
+        mode.what()
+    );
+    eprintln!(
         "quench appliance: {} pair(s), role {:?}, cc {:?}, up to {} flows per pair at {} octets \
          of table memory each",
         pairs.len(),
@@ -745,32 +735,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let mut progress = Progress::new("appliance", args.json, t0);
     let mut released = Delta::default();
-    // With nothing queued the loop sleeps as it does while frames wait (a frame arriving
-    // meanwhile waits at most SLEEP_MAX in the receive ring), rather than yielding: a yield
-    // keeps the CPU from going idle, so the switch or a host sharing the machine would not be
-    // moved onto it (worker::Idle).
-    let mut idle = if mode == ApplianceIdle::Spin {
-        quench_port::worker::Idle::new(quench_port::worker::IdleMode::Spin)
-    } else {
-        // The default 50 us slack would make every sleep below overshoot the release it
-        // waits for by up to the pacer's whole catch-up bound.
-        quench_port::worker::fine_timer_slack();
-        quench_port::worker::Idle::new(quench_port::worker::IdleMode::Sleep(
-            std::time::Duration::from_nanos(SLEEP_MAX.as_nanos()),
-        ))
+    // With --idle wait, every pair's receive descriptors; ports that have none leave the loop
+    // sleeping as on a shared CPU.
+    let mut fds = Vec::new();
+    for p in pairs.iter().filter(|_| mode == IdleMode::Wait) {
+        p.inside.rx_fds(&mut fds);
+        p.outside.rx_fds(&mut fds);
+    }
+    let mut rx_wait = RxWait::new(fds);
+    let mode = match mode {
+        IdleMode::Wait if rx_wait.is_none() => IdleMode::Sleep(sleep_max),
+        m => m,
     };
-    // With --idle wait, every pair's receive descriptors (none for ports that have none: the
-    // loop then sleeps as without it).
-    let mut rx_wait = if mode == ApplianceIdle::Wait {
-        let mut fds = Vec::new();
-        for p in &pairs {
-            p.inside.rx_fds(&mut fds);
-            p.outside.rx_fds(&mut fds);
-        }
-        quench_port::worker::RxWait::new(fds)
-    } else {
-        None
-    };
+    // Sleeps and yields with nothing queued (a frame arriving meanwhile waits at most the sleep
+    // in the receive ring). Made here, it gives this thread the fine timer slack that sleeps and
+    // waits need: the default 50 us would make each overshoot the release it waits for by up
+    // to the pacer's whole catch-up bound.
+    let mut idle = Backoff::new(mode, []);
     let looped = (|| -> anyhow::Result<()> {
         loop {
             let now = clock.now();
@@ -808,17 +789,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 }
                 continue;
             }
-            match next {
+            match (mode, next) {
                 // Every queued frame waits for its release time (or an RP timer): the CPU
                 // is given away until shortly before, instead of spinning on it. A frame that
-                // arrives meanwhile waits at most SLEEP_MAX in the receive ring.
-                Some(t) if mode != ApplianceIdle::Spin && t.saturating_since(now) > SLEEP_MIN => {
-                    let d = (t.saturating_since(now) - SLEEP_EARLY).min(SLEEP_MAX);
-                    std::thread::sleep(std::time::Duration::from_nanos(d.as_nanos()));
+                // arrives meanwhile waits at most the sleep in the receive ring.
+                (IdleMode::Sleep(max), Some(t)) if t.saturating_since(now) > SLEEP_MIN => {
+                    let d = std::time::Duration::from_nanos(
+                        (t.saturating_since(now) - SLEEP_EARLY).as_nanos(),
+                    );
+                    std::thread::sleep(d.min(max));
                 }
                 // Due at once: spin.
-                Some(_) => {}
-                None => idle.after(0),
+                (IdleMode::Sleep(_), Some(_)) => {}
+                _ => idle.after(0, || None),
             }
         }
     })();

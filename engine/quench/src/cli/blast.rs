@@ -281,7 +281,6 @@ fn blast_af_xdp(
         mode,
         force: false,
         queues: Some(vec![0]),
-        busy_poll: None,
         program: None,
     };
     let mut port = XdpPort::open(&pool, iface, &opts)?;

@@ -147,6 +147,39 @@ pub(crate) fn legacy_ms(old: &str, new: &str, ms: Option<f64>) -> Option<Duratio
     Some(Duration::from_nanos((v.max(0.0) * 1e6).round() as u64))
 }
 
+/// The flags `--idle` replaced (`quench switch --busy-poll`, `--idle-sleep`, `--napi-busy-poll`;
+/// `quench appliance --busy-poll`), kept hidden for one release so that a script using one is
+/// told the form to write instead of "unexpected argument".
+#[derive(clap::Args, Debug, Default)]
+pub struct RetiredIdleFlags {
+    #[arg(long, hide = true)]
+    busy_poll: bool,
+    #[arg(long, hide = true, value_name = "DURATION")]
+    idle_sleep: Option<String>,
+    #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "")]
+    napi_busy_poll: Option<String>,
+}
+
+impl RetiredIdleFlags {
+    /// An error naming the replacement of the first retired flag given.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if self.busy_poll {
+            anyhow::bail!("--busy-poll is gone: write --idle spin");
+        }
+        if let Some(d) = &self.idle_sleep {
+            anyhow::bail!("--idle-sleep is gone: write --idle {d}");
+        }
+        if self.napi_busy_poll.is_some() {
+            anyhow::bail!(
+                "--napi-busy-poll is gone: it moved no frame on veth (the kernel gives an AF_XDP \
+                 socket there no NAPI id to poll; docs/design.md, \"Switch runtime\"); for a \
+                 worker that polls without pause write --idle spin"
+            );
+        }
+        Ok(())
+    }
+}
+
 /// Value parser of every rate option: a number and a unit, `300mbit`, `1gbit`, `125MBps`.
 pub(crate) fn rate_arg(s: &str) -> Result<Rate, String> {
     Rate::parse(s).map_err(|e| e.to_string())

@@ -61,6 +61,13 @@ pub struct Args {
     /// port toward this receiver then goes OFF and ON (TCD's victim scenario).
     #[arg(long, value_name = "PERIOD_US:PAUSE_US")]
     pub pfc_pause: Option<String>,
+    /// What the loop does when an iteration moved nothing, after a short spin (the values of
+    /// `quench switch --idle`): `auto` spins where no other process may run on its CPUs and
+    /// yields elsewhere; `spin`; `yield`; `wait` (in the kernel until a frame arrives on
+    /// its ports, AF_XDP and AF_PACKET, or its next deadline); or a duration, e.g. `50us`: sleep
+    /// that long, at most until its next deadline.
+    #[arg(long, value_name = quench_port::worker::IDLE_VALUES, default_value = "auto")]
+    pub idle: quench_port::worker::Idle,
 }
 
 /// The notification point `--preset NAME|FILE` configures (its `[np]` table), or the default
@@ -180,12 +187,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let stop = quench_port::worker::stop_on_signals()?;
     let t0 = shared_now();
     let end = t0 + args.duration;
-    let mut idle = quench_port::worker::Idle::default();
+    let (mode, why) = args
+        .idle
+        .for_this_thread(quench_port::worker::IdleMode::Yield);
+    eprintln!("quench recv: the loop {} when idle ({why})", mode.what());
+    let mut fds = Vec::new();
+    sink.rx_fds(&mut fds);
+    let mut idle = quench_port::worker::Backoff::new(mode, fds);
     let mut progress = Progress::new("recv", args.json, t0);
     let mut status = RecvProgress::default();
     loop {
         let (n, now) = sink.step()?;
-        idle.after(n);
+        idle.after(n, || {
+            let pause = sink.next_deadline().unwrap_or(end);
+            Some(pause.min(end).saturating_since(now))
+        });
         if progress.due(now) {
             status.show(&mut progress, now, sink.worker())?;
         }

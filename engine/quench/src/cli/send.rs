@@ -302,6 +302,13 @@ pub struct Args {
     #[arg(long, default_value = "10s", value_parser = super::duration_or_secs_arg,
           alias = "duration-s")]
     pub duration: Duration,
+    /// What the loop does when an iteration moved nothing, after a short spin (the values of
+    /// `quench switch --idle`): `auto` spins where no other process may run on its CPUs and
+    /// yields elsewhere; `spin`; `yield`; `wait` (in the kernel until a frame arrives on
+    /// its ports, AF_XDP and AF_PACKET, or its next deadline); or a duration, e.g. `50us`: sleep
+    /// that long, at most until its next deadline.
+    #[arg(long, value_name = quench_port::worker::IDLE_VALUES, default_value = "auto")]
+    pub idle: quench_port::worker::Idle,
 }
 
 /// Reads a send configuration; its reaction-point tables are its own or, where it writes none,
@@ -589,7 +596,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         };
         sinks.push(Sink::new(args.port.open(label)?, opts)?);
     }
+    let (idle, why) = args
+        .idle
+        .for_this_thread(quench_port::worker::IdleMode::Yield);
+    eprintln!("quench send: the loop {} when idle ({why})", idle.what());
     let limits = LoopLimits {
+        idle,
         end: t0 + args.duration,
         stop: &stop,
         linger: super::legacy_ms("sink-linger-ms", "sink-linger", args.sink_linger_ms)

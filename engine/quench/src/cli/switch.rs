@@ -58,37 +58,20 @@ pub struct Args {
     pub json: bool,
     /// What an idle worker does after a short spin: `auto` spins where the worker's core is
     /// its own (no other process's thread may run there: a CPU shielded by affinity, as
-    /// scripts/cpu-shield.sh does, or isolated) and yields elsewhere, so that on a shared
-    /// machine the peers that produce its frames get the CPU; `yield`; `spin` (never give the
-    /// CPU up, as DPDK's lcores); or a duration, e.g. `50us`: sleep that long, so that its CPU
-    /// goes idle and the scheduler can run others there (a machine with fewer CPUs than busy
-    /// processes: scripts/appliance.sh; a frame arriving meanwhile waits up to this long, the
-    /// egress shaper catches up what a sleep delayed); or `wait`: wait in the kernel (poll(2)
-    /// on its ports' receive descriptors, AF_XDP and AF_PACKET) until a frame arrives, its
-    /// shaper's next release while frames wait, at the latest 10 ms: its CPU goes idle and a
-    /// frame is seen at once (a worker with other workers' crossings to take, or ports that
-    /// cannot be waited on, yields instead).
-    #[arg(long, value_name = "auto|yield|spin|wait|DURATION", default_value = "auto",
-          value_parser = idle_arg)]
-    pub idle: IdleArg,
-    /// The same as `--idle spin`.
-    #[arg(long, conflicts_with_all = ["idle", "idle_sleep"])]
-    pub busy_poll: bool,
-    /// The same as `--idle DURATION`.
-    #[arg(long, value_parser = super::duration_or_secs_arg, conflicts_with = "idle")]
-    pub idle_sleep: Option<Duration>,
-    /// Preferred busy polling of the AF_XDP ports' NAPI by a spinning worker
-    /// (SO_PREFER_BUSY_POLL, SO_BUSY_POLL, SO_BUSY_POLL_BUDGET = BUDGET, default 64): when a
-    /// port's rx ring is empty the worker runs the device's receive processing itself (on a
-    /// veth: the XDP program and the copy into the UMEM), instead of the sender's transmit
-    /// doing it on the sender's core. Takes effect where the devices' `napi_defer_hard_irqs`
-    /// and `gro_flush_timeout` (sysfs) are set and the kernel gives each socket its queue's
-    /// NAPI id (zero-copy drivers; not veth on Linux 6.13 and later, where it cannot take
-    /// effect: printed at start); a worker that does not spin leaves it off (its frames would
-    /// wait for `gro_flush_timeout`).
-    #[arg(long, value_name = "BUDGET", num_args = 0..=1, default_missing_value = "64",
-          value_parser = clap::value_parser!(u16).range(1..))]
-    pub napi_busy_poll: Option<u16>,
+    /// scripts/cpu-shield.sh does, or isolated) and yields elsewhere (waits in the kernel with
+    /// `--fast-path kernel`), so that on a shared machine the peers that produce its frames get
+    /// the CPU; `spin` (never give the CPU up, as DPDK's lcores); `yield`; a duration, e.g.
+    /// `50us`: sleep that long, so that its CPU goes idle and the scheduler can run others there
+    /// (a machine with fewer CPUs than busy processes: scripts/appliance.sh; a frame arriving
+    /// meanwhile waits up to this long, the egress shaper catches up what a sleep delayed); or
+    /// `wait`: wait in the kernel (poll(2) on its ports' receive descriptors, AF_XDP and
+    /// AF_PACKET) until a frame arrives, its shaper's next release while frames wait, at the
+    /// latest 10 ms: its CPU goes idle and a frame is seen at once (a worker with other
+    /// workers' crossings to take, or ports that cannot be waited on, yields instead).
+    #[arg(long, value_name = worker::IDLE_VALUES, default_value = "auto")]
+    pub idle: worker::Idle,
+    #[command(flatten)]
+    pub retired: super::RetiredIdleFlags,
     /// `kernel`: forward frames between plain ports in the kernel. Each AF_XDP port gets
     /// quench's own XDP program (instead of libxdp's), which redirects a frame whose source
     /// and destination the switch has learned at plain ports straight to the egress device,
@@ -154,221 +137,17 @@ fn fast_path_plan(
         .collect())
 }
 
-/// With the kernel fast path, `--idle auto`'s yielding worker waits in the kernel instead: the
-/// plain ports' frames no longer reach it, and a worker that yields keeps its core busy for
-/// nothing (the scheduler then moves other processes to the remaining cores: on the testbed,
-/// onto the sender's core, where the fast path's frames are forwarded: docs/design.md, "The
-/// kernel fast path", has the measurement). A spinning worker (a core of its own) and a fixed `--idle` are
-/// kept.
-fn fast_path_idle(
-    arg: IdleArg,
-    modes: Vec<(worker::IdleMode, String)>,
-) -> Vec<(worker::IdleMode, String)> {
-    if arg != IdleArg::Auto {
-        return modes;
+/// What `--idle auto` has a worker do on a core it shares: yield, or with the kernel fast path
+/// wait in the kernel. The plain ports' frames no longer reach a fast-path worker, and one that
+/// yields keeps its core busy for nothing (the scheduler then moves other processes to the
+/// remaining cores: on the testbed, onto the sender's core, where the fast path's frames are
+/// forwarded: docs/design.md, "The kernel fast path", has the measurement).
+fn shared_idle(fast_path: bool) -> worker::IdleMode {
+    if fast_path {
+        worker::IdleMode::Wait
+    } else {
+        worker::IdleMode::Yield
     }
-    modes
-        .into_iter()
-        .map(|(m, why)| match m {
-            worker::IdleMode::Yield => (
-                worker::IdleMode::Wait,
-                format!("{why}; the kernel fast path forwards the plain ports' frames"),
-            ),
-            m => (m, why),
-        })
-        .collect()
-}
-
-/// `--idle`: one mode for every worker, or each worker's by [`idle_modes`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IdleArg {
-    Auto,
-    Fixed(worker::IdleMode),
-}
-
-fn idle_arg(s: &str) -> Result<IdleArg, String> {
-    Ok(match s.trim() {
-        "auto" => IdleArg::Auto,
-        "yield" => IdleArg::Fixed(worker::IdleMode::Yield),
-        "spin" => IdleArg::Fixed(worker::IdleMode::Spin),
-        "wait" => IdleArg::Fixed(worker::IdleMode::Wait),
-        d => IdleArg::Fixed(worker::IdleMode::Sleep(std::time::Duration::from_nanos(
-            super::duration_or_secs_arg(d)
-                .map_err(|e| format!("expected auto, yield, spin, wait or a duration: {e}"))?
-                .as_nanos(),
-        ))),
-    })
-}
-
-impl Args {
-    /// `--idle` with its shorthands folded in.
-    fn idle(&self) -> IdleArg {
-        match (self.busy_poll, self.idle_sleep) {
-            (true, _) => IdleArg::Fixed(worker::IdleMode::Spin),
-            (_, Some(d)) => IdleArg::Fixed(worker::IdleMode::Sleep(
-                std::time::Duration::from_nanos(d.as_nanos()),
-            )),
-            _ => self.idle,
-        }
-    }
-}
-
-/// Each worker's idle mode and why. `auto`: a worker spins when its core is its own, that is
-/// when the process has a core for its waiting threads besides one per worker
-/// ([`worker::keep_off_workers`]) and no other process's user-space thread may run on the
-/// worker's core ([`worker::others_on`]); else it yields. Decided once, at start-up: a process
-/// started later with every CPU allowed may share a spinning worker's core.
-fn idle_modes(arg: IdleArg, workers: usize) -> Vec<(worker::IdleMode, String)> {
-    use worker::IdleMode;
-    if let IdleArg::Fixed(m) = arg {
-        return vec![(m, "as --idle says".into()); workers];
-    }
-    let cores = worker::cores();
-    if cores.len() <= workers {
-        let why = format!(
-            "{} CPUs for {workers} workers and the waiting threads",
-            cores.len()
-        );
-        return vec![(IdleMode::Yield, why); workers];
-    }
-    let threads = match worker::tenants() {
-        Ok(t) => t,
-        Err(e) => return vec![(IdleMode::Yield, format!("reading /proc: {e}")); workers],
-    };
-    cores[..workers]
-        .iter()
-        .map(
-            |c| match worker::others_on(c.id, std::process::id(), &threads) {
-                0 => (
-                    IdleMode::Spin,
-                    format!("no other process may run on CPU {}", c.id),
-                ),
-                n => (
-                    IdleMode::Yield,
-                    format!("{n} threads of other processes may run on CPU {}", c.id),
-                ),
-            },
-        )
-        .collect()
-}
-
-/// Each worker's preferred busy polling (`--napi-busy-poll BUDGET`). Only a spinning worker
-/// polls: with the devices' NAPI deferral set, the kernel leaves a frame on the veth's queue
-/// until the worker's next poll or, if none comes, until `gro_flush_timeout` passes; a worker
-/// that yields or sleeps when idle would make its frames wait for that timeout. So an idle mode
-/// fixed to anything else is an error, and under `--idle auto` a worker that yields goes
-/// without (and says so).
-fn napi_busy_poll(
-    budget: Option<u16>,
-    arg: IdleArg,
-    idle: &[(worker::IdleMode, String)],
-) -> anyhow::Result<Vec<Option<xdp::NapiBusyPoll>>> {
-    use worker::IdleMode;
-    let Some(budget) = budget else {
-        return Ok(vec![None; idle.len()]);
-    };
-    let name = |m: IdleMode| match m {
-        IdleMode::Yield => "yield",
-        IdleMode::Wait => "wait",
-        IdleMode::Sleep(_) => "a duration",
-        IdleMode::Spin => "spin",
-    };
-    if let IdleArg::Fixed(m) = arg {
-        if m != IdleMode::Spin {
-            bail!(
-                "--napi-busy-poll needs a spinning worker (--idle spin, or auto on a core of its \
-                 own), not --idle {}: a worker that stops polling when idle leaves its frames to \
-                 the devices' gro_flush_timeout",
-                name(m)
-            );
-        }
-    }
-    Ok(idle
-        .iter()
-        .enumerate()
-        .map(|(w, (m, _))| {
-            if *m == IdleMode::Spin {
-                Some(xdp::NapiBusyPoll { budget })
-            } else {
-                eprintln!(
-                    "quench switch: worker {w} does not busy-poll its ports' NAPI \
-                     (--napi-busy-poll): it does not spin when idle ({})",
-                    name(*m)
-                );
-                None
-            }
-        })
-        .collect())
-}
-
-/// What stands in the way of a busy-polling worker's ports, printed at start: a device whose
-/// NAPI deferral is not set (the kernel then runs the receive in the sender's context
-/// whatever the worker polls), a socket that has no NAPI id (nothing for a busy poll to run:
-/// Linux 6.13 and later take it when the socket binds, from the driver's queue-to-NAPI map,
-/// which veth does not fill; earlier kernels from the first frame received).
-fn busy_poll_notes(wk: &Worker<SwitchPort>) {
-    for op in wk.ports.iter().flatten() {
-        let c = quench_port::Port::caps(&op.port);
-        if c.kind != PortKind::Xdp {
-            continue;
-        }
-        if let Some((defer, timeout)) = xdp::napi_deferral(&c.name) {
-            if defer == 0 || timeout == 0 {
-                eprintln!(
-                    "quench switch: {}: napi_defer_hard_irqs {defer}, gro_flush_timeout \
-                     {timeout} ns: with either 0 the kernel runs the receive in the sender's \
-                     context whatever the worker polls (--napi-busy-poll takes it over only \
-                     with both set, e.g. 2 and 200000 in /sys/class/net/{}/)",
-                    c.name, c.name
-                );
-            }
-        }
-        let mut ids = Vec::new();
-        quench_port::Port::napi_ids(&op.port, &mut ids);
-        if ids.iter().any(Option::is_none) {
-            eprintln!(
-                "quench switch: {}: the kernel gave the AF_XDP socket no NAPI id (yet), so \
-                 --napi-busy-poll has nothing to poll: Linux 6.13 and later take it at bind \
-                 from the driver's queue-to-NAPI map, which veth does not fill; with the \
-                 device's NAPI deferral set its frames then wait for gro_flush_timeout",
-                c.name
-            );
-        }
-    }
-}
-
-/// What a busy-polling worker's ports recorded, for its exit line: each AF_XDP port's NAPI ids
-/// (one per queue; "none" for a socket that recorded none, so that nothing was polled) and
-/// the frames busy polling processed in this network namespace meanwhile (`BusyPollRxPackets`,
-/// every busy-polling socket of the namespace together) since `rx0`.
-fn busy_poll_report(wk: &Worker<SwitchPort>, rx0: Option<u64>) -> String {
-    let ports: Vec<String> = wk
-        .ports
-        .iter()
-        .flatten()
-        .map(|op| {
-            let mut ids = Vec::new();
-            quench_port::Port::napi_ids(&op.port, &mut ids);
-            let ids: Vec<String> = ids
-                .iter()
-                .map(|i| i.map_or("none".into(), |i| i.to_string()))
-                .collect();
-            format!(
-                "{} napi {}",
-                quench_port::Port::caps(&op.port).name,
-                ids.join(",")
-            )
-        })
-        .collect();
-    let frames = match (rx0, xdp::busy_poll_rx_packets()) {
-        (Some(a), Some(b)) => format!("{} frames", b.saturating_sub(a)),
-        _ => "an unknown number of frames (/proc/net/netstat unreadable)".into(),
-    };
-    format!(
-        "busy-polled its ports' NAPI ({}): {frames} received by busy polling in this network \
-         namespace (BusyPollRxPackets)",
-        ports.join("; ")
-    )
 }
 
 /// The progress status of the switch from a counters snapshot: forwarding rate over the
@@ -494,7 +273,6 @@ fn open_port(
     pool: &mut Option<XdpPool>,
     queues: &[u16],
     force: bool,
-    busy_poll: Option<xdp::NapiBusyPoll>,
     program: Option<xdp::XdpProgram>,
 ) -> Result<AnyPort, PortError> {
     match p.kind {
@@ -520,7 +298,6 @@ fn open_port(
                 mode: p.xdp_mode,
                 force,
                 queues: Some(queues.to_vec()),
-                busy_poll,
                 program,
             };
             xdp::XdpPort::open(pool, &p.iface, &opts).map(AnyPort::Xdp)
@@ -552,6 +329,7 @@ fn open_port(
 const MAIN_NAP: Duration = Duration::from_millis(100);
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    args.retired.check()?;
     if args.json {
         super::human_to_stderr();
     }
@@ -646,11 +424,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Some(plain)
         }
     };
-    let mut idle = idle_modes(args.idle(), workers);
-    if fast_plan.is_some() {
-        idle = fast_path_idle(args.idle(), idle);
-    }
-    let busy_poll = napi_busy_poll(args.napi_busy_poll, args.idle(), &idle)?;
+    let idle = args
+        .idle
+        .for_workers(workers, shared_idle(fast_plan.is_some()));
     let mut links = links(workers).into_iter();
     let (ready_tx, ready_rx) = mpsc::channel::<Result<Vec<(usize, Capabilities)>, String>>();
     let mut handles = Vec::new();
@@ -667,7 +443,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let counters_w = worker_counters[w].clone();
         let force = args.force_xdp;
         let idle_mode = idle[w].0;
-        let busy_poll_w = busy_poll[w];
         let fast_plan = fast_plan.clone();
         let h = worker::spawn_pinned(w, format!("quench-w{w}"), move || {
             let mut pool = None;
@@ -688,14 +463,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     let (prog_fd, xskmap_fd) = progs.get(*pi)?.as_ref()?.fds();
                     Some(xdp::XdpProgram { prog_fd, xskmap_fd })
                 });
-                let port =
-                    match open_port(&profile, p, &mut pool, queues, force, busy_poll_w, program) {
-                        Ok(port) => port,
-                        Err(e) => {
-                            let _ = ready.send(Err(format!("port {:?}: {e}", p.name)));
-                            return;
-                        }
-                    };
+                let port = match open_port(&profile, p, &mut pool, queues, force, program) {
+                    Ok(port) => port,
+                    Err(e) => {
+                        let _ = ready.send(Err(format!("port {:?}: {e}", p.name)));
+                        return;
+                    }
+                };
                 caps.push((*pi, quench_port::Port::caps(&port).clone()));
                 let port = match &captures[*pi] {
                     Some(f) => match Capture::to_file(port, f, clock) {
@@ -790,40 +564,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 }
                 wk.set_pfc(pfc.clone(), &rates, &macs);
             }
-            if busy_poll_w.is_some() {
-                busy_poll_notes(&wk);
-            }
             let _ = ready.send(Ok(caps));
-            if matches!(
-                idle_mode,
-                worker::IdleMode::Sleep(_) | worker::IdleMode::Wait
-            ) {
-                worker::fine_timer_slack();
-            }
-            let busy_rx0 = xdp::busy_poll_rx_packets();
-            let wait = (idle_mode == worker::IdleMode::Wait)
-                .then(|| worker::RxWait::new(wk.rx_fds()))
-                .flatten();
-            match wait {
-                Some(mut wait) => worker::run_loop_waiting(
-                    &clock,
-                    &stop,
-                    &mut wait,
-                    worker::IDLE_WAIT_MAX,
-                    &mut wk,
-                    |wk, now| wk.poll(now),
-                    |wk, now| wk.next_deadline(now),
-                ),
-                None => worker::run_loop(&clock, &stop, worker::Idle::new(idle_mode), |now| {
-                    wk.poll(now)
-                }),
-            }
-            if busy_poll_w.is_some() {
-                eprintln!(
-                    "quench switch: worker {w} {}",
-                    busy_poll_report(&wk, busy_rx0)
-                );
-            }
+            let mut idle = worker::Backoff::new(idle_mode, wk.rx_fds());
+            // A waiting worker waits up to its next deadline; a sleeping one sleeps its whole
+            // sleep (with other workers its deadline is always now: their crossings).
+            let waits = idle.waits();
+            worker::run_loop(
+                &clock,
+                &stop,
+                &mut idle,
+                &mut wk,
+                |wk, now| wk.poll(now),
+                |wk, now| if waits { wk.next_deadline(now) } else { None },
+            );
             wk.shutdown();
             for op in wk.ports.iter_mut().flatten() {
                 op.port.flush();
@@ -908,13 +661,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ctl_path.display()
     );
     for (w, (mode, why)) in idle.iter().enumerate() {
-        let what = match mode {
-            worker::IdleMode::Yield => "yields its CPU".to_string(),
-            worker::IdleMode::Spin => "spins".to_string(),
-            worker::IdleMode::Sleep(d) => format!("sleeps {d:?}"),
-            worker::IdleMode::Wait => "waits in the kernel for a frame".to_string(),
-        };
-        eprintln!("quench switch: worker {w} {what} when idle ({why})");
+        eprintln!(
+            "quench switch: worker {w} {} when idle ({why})",
+            mode.what()
+        );
     }
     let deadline = args.duration.map(|d| clock.now() + d);
     let mut progress = super::progress::Progress::new("switch", args.json, clock.now());
@@ -976,21 +726,14 @@ mod tests {
         SwitchConfig::parse(&(t + extra), "t.toml").unwrap()
     }
 
-    /// With the fast path, auto's yield becomes wait; spin and a fixed `--idle` stay.
+    /// On a shared core `auto` yields, or with the fast path waits; a fixed `--idle` stays.
     #[test]
     fn the_fast_path_waits_where_auto_would_yield() {
-        use worker::IdleMode::{Spin, Wait, Yield};
-        let auto = vec![
-            (Yield, "2 CPUs".to_string()),
-            (Spin, "shielded".to_string()),
-        ];
-        let got: Vec<_> = fast_path_idle(IdleArg::Auto, auto)
-            .into_iter()
-            .map(|(m, _)| m)
-            .collect();
-        assert_eq!(got, vec![Wait, Spin]);
-        let fixed = idle_modes(IdleArg::Fixed(Yield), 1);
-        assert_eq!(fast_path_idle(IdleArg::Fixed(Yield), fixed)[0].0, Yield);
+        use worker::{Idle, IdleMode};
+        assert_eq!(shared_idle(false), IdleMode::Yield);
+        assert_eq!(shared_idle(true), IdleMode::Wait);
+        let fixed = Idle::Fixed(IdleMode::Yield).for_workers(1, shared_idle(true));
+        assert_eq!(fixed[0].0, IdleMode::Yield);
     }
 
     /// `--fast-path kernel` refuses several workers and non-AF_XDP drivers, naming them; on
@@ -1043,39 +786,11 @@ mod tests {
         assert!(p.ports.iter().all(|q| whole_egress(&p, q)));
     }
 
-    /// `--napi-busy-poll` is for spinning workers only: an idle mode fixed to anything else is
-    /// refused with the reason, and under `auto` each worker that does not spin goes without.
+    /// `--idle` takes the policy's values; the flags it replaced parse (hidden) and are then
+    /// refused with the form to write instead.
     #[test]
-    fn napi_busy_poll_goes_only_to_spinning_workers() {
-        use worker::IdleMode;
-        let spin = (IdleMode::Spin, String::new());
-        let yld = (IdleMode::Yield, String::new());
-        let bp = Some(xdp::NapiBusyPoll { budget: 32 });
-        assert_eq!(
-            napi_busy_poll(None, IdleArg::Auto, std::slice::from_ref(&spin)).unwrap(),
-            vec![None]
-        );
-        assert_eq!(
-            napi_busy_poll(Some(32), IdleArg::Auto, &[spin.clone(), yld.clone()]).unwrap(),
-            vec![bp, None]
-        );
-        assert_eq!(
-            napi_busy_poll(Some(32), IdleArg::Fixed(IdleMode::Spin), &[spin]).unwrap(),
-            vec![bp]
-        );
-        let e = napi_busy_poll(Some(32), IdleArg::Fixed(IdleMode::Yield), &[yld])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("--idle yield") && e.contains("gro_flush_timeout"),
-            "{e}"
-        );
-    }
-
-    /// The flag alone takes the default budget; a budget of 0 (which the kernel would read as
-    /// "its own default of 8") is refused by the parser.
-    #[test]
-    fn napi_busy_poll_budget_parses() {
+    fn idle_parses_and_the_retired_flags_name_their_replacement() {
+        use worker::{Idle, IdleMode};
         #[derive(clap::Parser)]
         struct Cli {
             #[command(flatten)]
@@ -1086,16 +801,27 @@ mod tests {
                 ["quench", "--config", "c.toml"].iter().chain(v.iter()),
             )
         };
-        assert_eq!(parse(&[]).unwrap().a.napi_busy_poll, None);
+        assert_eq!(parse(&[]).unwrap().a.idle, Idle::Auto);
         assert_eq!(
-            parse(&["--napi-busy-poll"]).unwrap().a.napi_busy_poll,
-            Some(64)
+            parse(&["--idle", "50us"]).unwrap().a.idle,
+            Idle::Fixed(IdleMode::Sleep(std::time::Duration::from_micros(50)))
         );
-        assert_eq!(
-            parse(&["--napi-busy-poll=16"]).unwrap().a.napi_busy_poll,
-            Some(16)
-        );
-        assert!(parse(&["--napi-busy-poll=0"]).is_err());
-        assert!(parse(&["--napi-busy-poll=70000"]).is_err());
+        assert!(parse(&["--idle", "soon"]).is_err());
+        for (old, new) in [
+            (&["--busy-poll"][..], "--idle spin"),
+            (&["--idle-sleep", "50us"][..], "--idle 50us"),
+            (&["--napi-busy-poll"][..], "--idle spin"),
+            (&["--napi-busy-poll=16"][..], "--idle spin"),
+        ] {
+            let e = parse(old)
+                .unwrap()
+                .a
+                .retired
+                .check()
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(new), "{old:?}: {e}");
+        }
+        parse(&[]).unwrap().a.retired.check().unwrap();
     }
 }

@@ -166,6 +166,17 @@ impl Sink {
         Ok((n, now))
     }
 
+    /// When the sink next has work that no received frame announces (`--pfc-pause`'s next
+    /// PAUSE), on the shared clock ([`shared_now`]).
+    pub fn next_deadline(&self) -> Option<units::Instant> {
+        self.pauser.as_ref().map(|_| self.next_pause)
+    }
+
+    /// The port's receive descriptors ([`Port::rx_fds`]), for a loop that waits on them.
+    pub fn rx_fds(&self, out: &mut Vec<std::os::fd::RawFd>) {
+        self.port.rx_fds(out)
+    }
+
     /// The receiver, for progress.
     pub fn worker(&self) -> &RecvWorker {
         &self.w

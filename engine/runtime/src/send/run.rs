@@ -13,6 +13,7 @@ use crate::recv::sink::Sink;
 use crate::recv::worker::RecvWorker;
 use quench_port::any::AnyFrame;
 use quench_port::netns::NsPort;
+use quench_port::worker::{Backoff, IdleMode};
 use quench_port::{Frame as _, Port, BURST, MAX_FRAME};
 use quench_wire::time::{shared_now, Clock};
 
@@ -62,11 +63,12 @@ impl SendPort {
     }
 }
 
-/// When the loop stops and how long the sinks keep receiving after it.
+/// When the loop stops, how long the sinks keep receiving after it, and what it does when idle.
 pub struct LoopLimits<'a> {
     pub end: Instant,
     pub stop: &'a AtomicBool,
     pub linger: Duration,
+    pub idle: IdleMode,
 }
 
 /// Runs the loop until `limits.end` or a stop; returns the seconds from `t0` to the loop's end.
@@ -83,7 +85,14 @@ pub fn run(
 ) -> anyhow::Result<f64> {
     let mut rx = Vec::with_capacity(BURST);
     let mut buf = vec![0u8; MAX_FRAME + 64];
-    let mut idle = quench_port::worker::Idle::default();
+    let mut fds = Vec::new();
+    for o in ports.iter() {
+        o.port.rx_fds(&mut fds);
+    }
+    for s in sinks.iter() {
+        s.rx_fds(&mut fds);
+    }
+    let mut idle = Backoff::new(limits.idle, fds);
     loop {
         let now = clock.now();
         if now >= limits.end || limits.stop.load(Ordering::Relaxed) {
@@ -125,7 +134,7 @@ pub fn run(
             work += s.step()?.0;
         }
         status(now, ports, sinks)?;
-        idle.after(work);
+        idle.after(work, || next_deadline(ports, sinks, now, stamp));
     }
     let secs = (clock.now() - t0).as_secs_f64();
     // Frames generated but still waiting (for ring space, or in the ring for the kernel) go
@@ -157,9 +166,29 @@ pub fn run(
         for o in ports.iter_mut().filter(|o| o.rtt.is_some()) {
             work += receive(&mut o.port, &mut o.w, &mut o.rtt, now, stamp, &mut rx)?;
         }
-        idle.after(work);
+        let linger_left = linger_end.saturating_since(clock.now());
+        idle.after(work, || Some(linger_left));
     }
     Ok(secs)
+}
+
+/// The time from `now` (the loop's clock; `stamp` the shared clock read with it) to the loop's
+/// next deadline: a flow's start or release, a reaction point's timer, a sink's PAUSE.
+fn next_deadline(
+    ports: &[SendPort],
+    sinks: &[Sink],
+    now: Instant,
+    stamp: Instant,
+) -> Option<Duration> {
+    let senders = ports
+        .iter()
+        .filter_map(|o| o.w.core.next_deadline())
+        .map(|t| t.saturating_since(now));
+    let sinks = sinks
+        .iter()
+        .filter_map(Sink::next_deadline)
+        .map(|t| t.saturating_since(stamp));
+    senders.chain(sinks).min()
 }
 
 /// Reads one burst of a sender port: reflected test frames to the round-trip meter `rtt`, the

@@ -199,7 +199,7 @@ pub enum Iteration {
     /// No frame, but periodic housekeeping ran (counters published, kernel counts read, MAC
     /// table aged).
     Housekeeping = 1,
-    /// Nothing: the loop spun or yielded its CPU ([`quench_port::worker::Idle`]).
+    /// Nothing: the loop spun or gave its CPU up ([`quench_port::worker::Backoff`]).
     Idle = 2,
 }
 
