@@ -160,42 +160,54 @@ type QueuedFrame<F> = (u32, Instant, F);
 /// state the driver asked the cache for ([`HostCore::prefetch`]) then costs no further line,
 /// where a ring on the heap is one more miss that only starts once the flow's state has
 /// arrived (its address is in it). The heap part is allocated when a flow first holds two
-/// frames and kept while the flow lives.
+/// frames and kept while the flow lives. The bound is the driver's, given with each frame
+/// ([`Queued::push`]): the same for all its flows, it would be four octets of each flow's hot
+/// lines ([`Flow`]).
 #[derive(Debug)]
 pub struct Queued<F> {
-    /// The oldest frame; `None` exactly when the queue is empty.
-    head: Option<QueuedFrame<F>>,
+    /// The oldest frame and when it arrived; `None` exactly when the queue is empty. Its
+    /// octets are `head_len` (beside `bytes`, where a tuple would pad it to eight).
+    head: Option<(Instant, F)>,
     /// The frames after it, oldest first (boxed: one word in the flow's state, whose four
     /// cache lines the inline frame would otherwise overflow; clippy's `box_collection` counts
     /// the extra allocation, made once per flow that ever holds two frames).
     #[allow(clippy::box_collection)]
     rest: Option<Box<VecDeque<QueuedFrame<F>>>>,
-    /// Octets queued and the bound, 32 bits each: a flow's state is one of up to 1M the
-    /// appliance touches at random, so 8 octets less matters (`Slot` within three cache lines).
+    /// Octets of the oldest frame (when there is one) and octets queued, 32 bits each: a
+    /// flow's state is one of up to 1M the appliance touches at random, so every octet of its
+    /// hot lines counts.
+    head_len: u32,
     bytes: u32,
-    limit: u32,
+}
+
+impl<F> Default for Queued<F> {
+    fn default() -> Self {
+        Queued::new()
+    }
 }
 
 impl<F> Queued<F> {
-    /// A queue that holds at most `limit` octets.
-    pub fn new(limit: u32) -> Self {
+    /// An empty queue.
+    pub fn new() -> Self {
         Queued {
             head: None,
             rest: None,
+            head_len: 0,
             bytes: 0,
-            limit,
         }
     }
 
-    /// Queues `frame` of `len` octets that arrived at `arrived`; hands it back if it does not
-    /// fit. Call [`HostCore::wake`] after queueing into an empty queue.
-    pub fn push(&mut self, len: u32, arrived: Instant, frame: F) -> Result<(), F> {
-        if u64::from(self.bytes) + u64::from(len) > u64::from(self.limit) {
+    /// Queues `frame` of `len` octets that arrived at `arrived` if the queue then holds at most
+    /// `limit` octets, else hands it back. Call [`HostCore::wake`] after queueing into an
+    /// empty queue.
+    pub fn push(&mut self, len: u32, arrived: Instant, frame: F, limit: u32) -> Result<(), F> {
+        if u64::from(self.bytes) + u64::from(len) > u64::from(limit) {
             return Err(frame);
         }
         self.bytes += len;
         if self.head.is_none() {
-            self.head = Some((len, arrived, frame));
+            self.head = Some((arrived, frame));
+            self.head_len = len;
         } else {
             self.rest
                 .get_or_insert_with(Default::default)
@@ -217,7 +229,9 @@ impl<F> Queued<F> {
     pub fn drain(&mut self) -> impl Iterator<Item = QueuedFrame<F>> + '_ {
         self.bytes = 0;
         let rest = self.rest.iter_mut().flat_map(|r| r.drain(..));
-        self.head.take().into_iter().chain(rest)
+        let len = self.head_len;
+        let head = self.head.take().map(|(at, f)| (len, at, f));
+        head.into_iter().chain(rest)
     }
 }
 
@@ -231,18 +245,21 @@ impl<F> Source for Queued<F> {
 
     #[inline]
     fn peek(&self) -> Option<u32> {
-        self.head.as_ref().map(|&(len, _, _)| len)
+        self.head.as_ref().map(|_| self.head_len)
     }
 
     #[inline]
     fn take(&mut self) -> (Instant, F) {
-        let (len, at, f) = self
+        let head = self
             .head
             .take()
             .expect("Source::take after Source::peek returned a frame");
-        self.head = self.rest.as_mut().and_then(|r| r.pop_front());
-        self.bytes -= len;
-        (at, f)
+        self.bytes -= self.head_len;
+        if let Some((len, at, f)) = self.rest.as_mut().and_then(|r| r.pop_front()) {
+            self.head = Some((at, f));
+            self.head_len = len;
+        }
+        head
     }
 }
 
@@ -286,37 +303,52 @@ pub enum AddFlowError {
 }
 
 /// A flow: what it is, what it sends, its reaction point and its schedule, its counters.
+///
+/// Laid out in the order written (`repr(C)`): first what a frame of a flow whose frame leaves
+/// at once, or on its schedule, reads and writes (the hot lines: with the sender appliance's
+/// pooled frames, the first three lines of its [`Slot`], which [`HostCore::prefetch`] asks
+/// for), then what only starts, pauses with a catch-up speed, lost sending time, reaction-point
+/// timers and DCQCN read (the cold line, with the slot's generation, read when a flow goes on
+/// the wheel or comes off it). At a million flows each line a frame touches is a miss, and a
+/// line written is also a line written back (docs/design.md, "Sender appliance").
 #[derive(Debug)]
+#[repr(C)]
 pub struct Flow<S> {
-    pub spec: FlowSpec,
     pub source: S,
-    rp: FlowRp,
+    pub spec: FlowSpec,
     /// Frames sent (the next frame's number).
     pub seq: u64,
     /// Octets sent.
     pub bytes_sent: u64,
-    /// Sending time this flow gave up at the catch-up bound.
-    pub lag_dropped: Duration,
-    /// When it started ([`UNSET`]: not yet): [`Flow::started_at`].
-    started: Instant,
     /// When its source last ran dry ([`UNSET`]: it has a frame, or never had one):
     /// [`Flow::finished_at`].
     finished: Instant,
-    /// How many times its source ran dry (a queued source between bursts). 32 bits, wrapping:
-    /// a pacing audit compares two counts one window apart, never 2^32 runs.
-    pub ran_dry: u32,
     /// The release the flow waits for or last had, and the rate that set it, when
     /// `has_pending` (not before the first frame): [`Flow::pending`].
     pending: Pending,
+    /// How many times its source ran dry (a queued source between bursts). 32 bits, wrapping:
+    /// a pacing audit compares two counts one window apart, never 2^32 runs.
+    pub ran_dry: u32,
     has_pending: bool,
     /// An entry of the slot's current generation is on the wheel.
     scheduled: bool,
+    /// `started` is set.
+    has_started: bool,
+    // The cold line.
+    /// When it started ([`UNSET`]: not yet): [`Flow::started_at`].
+    started: Instant,
+    /// Sending time this flow gave up at the catch-up bound.
+    pub lag_dropped: Duration,
     /// The reaction-point timer deadline the timer heap holds for it ([`NO_TIMER`]: none).
     timer_at: Instant,
+    rp: FlowRp,
+    /// The schedule at the peak rate (with a catch-up speed, [`PacingConfig::catch_up_speed`]):
+    /// the earliest the next frame may leave; read and written only with one.
+    peak: rp::Pacer,
 }
 
 /// `Flow::timer_at` of a flow whose reaction point has no timer armed. This and the other
-/// sentinels instead of `Option`s keep a flow's slot in three cache lines (test
+/// sentinels instead of `Option`s keep a flow's hot part in three cache lines (test
 /// `a_queued_flow_fits_in_three_cache_lines`): an `Option<Instant>` takes 16 octets, an
 /// `Option<Pending>` 8 more than the flag beside `scheduled`.
 const NO_TIMER: Instant = Instant::MAX;
@@ -346,10 +378,6 @@ impl<S> Flow<S> {
         self.has_pending.then_some(self.pending)
     }
 
-    fn pending_mut(&mut self) -> Option<&mut Pending> {
-        self.has_pending.then_some(&mut self.pending)
-    }
-
     fn set_pending(&mut self, p: Option<Pending>) {
         self.has_pending = p.is_some();
         if let Some(p) = p {
@@ -367,25 +395,22 @@ struct Pending {
     /// Equal to `at`, except while the flow catches up at a bounded speed: then it lies before
     /// `at`, and the time between is owed.
     due: rp::Pacer,
-    /// The schedule at the peak rate (with a catch-up speed): the earliest the next frame may
-    /// leave.
-    peak: rp::Pacer,
     /// The pause clock of the flow's priority when `due` was last set: pause time accrued
     /// since then has not moved the schedule yet.
     pause_mark: Duration,
 }
 
 impl Pending {
-    /// Moves the schedule (its release, the pacer's and the peak schedule's places) on by the
-    /// pause time the flow's priority accrued since [`Pending::pause_mark`], `clock` being that
-    /// priority's pause clock now, and marks `clock`. Returns the time moved (zero: nothing
-    /// changes).
-    fn move_past_pause(&mut self, clock: Duration) -> Duration {
+    /// Moves the schedule (its release, the pacer's and, `peak`, the peak schedule's places)
+    /// on by the pause time the flow's priority accrued since [`Pending::pause_mark`], `clock`
+    /// being that priority's pause clock now, and marks `clock`. Returns the time moved (zero:
+    /// nothing changes, `peak` is not touched).
+    fn move_past_pause(&mut self, clock: Duration, peak: &mut rp::Pacer) -> Duration {
         let paused = clock - self.pause_mark;
         if paused > Duration::ZERO {
             self.pause_mark = clock;
             self.due.shift(paused);
-            self.peak.shift(paused);
+            peak.shift(paused);
             self.at += paused;
         }
         paused
@@ -458,13 +483,14 @@ impl PauseClock {
     }
 }
 
-/// Aligned to a cache line: a slot of a queued flow is exactly three (see `Queued`), not four.
-#[repr(align(64))]
+/// Aligned to a cache line, the flow first (its hot lines at the slot's start, [`Flow`]), the
+/// generation after it (read only when the flow goes on the wheel or comes off it).
+#[repr(C, align(64))]
 struct Slot<S> {
+    flow: Option<Flow<S>>,
     /// Bumped when the flow's release is re-timed and when the slot is emptied: wheel and
     /// start entries of an older generation are stale.
     generation: u32,
-    flow: Option<Flow<S>>,
 }
 
 /// A host: its flows with their reaction points and schedules, its notification point.
@@ -544,6 +570,15 @@ impl<S: Source> HostCore<S> {
         std::mem::size_of::<Slot<S>>()
     }
 
+    /// The cache lines at the start of a flow's slot that hold its hot part ([`Flow`]): what a
+    /// frame that leaves at once or on its schedule reads and writes.
+    pub const fn hot_lines() -> usize {
+        // `Option<Flow>` keeps its flag in a niche of the flow (it is no larger), so the flow
+        // starts the slot.
+        let at = std::mem::offset_of!(Slot<S>, flow) + std::mem::offset_of!(Flow<S>, started);
+        at.div_ceil(64)
+    }
+
     pub fn config(&self) -> &PacingConfig {
         &self.cfg
     }
@@ -559,19 +594,21 @@ impl<S: Source> HostCore<S> {
             return Err(AddFlowError::Duplicate(spec.id));
         }
         let flow = Flow {
-            spec,
             source,
-            rp: self.rp.new_flow(),
+            spec,
             seq: 0,
             bytes_sent: 0,
-            lag_dropped: Duration::ZERO,
-            started: UNSET,
             finished: UNSET,
-            ran_dry: 0,
             pending: Pending::default(),
+            ran_dry: 0,
             has_pending: false,
             scheduled: false,
+            has_started: false,
+            started: UNSET,
+            lag_dropped: Duration::ZERO,
             timer_at: NO_TIMER,
+            rp: self.rp.new_flow(),
+            peak: rp::Pacer::default(),
         };
         let i = match self.free.pop() {
             Some(i) => {
@@ -580,8 +617,8 @@ impl<S: Source> HostCore<S> {
             }
             None => {
                 self.slots.push(Slot {
-                    generation: 0,
                     flow: Some(flow),
+                    generation: 0,
                 });
                 (self.slots.len() - 1) as u32
             }
@@ -615,12 +652,13 @@ impl<S: Source> HostCore<S> {
         self.slots.get(h.0 as usize)?.flow.as_ref()
     }
 
-    /// Asks the cache for the flow's state ahead of a call that will touch it
-    /// ([`quench_port::cache::prefetch`]): for a driver that looks a burst of flows up first.
+    /// Asks the cache for the flow's hot lines ([`HostCore::hot_lines`]) ahead of a call that
+    /// will touch them ([`quench_port::cache::prefetch`]): for a driver that looks a burst of flows
+    /// up first.
     #[inline]
     pub fn prefetch(&self, h: FlowHandle) {
         if let Some(s) = self.slots.get(h.0 as usize) {
-            quench_port::cache::prefetch(s, 8);
+            quench_port::cache::prefetch(s, Self::hot_lines());
         }
     }
 
@@ -670,8 +708,8 @@ impl<S: Source> HostCore<S> {
         else {
             return false;
         };
-        let mut p = p;
-        p.move_past_pause(self.pause.of(f.spec.priority));
+        let (mut p, mut peak) = (p, f.peak);
+        p.move_past_pause(self.pause.of(f.spec.priority), &mut peak);
         p.due.release_time() < t
     }
 
@@ -689,9 +727,16 @@ impl<S: Source> HostCore<S> {
     /// The flow's source has a frame again: the flow waits for its release (a flow idle past
     /// its last release time owes nothing for the idle time and has no credit from it).
     pub fn wake(&mut self, now: Instant, h: FlowHandle) {
-        if let Some((at, entry)) = self.ready(now, h) {
-            self.wheel.insert(at, entry);
+        if let Some(at) = self.ready(now, h) {
+            self.schedule(at, h.0);
         }
+    }
+
+    /// Puts slot `i`'s flow on the wheel for `at` under the slot's current generation.
+    #[inline]
+    fn schedule(&mut self, at: Instant, i: u32) {
+        let generation = self.slots[i as usize].generation;
+        self.wheel.insert(at, (i, generation));
     }
 
     /// [`HostCore::wake`], and when the flow's frame is the one [`HostCore::poll_transmit`]
@@ -704,7 +749,7 @@ impl<S: Source> HostCore<S> {
     /// that hands frames to idle flows one at a time (the sender appliance); the frame leaves
     /// at its release time instead of at the start of the wheel's next slot.
     pub fn wake_and_transmit(&mut self, now: Instant, h: FlowHandle) -> Option<Transmit<S::Item>> {
-        let (at, entry) = self.ready(now, h)?;
+        let at = self.ready(now, h)?;
         let prio = self.slots[h.0 as usize].flow.as_ref()?.spec.priority;
         self.pause.advance(now);
         if at > now
@@ -712,20 +757,18 @@ impl<S: Source> HostCore<S> {
             || self.pause.paused_now(prio)
             || self.wheel.holds_by(at)
         {
-            self.wheel.insert(at, entry);
+            self.schedule(at, h.0);
             return None;
         }
         self.transmit(now, at, h.0)
     }
 
     /// A flow whose source has a frame again is scheduled: when it may release (its pending
-    /// release, or `now` for a flow idle past it) and its wheel entry; `None` if it already
-    /// waits, has not started or has nothing.
-    fn ready(&mut self, now: Instant, h: FlowHandle) -> Option<(Instant, (u32, u32))> {
-        let slot = self.slots.get_mut(h.0 as usize)?;
-        let generation = slot.generation;
-        let f = slot.flow.as_mut()?;
-        if f.scheduled || f.started == UNSET || f.source.peek().is_none() {
+    /// release, or `now` for a flow idle past it), for the caller to put it on the wheel or
+    /// transmit; `None` if it already waits, has not started or has nothing.
+    fn ready(&mut self, now: Instant, h: FlowHandle) -> Option<Instant> {
+        let f = self.slots.get_mut(h.0 as usize)?.flow.as_mut()?;
+        if f.scheduled || !f.has_started || f.source.peek().is_none() {
             return None;
         }
         f.finished = UNSET;
@@ -737,7 +780,7 @@ impl<S: Source> HostCore<S> {
             }
         };
         f.scheduled = true;
-        Some((at, (h.0, generation)))
+        Some(at)
     }
 
     /// Feedback for the flow: drives its reaction point and re-times its pending release at
@@ -916,7 +959,6 @@ impl<S: Source> HostCore<S> {
             let f = self.slots[i as usize].flow.as_ref()?;
             self.pause.of(f.spec.priority)
         };
-        let generation = self.slots[i as usize].generation;
         let f = self.slots[i as usize].flow.as_mut()?;
         let len = f.source.peek()?;
         let item = f.source.take();
@@ -947,7 +989,10 @@ impl<S: Source> HostCore<S> {
         // the next frame's place is this one's plus its serialisation time at the flow's rate,
         // exact. With a zero bound a late frame pushes the schedule (a NIC that earns nothing
         // while it cannot send: the simulator's hosts).
-        f.lag_dropped = f.lag_dropped + due.forget_credit(now, self.cfg.max_catch_up);
+        let lost = due.forget_credit(now, self.cfg.max_catch_up);
+        if lost > Duration::ZERO {
+            f.lag_dropped = f.lag_dropped + lost;
+        }
         due.next_release_spaced(now, u64::from(len), rate, Duration::MAX, self.cfg.spacing);
         // A zero rate never releases again (until a retime at a rate that is not zero).
         let next = if rate == Rate::ZERO {
@@ -955,34 +1000,39 @@ impl<S: Source> HostCore<S> {
         } else {
             due.release_time()
         };
-        let (at, peak) = match self.cfg.catch_up_speed {
+        let at = match self.cfg.catch_up_speed {
             // A second schedule at `speed` times the rate, allowed to lag `now` by PEAK_BURST:
             // on schedule it never binds (it runs ahead of the flow's own); after a stall it
             // spaces the frames owed at the peak rate instead of sending them back to back.
             Some(speed) if speed > 0.0 => {
-                let mut peak = f.pending().map_or(rp::Pacer::starting_at(now), |p| p.peak);
+                let mut peak = if f.has_pending {
+                    f.peak
+                } else {
+                    rp::Pacer::starting_at(now)
+                };
                 let peak_rate = Rate::from_bps((rate.as_bps() as f64 * speed) as u64);
                 peak.next_release(now, u64::from(len), peak_rate, PEAK_BURST);
-                (next.max(peak.release_time()), peak)
+                f.peak = peak;
+                next.max(peak.release_time())
             }
-            _ => (next, due),
+            _ => next,
         };
         f.set_pending(Some(Pending {
             at,
             rate,
             due,
-            peak,
             pause_mark,
         }));
-        if more {
-            self.wheel.insert(at, (i, generation));
-        } else {
+        if !more {
             f.scheduled = false;
             f.finished = now;
             f.ran_dry = f.ran_dry.wrapping_add(1);
         }
         self.rp
             .on_tx(&mut f.rp, f.spec.id, now, u64::from(len), more);
+        if more {
+            self.schedule(at, i);
+        }
         self.arm(i);
         // QCN's byte counter may just have raised the rate the next release was timed with.
         self.retime(now, i);
@@ -1006,6 +1056,7 @@ impl<S: Source> HostCore<S> {
                 continue;
             };
             f.started = at;
+            f.has_started = true;
             if f.source.peek().is_some() {
                 f.scheduled = true;
                 self.wheel.insert(now, (i, generation));
@@ -1060,9 +1111,10 @@ impl<S: Source> HostCore<S> {
                 self.parked[usize::from(prio)].push((i, generation));
                 continue;
             }
-            if let Some(p) = f.pending_mut().filter(|_| self.cfg.pause_shifts_schedule) {
-                if p.move_past_pause(clock) > Duration::ZERO {
-                    self.wheel.insert(p.at, (i, generation));
+            if f.has_pending && self.cfg.pause_shifts_schedule {
+                let Flow { pending, peak, .. } = &mut *f;
+                if pending.move_past_pause(clock, peak) > Duration::ZERO {
+                    self.wheel.insert(pending.at, (i, generation));
                     continue;
                 }
             }
@@ -1075,8 +1127,13 @@ impl<S: Source> HostCore<S> {
         }
     }
 
-    /// Puts the flow's reaction-point timer deadline on the timer heap if it changed.
+    /// Puts the flow's reaction-point timer deadline on the timer heap if it changed. Only
+    /// DCQCN's flows have timers of their own (`HostRp::new_flow`): with any other reaction
+    /// point a flow's deadline is never set, and its cold line is not read.
     fn arm(&mut self, i: u32) {
+        if !matches!(self.rp, HostRp::Dcqcn(_)) {
+            return;
+        }
         let Some(f) = self.slots[i as usize].flow.as_mut() else {
             return;
         };
@@ -1118,19 +1175,22 @@ impl<S: Source> HostCore<S> {
             return;
         }
         if self.cfg.pause_shifts_schedule {
-            p.move_past_pause(self.pause.of(f.spec.priority));
+            p.move_past_pause(self.pause.of(f.spec.priority), &mut f.peak);
         }
         // Times ahead of `now` stretch by old / new; so do octets owed behind it (a flow
         // catching up owes the same octets at the new rate); a cut can stretch what is owed
         // past the catch-up bound: the excess is given up.
         let mut due = p.due;
         due.retime(now, p.rate, rate);
-        f.lag_dropped = f.lag_dropped + due.forget_credit(now, self.cfg.max_catch_up);
+        let lost = due.forget_credit(now, self.cfg.max_catch_up);
+        if lost > Duration::ZERO {
+            f.lag_dropped = f.lag_dropped + lost;
+        }
         if !f.scheduled {
             // Idle (no frame): no wheel entry; [`HostCore::wake`] waits for `at`, the
             // schedule's next release (and the peak schedule's, which no rate re-times).
             let at = match self.cfg.catch_up_speed {
-                Some(speed) if speed > 0.0 => due.release_time().max(p.peak.release_time()),
+                Some(speed) if speed > 0.0 => due.release_time().max(f.peak.release_time()),
                 _ => due.release_time(),
             };
             f.set_pending(Some(Pending { at, rate, due, ..p }));

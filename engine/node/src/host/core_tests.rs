@@ -465,18 +465,18 @@ fn a_queued_flow_sends_its_frames_in_order_then_waits_to_be_woken() {
         cap: Rate::from_gbps(1),
         start: Instant::ZERO,
     };
-    let h = g.add_flow(spec, Queued::new(3_000)).unwrap();
+    let h = g.add_flow(spec, Queued::new()).unwrap();
     assert_eq!(
-        g.add_flow(spec, Queued::new(1)).unwrap_err(),
+        g.add_flow(spec, Queued::new()).unwrap_err(),
         AddFlowError::Duplicate(FlowId(7))
     );
     let t0 = Instant::ZERO;
     // Nothing queued: nothing sent, the flow is not on the wheel.
     assert!(g.poll_transmit(t0).is_none());
     let q = g.source_mut(h).unwrap();
-    q.push(1500, t0, 1).unwrap();
-    q.push(1500, t0, 2).unwrap();
-    assert_eq!(q.push(1, t0, 3), Err(3), "bounded in octets");
+    q.push(1500, t0, 1, 3_000).unwrap();
+    q.push(1500, t0, 2, 3_000).unwrap();
+    assert_eq!(q.push(1, t0, 3, 3_000), Err(3), "bounded in octets");
     g.wake(t0, h);
     let a = g.poll_transmit(t0).unwrap();
     assert_eq!((a.item, a.len), ((t0, 1), 1500));
@@ -487,12 +487,12 @@ fn a_queued_flow_sends_its_frames_in_order_then_waits_to_be_woken() {
     // Woken 1 ms later: its frame is due at once (an idle flow owes nothing), out at the
     // wheel's next tick.
     let t1 = t0 + Duration::from_millis(1);
-    g.source_mut(h).unwrap().push(100, t1, 4).unwrap();
+    g.source_mut(h).unwrap().push(100, t1, 4, 3_000).unwrap();
     g.wake(t1, h);
     let c = g.poll_transmit(t1 + Duration::from_micros(1)).unwrap();
     assert_eq!((c.release, c.seq), (t1, 2));
     // Removed: its entries are stale, its slot is reused.
-    g.source_mut(h).unwrap().push(100, t1, 5).unwrap();
+    g.source_mut(h).unwrap().push(100, t1, 5, 3_000).unwrap();
     g.wake(t1, h);
     let gone = g.remove_flow(h).unwrap();
     assert_eq!(gone.source.bytes(), 100);
@@ -503,7 +503,7 @@ fn a_queued_flow_sends_its_frames_in_order_then_waits_to_be_woken() {
                 id: FlowId(8),
                 ..spec
             },
-            Queued::new(3_000),
+            Queued::new(),
         )
         .unwrap();
     assert_eq!(h2, h);
@@ -526,11 +526,12 @@ fn the_receive_side_answers_ce_with_a_cnp() {
 /// The sender appliance holds up to 1M flows and touches one flow's state per frame, at a
 /// random place in memory (docs/design.md, "Sender appliance"): every 64
 /// octets more is one more cache line a frame may miss on. DCQCN's state is boxed
-/// (`FlowRp::Dcqcn`), a queue's octet counts are 32-bit, the pacers are stored in 12 octets
-/// (`rp::Pacer`), "no timer", "not started", "not finished" and "no pending release" are
-/// sentinels or a flag, so a slot with a queued flow is three lines (it was 400-odd octets),
-/// its oldest frame inline (`Queued`) for frames of up to 16 octets (a pointer and a length:
-/// a pooled frame's handle).
+/// (`FlowRp::Dcqcn`), a queue's octet count is 32-bit and its bound the driver's, the pacers
+/// are stored in 12 octets (`rp::Pacer`), "no timer", "not started", "not finished" and "no
+/// pending release" are sentinels or a flag, so a slot with a queued flow is three lines (it
+/// was 400-odd octets), its oldest frame inline (`Queued`) for frames of up to 16 octets (a
+/// pointer and a length: a pooled frame's handle). Its hot part (`Flow`'s order) is at most
+/// as many lines as the slot, and the flow starts the slot: `Option` keeps its flag in a niche.
 #[test]
 fn a_queued_flow_fits_in_three_cache_lines() {
     fn lines<F>() {
@@ -538,6 +539,8 @@ fn a_queued_flow_fits_in_three_cache_lines() {
         let slot = std::mem::size_of::<Slot<Queued<F>>>();
         assert!(slot <= 3 * 64, "Flow {flow} octets, Slot {slot}");
         assert_eq!(std::mem::align_of::<Slot<Queued<F>>>(), 64);
+        assert_eq!(std::mem::size_of::<Option<Flow<Queued<F>>>>(), flow);
+        assert!(HostCore::<Queued<F>>::hot_lines() <= slot / 64);
     }
     lines::<u64>();
     lines::<(Box<[u8; 2048]>, usize)>();
@@ -547,7 +550,7 @@ fn a_queued_flow_fits_in_three_cache_lines() {
 /// frames in the same order and the same octet count, whether a frame sits inline or behind it.
 #[test]
 fn a_queue_keeps_its_frames_in_order_inline_or_behind() {
-    let mut q: Queued<u32> = Queued::new(10_000);
+    let mut q: Queued<u32> = Queued::new();
     let mut model: VecDeque<(u32, Instant, u32)> = VecDeque::new();
     let mut x = 0x9E37_79B9_7F4A_7C15u64;
     for n in 0..20_000u32 {
@@ -559,7 +562,7 @@ fn a_queue_keeps_its_frames_in_order_inline_or_behind() {
                 let len = 100 + (x >> 8) as u32 % 1400;
                 let at = Instant::from_nanos(u64::from(n));
                 let fits = model.iter().map(|m| m.0).sum::<u32>() + len <= 10_000;
-                assert_eq!(q.push(len, at, n).is_ok(), fits);
+                assert_eq!(q.push(len, at, n, 10_000).is_ok(), fits);
                 if fits {
                     model.push_back((len, at, n));
                 }
@@ -662,7 +665,7 @@ proptest::proptest! {
                     cap: Rate::from_gbps(1),
                     start: Instant::ZERO,
                 };
-                c.add_flow(spec, Queued::new(1_000_000)).unwrap();
+                c.add_flow(spec, Queued::new()).unwrap();
             }
             c
         };
@@ -677,7 +680,7 @@ proptest::proptest! {
             if what < 2 {
                 let len = if what == 0 { 1500 } else { 64 };
                 for c in [&mut polled, &mut direct] {
-                    c.source_mut(h).unwrap().push(len, now, n as u32).unwrap();
+                    c.source_mut(h).unwrap().push(len, now, n as u32, 1_000_000).unwrap();
                 }
                 polled.wake(now, h);
                 if let Some(tx) = direct.wake_and_transmit(now, h) {
@@ -707,25 +710,25 @@ fn an_idle_flows_frame_leaves_on_arrival_unless_the_wheel_holds_an_earlier_one()
         start: Instant::ZERO,
     };
     let (a, b) = (
-        g.add_flow(spec(1), Queued::new(10_000)).unwrap(),
-        g.add_flow(spec(2), Queued::new(10_000)).unwrap(),
+        g.add_flow(spec(1), Queued::new()).unwrap(),
+        g.add_flow(spec(2), Queued::new()).unwrap(),
     );
     assert!(g.poll_transmit(Instant::ZERO).is_none(), "started, idle");
     let t = Instant::from_nanos(1_000);
     // Idle: out at once, at its arrival.
-    g.source_mut(a).unwrap().push(1500, t, 1).unwrap();
+    g.source_mut(a).unwrap().push(1500, t, 1, 10_000).unwrap();
     let tx = g.wake_and_transmit(t, a).unwrap();
     assert_eq!((tx.item, tx.release, tx.seq), ((t, 1), t, 0));
     // Its next frame owes 12 us at 1 Gb/s: it waits on the wheel.
-    g.source_mut(a).unwrap().push(1500, t, 2).unwrap();
+    g.source_mut(a).unwrap().push(1500, t, 2, 10_000).unwrap();
     assert!(g.wake_and_transmit(t, a).is_none());
     // Another idle flow's frame, while the wheel holds `a`'s for a later slot: out at once.
-    g.source_mut(b).unwrap().push(64, t, 3).unwrap();
+    g.source_mut(b).unwrap().push(64, t, 3, 10_000).unwrap();
     assert_eq!(g.wake_and_transmit(t, b).unwrap().item, (t, 3));
     // At `a`'s release, `b`'s second frame arrives before the poll: `a`'s entry is due in the
     // same slot or an earlier one, so `b`'s waits behind it.
     let t2 = t + Duration::from_micros(100);
-    g.source_mut(b).unwrap().push(64, t2, 4).unwrap();
+    g.source_mut(b).unwrap().push(64, t2, 4, 10_000).unwrap();
     assert!(g.wake_and_transmit(t2, b).is_none());
     assert_eq!(g.poll_transmit(t2).unwrap().item, (t, 2));
     assert_eq!(

@@ -64,25 +64,29 @@ impl HostRp {
     }
 
     /// The rate flow `id` may send at now, at most `cap` (its own limit, or the line rate).
+    /// `flow` is read only under DCQCN, out of line: a flow's [`FlowRp`] sits in its cold line
+    /// (`host::core::Flow`), which a frame of a QCN flow does not touch, and a load inlined
+    /// here is hoisted above the branch that needs it.
     #[inline]
     pub fn rate(&self, flow: &FlowRp, id: FlowId, cap: Rate) -> Rate {
-        match (self, flow) {
-            (HostRp::Dcqcn(_), FlowRp::Dcqcn(s)) => s.rate().min(cap),
-            (HostRp::Qcn(q), _) => q.rate(id).min(cap),
-            _ => cap,
+        match self {
+            HostRp::Qcn(q) => q.rate(id).min(cap),
+            HostRp::Dcqcn(_) => dcqcn_rate(flow, cap),
+            HostRp::None => cap,
         }
     }
 
     /// Flow `id` sent `bytes`; `more` tells whether it has more to send right now (QCN frees
-    /// the limiter of a flow that went idle at full rate).
+    /// the limiter of a flow that went idle at full rate). `flow` is read only under DCQCN, as
+    /// in [`HostRp::rate`].
     #[inline]
     pub fn on_tx(&mut self, flow: &mut FlowRp, id: FlowId, now: Instant, bytes: u64, more: bool) {
-        match (self, flow) {
-            (HostRp::Dcqcn(p), FlowRp::Dcqcn(s)) => s.on_tx(p, now, bytes),
-            (HostRp::Qcn(q), _) => {
+        match self {
+            HostRp::Qcn(q) => {
                 q.on_tx(now, id, bytes, !more);
             }
-            _ => {}
+            HostRp::Dcqcn(p) => dcqcn_on_tx(p, flow, now, bytes),
+            HostRp::None => {}
         }
     }
 
@@ -146,6 +150,23 @@ impl HostRp {
         if let HostRp::Qcn(q) = self {
             q.on_timeout(now);
         }
+    }
+}
+
+/// [`HostRp::rate`] under DCQCN.
+#[inline(never)]
+fn dcqcn_rate(flow: &FlowRp, cap: Rate) -> Rate {
+    match flow {
+        FlowRp::Dcqcn(s) => s.rate().min(cap),
+        FlowRp::None => cap,
+    }
+}
+
+/// [`HostRp::on_tx`] under DCQCN.
+#[inline(never)]
+fn dcqcn_on_tx(p: &::rp::DcqcnProfile, flow: &mut FlowRp, now: Instant, bytes: u64) {
+    if let FlowRp::Dcqcn(s) = flow {
+        s.on_tx(p, now, bytes);
     }
 }
 

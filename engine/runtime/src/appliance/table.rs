@@ -383,10 +383,11 @@ pub struct Release<F> {
 /// One flow as the host core holds it (the table's slot `i` is the core's flow
 /// [`FlowHandle`]`(i)`): its queue, which is what the core releases ([`Source`]), and what
 /// each of its frames reads besides (the key a lookup compares, the RPID of the CN-TAG, the
-/// idle clock). It lives in the core's flow slot, so a frame's flow is one slot of four cache
-/// lines on one page, where a slot of the table's own (one line) and the core's (three) were
-/// on two: at a million flows each page a frame touches costs a page walk before its lines
-/// can come (docs/design.md, "Sender appliance"). [`SlotCold`] holds the rest.
+/// idle clock). It lives in the core's flow slot, so a frame's flow is the hot lines of one
+/// slot on one page (three of four lines, `host::core::Flow`), where a slot of the table's own
+/// (one line) and the core's (three) were on two: at a million flows each page a frame touches
+/// costs a page walk before its lines can come (docs/design.md, "Sender appliance").
+/// [`SlotCold`] holds the rest.
 #[derive(Debug)]
 pub struct TableFlow<F> {
     queue: Queued<F>,
@@ -654,7 +655,7 @@ impl<F> FlowTable<F> {
             start: now,
         };
         let flow = TableFlow {
-            queue: Queued::new(self.cfg.queue_bytes),
+            queue: Queued::new(),
             key,
             rpid: None,
             last_active: now,
@@ -744,7 +745,7 @@ impl<F> FlowTable<F> {
             return Admitted::Dropped(frame);
         };
         flow.last_active = now;
-        if let Err(frame) = flow.queue.push(len, now, frame) {
+        if let Err(frame) = flow.queue.push(len, now, frame, self.cfg.queue_bytes) {
             self.cold[slot as usize].drops += 1;
             self.counters.queue_drops += 1;
             return Admitted::Dropped(frame);
@@ -1069,14 +1070,20 @@ mod tests {
     /// slot of the core: four cache lines for a frame handle of up to 16 octets (the bench's
     /// pooled buffer and its length), five for the drivers' `AnyFrame` (48 octets), as many
     /// octets as the table's own slot (one line) and the core's (three, or four) took apart.
+    /// A frame that leaves at once or on its schedule touches only the slot's hot lines
+    /// (`host::core::Flow`'s order): three of the four, four of the five.
     #[test]
     fn a_flows_slot_is_four_cache_lines_or_five_with_the_drivers_frames() {
-        fn slot<F>() -> usize {
-            HostCore::<TableFlow<F>>::bytes_per_slot()
+        fn slot<F>() -> (usize, usize) {
+            (
+                HostCore::<TableFlow<F>>::bytes_per_slot(),
+                HostCore::<TableFlow<F>>::hot_lines(),
+            )
         }
-        assert_eq!(slot::<u32>(), 4 * 64);
-        assert_eq!(slot::<(Box<[u8; 2048]>, usize)>(), 4 * 64);
-        assert!(slot::<quench_port::any::AnyFrame>() <= 5 * 64);
+        assert_eq!(slot::<u32>(), (4 * 64, 3));
+        assert_eq!(slot::<(Box<[u8; 2048]>, usize)>(), (4 * 64, 3));
+        let (any, hot) = slot::<quench_port::any::AnyFrame>();
+        assert!(any <= 5 * 64 && hot < any / 64, "{any} octets, {hot} hot lines");
     }
 
     #[test]
