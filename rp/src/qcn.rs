@@ -447,7 +447,10 @@ impl QcnRp {
     }
 
     /// `flow` transmitted a frame of `bytes` octets; `queue_empty` tells whether its limiter
-    /// queue (000:13 RL[i].qlen) is empty after this frame left.
+    /// queue (000:13 RL[i].qlen) is empty after this frame left. With no limiter active (no
+    /// flow was cut) there is nothing to count and no timer to run: the sender's every frame
+    /// asks, so that answer comes first.
+    #[inline]
     pub fn on_tx(
         &mut self,
         now: Instant,
@@ -455,6 +458,9 @@ impl QcnRp {
         bytes: u64,
         queue_empty: bool,
     ) -> TxOutcome {
+        if self.by_flow.is_empty() {
+            return TxOutcome::NotLimited;
+        }
         self.on_timeout(now);
         let p = self.profile;
         let Some(&idx) = self.by_flow.get(&flow) else {
@@ -496,6 +502,9 @@ impl QcnRp {
     /// Runs every limiter timer due at or before `now`, earliest first. A call with nothing due
     /// does nothing.
     pub fn on_timeout(&mut self, now: Instant) {
+        if self.by_flow.is_empty() {
+            return;
+        }
         let p = self.profile;
         while let Some((idx, due)) = self.earliest_timer().filter(|&(_, t)| t <= now) {
             let Some(l) = self.slots[idx].as_mut() else {
@@ -536,7 +545,11 @@ impl QcnRp {
     }
 
     /// The rate `flow` may send at: its limiter's current rate, or C without a limiter.
+    #[inline]
     pub fn rate(&self, flow: FlowId) -> Rate {
+        if self.by_flow.is_empty() {
+            return self.profile.max_rate;
+        }
         self.limiter(flow)
             .map_or(self.profile.max_rate, |l| Rate::from_bps(l.crate_bps))
     }

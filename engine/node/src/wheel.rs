@@ -221,7 +221,11 @@ impl<T> Wheel<T> {
 
     /// An entry is in the slot an entry inserted now at `at` would go to, or in an earlier
     /// one: it would come out before such an entry.
+    #[inline]
     pub fn holds_by(&self, at: Instant) -> bool {
+        if self.resident == 0 && self.far.is_empty() {
+            return false;
+        }
         let tick = self.tick_of(at).max(self.cursor);
         match self.next_occupied() {
             Some(t) => t <= tick,
