@@ -31,8 +31,8 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 0
 fi
 
-echo "== demo.sh: closed loop, QCN then DCQCN, ${secs} s each (scripts/closed-loop.sh)"
-QUENCH=$quench PFC=1 scripts/closed-loop.sh "$secs" "$out" | grep -E '^(==|--)' || true
+echo "== demo.sh: closed loop, QCN then DCQCN, ${secs} s each (scripts/testbed/closed-loop.sh)"
+QUENCH=$quench PFC=1 scripts/testbed/closed-loop.sh "$secs" "$out" | grep -E '^(==|--)' || true
 
 echo "== demo.sh: summary (bottleneck 1 Gbit/s; details in $out/*.log, plots in $out/qcn and $out/dcqcn)"
-python3 scripts/loop-summary.py "$out" qcn dcqcn
+python3 scripts/analysis/loop-summary.py "$out" qcn dcqcn

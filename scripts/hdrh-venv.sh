@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Usage: scripts/hdrh-venv.sh DIR
 # Creates (once) a Python virtual environment in DIR holding PyPI's `hdrhistogram` package, the
-# HdrHistogram reader independent of quench that scripts/hlog-check.py uses, and prints the path
+# HdrHistogram reader independent of quench that scripts/analysis/hlog-check.py uses, and prints the path
 # of its python. Needs python3-venv and network access to PyPI the first time (scripts/setup.sh
 # installs python3-venv on Debian).
 set -euo pipefail

@@ -22,10 +22,10 @@ PACKAGES=(
   iproute2
   ethtool
   # Unmodified applications as traffic: kernel TCP/UDP through the switch and the appliance
-  # (engine/quench/tests/switch_netns.rs, scripts/appliance.sh).
+  # (engine/quench/tests/switch_netns.rs, scripts/testbed/appliance.sh).
   iperf3
-  # Open vSwitch as the benchmarks' peer (scripts/bench-forward.sh: the userspace datapath on
-  # veth; scripts/bench-dpdk.sh: OVS-DPDK). The scripts run their own ovsdb-server and
+  # Open vSwitch as the benchmarks' peer (scripts/bench/bench-forward.sh: the userspace datapath on
+  # veth; scripts/bench/bench-dpdk.sh: OVS-DPDK). The scripts run their own ovsdb-server and
   # ovs-vswitchd in a temporary directory; the packages' system service is not used.
   openvswitch-switch
   openvswitch-switch-dpdk

@@ -15,7 +15,7 @@ use std::os::fd::AsRawFd;
 /// Why a namespace could not be entered or left.
 #[derive(Debug, thiserror::Error)]
 pub enum NetnsError {
-    #[error("no network namespace {name:?} (/run/netns/{name}: {source}); create it with `ip netns add {name}` or scripts/testbed.sh up")]
+    #[error("no network namespace {name:?} (/run/netns/{name}: {source}); create it with `ip netns add {name}` or scripts/testbed/testbed.sh up")]
     Missing {
         name: String,
         source: std::io::Error,

@@ -106,13 +106,13 @@ pub enum IdleMode {
     /// exiting) and stops a vCPU that runs such a loop on the grounds that it waits for a
     /// lock held by a descheduled vCPU; on the testbed VM a loop of clock reads with a PAUSE
     /// in each iteration had hundreds of 5-10 us stops a second that the same loop without
-    /// it did not have (docs/design.md, "Switch runtime"; scripts/spin-gaps.c).
+    /// it did not have (docs/design.md, "Switch runtime"; scripts/bench/spin-gaps.c).
     Spin,
     /// Sleep this long (at most until the loop's next deadline) on every further idle
     /// iteration: a yield returns at once when nobody else wants this CPU, so a yielding loop
     /// never lets its CPU go idle, and the scheduler only moves a runnable task there (from a
     /// busier CPU) at its periodic balancing, not at the moment it would go idle. On the
-    /// 2-CPU testbed of scripts/appliance.sh the switch's yielding loop held one CPU while the
+    /// 2-CPU testbed of scripts/testbed/appliance.sh the switch's yielding loop held one CPU while the
     /// appliance, the iperf3 senders and their softirqs queued on the other. The price is the
     /// sleep itself: a frame that arrives meanwhile waits up to the sleep (plus the timer's
     /// wake-up) in the receive ring.
@@ -138,7 +138,7 @@ impl IdleMode {
 /// `--idle`, the one idle policy of every poll loop (the switch's workers, the appliance's
 /// loop, `quench send`'s and `quench recv`'s): `auto`, `spin`, `yield`, `wait`, or a duration
 /// (`50us`: sleep that long). `auto` spins where the loop's core is its own (no other
-/// process's thread may run there: a CPU shielded by affinity, as scripts/cpu-shield.sh does,
+/// process's thread may run there: a CPU shielded by affinity, as scripts/testbed/cpu-shield.sh does,
 /// or isolated) and elsewhere does what the loop finds best on a shared CPU
 /// ([`Idle::for_workers`], [`Idle::for_this_thread`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -423,7 +423,7 @@ pub struct Tenant {
 ///
 /// This is the test behind `quench switch --idle auto` (the default): a worker spins
 /// ([`IdleMode::Spin`]) when its core is its own, that is when no other process's user-space
-/// thread may be scheduled there by its affinity: the CPU was shielded (scripts/cpu-shield.sh,
+/// thread may be scheduled there by its affinity: the CPU was shielded (scripts/testbed/cpu-shield.sh,
 /// `cset shield`, systemd's `CPUAffinity=`, a `taskset` around everything else) or isolated
 /// (`isolcpus=`, which takes it out of every default affinity). Kernel threads do not count:
 /// the per-CPU ones (ksoftirqd, per-CPU workqueue workers) are allowed on every CPU whatever

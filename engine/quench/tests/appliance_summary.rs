@@ -1,4 +1,4 @@
-//! scripts/appliance-summary.py (the table and JSON line scripts/appliance.sh prints), fed the
+//! scripts/analysis/appliance-summary.py (the table and JSON line scripts/testbed/appliance.sh prints), fed the
 //! files of two scripted runs: QCN meeting every target of issue 17 and DCQCN missing them. It
 //! must read the testbed's MTU, take the queue's bound from each run's switch config (QCN
 //! 2 x Qeq, DCQCN Kmax), split the switch's drops into queue drops, PFC headroom overruns and
@@ -144,7 +144,7 @@ fn targets_from_two_scripted_runs() {
         },
     );
     let out = Command::new("python3")
-        .arg(common::repo().join("scripts/appliance-summary.py"))
+        .arg(common::repo().join("scripts/analysis/appliance-summary.py"))
         .arg(&dir.0)
         .args(["qcn", "dcqcn"])
         .output()

@@ -1,4 +1,4 @@
-//! scripts/bench-results.py (what scripts/bench-all.sh writes docs/results.md with), fed
+//! scripts/bench/bench-results.py (what scripts/bench/bench-all.sh writes docs/results.md with), fed
 //! benchmark outputs written here: every key of a benchmark's JSON is a row or a column (a peer
 //! the parser has never heard of included), a part parsed again replaces only its own tables,
 //! the simulator's ns-3 tables stay when a run had no ns-3, and output it cannot read is an
@@ -11,7 +11,7 @@ mod common;
 fn results(args: &[&str]) -> (bool, String, String) {
     common::outcome(
         Command::new("python3")
-            .arg(common::repo().join("scripts/bench-results.py"))
+            .arg(common::repo().join("scripts/bench/bench-results.py"))
             .args(args)
             .output()
             .unwrap(),
@@ -108,13 +108,18 @@ fn every_key_is_a_row_or_a_column_and_a_rerun_replaces_only_its_tables() {
     let dir = common::ScratchDir::new("bench-results");
     let d = &dir.0;
     std::fs::create_dir_all(d).unwrap();
-    let (ok, _, err) = parse(d, "forward", &forward_out(1.2), "scripts/bench-forward.sh");
+    let (ok, _, err) = parse(
+        d,
+        "forward",
+        &forward_out(1.2),
+        "scripts/bench/bench-forward.sh",
+    );
     assert!(ok, "{err}");
     let (ok, _, err) = parse(
         d,
         "dpdk",
         &dpdk_out([60.0, 61.0, 62.0], [66.0, 70.0, 72.0]),
-        "scripts/bench-dpdk.sh",
+        "scripts/bench/bench-dpdk.sh",
     );
     assert!(ok, "{err}");
     let md = render(d);
@@ -142,7 +147,7 @@ fn every_key_is_a_row_or_a_column_and_a_rerun_replaces_only_its_tables() {
     );
     assert!(
         fwd.iter()
-            .any(|l| l.starts_with("`scripts/bench-forward.sh` (")),
+            .any(|l| l.starts_with("`scripts/bench/bench-forward.sh` (")),
         "{fwd:#?}"
     );
     let shaping = section(&md, "Egress shaping");
@@ -160,7 +165,12 @@ fn every_key_is_a_row_or_a_column_and_a_rerun_replaces_only_its_tables() {
     }
 
     // Rerunning one part: its table changes, the other stays as it was.
-    let (ok, _, err) = parse(d, "forward", &forward_out(2.0), "scripts/bench-forward.sh");
+    let (ok, _, err) = parse(
+        d,
+        "forward",
+        &forward_out(2.0),
+        "scripts/bench/bench-forward.sh",
+    );
     assert!(ok, "{err}");
     let again = render(d);
     assert!(section(&again, "Forwarding rate")
@@ -180,7 +190,7 @@ fn dpdk_programs_meet_quench_on_their_own_ports_and_floors_are_labelled() {
         {\"mpps\": {\"quench\": [30.0], \"quench_mix\": [12.0], \"quench_mix_pcap\": [6.0], \
         \"ovs_dpdk_mix_pcap\": [1.5]}, \"floor_mpps\": {\"c_loop\": [40.0], \
         \"c_loop_mix\": [400.0], \"c_loop_mix_pcap\": [8.0]}, \"quench_over_ovs_dpdk\": 4.0}\n";
-    let (ok, _, err) = parse(d, "dpdk", out, "scripts/bench-dpdk.sh");
+    let (ok, _, err) = parse(d, "dpdk", out, "scripts/bench/bench-dpdk.sh");
     assert!(ok, "{err}");
     let md = render(d);
     let dpdk = section(&md, "DPDK forwarding, one core");
@@ -213,7 +223,12 @@ fn the_ns3_tables_stay_when_a_run_had_no_ns3() {
          \"buckets\": {{\"quench against ns-3\": {{\"p50\": 20, \"p99\": 18}}}}}}\n",
         row(0.1, "5.0")
     );
-    let (ok, _, err) = parse(d, "sim", &with, "NS3_HPCC_DIR=DIR scripts/bench-sim.sh");
+    let (ok, _, err) = parse(
+        d,
+        "sim",
+        &with,
+        "NS3_HPCC_DIR=DIR scripts/bench/bench-sim.sh",
+    );
     assert!(ok, "{err}");
     let md = render(d);
     assert!(has_ns3_row(&md), "{md}");
@@ -223,7 +238,7 @@ fn the_ns3_tables_stay_when_a_run_had_no_ns3() {
     );
 
     let without = format!("{{\"rows\": [{}]}}\n", row(0.2, "null"));
-    let (ok, _, err) = parse(d, "sim", &without, "scripts/bench-sim.sh");
+    let (ok, _, err) = parse(d, "sim", &without, "scripts/bench/bench-sim.sh");
     assert!(ok, "{err}");
     assert!(err.contains("previous ns-3 tables stay"), "{err}");
     let md = render(d);
@@ -244,7 +259,7 @@ fn output_without_figures_is_an_error_naming_the_part() {
         d,
         "forward",
         "no figures here\n",
-        "scripts/bench-forward.sh",
+        "scripts/bench/bench-forward.sh",
     );
     assert!(!ok);
     assert!(err.contains("forward") && err.contains("mpps"), "{err}");

@@ -1,4 +1,4 @@
-//! scripts/cpu-budget.py (the CPU budget scripts/appliance.sh prints for each UDP phase), fed two
+//! scripts/analysis/cpu-budget.py (the CPU budget scripts/testbed/appliance.sh prints for each UDP phase), fed two
 //! scripted samples of a 2-CPU machine over 2 s with known process and /proc/stat times: it must
 //! give each role's share of a CPU, the microseconds per delivered frame, the machine's columns,
 //! the CPU each role would need at the bottleneck's line rate, name a process that exited before
@@ -74,7 +74,7 @@ fn run(text: &str, name: &str) -> (bool, String, String) {
     let f = dir.0.join("cpu-qcn.txt");
     std::fs::write(&f, text).unwrap();
     let out = Command::new("python3")
-        .arg(common::repo().join("scripts/cpu-budget.py"))
+        .arg(common::repo().join("scripts/analysis/cpu-budget.py"))
         .arg(&f)
         .output()
         .unwrap();

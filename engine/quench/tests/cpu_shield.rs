@@ -1,4 +1,4 @@
-//! scripts/cpu-shield.sh, which closed-loop.sh runs with SHIELD=1, changes other processes' CPU
+//! scripts/testbed/cpu-shield.sh, which closed-loop.sh runs with SHIELD=1, changes other processes' CPU
 //! affinity for the length of a run: it must move them off the sender's CPU, and `off` must
 //! give every one of them its CPUs back. Needs root and two CPUs; skipped with a printed reason
 //! otherwise; takes the netns tests' lock (a run must not be shielded twice at once).
@@ -31,7 +31,7 @@ fn affinities() -> BTreeMap<u32, String> {
 }
 
 fn shield(args: &[&str]) -> String {
-    let script = common::repo().join("scripts/cpu-shield.sh");
+    let script = common::repo().join("scripts/testbed/cpu-shield.sh");
     let run = Command::new(script).args(args).output().unwrap();
     assert!(
         run.status.success(),
@@ -137,7 +137,7 @@ fn with_irqs_the_shield_moves_interrupts_and_unbound_workers_and_gives_them_back
         return;
     };
 
-    let bad = Command::new(common::repo().join("scripts/cpu-shield.sh"))
+    let bad = Command::new(common::repo().join("scripts/testbed/cpu-shield.sh"))
         .args(["on", "1", "/tmp/quench-shield-test-bad", "--irq"])
         .output()
         .unwrap();

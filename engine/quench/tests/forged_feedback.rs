@@ -1,5 +1,5 @@
 //! Forged feedback on real frames (issue 18, done-when): the closed loop of
-//! scripts/closed-loop.sh (two senders, one `quench send` process, `quench switch` with a
+//! scripts/testbed/closed-loop.sh (two senders, one `quench send` process, `quench switch` with a
 //! 1 Gbit/s bottleneck), QCN and then DCQCN, while a third host namespace sends forged CNMs and
 //! CNPs at 100,000 frames a second (`quench blast --pcap`): a CNM addressed to another station,
 //! one for a frame with a foreign 5-tuple, a replay of a CNM for the flow's first frame, and a CNP
@@ -41,7 +41,7 @@ const FORGE_DELAY: u64 = 3;
 /// Forged frames a second.
 const FORGED_PPS: u64 = 100_000;
 
-/// The testbed's sender `i` (scripts/testbed.sh, scripts/closed-loop.sh, configs/send.toml).
+/// The testbed's sender `i` (scripts/testbed/testbed.sh, scripts/testbed/closed-loop.sh, configs/send.toml).
 fn sender_mac(i: u8) -> MacAddr {
     MacAddr::new(0x02, 0x71, 0x6e, 0x01, 0x00, i)
 }
@@ -141,7 +141,7 @@ fn forged_frames() -> Vec<Vec<u8>> {
 /// (a pcap file, at a bit rate); the senders' per-port JSON lines, the forger's and the
 /// switch's counters, by congestion control.
 fn run(quench: &Path, out: &Path, prefix: &str, forge: (&Path, u64)) -> Vec<Run> {
-    let mut cmd = Command::new(repo().join("scripts/closed-loop.sh"));
+    let mut cmd = Command::new(repo().join("scripts/testbed/closed-loop.sh"));
     cmd.arg(SECS.to_string())
         .arg(out)
         .env("QUENCH", quench)

@@ -2,7 +2,7 @@
 //! `hdrhistogram`, installed by scripts/hdrh-venv.sh into a venv under cargo's
 //! `CARGO_TARGET_TMPDIR` (made once, reused by later runs).
 //! A `quench send` with a `--sink` on the two ends of a veth pair (namespaces of its own) writes a
-//! report directory; scripts/hlog-check.py merges the log's untagged (all-flows) histograms and
+//! report directory; scripts/analysis/hlog-check.py merges the log's untagged (all-flows) histograms and
 //! must find quench's `.hgrm` and summary percentiles in them.
 //!
 //! Needs root (network namespaces) and, the first time, python3-venv and access to PyPI; where
@@ -89,7 +89,7 @@ fn pypi_hdrhistogram_reads_the_interval_log_and_finds_the_hgrm_percentiles() {
         );
     }
     let check = Command::new(&python)
-        .arg(common::repo().join("scripts/hlog-check.py"))
+        .arg(common::repo().join("scripts/analysis/hlog-check.py"))
         .arg(&report)
         .output()
         .unwrap();

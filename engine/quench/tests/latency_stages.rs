@@ -1,4 +1,4 @@
-//! scripts/latency-stages.py (bench-forward.sh --stages) splits each frame's latency into
+//! scripts/analysis/latency-stages.py (bench-forward.sh --stages) splits each frame's latency into
 //! stages from `perf script` text. Fed a scripted trace of 100 frames with known stage times and
 //! one slow frame, it must find each stage's median, file the slow frame under the stage that
 //! held it, name what ran on the forwarder's CPU meanwhile, and refuse a trace with no frame.
@@ -18,7 +18,7 @@ fn line(comm: &str, tid: u32, cpu: u32, ns: u64, ev: &str, rest: &str) -> String
 
 fn run(forwarder: &str, trace: &str) -> (bool, String, String) {
     let mut child = Command::new("python3")
-        .arg(common::repo().join("scripts/latency-stages.py"))
+        .arg(common::repo().join("scripts/analysis/latency-stages.py"))
         .args(["--forwarder", forwarder, "--prefix", "qb"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

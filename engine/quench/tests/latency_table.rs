@@ -1,4 +1,4 @@
-//! scripts/latency-table.py (bench-forward.sh's latency tables) from cells written here: one
+//! scripts/analysis/latency-table.py (bench-forward.sh's latency tables) from cells written here: one
 //! round gives the single-run table; several give each round's p99s and the medians over the
 //! rounds of the p99s and of the per-round ratios (not the ratio of the medians); traced cells
 //! add the kernel's first stage against the bridge's whole path. Bad arguments are refused.
@@ -43,7 +43,7 @@ fn cell(dir: &Path, name: &str, p: [f64; 3], stages: Option<[(&str, f64); 3]>) -
 
 fn table(args: &[String]) -> (bool, String, String) {
     let out = Command::new("python3")
-        .arg(common::repo().join("scripts/latency-table.py"))
+        .arg(common::repo().join("scripts/analysis/latency-table.py"))
         .args(args)
         .output()
         .unwrap();

@@ -1,4 +1,4 @@
-//! scripts/ovs.sh, the Open vSwitch the benchmarks measure quench against: its bridge of two
+//! scripts/testbed/ovs.sh, the Open vSwitch the benchmarks measure quench against: its bridge of two
 //! afxdp ports (the userspace datapath) forwards between the veth testbed's hosts with
 //! actions=NORMAL, and `ovs_stop` leaves nothing behind even after ovs-vswitchd was killed:
 //! no process, no directory, no XDP program on the veths. Needs root and Open vSwitch
@@ -44,7 +44,7 @@ fn a_private_ovs_forwards_between_afxdp_ports_and_leaves_nothing_after_a_kill() 
     // ovs-vswitchd (as a crash would) and stops the instance.
     let script = format!(
         r#"set -euo pipefail
-. scripts/ovs.sh
+. scripts/testbed/ovs.sh
 trap ovs_stop EXIT
 ovs_start --netns {sw} --cpus 0 pmd-cpu-mask=0x1
 ovs_bridge ovsbr netdev

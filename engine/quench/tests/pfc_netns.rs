@@ -1,8 +1,8 @@
 //! PFC on real frames: an incast through `quench switch` (PFC on priority 3, 1 Gbit/s egress)
-//! from senders that honour PAUSE loses no frame (scripts/pfc-incast.sh, run with this build's
+//! from senders that honour PAUSE loses no frame (scripts/testbed/pfc-incast.sh, run with this build's
 //! binary on a veth testbed in namespaces of its own). The PAUSE frames the switch sends decode
 //! in tshark as PFC with the expected class-enable vector. TCD beside PFC: the victim of a
-//! paused port is marked UE, the congested port's flows CE (scripts/tcd-victim.sh). Needs root; skipped with a printed
+//! paused port is marked UE, the congested port's flows CE (scripts/testbed/tcd-victim.sh). Needs root; skipped with a printed
 //! reason otherwise; takes the netns tests' lock (two cores).
 use std::process::Command;
 
@@ -28,7 +28,7 @@ fn script_json(cmd: &mut Command) -> (serde_json::Value, String) {
     (serde_json::from_str(&json).unwrap(), json)
 }
 
-/// TCD (seed 004) on real frames, scripts/tcd-victim.sh: two hot senders congest r0's port, a
+/// TCD (seed 004) on real frames, scripts/testbed/tcd-victim.sh: two hot senders congest r0's port, a
 /// victim crosses r1's port, which r1 pauses 200 us of every 400 us. TCD marks the hot flows CE
 /// and the victim UE, never CE.
 #[test]
@@ -42,7 +42,7 @@ fn tcd_marks_the_victim_of_a_paused_port_ue_and_never_ce() {
     let out = &scratch.0;
     let prefix = format!("qt{}", std::process::id() % 10000);
     let (r, json) = script_json(
-        Command::new(repo().join("scripts/tcd-victim.sh"))
+        Command::new(repo().join("scripts/testbed/tcd-victim.sh"))
             .arg("4")
             .arg(out)
             .env("QUENCH", &quench)
@@ -80,7 +80,7 @@ fn pfc_incast_loses_no_frame_and_its_pauses_decode_in_tshark() {
     let quench = release_quench();
     // 4 senders at 400 Mb/s into 1 Gbit/s for 4 s: 1.6 x oversubscribed.
     let (r, json) = script_json(
-        Command::new(repo().join("scripts/pfc-incast.sh"))
+        Command::new(repo().join("scripts/testbed/pfc-incast.sh"))
             .args(["4", "4"])
             .arg(out)
             .arg("400mbit")

@@ -15,7 +15,7 @@
 //!   of this machine has ended. A line ending in `&` runs in the background until the block
 //!   ends. A line still running after its budget gets SIGINT, as a user's Ctrl-C, and must then
 //!   end cleanly.
-//! - `scripts/testbed.sh` lines run from the checkout (the quick start needs the testbed; torn
+//! - `scripts/testbed/testbed.sh` lines run from the checkout (the quick start needs the testbed; torn
 //!   down after the block). Other `scripts/` lines (installing packages, the whole test suite,
 //!   benchmarks) and `cargo install` must name files that exist; they do not run here.
 //! - `tshark` lines marked "in the repository" run from the checkout.
@@ -274,7 +274,7 @@ fn plan(env: &Env, line: &Line, install: bool) -> Plan {
             ),
             "README names scripts/{file}, which is not an executable file in the checkout"
         );
-        if file != "testbed.sh" {
+        if file != "testbed/testbed.sh" {
             return Plan::Skip(format!(
                 "repository script scripts/{file} (exists, executable)"
             ));
@@ -365,7 +365,7 @@ fn every_readme_command_runs_as_written() {
                     .unwrap_or_default()
             );
             ran += 1;
-            testbed |= text.starts_with("scripts/testbed.sh up");
+            testbed |= text.starts_with("scripts/testbed/testbed.sh up");
             // A trailing `&` is the test's to honour: the command runs in the background here,
             // so that the test can stop it (bash would leave it running on its own).
             let cmd = line.text.trim_end().trim_end_matches('&');
@@ -403,7 +403,7 @@ fn every_readme_command_runs_as_written() {
             }
         }
         if testbed {
-            let _ = Command::new(env.repo.join("scripts/testbed.sh"))
+            let _ = Command::new(env.repo.join("scripts/testbed/testbed.sh"))
                 .arg("down")
                 .output();
         }

@@ -1,4 +1,4 @@
-//! `quench switch` on a real veth testbed (scripts/testbed.sh) in network namespaces this test
+//! `quench switch` on a real veth testbed (scripts/testbed/testbed.sh) in network namespaces this test
 //! creates: frames forwarded intact, MAC learning and ageing, priority queues, shaping, clean
 //! teardown. Needs root; skipped with a printed reason otherwise. Tests take a file lock so they
 //! run one at a time (two cores), and each uses its own namespace prefix.
@@ -800,7 +800,7 @@ fn survives_kill_restart_link_flaps_peer_loss_and_signals() {
 }
 
 /// Kernel TCP from a host namespace through `quench switch` (AF_XDP) to a receiver: opens and
-/// carries data. Covers the testbed's transmit checksum offload setting (scripts/testbed.sh,
+/// carries data. Covers the testbed's transmit checksum offload setting (scripts/testbed/testbed.sh,
 /// issue 17): with it on, the SYN arrives with an unfilled checksum and the connection never opens.
 #[test]
 fn kernel_tcp_through_the_switch_completes() {

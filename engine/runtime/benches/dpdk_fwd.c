@@ -1,5 +1,5 @@
 /*
- * The peer quench's DPDK forwarding is measured against (scripts/bench-dpdk.sh): the minimal
+ * The peer quench's DPDK forwarding is measured against (scripts/bench/bench-dpdk.sh): the minimal
  * DPDK forwarding loop, after examples/l2fwd's main loop without its MAC rewrite. Receives bursts
  * of 32 on each port and transmits them on the other (net_null0 <-> net_null1), freeing what tx
  * refuses; counts frames transmitted for SECONDS seconds and prints `c_loop mpps=<Mpps>`.
@@ -16,7 +16,7 @@
  * only what quench does; the ratio says what quench's per-frame work costs on it.
  *
  * With --ports NAME0,NAME1 it forwards between those two ethdevs as their driver gives the frames
- * (scripts/bench-dpdk.sh: two net_pcap ports replaying the mix from capture files, the ports
+ * (scripts/bench/bench-dpdk.sh: two net_pcap ports replaying the mix from capture files, the ports
  * Open vSwitch forwards on too), printing `c_loop_ports mpps=<Mpps>`.
  *
  * Usage: dpdk_fwd_c SECONDS [--packed-pool | --mix | --ports NAME0,NAME1] EAL-ARGS...   (EAL

@@ -1,4 +1,4 @@
-//! quench's side of scripts/bench-dpdk.sh: the switch's own worker loop
+//! quench's side of scripts/bench/bench-dpdk.sh: the switch's own worker loop
 //! ([`quench_runtime::switch::forward::Worker`], what `quench switch` runs per core) over two net_null
 //! DPDK ports, printing `quench mpps=<Mpps>`. The peer is engine/runtime/benches/dpdk_fwd.c (the bare C
 //! loop: rx on one port, tx on the other, both directions), run by the script in the same
@@ -22,7 +22,7 @@
 //! frames with its own `--mix`.
 //!
 //! `--ports NAME0,NAME1` forwards between two ethdevs the EAL arguments create, their frames as
-//! the driver gives them (nothing written into the pool): scripts/bench-dpdk.sh passes two
+//! the driver gives them (nothing written into the pool): scripts/bench/bench-dpdk.sh passes two
 //! net_pcap ports replaying the mix from the capture files `--write-mix DIR` writes
 //! (DIR/mix0.pcap for port 0, DIR/mix1.pcap), the ports Open vSwitch forwards on as well.
 //! Prints `quench_ports mpps=<Mpps>`.

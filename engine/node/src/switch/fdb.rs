@@ -8,7 +8,7 @@
 //!
 //! Speed (the per-frame path does one `learn` and one `lookup`): keys are the MAC as a `u64`,
 //! hashed by one folded multiplication ([`MacHasher`]) instead of std's SipHash, which was a
-//! quarter of the forwarding loop's time (perf on scripts/bench-dpdk.sh); SipHash's defence
+//! quarter of the forwarding loop's time (perf on scripts/bench/bench-dpdk.sh); SipHash's defence
 //! against chosen keys buys little here, since a flood of forged source MACs is bounded by the
 //! table's capacity anyway. Consecutive frames mostly repeat recent addresses (a burst is one
 //! flow or a few, and a worker polls a few ports in turn), so both calls first check a small

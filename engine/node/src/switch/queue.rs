@@ -351,7 +351,7 @@ impl<F: QueuedFrame, H: CongestionHook<F>> EgressQueue<F, H> {
     /// at once); they are counted as enqueued and dequeued. Returns false when they must be
     /// queued. Why: with an empty queue the scheduler would hand each frame straight back, and
     /// the FIFO round trip was a third of the forwarding loop's time (perf on
-    /// scripts/bench-dpdk.sh). Passing a run of frames at once is the same as passing them one
+    /// scripts/bench/bench-dpdk.sh). Passing a run of frames at once is the same as passing them one
     /// by one: nothing here changes whether the next one may pass.
     pub fn pass_through(&mut self, class: Class, pkts: u64, bytes: u64) -> bool {
         if !self.may_pass(class) {

@@ -58,11 +58,11 @@ pub struct Args {
     pub json: bool,
     /// What an idle worker does after a short spin: `auto` spins where the worker's core is
     /// its own (no other process's thread may run there: a CPU shielded by affinity, as
-    /// scripts/cpu-shield.sh does, or isolated) and yields elsewhere (waits in the kernel with
+    /// scripts/testbed/cpu-shield.sh does, or isolated) and yields elsewhere (waits in the kernel with
     /// `--fast-path kernel`), so that on a shared machine the peers that produce its frames get
     /// the CPU; `spin` (never give the CPU up, as DPDK's lcores); `yield`; a duration, e.g.
     /// `50us`: sleep that long, so that its CPU goes idle and the scheduler can run others there
-    /// (a machine with fewer CPUs than busy processes: scripts/appliance.sh; a frame arriving
+    /// (a machine with fewer CPUs than busy processes: scripts/testbed/appliance.sh; a frame arriving
     /// meanwhile waits up to this long, the egress shaper catches up what a sleep delayed); or
     /// `wait`: wait in the kernel (poll(2) on its ports' receive descriptors, AF_XDP and
     /// AF_PACKET) until a frame arrives, its shaper's next release while frames wait, at the

@@ -1,6 +1,6 @@
 //! What the root and network-namespace tests share: the root check, the lock that runs them one
 //! at a time (two cores; scripts run by hand take the same lock with `flock`), the repository
-//! path, this build's release binary, and a veth testbed (scripts/testbed.sh) in namespaces of
+//! path, this build's release binary, and a veth testbed (scripts/testbed/testbed.sh) in namespaces of
 //! the test's own, torn down on drop.
 //!
 //! Each test binary includes this with `mod common;` and uses part of it.
@@ -100,7 +100,7 @@ pub fn release_quench() -> PathBuf {
     target.join("release/quench")
 }
 
-/// A veth testbed (scripts/testbed.sh) with its own namespace prefix; `down` on drop.
+/// A veth testbed (scripts/testbed/testbed.sh) with its own namespace prefix; `down` on drop.
 pub struct Testbed {
     pub prefix: String,
 }
@@ -114,7 +114,7 @@ impl Testbed {
 
     /// With `extra` arguments to `testbed.sh up` (e.g. `--appliance`).
     pub fn up_with(prefix: String, senders: u32, receivers: u32, extra: &[&str]) -> Testbed {
-        let st = Command::new(repo().join("scripts/testbed.sh"))
+        let st = Command::new(repo().join("scripts/testbed/testbed.sh"))
             .args(["up", "--senders", &senders.to_string()])
             .args(["--receivers", &receivers.to_string(), "--prefix", &prefix])
             .args(extra)
@@ -138,7 +138,7 @@ impl Testbed {
 
 impl Drop for Testbed {
     fn drop(&mut self) {
-        let _ = Command::new(repo().join("scripts/testbed.sh"))
+        let _ = Command::new(repo().join("scripts/testbed/testbed.sh"))
             .args(["down", "--prefix", &self.prefix])
             .output();
     }

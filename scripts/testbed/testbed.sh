@@ -2,10 +2,10 @@
 # Builds (up) or removes (down) quench's veth testbed: N sender namespaces and M receiver
 # namespaces, each joined to one switch namespace by a veth pair.
 #
-#   scripts/testbed.sh up   [--senders N] [--receivers M] [--prefix P] [--appliance] [--queues Q]
+#   scripts/testbed/testbed.sh up   [--senders N] [--receivers M] [--prefix P] [--appliance] [--queues Q]
 #                           [--mtu MTU]
-#   scripts/testbed.sh down [--prefix P]
-#   scripts/testbed.sh show [--prefix P]
+#   scripts/testbed/testbed.sh down [--prefix P]
+#   scripts/testbed/testbed.sh show [--prefix P]
 #
 # Names (prefix P, default "qn"; tests pass their own so runs never collide):
 #   namespaces  P-sw, P-s0..P-s{N-1}, P-r0..P-r{M-1}

@@ -3,18 +3,18 @@
 # release build; each prints its figures, and the script ends with ONE JSON line holding every
 # figure and a pass / fail per target. Exit status: 0 when every target holds, 1 otherwise.
 #
-#   scripts/e2e.sh [OUT_DIR (out/e2e)]        (root; about 3 minutes; E2E_SECS=N per loop run, 10)
+#   scripts/testbed/e2e.sh [OUT_DIR (out/e2e)]        (root; about 3 minutes; E2E_SECS=N per loop run, 10)
 #
 # Scenarios and targets (1 Gbit/s bottleneck):
 #   qcn-2, qcn-4, dcqcn-2, dcqcn-4   closed loop with 2 / 4 long flows, PFC on as the lossless
-#                                    backstop (PFC=1 scripts/closed-loop.sh):
+#                                    backstop (PFC=1 scripts/testbed/closed-loop.sh):
 #                                    Jain >= 0.95, utilisation >= 90 %, mean queue within 2 x Qeq
 #                                    (QCN, 100 KB) or under RED's Kmax (DCQCN, 120 KB), no drops
 #                                    at the switch and no frame lost at the receiver
 #   pfc-8to1                         8 senders, no congestion control, PFC, 30 s
-#                                    (scripts/pfc-incast.sh): zero data frames lost
+#                                    (scripts/testbed/pfc-incast.sh): zero data frames lost
 #   tcd                              a congested port and a PFC-paused port side by side
-#                                    (scripts/tcd-victim.sh): the victim flow through the paused
+#                                    (scripts/testbed/tcd-victim.sh): the victim flow through the paused
 #                                    port is marked UE and never CE; the hot flows CE, never UE
 #   capture                          the switch's capture of a QCN and a DCQCN run: CNMs decode
 #                                    in tshark with tools/wireshark/quench.lua, none
@@ -27,9 +27,9 @@
 # at least E2E_MIN_UNSTALLED (10) such windows per sender, so that a run with none cannot pass.
 # The all-windows figure (pacing_max_dev) is printed beside it.
 # SHIELD=1 runs the loops with the machine's other work kept off the sender's CPU
-# (scripts/closed-loop.sh says what that costs).
+# (scripts/testbed/closed-loop.sh says what that costs).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 out=${1:-out/e2e}
 secs=${E2E_SECS:-10}
 export E2E_MIN_UNSTALLED=${E2E_MIN_UNSTALLED:-10}
@@ -48,8 +48,8 @@ results=$out/results.jsonl
 loop() { # loop N: QCN and DCQCN with N senders
   local n=$1 dir=$out/loop-$1
   echo "== e2e: closed loop, $n flows, QCN then DCQCN, ${secs} s each"
-  PFC=1 SENDERS=$n scripts/closed-loop.sh "$secs" "$dir" | grep -E '^(total|==)' || true
-  python3 scripts/loop-summary.py "$dir" qcn dcqcn | tee "$dir/summary.txt" | grep -v '^{' || true
+  PFC=1 SENDERS=$n scripts/testbed/closed-loop.sh "$secs" "$dir" | grep -E '^(total|==)' || true
+  python3 scripts/analysis/loop-summary.py "$dir" qcn dcqcn | tee "$dir/summary.txt" | grep -v '^{' || true
   python3 - "$dir/summary.txt" "$n" >> "$results" <<'PY'
 import json, os, sys
 runs = json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][-1])["runs"]
@@ -79,7 +79,7 @@ PY
 pfc() {
   echo "== e2e: PFC 8:1 incast, no congestion control, 30 s"
   mkdir -p "$out/pfc"
-  scripts/pfc-incast.sh 30 8 "$out/pfc" | tail -n 3 | tee "$out/pfc/summary.txt" | grep -v '^{'
+  scripts/testbed/pfc-incast.sh 30 8 "$out/pfc" | tail -n 3 | tee "$out/pfc/summary.txt" | grep -v '^{'
   python3 - "$out/pfc/summary.txt" >> "$results" <<'PY'
 import json, sys
 r = json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][-1])
@@ -91,7 +91,7 @@ PY
 tcd() {
   echo "== e2e: TCD, congested port vs PFC-paused port, ${secs} s"
   mkdir -p "$out/tcd"
-  scripts/tcd-victim.sh "$secs" "$out/tcd" | tail -n 3 | tee "$out/tcd/summary.txt" | grep -v '^{'
+  scripts/testbed/tcd-victim.sh "$secs" "$out/tcd" | tail -n 3 | tee "$out/tcd/summary.txt" | grep -v '^{'
   python3 - "$out/tcd/summary.txt" >> "$results" <<'PY'
 import json, sys
 r = json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][-1])
@@ -105,7 +105,7 @@ PY
 capture() {
   local dir=$out/capture lua=tools/wireshark/quench.lua
   echo "== e2e: capture of the switch's port s0 (3 s per cc): tshark + tools/wireshark/quench.lua, scapy ICRC"
-  CAPTURE=1 scripts/closed-loop.sh 3 "$dir" > /dev/null 2>&1
+  CAPTURE=1 scripts/testbed/closed-loop.sh 3 "$dir" > /dev/null 2>&1
   local cnms malformed cnps
   cnms=$(tshark -X lua_script:$lua -r "$dir/s0-qcn.pcap" -Y cnm -T fields -e cnm.qntzfb 2>/dev/null | grep -c . || true)
   malformed=$(tshark -X lua_script:$lua -r "$dir/s0-qcn.pcap" -Y _ws.malformed 2>/dev/null | grep -c . || true)

@@ -17,7 +17,7 @@
 # repeated-header rate is the cost of the mix.
 #
 # Then the peer, Open vSwitch with DPDK (Debian's openvswitch-switch-dpdk, ovs-vswitchd-dpdk, run
-# by scripts/ovs.sh: a private ovsdb-server and ovs-vswitchd, dpdk-init=true, in a temporary
+# by scripts/testbed/ovs.sh: a private ovsdb-server and ovs-vswitchd, dpdk-init=true, in a temporary
 # directory and a network namespace of its own, stopped after each run): one bridge, one flow
 # (actions=NORMAL: MAC learning), one PMD thread pinned to CPU (pmd-cpu-mask), the same EAL
 # memory as quench's (no hugepages; the script says why). OVS cannot open the ring ports (they
@@ -29,7 +29,7 @@
 # medians, each program's cost per frame above the floor, `quench / OVS-DPDK = X`, and a last
 # line of JSON (peers under "mpps", the floors under "floor_mpps", each a list of the rounds).
 #
-# Usage: scripts/bench-dpdk.sh [--workers N] [SECONDS_PER_RUN (default 3)] [ROUNDS (default 3)]
+# Usage: scripts/bench/bench-dpdk.sh [--workers N] [SECONDS_PER_RUN (default 3)] [ROUNDS (default 3)]
 #        [CPU (default 1)]
 # Needs DPDK (installs it with scripts/setup-dpdk.sh); no NIC, no hugepages. OVS-DPDK needs root
 # (its bridge's port is a tap device) and Open vSwitch (scripts/setup.sh installs it): without
@@ -64,8 +64,8 @@
 # costs less than one forwarded: the cost is the crossing's only where few frames are dropped
 # (a loaded machine deschedules one worker while the other fills its ring).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/ovs.sh
+cd "$(dirname "$0")/../.."
+. scripts/testbed/ovs.sh
 WORKERS=
 if [ "${1:-}" = "--workers" ]; then
   WORKERS=${2:?--workers takes N}

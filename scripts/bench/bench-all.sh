@@ -3,25 +3,25 @@
 # per measure, the machine and the date at its head, under each table the command that
 # reproduces it and when it ran.
 #
-#   scripts/bench-all.sh [--only PART[,PART...]] [--rounds R] [--shield] [--render] [--help]
+#   scripts/bench/bench-all.sh [--only PART[,PART...]] [--rounds R] [--shield] [--render] [--help]
 #
 # Parts, in this order (all by default):
-#   forward       scripts/bench-forward.sh: forwarding rate at 64 and 1500 B through every
+#   forward       scripts/bench/bench-forward.sh: forwarding rate at 64 and 1500 B through every
 #                 forwarder it knows, and egress shaping accuracy (root; ~4 min)
-#   latency       scripts/bench-forward.sh --latency-only --lat-rounds R: forwarding latency,
+#   latency       scripts/bench/bench-forward.sh --latency-only --lat-rounds R: forwarding latency,
 #                 medians over R rounds (root; ~7 min at the default R = 5)
-#   passthrough   scripts/bench-forward.sh --appliance: 64 B through the appliance against the
+#   passthrough   scripts/bench/bench-forward.sh --appliance: 64 B through the appliance against the
 #                 switch (root; ~1 min)
-#   dpdk          scripts/bench-dpdk.sh: quench's DPDK path against a bare C loop (~2 min)
-#   dpdk-workers  scripts/bench-dpdk.sh --workers 2: the scaling table (~4 min)
-#   sim           scripts/bench-sim.sh: quench's simulator, and beside ns-3 (with the fat tree)
+#   dpdk          scripts/bench/bench-dpdk.sh: quench's DPDK path against a bare C loop (~2 min)
+#   dpdk-workers  scripts/bench/bench-dpdk.sh --workers 2: the scaling table (~4 min)
+#   sim           scripts/bench/bench-sim.sh: quench's simulator, and beside ns-3 (with the fat tree)
 #                 when NS3_HPCC_DIR names an HPCC checkout (~1 min alone; ~10 min with ns-3)
 #   appliance     cargo bench -p quench-runtime --bench appliance: the appliance's cost per frame at
 #                 1k, 100k and 1M flows (~4 min)
 #
 # --only L     run only the parts of the comma-separated list L
 # --rounds R   the latency part's rounds (default 5)
-# --shield     run the bench-forward parts with SHIELD=1 (scripts/cpu-shield.sh: the machine's
+# --shield     run the bench-forward parts with SHIELD=1 (scripts/testbed/cpu-shield.sh: the machine's
 #              other work kept off the forwarder's core while the latency part runs)
 # --render     run nothing: write docs/results.md again from docs/results/*.json
 #
@@ -33,7 +33,7 @@
 # Environment passed through: QUENCH (another build's binary, bench-forward), NS3_HPCC_DIR,
 # NS3_CACHE, FAT_SEEDS (bench-sim).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 ALL="forward latency passthrough dpdk dpdk-workers sim appliance"
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
@@ -61,7 +61,7 @@ done
 
 RESULTS=docs/results
 mkdir -p "$RESULTS"
-py() { python3 scripts/bench-results.py "$@"; }
+py() { python3 scripts/bench/bench-results.py "$@"; }
 if [ "$render_only" = 1 ]; then
   py render "$RESULTS" docs/results.md
   exit 0
@@ -101,27 +101,27 @@ for part in $ALL; do
   case $part in
     forward)
       needs_root $part || continue
-      cmd="${shield_env[*]:+${shield_env[*]} }scripts/bench-forward.sh"
-      run $part flock "$LOCK" env "${shield_env[@]}" scripts/bench-forward.sh \
+      cmd="${shield_env[*]:+${shield_env[*]} }scripts/bench/bench-forward.sh"
+      run $part flock "$LOCK" env "${shield_env[@]}" scripts/bench/bench-forward.sh \
         && parse $part "$cmd" || true ;;
     latency)
       needs_root $part || continue
-      cmd="${shield_env[*]:+${shield_env[*]} }scripts/bench-forward.sh --latency-only --lat-rounds $rounds"
-      run $part flock "$LOCK" env "${shield_env[@]}" scripts/bench-forward.sh --latency-only \
+      cmd="${shield_env[*]:+${shield_env[*]} }scripts/bench/bench-forward.sh --latency-only --lat-rounds $rounds"
+      run $part flock "$LOCK" env "${shield_env[@]}" scripts/bench/bench-forward.sh --latency-only \
         --lat-rounds "$rounds" && parse $part "$cmd" || true ;;
     passthrough)
       needs_root $part || continue
-      run $part flock "$LOCK" scripts/bench-forward.sh --appliance \
-        && parse $part "scripts/bench-forward.sh --appliance" || true ;;
+      run $part flock "$LOCK" scripts/bench/bench-forward.sh --appliance \
+        && parse $part "scripts/bench/bench-forward.sh --appliance" || true ;;
     dpdk)
-      run $part scripts/bench-dpdk.sh && parse $part "scripts/bench-dpdk.sh" || true ;;
+      run $part scripts/bench/bench-dpdk.sh && parse $part "scripts/bench/bench-dpdk.sh" || true ;;
     dpdk-workers)
-      run $part scripts/bench-dpdk.sh --workers 2 \
-        && parse $part "scripts/bench-dpdk.sh --workers 2" || true ;;
+      run $part scripts/bench/bench-dpdk.sh --workers 2 \
+        && parse $part "scripts/bench/bench-dpdk.sh --workers 2" || true ;;
     sim)
-      cmd="scripts/bench-sim.sh"
+      cmd="scripts/bench/bench-sim.sh"
       [ -n "${NS3_HPCC_DIR:-}" ] && cmd="NS3_HPCC_DIR=DIR${NS3_CACHE:+ NS3_CACHE=DIR}${FAT_SEEDS:+ FAT_SEEDS=$FAT_SEEDS} $cmd"
-      run $part scripts/bench-sim.sh && parse $part "$cmd" || true ;;
+      run $part scripts/bench/bench-sim.sh && parse $part "$cmd" || true ;;
     appliance)
       # Criterion keeps its estimates under the target directory; the old ones go first, so
       # that the parser reads this run's.

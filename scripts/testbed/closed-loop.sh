@@ -4,7 +4,7 @@
 # congestion point, quench recv (the DCQCN notification point), one long flow from each sender;
 # prints the receiver's summary and writes its report directory; tears the testbed down.
 #
-#   scripts/closed-loop.sh [SECONDS] [OUT_DIR]       (root; default 10 s, out/closed-loop)
+#   scripts/testbed/closed-loop.sh [SECONDS] [OUT_DIR]       (root; default 10 s, out/closed-loop)
 #
 # Uses the release binary (built if missing). Ends with one JSON line per run. Per run, OUT_DIR
 # holds switch-CC.log, queue-CC.jsonl (`quench stats --json` every 50 ms: the bottleneck's queue
@@ -16,15 +16,15 @@
 # quench send drives every sender port and the receiver port (--sink) from one poll loop on the
 # others. SENDER_PROCS=1 runs a process per host instead (the receiver beside the switch).
 # SHIELD=1, on two CPUs, first moves the machine's other work onto the switch's CPU and puts it
-# back at the end (scripts/cpu-shield.sh).
+# back at the end (scripts/testbed/cpu-shield.sh).
 # FORGE=FILE.pcap adds a forger: one more namespace (s<SENDERS>, on the switch's port of that
 # name) that, FORGE_DELAY seconds (default 3) into each run, sends FILE's frames round and round
 # at FORGE_RATE (a bit rate, default 80mbit) with `quench blast --pcap` until the senders stop;
 # its JSON line is OUT_DIR/forge-CC.log (engine/quench/tests/forged_feedback.rs writes the file).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
-. scripts/lib.sh
+. scripts/testbed/lib.sh
 
 secs=${1:-10}
 prefix=${QN_PREFIX:-qnl}
@@ -32,7 +32,7 @@ qn_setup closed-loop.sh "${2:-out/closed-loop}"
 ncpu=$(nproc)
 shield_state=$(mktemp /tmp/quench-shield.XXXXXX)
 qn_cleanup_hook() {
-  scripts/cpu-shield.sh off "$shield_state" || true
+  scripts/testbed/cpu-shield.sh off "$shield_state" || true
   rm -f "$shield_state"
 }
 # SHIELD=1 (two CPUs): the sender has CPU 0 to itself, the rest of the machine's work (other
@@ -41,7 +41,7 @@ qn_cleanup_hook() {
 # headroom absorb its stops, but not always its queue target: with 4 QCN flows one run in four
 # went over 2 x Qeq (a 2.3 MB queue spike), so it is not the default.
 if [ "$ncpu" -eq 2 ] && [ "${SHIELD:-0}" = 1 ]; then
-  echo "== $(scripts/cpu-shield.sh on "$sw_cpus" "$shield_state")"
+  echo "== $(scripts/testbed/cpu-shield.sh on "$sw_cpus" "$shield_state")"
 fi
 
 echo "== testbed up (prefix $prefix)"
@@ -49,7 +49,7 @@ senders=${SENDERS:-2}
 forge=${FORGE:-}
 hosts=$senders
 [ -n "$forge" ] && hosts=$((senders + 1))
-scripts/testbed.sh up --senders "$hosts" --receivers 1 --prefix "$prefix"
+scripts/testbed/testbed.sh up --senders "$hosts" --receivers 1 --prefix "$prefix"
 
 for cc in ${CCS:-qcn dcqcn}; do
   echo "== $cc: switch, receiver, $senders senders for ${secs}s"

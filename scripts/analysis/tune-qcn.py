@@ -3,7 +3,7 @@
 scheduling: `quench sim` runs the cp/rp crates of the closed loop on the testbed's shape (N
 senders at 10 Gb/s into one 1 Gbit/s bottleneck, N = 2 and 4, seeds 1 and 2) at a short
 (10 us per hop) and a long (250 us per hop, ~1 ms RTT: the testbed's scheduling delays) feedback
-loop, and scores each setting by the acceptance bars of scripts/e2e.sh: utilisation >= 90 %,
+loop, and scores each setting by the acceptance bars of scripts/testbed/e2e.sh: utilisation >= 90 %,
 Jain >= 0.95, mean queue <= 2 x Qeq. Prints the shipped setting (configs/switch-qcn.toml,
 configs/testbed-1g.toml: the preset configs/send.toml and configs/appliance.toml name), the MIB
 values scaled to 1 Gbit/s, and the best of a grid.
@@ -11,7 +11,7 @@ values scaled to 1 Gbit/s, and the best of a grid.
 `fw` below is the configuration key `feedback_weight`, the IEEE8021-CN-MIB's exponent: the weight
 of the queue's change in Fb is w = 2^fw (MIB default fw = 1, w = 2), as cp/src/qcn.rs reads it.
 
-    scripts/tune-qcn.py [--quick]       (~40 s; --quick: the two named settings only)
+    scripts/analysis/tune-qcn.py [--quick]       (~40 s; --quick: the two named settings only)
 """
 import itertools
 import json
@@ -21,7 +21,7 @@ import sys
 import tempfile
 import tomllib
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 Q = os.path.join(ROOT, "target", "release", "quench")
 QEQ = 50000
 

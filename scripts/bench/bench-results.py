@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""docs/results.md from the benchmarks' outputs (scripts/bench-all.sh calls it).
+"""docs/results.md from the benchmarks' outputs (scripts/bench/bench-all.sh calls it).
 
     bench-results.py parse PART STDOUT --dir DIR --command CMD [--stderr FILE] [--criterion DIR]
     bench-results.py render DIR OUT.md
@@ -441,13 +441,13 @@ def cmd_render(a):
             sys.exit(f"bench-results.py: {path}: unknown part {d.get('part')!r}")
         docs.append(d)
     if not docs:
-        sys.exit(f"bench-results.py: no figures in {a.dir}/*.json: run scripts/bench-all.sh")
+        sys.exit(f"bench-results.py: no figures in {a.dir}/*.json: run scripts/bench/bench-all.sh")
     docs.sort(key=lambda d: ORDER.index(d["part"]))
     latest = max(docs, key=lambda d: d["date"])
     lines = ["# Results", "",
              f"Machine: {machine_line(latest['machine'])}. Last written {latest['date']}.", "",
              "The current figures, one table per measure, each with the command that reproduces",
-             "it. `scripts/bench-all.sh` writes this file from docs/results/*.json (`--only PART`",
+             "it. `scripts/bench/bench-all.sh` writes this file from docs/results/*.json (`--only PART`",
              "reruns one part; `--help` lists them).", ""]
     for d in docs:
         for t in TABLES[d["part"]](d["data"]):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summary table of scripts/appliance.sh runs.
+"""Summary table of scripts/testbed/appliance.sh runs.
 
 usage: appliance-summary.py OUT_DIR CC [CC ...]     (prints the table, then one JSON line)
 
@@ -7,7 +7,7 @@ Per run (congestion control): the UDP flows' goodput at the receiver (iperf3), t
 and the bottleneck's utilisation; the bottleneck queue's mean / p99 depth against its set point
 and the frames the switch dropped, with the tail drops at its queues and the PFC headroom
 overruns among them, and the PAUSE frames it sent (all from the `quench stats` samples, as
-scripts/loop-summary.py reads them); the appliance's queue drops, accepted feedback and added
+scripts/analysis/loop-summary.py reads them); the appliance's queue drops, accepted feedback and added
 latency and the PAUSE frames it honoured; the TCP flows' goodput (iperf3); what each UDP client offered (its own count: on a
 busy machine the clients may not get the CPU to offer their -b); the datagrams the receiver's
 kernel dropped for a full socket buffer (OUT_DIR/udp-CC.txt: delivered by the switch, not read
@@ -15,10 +15,10 @@ by iperf3 in time); the appliance's pacing audit
 (its reaction-point pairs' 100 ms windows against their RP rates' integrals, over the windows no
 stall of its loop touched). Then issue 17's targets per run with congestion control, yes or no
 (also in the JSON line, `targets`): Jain >= 0.95, utilisation >= 90 %, the switch's mean queue
-within its bound (QCN: 2 x Qeq; DCQCN: Kmax, as scripts/e2e.sh: the queue settles inside the
+within its bound (QCN: 2 x Qeq; DCQCN: Kmax, as scripts/testbed/e2e.sh: the queue settles inside the
 RED band; both read from the run's switch config), no drop at the switch, every unstalled
 pacing window within 1 %, both TCP transfers completed. Then, per run with a `cpu-CC.txt`, the
-UDP phase's CPU budget (scripts/cpu-budget.py), also in the JSON line (`cpu`). The testbed's
+UDP phase's CPU budget (scripts/analysis/cpu-budget.py), also in the JSON line (`cpu`). The testbed's
 MTU and UDP datagram (OUT_DIR/testbed.json, written by appliance.sh) head the table.
 """
 import importlib.util
@@ -149,7 +149,7 @@ def run(out, cc):
     cnt = [p["counters"] for p in pairs]
     lat = [p["latency_us"] for p in pairs]
     ok_udp = [x for x in udp if x is not None]
-    # The "none" run uses the QCN switch config (scripts/appliance.sh) but has no loop to hold.
+    # The "none" run uses the QCN switch config (scripts/testbed/appliance.sh) but has no loop to hold.
     label, bound = queue_bound(out / f"switch-{cc}.toml") if cc != "none" else (None, None)
     r = {
         "cc": cc,

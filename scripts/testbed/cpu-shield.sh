@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Keeps other work off a CPU while a pacing run uses it, and puts it back afterwards.
 #
-#   scripts/cpu-shield.sh on TO STATE [--irqs]
+#   scripts/testbed/cpu-shield.sh on TO STATE [--irqs]
 #                                         (root) move other work onto CPUs TO, noting it in STATE
-#   scripts/cpu-shield.sh off STATE       give every thread noted in STATE its CPUs back
+#   scripts/testbed/cpu-shield.sh off STATE       give every thread noted in STATE its CPUs back
 #
 # A busy-polling sender paces to 1 % per 100 ms only if nothing takes its CPU for more than its
 # catch-up bound (1 ms), and on a PREEMPT_NONE kernel a thread that gets the CPU keeps it until it
@@ -82,7 +82,7 @@ print(f'{m:x}')" "$to")
       moved=$((moved + 1))
     fi
   done
-  echo "cpu-shield: moved $moved threads onto CPU $to until the run ends (scripts/cpu-shield.sh off $state puts them back)"
+  echo "cpu-shield: moved $moved threads onto CPU $to until the run ends (scripts/testbed/cpu-shield.sh off $state puts them back)"
   # User threads pinned off TO stay where they are: name them, since they share the shielded
   # CPUs with whatever the caller runs there (on the loaded testbed: another run's DPDK lcores,
   # which took the forwarder's core in 4 ms slices).

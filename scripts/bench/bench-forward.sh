@@ -5,9 +5,9 @@
 # testbed in the same run, at 64 B and 1500 B frames; then egress shaping accuracy at 1 Gbit/s
 # and 100 Mbit/s.
 #
-#   scripts/bench-forward.sh [--secs S]      (root; ~3 minutes)
+#   scripts/bench/bench-forward.sh [--secs S]      (root; ~3 minutes)
 #
-# Open vSwitch (Debian's openvswitch-switch, scripts/ovs.sh: a private ovsdb-server and
+# Open vSwitch (Debian's openvswitch-switch, scripts/testbed/ovs.sh: a private ovsdb-server and
 # ovs-vswitchd in a temporary directory, ovs-vswitchd in the switch's namespace, both stopped and
 # removed after each cell) runs as users run it without a NIC: one bridge holding the two veths,
 # one flow (actions=NORMAL: MAC learning), the receiver's MAC entered as a static entry as
@@ -64,7 +64,7 @@
 #                    every other round): each round's p99s, then per load the median over the
 #                    rounds of each forwarder's p99 and of the per-round ratios quench / bridge,
 #                    quench_kfp / bridge, quench / ovs and quench / testpmd af_xdp
-#                    (scripts/latency-table.py).
+#                    (scripts/analysis/latency-table.py).
 #                    One 4 s cell moves a ratio 2-3x between runs; the medians are what the
 #                    latency goal is judged on. `--latency-only --lat-rounds 5` takes about 7 min
 #                    for the four forwarders (--lat-secs 4, the default), with SHIELD=1 as the
@@ -83,7 +83,7 @@
 #   --stages         also record each latency cell with `perf record -k mono -a` (kernel trace
 #                    points: the sender's sendto, the veths' transmit and receive, the XDP
 #                    redirect, the forwarder's kick, scheduling, softirqs, timer interrupts) and
-#                    split every frame's latency into stages (scripts/latency-stages.py: which
+#                    split every frame's latency into stages (scripts/analysis/latency-stages.py: which
 #                    stage holds the p99, what else ran meanwhile); the tracing itself adds
 #                    ~1 us per event, so these cells' figures are the stages', not the table's
 #   --keep DIR       copy the raw outputs (sink reports, send and forwarder logs) into DIR
@@ -97,7 +97,7 @@
 #                    quench's workers and the blasters' set-up, system + softirq = the kernel's
 #                    veth and XDP work, idle).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 idle=${IDLE:-auto}
 napi_threaded=${NAPI_THREADED:-0}
 secs=4
@@ -131,7 +131,7 @@ if [ "$stages" = 1 ] && ! command -v perf >/dev/null; then
 fi
 
 scripts/setup.sh >/dev/null
-. scripts/ovs.sh
+. scripts/testbed/ovs.sh
 # OVS is a peer of the rates part and of the latency part's default forwarders.
 if [ -z "$workers" ] && [ "$appliance" = 0 ] \
    && { [ "$rates" = 1 ] || [[ " $lat_fwds " == *" ovs"* ]]; }; then
@@ -150,11 +150,11 @@ out=$(mktemp -d)
 cleanup() {
   ovs_stop
   ovs_kernel_unload
-  if [ -n "${shield_state:-}" ]; then scripts/cpu-shield.sh off "$shield_state" >&2 || true; fi
+  if [ -n "${shield_state:-}" ]; then scripts/testbed/cpu-shield.sh off "$shield_state" >&2 || true; fi
   if [ -n "$keep" ]; then mkdir -p "$keep" && cp -r "$out"/. "$keep"/; fi
   for pid in $(jobs -p); do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  scripts/testbed.sh down --prefix $P >/dev/null
+  scripts/testbed/testbed.sh down --prefix $P >/dev/null
   rm -rf "$out"
 }
 trap cleanup EXIT
@@ -162,8 +162,8 @@ if [[ " $lat_fwds " == *" ovs_kernel "* ]] && ! ovs_kernel_datapath load; then
   echo "bench-forward.sh: --forwarders ovs_kernel: no openvswitch kernel module here (/sys/module/openvswitch, modprobe -n)" >&2
   exit 2
 fi
-scripts/testbed.sh down --prefix $P >/dev/null
-scripts/testbed.sh up --senders 1 --receivers 1 --prefix $P ${workers:+--queues "$workers"} >/dev/null
+scripts/testbed/testbed.sh down --prefix $P >/dev/null
+scripts/testbed/testbed.sh up --senders 1 --receivers 1 --prefix $P ${workers:+--queues "$workers"} >/dev/null
 ncores=$(nproc)
 last=$((ncores - 1))
 
@@ -440,14 +440,14 @@ read -ra loads <<<"$lat_loads"
 napi_part=$napi_threaded
 # SHIELD=1 (two CPUs): for the latency part, the machine's other work (other processes, kernel
 # reclaim and RCU threads, the devices' interrupts and the unbound workqueues' workers:
-# scripts/cpu-shield.sh --irqs) moves onto the last CPU, the sender's and sink's, leaving core 0
+# scripts/testbed/cpu-shield.sh --irqs) moves onto the last CPU, the sender's and sink's, leaving core 0
 # to the forwarder under test, the same for the three (the bridge forwards on the sender's core
 # inside its sendto, so core 0 is idle for it). Without it, on a machine where anything else
 # runs, the figures measure who else got core 0.
 shield_state=
 if [ "${SHIELD:-0}" = 1 ] && [ "$ncores" -eq 2 ]; then
   shield_state="$out/shield"
-  scripts/cpu-shield.sh on $last "$shield_state" --irqs | sed 's/^/== /' >&2
+  scripts/testbed/cpu-shield.sh on $last "$shield_state" --irqs | sed 's/^/== /' >&2
 fi
 lat_args=()
 # lat_round R FWD...: round R, every forwarder in the order given at every load; the cells go to
@@ -478,7 +478,7 @@ lat_round() {
           -- bash -c "$(declare -f send_cell); $(declare -p Q P last load lsecs); send_cell $d-stages" \
           2>"$d-stages.perf.err" || { cat "$d-stages.perf.err" >&2; exit 1; }
         perf script --ns -F comm,tid,cpu,time,event,trace -i "$d-stages.perf" 2>/dev/null \
-          | python3 scripts/latency-stages.py --forwarder "$fwd" --prefix $P \
+          | python3 scripts/analysis/latency-stages.py --forwarder "$fwd" --prefix $P \
             --sink-json "$d-stages/summary.json" >"$d-stages.txt" || true
         # The trace is large (tens of MB a cell) and read: only its report stays, unless --keep.
         [ -n "$keep" ] || rm -f "$d-stages.perf"
@@ -515,10 +515,10 @@ for rnd in $(seq "$lat_rounds"); do
   lat_round "$rnd" "${order[@]}"
 done
 if [ -n "$shield_state" ]; then
-  scripts/cpu-shield.sh off "$shield_state" >&2
+  scripts/testbed/cpu-shield.sh off "$shield_state" >&2
   shield_state=
 fi
-python3 scripts/latency-table.py "${lat_args[@]}"
+python3 scripts/analysis/latency-table.py "${lat_args[@]}"
 for load in "${loads[@]}"; do
   for rnd in $(seq "$lat_rounds"); do
     [ -f "$out/sw-r$rnd-$load.out" ] || continue

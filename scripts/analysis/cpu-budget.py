@@ -3,7 +3,7 @@
 
 usage: cpu-budget.py FILE [FILE ...]     (per file: the table, then one JSON line)
 
-FILE holds samples that scripts/appliance.sh writes (`cpu_sample`), each a block of lines:
+FILE holds samples that scripts/testbed/appliance.sh writes (`cpu_sample`), each a block of lines:
 
     sample UNIX_SECONDS LABEL
     hz TICKS_PER_SECOND

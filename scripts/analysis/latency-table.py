@@ -7,7 +7,7 @@ Each cell is one paced flow through one forwarder (quench, quench_kfp: `quench s
 --fast-path kernel`, bridge, ovs: Open vSwitch's userspace datapath with afxdp ports, ovs_system:
 the same with system ports, ovs_kernel: its kernel datapath, af_xdp: testpmd net_af_xdp) at one
 load (% of 1 Gbit/s): CELL/summary.json is the sink's report; CELL-stages.txt, when present, is
-scripts/latency-stages.py's output for the same cell run again under a kernel trace (its last
+scripts/analysis/latency-stages.py's output for the same cell run again under a kernel trace (its last
 line is JSON). With one round: the table of p50 / p99 / p99.9 per forwarder and load, and
 quench's p99 over the bridge's and OVS's (and quench_kfp's, when it ran). With several
 (bench-forward --lat-rounds R): each round's p99s and ratios, then per load the median over the

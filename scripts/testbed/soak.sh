@@ -5,9 +5,9 @@
 # explains (must be 0), and the resident memory and open descriptors of every process at the
 # start and the end.
 #
-#   scripts/soak.sh [MINUTES (10)] [OUT_DIR (out/soak)]        (root)
+#   scripts/testbed/soak.sh [MINUTES (10)] [OUT_DIR (out/soak)]        (root)
 #
-# Topology (scripts/testbed.sh): senders s0, s1 run one QCN flow each to r0 (`quench send --cc
+# Topology (scripts/testbed/testbed.sh): senders s0, s1 run one QCN flow each to r0 (`quench send --cc
 # qcn`, with r0 as its --sink); senders s2..s4 send 300 Mb/s each without congestion control to
 # r1 (a second `quench send`, r1 as its sink, no CNPs). The switch: 1 Gbit/s egress to r0 and r1,
 # QCN's congestion point on r0, PFC on priority 3 (every flow's) with static thresholds, static
@@ -38,8 +38,8 @@
 # end. FLAP_EVERY=S flaps every S seconds instead of 30 (a short trial: SOAK_SECONDS=60
 # FLAP_EVERY=5); "stats_polls_per_s" is the stats client's answers over its run.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/lib.sh
+cd "$(dirname "$0")/../.."
+. scripts/testbed/lib.sh
 
 minutes=${1:-10}
 prefix=${QN_PREFIX:-qsk}
@@ -52,7 +52,7 @@ sample_at=${SAMPLE_AT:-30}
 settle=5
 
 echo "== soak: testbed up (prefix $prefix)"
-scripts/testbed.sh up --senders 5 --receivers 2 --prefix "$prefix" >/dev/null
+scripts/testbed/testbed.sh up --senders 5 --receivers 2 --prefix "$prefix" >/dev/null
 sock=/run/quench/$prefix.sock
 cfg=$out/switch.toml
 {

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# Open vSwitch as the benchmarks' peer (scripts/bench-forward.sh: the userspace datapath on the
-# veth testbed; scripts/bench-dpdk.sh: OVS-DPDK). Source it; the caller runs under
+# Open vSwitch as the benchmarks' peer (scripts/bench/bench-forward.sh: the userspace datapath on the
+# veth testbed; scripts/bench/bench-dpdk.sh: OVS-DPDK). Source it; the caller runs under
 # `set -euo pipefail` and calls ovs_stop from its EXIT trap.
 #
 #   ovs_require NAME [dpdk]   exits 1 with a message naming what is missing: ovsdb-server,

@@ -7,15 +7,15 @@
 # in front of the receiver answers with CNPs). Prints a table like scripts/demo.sh's and one JSON
 # line; tears everything down.
 #
-#   scripts/appliance.sh [SECONDS] [OUT_DIR]      (root; default 10 s per run, out/appliance)
+#   scripts/testbed/appliance.sh [SECONDS] [OUT_DIR]      (root; default 10 s per run, out/appliance)
 #
-# Topology (scripts/testbed.sh --appliance): P-s0, P-s1, P-r0 -- P-ap -- P-sw. Each run's logs:
+# Topology (scripts/testbed/testbed.sh --appliance): P-s0, P-s1, P-r0 -- P-ap -- P-sw. Each run's logs:
 # OUT_DIR/{switch,appliance,queue,appliance-trace}-CC*.{log,jsonl}, iperf3 JSON in
 # OUT_DIR/iperf-CC-PROTO-I.json (its warnings in .err: at a large MTU iperf3 warns that the
 # datagram exceeds the TCP MSS of its control connection, which UDP does not care about).
 # OUT_DIR/cpu-CC.txt: two samples of every testbed process's CPU time, the machine's and the
 # switch's counters in the UDP phase; the summary prints the CPU budget from them
-# (scripts/cpu-budget.py: % of a CPU per process and role, us per delivered frame).
+# (scripts/analysis/cpu-budget.py: % of a CPU per process and role, us per delivered frame).
 # CAPTURE=1 writes OUT_DIR/outside-CC.pcap (the outside link, by the switch) and decodes it.
 # APPLIANCE_CONFIG (default configs/appliance.toml) is `quench appliance --config`; PFC=1 (the
 # default; PFC=0 turns it off) makes priority 0 lossless between the switch and the appliances
@@ -41,16 +41,16 @@
 # saturated, so PLACE=none is the default. UDP_RATE (default 800M) is what each host offers.
 # MTU: every host-facing link's MTU (the appliance-to-switch links get MTU + 4 for a CN-TAG);
 # UDP datagrams fill it (iperf3 -l MTU - 28) and TCP's MSS follows it. Default 3502 with
-# af_xdp, the largest a veth with XDP on its far end takes (scripts/testbed.sh --mtu), 1500
+# af_xdp, the largest a veth with XDP on its far end takes (scripts/testbed/testbed.sh --mtu), 1500
 # otherwise (an AF_PACKET ring slot holds 2 KiB). The testbed's CPU goes per frame, so fewer,
 # larger frames are what lets it fit two CPUs (docs/design.md, "Sender appliance").
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 secs=${1:-10}
 prefix=${QN_PREFIX:-qap}
 driver=${DRIVER:-af_xdp}
-. scripts/lib.sh
+. scripts/testbed/lib.sh
 place=${PLACE:-none}
 switch_args=${SWITCH_ARGS:-}
 appliance_args=${APPLIANCE_ARGS:-}
@@ -92,13 +92,13 @@ if [ "$place" = split ]; then
   on_client=(taskset -c "${CLIENT_CPUS:-$tx_cpus}")
 fi
 
-scripts/testbed.sh up --senders 2 --receivers 1 --prefix "$prefix" --appliance --mtu "$mtu"
+scripts/testbed/testbed.sh up --senders 2 --receivers 1 --prefix "$prefix" --appliance --mtu "$mtu"
 # What the summary needs to know of the testbed: the MTU, the UDP datagram, the offered rate.
 printf '{"mtu": %d, "udp_len": %d, "udp_rate": "%s"}\n' "$mtu" $((mtu - 28)) "${UDP_RATE:-800M}" \
   > "$out/testbed.json"
 ap="$prefix-ap"
 
-# cpu_sample FILE LABEL: one sample of the CPU budget (scripts/cpu-budget.py reads it): the
+# cpu_sample FILE LABEL: one sample of the CPU budget (scripts/analysis/cpu-budget.py reads it): the
 # machine's /proc/stat line, utime + stime of every process in `roles` (ROLE=PID words; the
 # process's own stat line counts every thread's time, exited threads' included) and of the
 # ksoftirqd threads, and the switch's counters (frames delivered at the bottleneck).
@@ -247,4 +247,4 @@ for cc in ${CCS:-qcn dcqcn}; do
     | sort | uniq -c | sort -rn | head -5 | sed "s/^/  outside-$cc.pcap: /"
   tshark "${targs[@]}" -r "$out/outside-$cc.pcap" -c 3 -V 2>/dev/null | grep -E "CN-TAG|Flow ID|QntzFb" | head -4 || true
 done
-python3 scripts/appliance-summary.py "$out" ${CCS:-qcn dcqcn}
+python3 scripts/analysis/appliance-summary.py "$out" ${CCS:-qcn dcqcn}

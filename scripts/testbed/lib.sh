@@ -35,7 +35,7 @@ qn_cleanup() {
   for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   if declare -F qn_cleanup_hook >/dev/null; then qn_cleanup_hook || true; fi
-  scripts/testbed.sh down --prefix "$prefix" >/dev/null 2>&1 || true
+  scripts/testbed/testbed.sh down --prefix "$prefix" >/dev/null 2>&1 || true
 }
 
 # Per-CPU backlog drops (softnet_stat's 2nd column), one line per CPU: a veth hands each frame

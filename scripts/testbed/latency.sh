@@ -4,13 +4,13 @@
 # quench recv --reflect in the receiver's namespace, quench send --out in the sender's; prints
 # both latency lines and writes the two report directories; tears the testbed down.
 #
-#   scripts/latency.sh [SECONDS] [RATE] [OUT_DIR]     (root; default 10 s, 100mbit, out/latency)
+#   scripts/testbed/latency.sh [SECONDS] [RATE] [OUT_DIR]     (root; default 10 s, 100mbit, out/latency)
 #
 # Uses the release binary (built if missing). OUT_DIR/recv holds the receiver's report
 # (latency.hgrm: one-way), OUT_DIR/rtt the sender's (rtt.hgrm); OUT_DIR/*.jsonl their --json
 # output (progress lines, then the summaries).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 secs=${1:-10}
 rate=${2:-100mbit}
@@ -26,12 +26,12 @@ mkdir -p "$out"
 out=$(realpath "$out")
 rm -rf "$out/recv" "$out/rtt"
 
-scripts/testbed.sh up --senders 1 --receivers 1 --prefix "$prefix" >/dev/null
+scripts/testbed/testbed.sh up --senders 1 --receivers 1 --prefix "$prefix" >/dev/null
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  scripts/testbed.sh down --prefix "$prefix" >/dev/null
+  scripts/testbed/testbed.sh down --prefix "$prefix" >/dev/null
 }
 trap cleanup EXIT
 

@@ -8,17 +8,17 @@
 #           and ON with ON periods shorter than max(Ton), so its queue is "undetermined", and
 #           the victim's frames are marked UE (10), never CE.
 #
-#   scripts/tcd-victim.sh [SECONDS (10)] [OUT_DIR (out/tcd-victim)]      (root)
+#   scripts/testbed/tcd-victim.sh [SECONDS (10)] [OUT_DIR (out/tcd-victim)]      (root)
 #
 # Prints the ECN codepoints each receiver saw and one JSON line
 # {"hot": {"ue", "ce", "frames"}, "victim": {...}}.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 secs=${1:-10}
 prefix=${QN_PREFIX:-qnt}
-. scripts/lib.sh
+. scripts/testbed/lib.sh
 qn_setup tcd-victim.sh "${2:-out/tcd-victim}"
-scripts/testbed.sh up --senders 3 --receivers 2 --prefix "$prefix" >/dev/null
+scripts/testbed/testbed.sh up --senders 3 --receivers 2 --prefix "$prefix" >/dev/null
 
 # TCD at 1 Gbit/s: B1 - B0 = 2 MTU, tau 8 us, epsilon 0.05 -> max(Ton) = 3 KB x 8 / (1 Gbit/s x
 # 0.05) + 8 us = 488 us, longer than the victim port's 200 us ON periods. PFC on priority 3 so

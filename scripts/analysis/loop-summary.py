@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summary table of closed-loop runs (scripts/closed-loop.sh output directory).
+"""Summary table of closed-loop runs (scripts/testbed/closed-loop.sh output directory).
 
 usage: loop-summary.py OUT_DIR CC [CC ...]     (prints the table, then one JSON line)
 

@@ -30,7 +30,7 @@
 # FCTs of each simulator) and, with ns-3, each bucket comparison's count of buckets within 10 %
 # (`buckets`).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 cargo build --release -p quench --bin quench >/dev/null 2>&1 || cargo build --release -p quench --bin quench
 T0=$(date +%s)
 Q=${QUENCH:-$PWD/target/release/quench}

@@ -2,7 +2,7 @@
 // spinning poll loop's CPU takes that the guest kernel does not see (docs/design.md, "Switch
 // runtime", why a spinning worker has no PAUSE in its idle loop).
 //
-//   gcc -O2 -o /tmp/spin-gaps scripts/spin-gaps.c
+//   gcc -O2 -o /tmp/spin-gaps scripts/bench/spin-gaps.c
 //   /tmp/spin-gaps PAUSE SECS CPU     PAUSE 1: _mm_pause() per iteration, 0: none
 //
 // Prints the iterations, the mean iteration, the largest gap, the involuntary context switches,

@@ -5,15 +5,15 @@
 # every sequence number, but for frames a kernel counter saw dropped outside the switch's queues
 # (reported by place under "kernel_drops").
 #
-#   scripts/pfc-incast.sh [SECONDS (30)] [SENDERS (8)] [OUT_DIR (out/pfc-incast)] [RATE (250mbit)]
+#   scripts/testbed/pfc-incast.sh [SECONDS (30)] [SENDERS (8)] [OUT_DIR (out/pfc-incast)] [RATE (250mbit)]
 #
 # Root (network namespaces). Prints the receiver's per-flow table, the switch's PFC counters, the
 # kernel's drop counters along the path (where a lost frame died) and one JSON line:
 # {"senders", "seconds", "sent", "frames", "lost", "queue_drops", "headroom_drops", "pauses_sent",
 #  ..., "kernel_drops": {...}}.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/lib.sh
+cd "$(dirname "$0")/../.."
+. scripts/testbed/lib.sh
 secs=${1:-30}
 n=${2:-8}
 rate=${4:-250mbit}
@@ -22,7 +22,7 @@ prefix=${QN_PREFIX:-qnp}
 qn_setup pfc-incast.sh "${3:-out/pfc-incast}"
 
 echo "== pfc-incast: testbed up ($n senders, prefix $prefix)"
-scripts/testbed.sh up --senders "$n" --receivers 1 --prefix "$prefix" >/dev/null
+scripts/testbed/testbed.sh up --senders "$n" --receivers 1 --prefix "$prefix" >/dev/null
 
 # Static thresholds per (ingress port, priority 3): XOFF 60 KB, XON 57 KB, 600 KB headroom.
 # Headroom covers what arrives between crossing XOFF and the sender stopping: here mostly the
