@@ -22,7 +22,7 @@ quench=$PWD/target/release/quench
 mkdir -p "$out"
 
 echo "== demo.sh: every frame kind quench emits -> $out/frames.pcap, decoded by quench and tshark"
-"$quench" frames --pcap "$out/frames.pcap"
+"$quench" frames --out "$out/frames.pcap"
 "$quench" frames --decode "$out/frames.pcap" --link-rate 1gbit
 tshark -X lua_script:tools/wireshark/quench.lua -r "$out/frames.pcap" 2>/dev/null || true
 

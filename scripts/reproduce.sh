@@ -44,7 +44,7 @@ for pair in "2 20" "4 42" "8 94" "10 123"; do
   set -- $pair; n=$1; qstar=$2
   star $((n+1)) 40Gbps 1us > "$W/t$n"; incast $n > "$W/f$n"
   $Q sim -q --topology "$W/t$n" --flows "$W/f$n" --cc dcqcn --preset dcqcn-paper \
-     --config "$W/run.toml" --out "$W/fp$n"
+     --overrides "$W/run.toml" --out "$W/fp$n"
   printf 'N=%-3s paper q* %4s KB | ours: %s\n' "$n" "$qstar" "$(summary "$W/fp$n" "$n" fp)"
 done
 
@@ -54,7 +54,7 @@ for pair in "4us 1us" "85us 21250ns"; do
   set -- $pair
   star 11 40Gbps "$2" > "$W/ts"; incast 10 > "$W/fs"
   $Q sim -q --topology "$W/ts" --flows "$W/fs" --cc dcqcn --preset dcqcn-paper \
-     --config "$W/run.toml" --out "$W/st$1"
+     --overrides "$W/run.toml" --out "$W/st$1"
   printf 'feedback %-5s | ours: %s\n' "$1" "$(summary "$W/st$1" 10 st)"
 done
 
@@ -83,7 +83,7 @@ from = 2
 to = 1
 rate = "10gbit"
 T
-  $Q sim -q --topology "$W/tq" --flows "$W/fq" --cc qcn --preset ieee-8021qau --config "$W/q.toml" --out "$W/qcn$rtt"
+  $Q sim -q --topology "$W/tq" --flows "$W/fq" --cc qcn --preset ieee-8021qau --overrides "$W/q.toml" --out "$W/qcn$rtt"
   python3 - "$W/qcn$rtt" "$rtt" <<'PY'
 import csv, json, sys
 d, rtt = sys.argv[1], float(sys.argv[2])
@@ -116,7 +116,7 @@ cat > "$W/tt" <<'T'
 T
 echo -e "3\n0 2 3 100 100000000000 0\n1 2 3 100 100000000000 0\n6 3 3 100 100000000000 0" > "$W/ft"
 printf 'stop_ms = 10.0\n[pfc]\nthreshold = "static"\nxoff_bytes = 100000\nxon_bytes = 97000\n[tcd]\n' > "$W/t.toml"
-$Q sim -q --topology "$W/tt" --flows "$W/ft" --cc none --config "$W/t.toml" --out "$W/tcd"
+$Q sim -q --topology "$W/tt" --flows "$W/ft" --cc none --overrides "$W/t.toml" --out "$W/tcd"
 python3 - "$W/tcd" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1] + "/summary.json"))

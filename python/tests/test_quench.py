@@ -55,8 +55,8 @@ def test_sim_matches_cli(binary, d, topo, flows):
 def cli_message(p):
     assert p.returncode != 0
     msg = p.stderr.strip()
-    assert msg.startswith("Error: "), msg
-    return msg[len("Error: "):]
+    assert msg.startswith("error: "), msg
+    return msg[len("error: "):]
 
 
 def test_errors(binary, d, topo, flows):

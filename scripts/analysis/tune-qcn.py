@@ -72,7 +72,7 @@ rpg_max_rate = 1000
 """)
     out = os.path.join(d, "out")
     subprocess.run([Q, "sim", "-q", "--topology", topo, "--flows", flows, "--cc", "qcn",
-                    "--preset", "ieee-8021qau", "--config", cfg, "--seed", str(seed), "--out", out],
+                    "--preset", "ieee-8021qau", "--overrides", cfg, "--seed", str(seed), "--out", out],
                    check=True, capture_output=True)
     s = json.load(open(os.path.join(out, "summary.json")))
     port = [p for p in s["ports"] if p["peer"] == n + 1][0]

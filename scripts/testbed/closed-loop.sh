@@ -19,7 +19,7 @@
 # back at the end (scripts/testbed/cpu-shield.sh).
 # FORGE=FILE.pcap adds a forger: one more namespace (s<SENDERS>, on the switch's port of that
 # name) that, FORGE_DELAY seconds (default 3) into each run, sends FILE's frames round and round
-# at FORGE_RATE (a bit rate, default 80mbit) with `quench blast --pcap` until the senders stop;
+# at FORGE_RATE (a bit rate, default 80mbit) with `quench blast --from-pcap` until the senders stop;
 # its JSON line is OUT_DIR/forge-CC.log (engine/quench/tests/forged_feedback.rs writes the file).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -117,7 +117,7 @@ for cc in ${CCS:-qcn dcqcn}; do
     if [ -n "$forge" ]; then
       delay=${FORGE_DELAY:-3}
       (sleep "$delay"; exec ip netns exec "$prefix-s$senders" "$quench" blast --iface eth0 \
-        --engine af_xdp --pcap "$forge" --rate "${FORGE_RATE:-80mbit}" --core "${tx_cpus%%-*}" \
+        --engine af_xdp --from-pcap "$forge" --rate "${FORGE_RATE:-80mbit}" --core "${tx_cpus%%-*}" \
         --duration "$((secs - delay))s") > "$out/forge-$cc.log" 2>&1 &
       pids+=($!)
     fi

@@ -252,6 +252,8 @@ pub enum ParseUnitError {
     AmbiguousRate(String),
     /// Not a duration: no number, or no unit, or an unknown unit.
     Duration(String),
+    /// A rate or duration with a minus sign: neither is ever negative.
+    Negative(String),
 }
 
 impl fmt::Display for ParseUnitError {
@@ -276,7 +278,11 @@ impl fmt::Display for ParseUnitError {
             ParseUnitError::Duration(s) => write!(
                 f,
                 "`{s}` is not a duration: expected a number and a unit, e.g. 10s, 1.5s, 100ms, \
-                 50us, 250ns, 2min"
+                 50us, 250ns, 2min, 1h"
+            ),
+            ParseUnitError::Negative(s) => write!(
+                f,
+                "`{s}` is negative: rates and durations are 0 or more"
             ),
         }
     }
@@ -289,6 +295,16 @@ fn split_number(s: &str) -> Option<(&str, &str)> {
     let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
     let (num, unit) = s.split_at(split);
     (!num.is_empty()).then_some((num, unit.trim()))
+}
+
+/// A leading minus sign is its own error, so `-5ms` is not reported as a malformed number.
+fn negative(s: &str) -> Result<(), ParseUnitError> {
+    match s.trim().strip_prefix('-') {
+        Some(rest) if rest.starts_with(|c: char| c.is_ascii_digit() || c == '.') => {
+            Err(ParseUnitError::Negative(s.to_string()))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Multiplier of an SI prefix, case-insensitive: `""`, `k`, `m`, `g`, `t`.
@@ -315,6 +331,7 @@ impl Rate {
     /// [`Rate::parse_ns3`].
     pub fn parse(s: &str) -> Result<Rate, ParseUnitError> {
         let bad = || ParseUnitError::Rate(s.to_string());
+        negative(s)?;
         let (num, unit) = split_number(s.trim()).ok_or_else(bad)?;
         let value: f64 = num.parse().map_err(|_| bad())?;
         let lower = unit.to_ascii_lowercase();
@@ -368,10 +385,11 @@ impl Rate {
 }
 
 impl Duration {
-    /// Parses a duration with an explicit unit: `ns`, `us`, `ms`, `s`, `min`; decimals allowed
-    /// (`1.5s`). A bare number is refused: its unit would be a guess.
+    /// Parses a duration with an explicit unit: `ns`, `us`, `ms`, `s`, `min`, `h`; decimals
+    /// allowed (`1.5s`). A bare number is refused: its unit would be a guess.
     pub fn parse(s: &str) -> Result<Duration, ParseUnitError> {
         let bad = || ParseUnitError::Duration(s.to_string());
+        negative(s)?;
         let (num, unit) = split_number(s.trim()).ok_or_else(bad)?;
         let value: f64 = num.parse().map_err(|_| bad())?;
         let ns_per = match unit {
@@ -380,6 +398,7 @@ impl Duration {
             "ms" => 1e6,
             "s" => 1e9,
             "min" => 60e9,
+            "h" => 3600e9,
             _ => return Err(bad()),
         };
         let ns = value * ns_per;
@@ -482,8 +501,19 @@ mod tests {
         assert_eq!(Duration::parse("50 us"), Ok(Duration::from_micros(50)));
         assert_eq!(Duration::parse("250ns"), Ok(Duration::from_nanos(250)));
         assert_eq!(Duration::parse("2min"), Ok(Duration::from_secs(120)));
+        assert_eq!(Duration::parse("1.5h"), Ok(Duration::from_secs(5400)));
         assert_eq!(Duration::parse("0s"), Ok(Duration::ZERO));
-        for bad in ["10", "s", "10 seconds", "-1s", "1e3s", ""] {
+        for neg in ["-1s", " -5ms", "-.5s"] {
+            assert_eq!(
+                Duration::parse(neg),
+                Err(ParseUnitError::Negative(neg.to_string()))
+            );
+        }
+        assert_eq!(
+            Rate::parse("-1gbit"),
+            Err(ParseUnitError::Negative("-1gbit".to_string()))
+        );
+        for bad in ["10", "s", "10 seconds", "1e3s", "", "-", "-s"] {
             assert_eq!(
                 Duration::parse(bad),
                 Err(ParseUnitError::Duration(bad.to_string())),

@@ -30,6 +30,16 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Every kind, in `quench presets`' order.
+    pub const ALL: &'static [Kind] = &[
+        Kind::Preset,
+        Kind::Send,
+        Kind::Switch,
+        Kind::Appliance,
+        Kind::Scenario,
+        Kind::Cdf,
+    ];
+
     /// What an option of this kind is called in messages.
     pub fn noun(self) -> &'static str {
         match self {
@@ -295,14 +305,7 @@ impl PresetTables {
 /// `quench presets`: one line per bundled file.
 pub fn listing() -> String {
     let mut out = String::new();
-    for kind in [
-        Kind::Preset,
-        Kind::Send,
-        Kind::Switch,
-        Kind::Appliance,
-        Kind::Scenario,
-        Kind::Cdf,
-    ] {
+    for &kind in Kind::ALL {
         let head = match kind {
             Kind::Preset => "Presets (--preset NAME):",
             Kind::Send => "Sender configurations (quench send --config NAME):",

@@ -2,6 +2,8 @@ use clap::{CommandFactory as _, Parser, Subcommand};
 mod cli;
 #[cfg(test)]
 mod config_tests;
+#[cfg(test)]
+mod grammar_tests;
 
 /// The top-level help's description (the crate's own description is about its modules).
 const ABOUT: &str = "quench: data-centre congestion control (QCN, DCQCN, PFC, TCD) on real \
@@ -23,10 +25,37 @@ Examples:
   quench recv --iface eth0 --duration 10s --out /tmp/r && quench report /tmp/r
   quench completions bash > /etc/bash_completion.d/quench
 
-Durations and rates carry their unit: 10s, 500ms, 50us; 300mbit, 1gbit, 125MBps.";
+Durations and rates carry their unit: 10s, 500ms, 50us, 1h; 300mbit, 1gbit, 125MBps.
+Exit status: 0 done, 1 the run failed, 2 the command line is wrong; either way the reason is on
+standard error after `error:`.";
+
+// The cargo features this binary was built with, for `--version`.
+#[cfg(feature = "dpdk")]
+macro_rules! features {
+    () => {
+        "dpdk"
+    };
+}
+#[cfg(not(feature = "dpdk"))]
+macro_rules! features {
+    () => {
+        "none"
+    };
+}
+
+/// `quench --version`: the package version, the git commit of the build (build.rs) and the
+/// features, so a report can name the binary that produced it.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("QUENCH_GIT_COMMIT"),
+    ", features: ",
+    features!(),
+    ")"
+);
 
 #[derive(Parser)]
-#[command(name = "quench", version, about = ABOUT, long_about = LONG_ABOUT,
+#[command(name = "quench", version = VERSION, about = ABOUT, long_about = LONG_ABOUT,
           after_help = EXAMPLES)]
 struct Cli {
     #[command(subcommand)]
@@ -90,6 +119,14 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if let Some(msg) = retired(&args) {
+        eprintln!("error: {msg}");
+        return std::process::ExitCode::from(2);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Frames(a) => cli::frames::run(a),
@@ -114,8 +151,43 @@ fn main() -> std::process::ExitCode {
         Err(e) if cli::closed_pipe(&e) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             // `{:#}`: the context chain on one line (`--config f.toml: f.toml:3: key ...`).
-            eprintln!("Error: {e:#}");
+            // `error:` as clap's own usage errors, which exit with 2.
+            eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// Flags that are gone, per subcommand (`*`: every one), with what to write instead. They are
+/// not clap arguments, so help and shell completion never offer them; [`retired`] finds one on
+/// the command line before clap does and says what replaced it.
+const RETIRED: &[(&str, &str, &str)] = &[
+    ("*", "--stop-ms", "--stop with its unit, e.g. --stop 50ms"),
+    ("*", "--duration-s", "--duration with its unit, e.g. --duration 10s"),
+    ("*", "--interval-ms", "--interval with its unit, e.g. --interval 100ms"),
+    ("*", "--sink-linger-ms", "--sink-linger with its unit, e.g. --sink-linger 100ms"),
+    ("*", "--busy-poll", "--idle spin"),
+    ("*", "--idle-sleep", "--idle with a duration, e.g. --idle 100us"),
+    (
+        "*",
+        "--napi-busy-poll",
+        "--idle spin (a veth's AF_XDP socket has no NAPI id to busy-poll; docs/design.md, \
+         \"Switch runtime\")",
+    ),
+    ("sim", "--config", "--overrides FILE (--config names a command's main file everywhere)"),
+    ("frames", "--pcap", "--out FILE to write the frames (--decode FILE reads a file)"),
+    ("blast", "--pcap", "--from-pcap FILE"),
+];
+
+/// The message for the first retired flag in `args` (the command line without the program
+/// name): `--flag is gone: write ...`.
+fn retired(args: &[String]) -> Option<String> {
+    let sub = args.first()?;
+    args.iter().skip(1).take_while(|a| *a != "--").find_map(|a| {
+        let flag = a.split_once('=').map_or(a.as_str(), |(f, _)| f);
+        RETIRED
+            .iter()
+            .find(|(s, f, _)| (*s == "*" || s == sub) && *f == flag)
+            .map(|(_, f, hint)| format!("{f} is gone: write {hint}"))
+    })
 }

@@ -10,7 +10,7 @@ fn decode_into_a_closed_pipe_exits_quietly() {
     std::fs::create_dir_all(&dir).unwrap();
     let pcap = dir.join("frames.pcap");
     let made = Command::new(env!("CARGO_BIN_EXE_quench"))
-        .args(["frames", "--pcap"])
+        .args(["frames", "--out"])
         .arg(&pcap)
         .output()
         .unwrap();

@@ -1,7 +1,7 @@
 //! Forged feedback on real frames (issue 18, done-when): the closed loop of
 //! scripts/testbed/closed-loop.sh (two senders, one `quench send` process, `quench switch` with a
 //! 1 Gbit/s bottleneck), QCN and then DCQCN, while a third host namespace sends forged CNMs and
-//! CNPs at 100,000 frames a second (`quench blast --pcap`): a CNM addressed to another station,
+//! CNPs at 100,000 frames a second (`quench blast --from-pcap`): a CNM addressed to another station,
 //! one for a frame with a foreign 5-tuple, a replay of a CNM for the flow's first frame, and a CNP
 //! from the third host, for each sender's flow. Two baseline runs measure the run-to-run
 //! spread; in them the third host sends the same frames at the same rate with EtherType 0x88B5

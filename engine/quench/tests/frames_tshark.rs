@@ -1,4 +1,4 @@
-//! `quench frames --pcap` checked by independent decoders: tshark (with the project's 802.1Qau
+//! `quench frames --out` checked by independent decoders: tshark (with the project's 802.1Qau
 //! dissector `tools/wireshark/quench.lua`) for field values and malformed frames, and scapy
 //! (`scapy.contrib.roce`) for the RoCEv2 ICRCs.
 //!
@@ -30,10 +30,10 @@ fn have(cmd: &str, arg: &str) -> bool {
 fn write_pcap(name: &str) -> PathBuf {
     let path = std::env::temp_dir().join(format!("quench-{name}-{}.pcap", std::process::id()));
     let out = Command::new(QUENCH)
-        .args(["frames", "--pcap"])
+        .args(["frames", "--out"])
         .arg(&path)
         .output()
-        .expect("run quench frames --pcap");
+        .expect("run quench frames --out");
     assert!(
         out.status.success(),
         "{}",

@@ -85,7 +85,7 @@ fn ns3_config_with_options_it_would_override_is_an_error() {
             "-q",
             "--ns3-config",
             "config.txt",
-            "--config",
+            "--overrides",
             "over.toml",
             "--out",
             "o",

@@ -607,13 +607,33 @@ pub fn resolve(base: &Path, p: &str) -> PathBuf {
     }
 }
 
+/// A preset that stands for a run.py `--cc` at a NIC speed (`--bw`).
+pub struct RunPyPreset {
+    /// The preset's name, `hpcc-dcqcn`.
+    pub name: &'static str,
+    /// run.py's `--cc` value.
+    pub cc: &'static str,
+    /// One line for `quench presets`.
+    pub summary: &'static str,
+}
+
+/// Every run.py preset: `quench presets` lists them, `--preset NAME --bw RATE` runs one.
+pub const RUN_PY_PRESETS: &[RunPyPreset] = &[
+    RunPyPreset {
+        name: "hpcc-dcqcn",
+        cc: "dcqcn",
+        summary: "HPCC ns-3's run.py --cc dcqcn at --bw: DCQCN, its timers 1/4/300 us, ECN maps",
+    },
+    RunPyPreset {
+        name: "hpcc-dcqcn-paper",
+        cc: "dcqcn_paper",
+        summary: "HPCC ns-3's run.py --cc dcqcn_paper at --bw: DCQCN, the paper's 50/50/55 us",
+    },
+];
+
 /// The presets that stand for a run.py `--cc`: name -> run.py's cc.
 pub fn run_py_preset(name: &str) -> Option<&'static str> {
-    match name {
-        "hpcc-dcqcn" => Some("dcqcn"),
-        "hpcc-dcqcn-paper" => Some("dcqcn_paper"),
-        _ => None,
-    }
+    RUN_PY_PRESETS.iter().find(|p| p.name == name).map(|p| p.cc)
 }
 
 /// The config.txt run.py writes for `--cc cc --bw bw_gbps`, without its file keys (topology,

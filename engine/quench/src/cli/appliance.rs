@@ -36,17 +36,17 @@ use quench_wire::time::Clock;
 pub struct Args {
     /// Port toward the hosts, `[NETNS/]IFACE`. Repeat `--inside`/`--outside` for several pairs
     /// (the k-th `--inside` pairs with the k-th `--outside`), all served by one poll loop.
-    #[arg(long, required = true)]
+    #[arg(long, value_name = "[NETNS/]IFACE", required = true)]
     pub inside: Vec<String>,
     /// Port toward the network, `[NETNS/]IFACE`.
-    #[arg(long, required = true)]
+    #[arg(long, value_name = "[NETNS/]IFACE", required = true)]
     pub outside: Vec<String>,
     /// Pairs in front of a receiver, served by the same loop in the notification-point role
     /// whatever `role` says: `--np-inside` toward the receiver, `--np-outside` toward the
     /// network (repeat in pairs). One process for both sides of a testbed takes one CPU less.
-    #[arg(long)]
+    #[arg(long, value_name = "[NETNS/]IFACE")]
     pub np_inside: Vec<String>,
-    #[arg(long)]
+    #[arg(long, value_name = "[NETNS/]IFACE")]
     pub np_outside: Vec<String>,
     /// What the loop does when no frame moved (the values of `quench switch --idle`). A
     /// duration, e.g. `100us`: sleep until the next release when it is more than 20 us away,
@@ -60,26 +60,27 @@ pub struct Args {
     #[arg(long, value_name = quench_port::worker::IDLE_VALUES, default_value = "auto")]
     pub idle: Idle,
     #[command(flatten)]
-    pub retired: super::RetiredIdleFlags,
-    #[command(flatten)]
     pub port: super::PortArgs,
     /// The appliance configuration: a bundled name (`appliance`, `quench presets` lists them)
     /// or a TOML file.
-    #[arg(long, value_name = "NAME|FILE", default_value = "appliance")]
+    #[arg(long, value_name = "NAME|FILE", hide_possible_values = true,
+          value_parser = super::NameParser::of(&[quench_config::bundled::Kind::Appliance]), default_value = "appliance")]
     pub config: String,
     /// Override the config's `cc`.
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, value_name = "CC")]
     pub cc: Option<Cc>,
     /// Override the config's `role`.
-    #[arg(long, value_parser = ["rp", "np"])]
+    #[arg(long, value_name = "ROLE", value_parser = ["rp", "np"])]
     pub role: Option<String>,
     /// Take `[qcn_rp]` / `[dcqcn_rp]` / `[np]` from this preset instead: a bundled name
     /// (`nvidia`; `quench presets` lists them) or a TOML file, as `quench send --preset`.
-    #[arg(long, value_name = "NAME|FILE", alias = "rp")]
+    #[arg(long, value_name = "NAME|FILE", value_parser = super::NameParser::presets(),
+          hide_possible_values = true, alias = "rp")]
     pub preset: Option<String>,
     /// Stop by itself after this long, e.g. `30s` (SIGINT / SIGTERM end it early, with the
     /// report); without it, run until a signal.
-    #[arg(long, value_parser = super::duration_or_secs_arg)]
+    #[arg(long, value_name = "DURATION", value_parser = super::duration_or_secs_arg,
+          allow_hyphen_values = true)]
     pub duration: Option<Duration>,
     /// JSON lines on standard output: one progress object per second, then the summary; the
     /// human report goes to standard error.
@@ -87,7 +88,7 @@ pub struct Args {
     pub json: bool,
     /// Serve live counters on this Unix socket (mode 0660) for `quench stats --control-socket
     /// PATH`; overrides the config's `control_socket`. Without either, no socket.
-    #[arg(long)]
+    #[arg(long, value_name = "PATH")]
     pub control_socket: Option<PathBuf>,
 }
 
@@ -622,7 +623,6 @@ fn snapshot(pairs: &[Pair], secs: f64) -> serde_json::Value {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    args.retired.check()?;
     if args.json {
         super::human_to_stderr();
     }

@@ -7,8 +7,8 @@
 //! frame, with a sequence number after the EtherType, into an AF_XDP socket (copy mode on a
 //! veth: an skb per frame, about half the rate on the 2-core testbed).
 //!
-//! `--pcap FILE` (af_xdp only) sends the file's frames instead, unchanged and in order, round and
-//! round: how the forged-feedback test (`scripts/testbed/closed-loop.sh` with `FORGE=FILE`) puts
+//! `--from-pcap FILE` (af_xdp only) sends the file's frames instead, unchanged and in order,
+//! round and round: how the forged-feedback test (`scripts/testbed/closed-loop.sh` with `FORGE=FILE`) puts
 //! forged CNMs and CNPs on the wire. With `--rate` the loop sleeps while the pacer holds the
 //! next frame, so a paced blast costs little CPU beside what it sends.
 use anyhow::Context;
@@ -24,36 +24,37 @@ use quench_wire::time::Clock;
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Interface to send on.
-    #[arg(long)]
+    #[arg(long, value_name = "IFACE")]
     pub iface: String,
     /// Destination MAC.
-    #[arg(long, required_unless_present = "pcap")]
+    #[arg(long, value_name = "MAC", required_unless_present = "from_pcap")]
     pub dst: Option<String>,
     /// Source MAC (default: the interface's).
-    #[arg(long)]
+    #[arg(long, value_name = "MAC")]
     pub src: Option<String>,
     /// Frame length in octets without FCS (60..=1514; "64 B" on the wire is 60 here).
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, value_name = "OCTETS", default_value_t = 60)]
     pub len: usize,
     /// How long to send, e.g. `5s`.
-    #[arg(long, default_value = "5s", value_parser = super::duration_or_secs_arg)]
+    #[arg(long, value_name = "DURATION", default_value = "5s",
+          value_parser = super::duration_or_secs_arg, allow_hyphen_values = true)]
     pub duration: Duration,
     /// Optional pacing rate, e.g. `1gbit`.
-    #[arg(long, value_parser = super::rate_arg)]
+    #[arg(long, value_name = "RATE", value_parser = super::rate_arg, allow_hyphen_values = true)]
     pub rate: Option<Rate>,
     /// Core index to pin to (default: the last core).
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     pub core: Option<usize>,
     /// AF_XDP mode for `--engine af_xdp`.
-    #[arg(long, value_enum, default_value_t = Mode::Auto)]
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = Mode::Auto)]
     pub mode: Mode,
     /// How frames are made.
-    #[arg(long, value_enum, default_value_t = Engine::Live)]
+    #[arg(long, value_enum, value_name = "ENGINE", default_value_t = Engine::Live)]
     pub engine: Engine,
     /// Send the frames of this pcap file (Ethernet), in order and round again, unchanged
     /// (`--engine af_xdp`; `--dst`, `--src` and `--len` then do not apply).
-    #[arg(long, value_name = "FILE.pcap")]
-    pub pcap: Option<std::path::PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    pub from_pcap: Option<std::path::PathBuf>,
 }
 
 /// `--mode`: the AF_XDP attach mode.
@@ -80,7 +81,7 @@ pub enum Engine {
 /// What a run sent, for the JSON line.
 struct Sent {
     frames: u64,
-    /// Octets per frame (the mean with `--pcap`).
+    /// Octets per frame (the mean with `--from-pcap`).
     len: usize,
     dropped: u64,
     secs: f64,
@@ -103,8 +104,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let rate = args.rate;
     let live = args.engine == Engine::Live;
-    if live && args.pcap.is_some() {
-        anyhow::bail!("--pcap sends several frames, which the live engine cannot (it repeats one): use --engine af_xdp with --pcap");
+    if live && args.from_pcap.is_some() {
+        anyhow::bail!("--from-pcap sends several frames, which the live engine cannot (it repeats one): use --engine af_xdp with --from-pcap");
     }
     if live && rate.is_some() {
         anyhow::bail!(
@@ -122,7 +123,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     template.extend_from_slice(&src.octets());
     template.extend_from_slice(&[0x88, 0xb5]);
     template.resize(args.len, 0);
-    let frames = match &args.pcap {
+    let frames = match &args.from_pcap {
         Some(p) => Frames::Recorded(read_frames(p)?),
         None => Frames::Numbered(template),
     };
@@ -232,12 +233,12 @@ enum Frames {
 
 /// The frames of a pcap file (Ethernet link type), each 14..=1514 octets.
 fn read_frames(path: &std::path::Path) -> anyhow::Result<Vec<Vec<u8>>> {
-    let buf = std::fs::read(path).with_context(|| format!("--pcap {}", path.display()))?;
+    let buf = std::fs::read(path).with_context(|| format!("--from-pcap {}", path.display()))?;
     let r = quench_wire::pcap::PcapReader::new(&buf)
-        .map_err(|e| anyhow::anyhow!("--pcap {}: {e}", path.display()))?;
+        .map_err(|e| anyhow::anyhow!("--from-pcap {}: {e}", path.display()))?;
     if r.linktype() != quench_wire::pcap::LINKTYPE_ETHERNET {
         anyhow::bail!(
-            "--pcap {}: link type {}, not Ethernet (1)",
+            "--from-pcap {}: link type {}, not Ethernet (1)",
             path.display(),
             r.linktype()
         );
@@ -245,10 +246,10 @@ fn read_frames(path: &std::path::Path) -> anyhow::Result<Vec<Vec<u8>>> {
     let mut frames = Vec::new();
     for (i, rec) in r.enumerate() {
         let rec =
-            rec.map_err(|e| anyhow::anyhow!("--pcap {}: record {}: {e}", path.display(), i + 1))?;
+            rec.map_err(|e| anyhow::anyhow!("--from-pcap {}: record {}: {e}", path.display(), i + 1))?;
         if !(14..=1514).contains(&rec.data.len()) {
             anyhow::bail!(
-                "--pcap {}: record {} has {} octets, not 14..=1514",
+                "--from-pcap {}: record {} has {} octets, not 14..=1514",
                 path.display(),
                 i + 1,
                 rec.data.len()
@@ -257,7 +258,7 @@ fn read_frames(path: &std::path::Path) -> anyhow::Result<Vec<Vec<u8>>> {
         frames.push(rec.data.to_vec());
     }
     if frames.is_empty() {
-        anyhow::bail!("--pcap {}: no frames", path.display());
+        anyhow::bail!("--from-pcap {}: no frames", path.display());
     }
     Ok(frames)
 }

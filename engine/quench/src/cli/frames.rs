@@ -3,7 +3,7 @@
 //! CNMs). Classic pcap is read by [`quench_wire::pcap::PcapReader`]; pcapng (what dumpcap and
 //! Wireshark write by default) by the `pcap-file` crate.
 //!
-//! `--pcap FILE` writes, in this order ([`sample_frames`]):
+//! `--out FILE` writes, in this order ([`sample_frames`]):
 //! 1. a test data frame: VLAN (PCP 3, VID 10) + CN-TAG (RPID 7) / IPv4 / UDP 50101 / test header;
 //! 2. the CNM a congestion point would send for it (QntzFb 42, QOffset -100, QDelta 25);
 //! 3. PFC XOFF for priority 3 (0xFFFF quanta) and 4. PFC XON for priority 3;
@@ -36,13 +36,14 @@ use quench_wire::testhdr::{self, TestHdrRepr};
 pub struct Args {
     /// Write one frame of each kind quench emits to FILE (classic pcap, Ethernet).
     #[arg(long, value_name = "FILE", required_unless_present = "decode")]
-    pub pcap: Option<PathBuf>,
+    pub out: Option<PathBuf>,
     /// Print one line per frame of FILE (classic pcap or pcapng) with the fields quench cares
     /// about.
-    #[arg(long, value_name = "FILE", conflicts_with = "pcap")]
+    #[arg(long, value_name = "FILE", conflicts_with = "out")]
     pub decode: Option<PathBuf>,
     /// Link rate used to show PFC pause quanta as time (e.g. 10gbit, 100gbit).
-    #[arg(long, default_value = "100gbit", value_parser = parse_rate)]
+    #[arg(long, value_name = "RATE", default_value = "100gbit", value_parser = parse_rate,
+          allow_hyphen_values = true)]
     pub link_rate: Rate,
 }
 
@@ -91,7 +92,7 @@ fn data_headers(ecn: Ecn, dst_port: u16) -> Ipv4UdpHeaders {
     }
 }
 
-/// The frames `--pcap` writes, in order.
+/// The frames `--out` writes, in order.
 pub fn sample_frames() -> anyhow::Result<Vec<Vec<u8>>> {
     let mut out = Vec::new();
     let mut buf = [0u8; 256];
@@ -221,7 +222,7 @@ fn decode_pcapng(path: &std::path::Path, bytes: &[u8], rate: Rate) -> anyhow::Re
 
 /// Runs `quench frames`.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if let Some(path) = &args.pcap {
+    if let Some(path) = &args.out {
         let file =
             fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
         let mut w = PcapWriter::new(BufWriter::new(file))?;

@@ -139,47 +139,6 @@ pub(crate) fn duration_or_secs_arg(s: &str) -> Result<Duration, String> {
     }
 }
 
-/// A deprecated option in milliseconds (`--interval-ms 50`): its value as a duration, with a
-/// hint naming the option that replaces it (`--interval 50ms`).
-pub(crate) fn legacy_ms(old: &str, new: &str, ms: Option<f64>) -> Option<Duration> {
-    let v = ms?;
-    eprintln!("warning: --{old} is deprecated: write --{new} {v}ms");
-    Some(Duration::from_nanos((v.max(0.0) * 1e6).round() as u64))
-}
-
-/// The flags `--idle` replaced (`quench switch --busy-poll`, `--idle-sleep`, `--napi-busy-poll`;
-/// `quench appliance --busy-poll`), kept hidden for one release so that a script using one is
-/// told the form to write instead of "unexpected argument".
-#[derive(clap::Args, Debug, Default)]
-pub struct RetiredIdleFlags {
-    #[arg(long, hide = true)]
-    busy_poll: bool,
-    #[arg(long, hide = true, value_name = "DURATION")]
-    idle_sleep: Option<String>,
-    #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "")]
-    napi_busy_poll: Option<String>,
-}
-
-impl RetiredIdleFlags {
-    /// An error naming the replacement of the first retired flag given.
-    pub fn check(&self) -> anyhow::Result<()> {
-        if self.busy_poll {
-            anyhow::bail!("--busy-poll is gone: write --idle spin");
-        }
-        if let Some(d) = &self.idle_sleep {
-            anyhow::bail!("--idle-sleep is gone: write --idle {d}");
-        }
-        if self.napi_busy_poll.is_some() {
-            anyhow::bail!(
-                "--napi-busy-poll is gone: it moved no frame on veth (the kernel gives an AF_XDP \
-                 socket there no NAPI id to poll; docs/design.md, \"Switch runtime\"); for a \
-                 worker that polls without pause write --idle spin"
-            );
-        }
-        Ok(())
-    }
-}
-
 /// Value parser of every rate option: a number and a unit, `300mbit`, `1gbit`, `125MBps`.
 pub(crate) fn rate_arg(s: &str) -> Result<Rate, String> {
     Rate::parse(s).map_err(|e| e.to_string())
@@ -208,13 +167,10 @@ impl Driver {
 }
 
 impl clap::ValueEnum for Driver {
-    /// The drivers this build has: `dpdk` only with the cargo feature.
+    /// Every driver quench has; a build without the cargo feature `dpdk` refuses `dpdk` with
+    /// how to get it ([`DriverParser`]), so help and the error say the same.
     fn value_variants<'a>() -> &'a [Self] {
-        if cfg!(feature = "dpdk") {
-            &[Driver::AfPacket, Driver::AfXdp, Driver::Dpdk]
-        } else {
-            &[Driver::AfPacket, Driver::AfXdp]
-        }
+        &[Driver::AfPacket, Driver::AfXdp, Driver::Dpdk]
     }
 
     fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
@@ -270,13 +226,14 @@ impl clap::builder::TypedValueParser for DriverParser {
 #[derive(clap::Args, Debug, Clone)]
 pub struct PortArgs {
     /// Port driver: af_packet (mmap'd TPACKET rings, any kernel), af_xdp (native mode, falling
-    /// back to generic), or dpdk (builds with the cargo feature `dpdk`; `--iface` names the
-    /// ethdev, e.g. net_af_packet0, and `--dpdk-eal` starts the EAL).
+    /// back to generic), or dpdk (only in a build with the cargo feature `dpdk`, which
+    /// `quench --version` lists; `--iface` names the ethdev, e.g. net_af_packet0, and
+    /// `--dpdk-eal` starts the EAL).
     #[arg(long, default_value = "af_packet", value_parser = DriverParser)]
     pub driver: Driver,
     /// EAL arguments for `--driver dpdk`, one string, e.g.
     /// "--no-huge -m 256 --no-pci --no-shconf --vdev=net_af_packet0,iface=eth0".
-    #[arg(long, allow_hyphen_values = true)]
+    #[arg(long, value_name = "EAL_ARGS", allow_hyphen_values = true)]
     pub dpdk_eal: Option<String>,
 }
 
@@ -284,5 +241,73 @@ impl PortArgs {
     /// Opens `label` (`[NETNS/]IFACE`) with these drivers.
     pub(crate) fn open(&self, label: &str) -> anyhow::Result<NsPort> {
         NsPort::open(label, self.driver.name(), self.dpdk_eal.as_deref())
+    }
+}
+
+/// The parser of a `NAME|FILE` option (`--preset`, `--config`, `--scenario`): any text is taken
+/// (a name or a path, told apart by [`quench_config::bundled::is_name`] when the file is
+/// opened), and the bundled names of its kinds are its possible values, so shell completion
+/// offers them. Arguments using it set `hide_possible_values`: the help names `quench presets`.
+#[derive(Clone)]
+pub(crate) struct NameParser {
+    kinds: &'static [quench_config::bundled::Kind],
+    /// The run.py presets (`hpcc-dcqcn`, ...) are names too.
+    run_py: bool,
+}
+
+impl NameParser {
+    /// Names of `kinds`.
+    pub(crate) const fn of(kinds: &'static [quench_config::bundled::Kind]) -> Self {
+        NameParser {
+            kinds,
+            run_py: false,
+        }
+    }
+
+    /// Parameter presets: the bundled ones and run.py's.
+    pub(crate) const fn presets() -> Self {
+        NameParser {
+            kinds: &[quench_config::bundled::Kind::Preset],
+            run_py: true,
+        }
+    }
+
+    /// Every bundled name and run.py preset (`quench presets NAME`).
+    pub(crate) const fn any() -> Self {
+        NameParser {
+            kinds: quench_config::bundled::Kind::ALL,
+            run_py: true,
+        }
+    }
+
+    fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        let bundled = quench_config::bundled::BUNDLED
+            .iter()
+            .filter(|b| self.kinds.contains(&b.kind))
+            .map(|b| b.name);
+        let run_py = quench_sim::ns3::RUN_PY_PRESETS
+            .iter()
+            .filter(|_| self.run_py)
+            .map(|p| p.name);
+        bundled.chain(run_py)
+    }
+}
+
+impl clap::builder::TypedValueParser for NameParser {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(self.names().map(clap::builder::PossibleValue::new)))
     }
 }

@@ -11,6 +11,14 @@ use units::keys::Key;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
+    /// Print this preset or configuration (a bundled file as it is built in; a run.py preset as
+    /// the config.txt keys it stands for at `--bw`).
+    #[arg(value_name = "NAME", value_parser = super::NameParser::any(), conflicts_with = "keys")]
+    pub name: Option<String>,
+    /// NIC speed of a run.py preset (`hpcc-dcqcn`, ...), as `quench sim --bw`.
+    #[arg(long, value_name = "RATE", value_parser = super::sim::bw_arg, requires = "name",
+          allow_hyphen_values = true)]
+    pub bw: Option<u64>,
     /// Print the configuration reference of KIND instead: every key with its type, unit,
     /// default and range, as Markdown (`all` is docs/config.md).
     #[arg(long, value_enum, value_name = "KIND")]
@@ -35,8 +43,11 @@ pub enum KeysOf {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(name) = &args.name {
+        return out!("{}", preset_text(name, args.bw)?).map_err(Into::into);
+    }
     match args.keys {
-        None => out!("{}", quench_config::bundled::listing())?,
+        None => out!("{}{}", quench_config::bundled::listing(), run_py_listing())?,
         Some(KeysOf::All) => out!("{}", reference())?,
         Some(k) => {
             let kind = KINDS
@@ -47,6 +58,42 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The run.py presets' lines of `quench presets`.
+fn run_py_listing() -> String {
+    let mut out = String::from("run.py presets (quench sim --preset NAME --bw RATE):\n");
+    for p in quench_sim::ns3::RUN_PY_PRESETS {
+        out.push_str(&format!("  {:<18} {}\n", p.name, p.summary));
+    }
+    out
+}
+
+/// `quench presets NAME`: a bundled file's text, or a run.py preset's config.txt keys at `bw`.
+fn preset_text(name: &str, bw: Option<u64>) -> anyhow::Result<String> {
+    if let Some(cc) = quench_sim::ns3::run_py_preset(name) {
+        let bw = bw.ok_or_else(|| {
+            anyhow::anyhow!("{name} is run.py --cc {cc} at a NIC speed: give --bw, e.g. --bw 100gbit")
+        })?;
+        return Ok(format!(
+            "# {name}: what HPCC ns-3's run.py writes for --cc {cc} --bw {bw} (config.txt keys)\n{}",
+            quench_sim::ns3::run_py_config(cc, bw)?
+        ));
+    }
+    if bw.is_some() {
+        anyhow::bail!("--bw goes with a run.py preset ({}), not {name}", run_py_names());
+    }
+    match quench_config::bundled::BUNDLED.iter().find(|b| b.name == name) {
+        Some(b) => Ok(b.text.to_string()),
+        None => anyhow::bail!(
+            "no preset or configuration named `{name}`: `quench presets` lists them"
+        ),
+    }
+}
+
+fn run_py_names() -> String {
+    let names: Vec<&str> = quench_sim::ns3::RUN_PY_PRESETS.iter().map(|p| p.name).collect();
+    names.join(", ")
 }
 
 /// A parameter table shared by several kinds (a preset's sections).
@@ -208,7 +255,7 @@ pub const KINDS: &[Kind] = &[
         of: KeysOf::Scenario,
         name: "scenario",
         about: "`quench sim --scenario NAME|FILE` (bundled: `incast`), and `quench sim \
-                --config FILE` (the same keys, over the command line's inputs).",
+                --overrides FILE` (the same keys, over the command line's inputs).",
         sections: &[
             Section::Own {
                 title: "top level",

@@ -20,32 +20,31 @@ use quench_wire::time::shared_now;
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Interface to receive on, `[NETNS/]IFACE` (the driver: `--driver`).
-    #[arg(long)]
+    #[arg(long, value_name = "[NETNS/]IFACE")]
     pub iface: String,
     #[command(flatten)]
     pub port: super::PortArgs,
     /// How long to run, e.g. `10s`, `500ms`.
-    #[arg(long, default_value = "10s", value_parser = super::duration_or_secs_arg,
-          alias = "duration-s")]
+    #[arg(long, value_name = "DURATION", default_value = "10s",
+          value_parser = super::duration_or_secs_arg, allow_hyphen_values = true)]
     pub duration: Duration,
     /// Report directory to write.
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Interval of the interval log and the rate plot, e.g. `100ms`.
-    #[arg(long, default_value = "100ms", value_parser = super::duration_arg)]
+    #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = super::duration_arg,
+          allow_hyphen_values = true)]
     pub interval: Duration,
-    /// Deprecated: `--interval`, in milliseconds.
-    #[arg(long, hide = true, conflicts_with = "interval")]
-    pub interval_ms: Option<f64>,
     /// Preset whose `[np]` table configures the notification point (np::NpParams): a bundled
     /// name (`nvidia`, `quench presets` lists them) or a TOML file.
-    #[arg(long, value_name = "NAME|FILE", alias = "np")]
+    #[arg(long, value_name = "NAME|FILE", value_parser = super::NameParser::presets(),
+          hide_possible_values = true, alias = "np")]
     pub preset: Option<String>,
     /// Send no CNPs.
     #[arg(long)]
     pub no_cnp: bool,
     /// Flow-table size.
-    #[arg(long, default_value_t = DEFAULT_MAX_FLOWS)]
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_FLOWS)]
     pub max_flows: usize,
     /// JSON lines on standard output: one progress object per second, then the summary; the
     /// human table goes to standard error.
@@ -175,8 +174,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.port.open(&args.iface)?,
         SinkOptions {
             np,
-            interval: super::legacy_ms("interval-ms", "interval", args.interval_ms)
-                .unwrap_or(args.interval)
+            interval: args
+                .interval
                 .max(Duration::from_millis(1)),
             max_flows: args.max_flows,
             pfc_pause: args.pfc_pause.clone(),

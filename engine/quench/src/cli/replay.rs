@@ -11,17 +11,18 @@ use quench_runtime::replay::{self, Algo, ReplayConfig};
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The algorithm to drive.
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, value_name = "ALGO")]
     pub algo: Algo,
     /// The algorithm's parameters (`[qcn_cp]`, `[red]`, `[pfc]`, `[tcd]`, `[qcn_rp]`,
     /// `[dcqcn_rp]`, `[np]`): a TOML file or a bundled preset name (`quench presets`).
-    #[arg(long, value_name = "NAME|FILE")]
+    #[arg(long, value_name = "NAME|FILE", hide_possible_values = true,
+          value_parser = super::NameParser::of(&[quench_config::bundled::Kind::Preset]))]
     pub config: String,
     /// CSV events with the header `time_ns,event,value`.
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     pub events: PathBuf,
     /// Seed of the random generator handed to the algorithm (QCN sampling, RED marking).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1)]
     pub seed: u64,
 }
 

@@ -21,9 +21,10 @@ use quench_report::{self as report, Summary};
 pub struct Args {
     /// An interval log (.hlog), a percentile distribution (.hgrm), a JSON summary of `quench
     /// recv` or `quench sim` (.json), or a report directory.
+    #[arg(value_name = "PATH")]
     pub file: PathBuf,
     /// Write rate.svg and latency.svg into this directory.
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
     /// Print the merged latency percentile distribution (.hgrm format).
     #[arg(long, conflicts_with_all = ["csv", "json"])]

@@ -227,33 +227,35 @@ pub struct Args {
     /// ports, e.g. one per sender host's namespace, from one poll loop: port k's flows are
     /// numbered from `--flow-base` + k x `--flow-stride` and seeded with the config's seed + k.
     /// A `NETNS/` prefix opens the interface inside that network namespace (root).
-    #[arg(long, required = true)]
+    #[arg(long, value_name = "[NETNS/]IFACE", required = true)]
     pub iface: Vec<String>,
     #[command(flatten)]
     pub port: super::PortArgs,
     /// The flows, addresses and RP tables: once, or once per `--iface` in the same order (hosts
     /// with different destinations or traffic in one process).
-    #[arg(long, value_name = "NAME|FILE", default_value = "send")]
+    #[arg(long, value_name = "NAME|FILE", hide_possible_values = true,
+          value_parser = super::NameParser::of(&[quench_config::bundled::Kind::Send]), default_value = "send")]
     pub config: Vec<String>,
     /// Override the config's `cc`.
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, value_name = "CC")]
     pub cc: Option<Cc>,
     /// Take `[qcn_rp]` / `[dcqcn_rp]` from this preset instead: a bundled name (`nvidia`,
     /// `quench presets` lists them) or a TOML file.
-    #[arg(long, value_name = "NAME|FILE", alias = "rp")]
+    #[arg(long, value_name = "NAME|FILE", value_parser = super::NameParser::presets(),
+          hide_possible_values = true, alias = "rp")]
     pub preset: Option<String>,
     /// Override the config's `src_ip`: once per `--iface`, in the same order (each port is a
     /// host of its own, so one address for several ports is refused).
-    #[arg(long)]
+    #[arg(long, value_name = "IPV4")]
     pub src_ip: Vec<Ipv4Addr>,
     /// First flow id (senders sharing a receiver need distinct ranges).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, value_name = "N", default_value_t = 1)]
     pub flow_base: u32,
     /// Flow-id distance between the ranges of consecutive `--iface` ports.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, value_name = "N", default_value_t = 100)]
     pub flow_stride: u32,
     /// Override the rate of every flow group, e.g. `300mbit`: once, or once per `--iface`.
-    #[arg(long, value_parser = super::rate_arg)]
+    #[arg(long, value_name = "RATE", value_parser = super::rate_arg, allow_hyphen_values = true)]
     pub rate: Vec<Rate>,
     /// Also receive on this port, `[NETNS/]IFACE`, in the same poll loop: the receiver and
     /// notification point of `quench recv` with its defaults (CNPs for CE marks, per-flow
@@ -266,7 +268,7 @@ pub struct Args {
     pub sink: Vec<String>,
     /// With --sink: the report directory to write (as `quench recv --out`), once per `--sink`
     /// in the same order.
-    #[arg(long, requires = "sink")]
+    #[arg(long, value_name = "DIR", requires = "sink")]
     pub sink_out: Vec<PathBuf>,
     /// With --sink: send no CNPs.
     #[arg(long, requires = "sink")]
@@ -278,11 +280,9 @@ pub struct Args {
     /// With --sink: keep receiving this long after the last frame is sent, so that frames
     /// still queued in the switch arrive instead of counting as lost (a sink's goodput runs
     /// from its first frame to its last, so the wait does not dilute it).
-    #[arg(long, default_value = "100ms", value_parser = super::duration_arg, requires = "sink")]
+    #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = super::duration_arg,
+          requires = "sink", allow_hyphen_values = true)]
     pub sink_linger: Duration,
-    /// Deprecated: `--sink-linger`, in milliseconds.
-    #[arg(long, hide = true, conflicts_with = "sink_linger")]
-    pub sink_linger_ms: Option<f64>,
     /// Round-trip report directory (as `quench recv --out`, with `rtt.hgrm` and latency kind
     /// `rtt`): the frames a `quench recv --reflect` sends back, timed on this host's clock.
     /// Once per `--iface`, in the same order. Without it the round trip is printed when
@@ -295,12 +295,12 @@ pub struct Args {
     pub json: bool,
     /// Stamp this clock id (24 bits) into the test headers instead of this host's: a receiver
     /// on this host then takes the sender for another machine and refuses one-way latency
-    /// (for tests).
-    #[arg(long, hide = true)]
+    /// (a test of a receiver's clock check on one machine).
+    #[arg(long, value_name = "N")]
     pub clock_id: Option<u32>,
     /// How long to run, e.g. `10s` (SIGINT / SIGTERM end it early, with the report).
-    #[arg(long, default_value = "10s", value_parser = super::duration_or_secs_arg,
-          alias = "duration-s")]
+    #[arg(long, value_name = "DURATION", default_value = "10s",
+          value_parser = super::duration_or_secs_arg, allow_hyphen_values = true)]
     pub duration: Duration,
     /// What the loop does when an iteration moved nothing, after a short spin (the values of
     /// `quench switch --idle`): `auto` spins where no other process may run on its CPUs and
@@ -604,8 +604,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         idle,
         end: t0 + args.duration,
         stop: &stop,
-        linger: super::legacy_ms("sink-linger-ms", "sink-linger", args.sink_linger_ms)
-            .unwrap_or(args.sink_linger),
+        linger: args.sink_linger,
     };
     // Gaps longer than the catch-up bound (or 1 ms) are reported as stalls.
     let mut stalls = LoopStalls::new(loop_catch_up);

@@ -2,16 +2,16 @@
 //!
 //! ```text
 //! quench sim --topology TOPO --flows FLOWS --cc {qcn,dcqcn,none} [--preset NAME|FILE]
-//!            [--config FILE.toml] [--seed N] --out DIR
+//!            [--overrides FILE.toml] [--seed N] --out DIR
 //! quench sim --scenario FILE.toml --out DIR
 //! quench sim --ns3-config config.txt [--ns3-dir DIR] --out DIR
-//! quench sim --topology TOPO --flows FLOWS --preset hpcc-dcqcn --bw 100 --out DIR
+//! quench sim --topology TOPO --flows FLOWS --preset hpcc-dcqcn --bw 100gbit --out DIR
 //! ```
 //! TOPO and FLOWS are in the HPCC ns-3 formats; the TOML file (see `quench_sim::scenario`) holds
 //! everything else. `--ns3-config` runs an HPCC ns-3 `config.txt` (see `quench_sim::ns3`) and
 //! writes its FCT, PFC and queue-length files where ns-3 would; the presets `hpcc-dcqcn` and
 //! `hpcc-dcqcn-paper` are what run.py writes for `--cc dcqcn` / `--cc dcqcn_paper` at `--bw`.
-//! A scenario or `--config` file overrides a preset's or config.txt's values; command-line values
+//! A scenario or `--overrides` file overrides a preset's or config.txt's values; command-line values
 //! win over every file's.
 
 use std::io::IsTerminal;
@@ -49,58 +49,60 @@ impl CcArg {
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Topology in the ns-3 HPCC format (`nodes switches links`, switch ids, links).
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     pub topology: Option<PathBuf>,
     /// Flows in the ns-3 HPCC format (count, then `src dst pg dport bytes start_seconds`).
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     pub flows: Option<PathBuf>,
     /// Congestion control.
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, value_name = "CC")]
     pub cc: Option<CcArg>,
     /// Parameter preset: a bundled name (`dcqcn-paper`, `quench presets` lists them) or a TOML
     /// file; `hpcc-dcqcn` and `hpcc-dcqcn-paper` are run.py's settings at `--bw`.
-    #[arg(long, value_name = "NAME|FILE")]
+    #[arg(long, value_name = "NAME|FILE", value_parser = super::NameParser::presets(),
+          hide_possible_values = true)]
     pub preset: Option<String>,
-    /// TOML overrides (same keys as a scenario file).
+    /// TOML overrides (same keys as a scenario file) over the command line's inputs.
     #[arg(long, value_name = "FILE")]
-    pub config: Option<String>,
+    pub overrides: Option<String>,
     /// A complete TOML scenario (topology, flows and settings): a bundled name (`incast`,
     /// `quench presets` lists them) or a file.
-    #[arg(long, value_name = "NAME|FILE", conflicts_with = "config")]
+    #[arg(long, value_name = "NAME|FILE", conflicts_with = "overrides",
+          value_parser = super::NameParser::of(&[quench_config::bundled::Kind::Scenario]),
+          hide_possible_values = true)]
     pub scenario: Option<String>,
     /// Seed of every random choice in the run.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
     /// Stop after this much virtual time even if flows are unfinished, e.g. `50ms`. An upper
     /// bound: the run ends when its last flow completes.
-    #[arg(long, value_parser = super::duration_arg)]
+    #[arg(long, value_name = "DURATION", value_parser = super::duration_arg,
+          allow_hyphen_values = true)]
     pub stop: Option<units::Duration>,
-    /// Deprecated: `--stop`, in milliseconds.
-    #[arg(long, hide = true, conflicts_with = "stop")]
-    pub stop_ms: Option<f64>,
     /// An HPCC ns-3 config.txt (as run.py writes it) to run unchanged.
-    #[arg(long, conflicts_with = "scenario")]
+    #[arg(long, value_name = "FILE", conflicts_with = "scenario")]
     pub ns3_config: Option<PathBuf>,
     /// Where config.txt's relative paths start (ns-3's working directory, `simulation/`).
     /// Default: the current directory, else the directory above the config's (run.py's
     /// `mix/config_*.txt` naming `mix/...` files).
-    #[arg(long, requires = "ns3_config")]
+    #[arg(long, value_name = "DIR", requires = "ns3_config")]
     pub ns3_dir: Option<PathBuf>,
-    /// NIC speed in Gb/s for the run.py presets (hpcc-dcqcn, hpcc-dcqcn-paper), as run.py --bw.
-    #[arg(long)]
+    /// NIC speed for the run.py presets (hpcc-dcqcn, hpcc-dcqcn-paper), as run.py --bw: a
+    /// whole number of Gb/s, `100gbit` (a bare `100` is read in Gb/s, as run.py does).
+    #[arg(long, value_name = "RATE", value_parser = bw_arg, allow_hyphen_values = true)]
     pub bw: Option<u64>,
     /// Sweep a scenario key over values, `KEY=V1,V2,...` (repeat for a grid); KEY is a dotted
     /// key of the scenario file, e.g. `dcqcn_rp.rpg_ai_rate`.
     #[arg(long, value_name = "KEY=V1,V2,...")]
     pub sweep: Vec<String>,
     /// Run each point with N seeds, from --seed (or 1) upward.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     pub seeds: Option<u64>,
     /// Runs at once in a sweep (default: one per core).
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
     /// Output directory.
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
     /// No progress bar, no summary on stdout.
     #[arg(long, short)]
@@ -118,16 +120,29 @@ fn spec(args: &Args) -> Spec {
         flows: args.flows.clone(),
         cc: args.cc.map(CcArg::kind),
         preset: args.preset.clone(),
-        config: args.config.clone(),
+        config: args.overrides.clone(),
         scenario: args.scenario.clone(),
         seed: args.seed,
-        stop: args
-            .stop
-            .or_else(|| super::legacy_ms("stop-ms", "stop", args.stop_ms)),
+        stop: args.stop,
         ns3_config: args.ns3_config.clone(),
         ns3_dir: args.ns3_dir.clone(),
         bw: args.bw,
     }
+}
+
+/// `--bw`'s parser: run.py's NIC speed in whole Gb/s, written as a rate (`100gbit`, `25Gb/s`) or,
+/// as run.py takes it, a bare number of Gb/s.
+pub(crate) fn bw_arg(s: &str) -> Result<u64, String> {
+    let bps = match s.trim().parse::<u64>() {
+        Ok(gbps) => gbps.checked_mul(1_000_000_000).ok_or("too large")?,
+        Err(_) => units::Rate::parse(s).map_err(|e| e.to_string())?.as_bps(),
+    };
+    if bps == 0 || bps % 1_000_000_000 != 0 {
+        return Err(format!(
+            "`{s}`: run.py's --bw is a whole number of Gb/s above 0, e.g. 100gbit"
+        ));
+    }
+    Ok(bps / 1_000_000_000)
 }
 
 /// SIGINT or SIGTERM ends a run at the virtual time it reached, its outputs written for the

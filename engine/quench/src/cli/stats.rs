@@ -13,7 +13,7 @@ use quench_runtime::switch::stats::Snapshot;
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The switch's control socket (`quench switch --control-socket`, `control_socket`).
-    #[arg(long, default_value = DEFAULT_CONTROL_SOCKET, alias = "socket")]
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_CONTROL_SOCKET, alias = "socket")]
     pub control_socket: PathBuf,
     /// Print the raw JSON snapshot.
     #[arg(long)]
@@ -24,13 +24,11 @@ pub struct Args {
     /// With --watch: time between snapshots, e.g. `1s`, `50ms` (one long-lived reader instead
     /// of a process per sample, which on a small machine takes CPU from the poll loops being
     /// measured).
-    #[arg(long, default_value = "1s", value_parser = super::duration_arg)]
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = super::duration_arg,
+          allow_hyphen_values = true)]
     pub interval: units::Duration,
-    /// Deprecated: `--interval`, in milliseconds.
-    #[arg(long, hide = true, conflicts_with = "interval")]
-    pub interval_ms: Option<f64>,
     /// With --watch: stop after this many refreshes.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     pub count: Option<u64>,
 }
 
@@ -252,8 +250,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // SIGINT / SIGTERM end a watch with status 0 (every table printed is complete).
     let stop = quench_port::worker::stop_on_signals().context("installing signal handlers")?;
     let stopped = || stop.load(std::sync::atomic::Ordering::Relaxed);
-    let every = super::legacy_ms("interval-ms", "interval", args.interval_ms)
-        .unwrap_or(args.interval)
+    let every = args
+        .interval
         .max(units::Duration::from_millis(1));
     let mut prev: Option<Answer> = None;
     let mut n = 0u64;

@@ -34,23 +34,25 @@ use quench_wire::MacAddr;
 pub struct Args {
     /// The switch configuration: a bundled name (`switch-qcn`, `quench presets` lists them) or a
     /// TOML file.
-    #[arg(long, value_name = "NAME|FILE")]
+    #[arg(long, value_name = "NAME|FILE", hide_possible_values = true,
+          value_parser = super::NameParser::of(&[quench_config::bundled::Kind::Switch]))]
     pub config: String,
     /// Forwarding workers (pinned cores); overrides the file's `workers`.
-    #[arg(long)]
+    #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
     /// Write a port's rx and tx to pcap: `--capture PORT=FILE` (repeatable).
     #[arg(long, value_name = "PORT=FILE")]
     pub capture: Vec<String>,
     /// Control socket path (`quench stats --control-socket`); overrides the file's
     /// `control_socket`.
-    #[arg(long, alias = "control")]
+    #[arg(long, value_name = "PATH", alias = "control")]
     pub control_socket: Option<PathBuf>,
     /// Replace XDP programs already attached to the ports (not only stale quench ones).
     #[arg(long)]
     pub force_xdp: bool,
     /// Stop by itself after this long, e.g. `30s`.
-    #[arg(long, value_parser = super::duration_or_secs_arg)]
+    #[arg(long, value_name = "DURATION", value_parser = super::duration_or_secs_arg,
+          allow_hyphen_values = true)]
     pub duration: Option<Duration>,
     /// JSON lines on standard output: one progress object per second (totals and each port's
     /// counters), then the final snapshot; the human table goes to standard error.
@@ -70,8 +72,6 @@ pub struct Args {
     /// workers' crossings to take, or ports that cannot be waited on, yields instead).
     #[arg(long, value_name = worker::IDLE_VALUES, default_value = "auto")]
     pub idle: worker::Idle,
-    #[command(flatten)]
-    pub retired: super::RetiredIdleFlags,
     /// `kernel`: forward frames between plain ports in the kernel. Each AF_XDP port gets
     /// quench's own XDP program (instead of libxdp's), which redirects a frame whose source
     /// and destination the switch has learned at plain ports straight to the egress device,
@@ -329,7 +329,6 @@ fn open_port(
 const MAIN_NAP: Duration = Duration::from_millis(100);
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    args.retired.check()?;
     if args.json {
         super::human_to_stderr();
     }
@@ -786,10 +785,9 @@ mod tests {
         assert!(p.ports.iter().all(|q| whole_egress(&p, q)));
     }
 
-    /// `--idle` takes the policy's values; the flags it replaced parse (hidden) and are then
-    /// refused with the form to write instead.
+    /// `--idle` takes the policy's values (the flags it replaced: main's `RETIRED`).
     #[test]
-    fn idle_parses_and_the_retired_flags_name_their_replacement() {
+    fn idle_parses() {
         use worker::{Idle, IdleMode};
         #[derive(clap::Parser)]
         struct Cli {
@@ -807,21 +805,5 @@ mod tests {
             Idle::Fixed(IdleMode::Sleep(std::time::Duration::from_micros(50)))
         );
         assert!(parse(&["--idle", "soon"]).is_err());
-        for (old, new) in [
-            (&["--busy-poll"][..], "--idle spin"),
-            (&["--idle-sleep", "50us"][..], "--idle 50us"),
-            (&["--napi-busy-poll"][..], "--idle spin"),
-            (&["--napi-busy-poll=16"][..], "--idle spin"),
-        ] {
-            let e = parse(old)
-                .unwrap()
-                .a
-                .retired
-                .check()
-                .unwrap_err()
-                .to_string();
-            assert!(e.contains(new), "{old:?}: {e}");
-        }
-        parse(&[]).unwrap().a.retired.check().unwrap();
     }
 }

@@ -14,7 +14,7 @@ use quench_report::{IntervalLog, Summary};
 use quench_wire::time::shared_now;
 use quench_wire::MacAddr;
 
-/// `--interval-ms`'s default, also `quench send --sink`'s interval.
+/// `--interval`'s default, also `quench send --sink`'s interval.
 pub const DEFAULT_INTERVAL_MS: u64 = 100;
 /// `--max-flows`'s default, also `quench send --sink`'s.
 pub const DEFAULT_MAX_FLOWS: usize = 4096;
