@@ -35,6 +35,8 @@ pub const ETHERTYPE_LLDP: EtherType = EtherType(0x88CC);
 const PROTO_TCP: u8 = 6;
 const PROTO_UDP: u8 = ipv4::PROTO_UDP.0;
 const PROTO_SCTP: u8 = 132;
+/// A TCP header without options (RFC 9293 3.1).
+const TCP_HEADER_LEN: usize = 20;
 
 /// An IP 5-tuple; IPv4 addresses are stored IPv4-mapped (RFC 4291 2.5.5.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -393,6 +395,54 @@ pub fn encapsulated_udp_payload(msdu: &[u8]) -> Option<&[u8]> {
     }
     let hl = usize::from(ip[0] & 0x0f) * 4;
     ip.get(hl + udp::HEADER_LEN..)
+}
+
+/// What a CNM's encapsulated MSDU says of the IPv4 frame it was copied from: the lengths a
+/// congestion point's copy of that frame is bound by (see `host::validate`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EncapsulatedIpv4 {
+    /// Where the IPv4 header starts in the MSDU (0, or after the tags and EtherType).
+    pub offset: usize,
+    /// The IPv4 header's length (IHL), octets.
+    pub header_len: usize,
+    /// The datagram's length as its header gives it (Total Length), octets.
+    pub total_len: usize,
+    /// The transport header that names the flow, octets: UDP 8 (RoCEv2: UDP and the 12-octet
+    /// BTH), TCP 20 (without options), 0 for other protocols and for fragments, whose transport
+    /// header is not at their start.
+    pub transport_len: usize,
+}
+
+/// Reads [`EncapsulatedIpv4`] from a CNM's encapsulated MSDU; `None` when the MSDU holds no
+/// IPv4 header (not IPv4, or cut inside the fixed 20 octets) or the header's IHL is below 5.
+pub fn encapsulated_ipv4(msdu: &[u8]) -> Option<EncapsulatedIpv4> {
+    let offset = encapsulated_ip_offset(msdu)?;
+    let b = msdu.get(offset..)?;
+    if b.len() < ipv4::HEADER_LEN || b[0] >> 4 != 4 {
+        return None;
+    }
+    let header_len = usize::from(b[0] & 0x0f) * 4;
+    if header_len < ipv4::HEADER_LEN {
+        return None;
+    }
+    let fragment = be16(b, 6) & 0x3fff != 0;
+    let transport_len = match b[9] {
+        _ if fragment => 0,
+        PROTO_UDP
+            if b.get(header_len + 2..header_len + 4) == Some(&roce::UDP_PORT.to_be_bytes()) =>
+        {
+            udp::HEADER_LEN + roce::BTH_LEN
+        }
+        PROTO_UDP => udp::HEADER_LEN,
+        PROTO_TCP => TCP_HEADER_LEN,
+        _ => 0,
+    };
+    Some(EncapsulatedIpv4 {
+        offset,
+        header_len,
+        total_len: usize::from(be16(b, 2)),
+        transport_len,
+    })
 }
 
 fn encapsulated_ip(msdu: &[u8]) -> Option<FlowKey> {

@@ -1063,6 +1063,16 @@ pub(crate) mod tests {
             OutsideAction::Pass { .. }
         ));
         assert_eq!(a.counters().forged.total(), 2);
+        // The flow's own fields, the copy cut after the UDP header (at 50: DA, SA, VLAN tag,
+        // CN-TAG, EtherType, IPv4, UDP): no CP copies so little of a 1000-octet frame.
+        let cut = cnm_for(&sent[..50], HOST, 63);
+        assert!(matches!(
+            a.on_outside(t0, &cut, heap, heap),
+            OutsideAction::Pass { .. }
+        ));
+        assert_eq!(a.counters().forged.short_copy, 1);
+        assert_eq!(a.counters().forged.total(), 3);
+        assert_eq!(a.counters().cnms_accepted, 1);
         // Unknown RPID: passed, counted.
         let mut unknown = sent.clone();
         unknown[18] ^= 0x40;

@@ -454,12 +454,20 @@ mod tests {
         // The sampled frame's DA is not the flow's destination.
         let mut other_da = sampled.clone();
         other_da[..6].copy_from_slice(&[2, 0, 0, 0, 9, 9]);
+        // The flow's public fields, the copy cut after the UDP header (test header at 50).
+        let cut = &sampled[..50];
+        // The same with the IPv4 Total Length (at 24) saying the datagram ends there: a whole
+        // copy of a frame without the test header, which this flow never sent.
+        let mut empty = cut.to_vec();
+        empty[24..26].copy_from_slice(&28u16.to_be_bytes());
         let rp = rp_rate;
         for (i, forged) in [
             elsewhere,
             cnm_for(&foreign),
             cnm_for(&unsent),
             cnm_for(&other_da),
+            cnm_for(cut),
+            cnm_for(&empty),
         ]
         .iter()
         .enumerate()
@@ -473,12 +481,13 @@ mod tests {
             f.other_address,
             f.foreign_frame,
             f.outside_window,
+            f.short_copy,
             f.cnp_source,
         );
-        assert_eq!(by_reason, (1, 2, 1, 0));
+        assert_eq!(by_reason, (1, 2, 1, 2, 0));
 
         w.on_rx(t, &genuine);
-        assert_eq!(w.counters().forged.total(), 4);
+        assert_eq!(w.counters().forged.total(), 6);
         assert!(rp(&w) < line, "the genuine CNM cut the rate");
 
         // Replayed once the flow has sent more than the window since: refused.
