@@ -59,7 +59,7 @@ pub fn table(now: &Snapshot, prev: Option<&Snapshot>) -> String {
     );
     let _ = writeln!(
         s,
-        "{:<8} {:<12} {:<22} {:>12} {:>12} {:>12} {:>12} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10}",
+        "{:<8} {:<12} {:<22} {:>12} {:>12} {:>12} {:>12} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10}",
         "port",
         "iface",
         "mode",
@@ -72,7 +72,8 @@ pub fn table(now: &Snapshot, prev: Option<&Snapshot>) -> String {
         "drops",
         "q-drops",
         "pfc-drops",
-        "q-depth"
+        "q-depth",
+        "flood-uc"
     );
     for (i, p) in now.ports.iter().enumerate() {
         let old = prev.and_then(|pr| pr.ports.get(i));
@@ -82,7 +83,7 @@ pub fn table(now: &Snapshot, prev: Option<&Snapshot>) -> String {
         };
         let _ = writeln!(
             s,
-            "{:<8} {:<12} {:<22} {:>12} {:>12} {:>12} {:>12} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10}",
+            "{:<8} {:<12} {:<22} {:>12} {:>12} {:>12} {:>12} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10}",
             p.info.name,
             p.info.iface,
             format!("{}/{}", p.info.kind, p.info.mode),
@@ -101,6 +102,9 @@ pub fn table(now: &Snapshot, prev: Option<&Snapshot>) -> String {
             // that came too late (the sender or this switch was not running).
             p.pfc_headroom_drops,
             p.queue_depth_bytes,
+            // Unicast frames received here that went out of every other port: their DA is not
+            // in the FDB (a receiver that never sends, or an entry aged out).
+            p.flooded_unicast,
         );
         if p.fast_rx_pkts + p.fast_tx_pkts > 0 {
             // Already in rx-pkts / tx-pkts: the share no worker saw.
@@ -297,13 +301,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_table_shows_pfc_headroom_drops_beside_the_other_drops() {
+    fn the_table_shows_pfc_headroom_drops_and_flooded_unicast_beside_the_other_drops() {
         let snap: Snapshot = serde_json::from_str(
             r#"{"uptime_ns": 1000000000, "fdb_entries": 2, "ports": [{
                 "name": "s0", "iface": "qn-sw-s0", "kind": "af_packet", "mode": "tpacket_v2",
                 "worker": 0, "rate_bps": null, "rx_pkts": 401948, "rx_bytes": 602922000,
                 "tx_pkts": 16539, "tx_bytes": 1000, "rx_drops": 3, "tx_drops": 4,
-                "queue_drops": 5, "flooded": 0, "queue_depth_bytes": 0, "queues": [],
+                "queue_drops": 5, "flooded": 9, "flooded_unicast": 7, "queue_depth_bytes": 0,
+                "queues": [],
                 "pfc_headroom_drops": 41, "rx_kernel_drops": 100}]}"#,
         )
         .unwrap();
@@ -315,5 +320,6 @@ mod tests {
         assert_eq!(col("drops"), "107");
         assert_eq!(col("q-drops"), "5");
         assert_eq!(col("pfc-drops"), "41");
+        assert_eq!(col("flood-uc"), "7");
     }
 }

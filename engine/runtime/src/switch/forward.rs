@@ -61,6 +61,7 @@ struct RxCounts {
     bytes: u64,
     drops: u64,
     flooded: u64,
+    flooded_unicast: u64,
 }
 
 /// A worker's state. See the module docs.
@@ -528,6 +529,7 @@ impl<P: Port> Worker<P> {
             bump(&counters.rx_bytes, c.bytes);
             bump(&counters.rx_drops, c.drops);
             bump(&counters.flooded, c.flooded);
+            bump(&counters.flooded_unicast, c.flooded_unicast);
         }
         work
     }
@@ -850,6 +852,10 @@ impl<P: Port> Worker<P> {
             }
             Dest::Flood(class) => {
                 c.flooded += 1;
+                // A unicast DA floods only while unlearned (individual: I/G bit 0, 802 8.2).
+                if frame.data().first().is_some_and(|b| b & 1 == 0) {
+                    c.flooded_unicast += 1;
+                }
                 self.flood(now, i, class, frame, l3);
             }
         }
@@ -979,6 +985,23 @@ mod tests {
         sw.poll(t(2));
         assert_eq!(peers[0].drain(), vec![f2]);
         assert!(peers[2].drain().is_empty());
+        // Counted at the port the flooded frame came in on; a group DA floods uncounted.
+        let uc = |sw: &Worker<_>, i: usize| {
+            let c = &sw.ports[i].as_ref().unwrap().counters;
+            (
+                c.flooded.load(Ordering::Relaxed),
+                c.flooded_unicast.load(Ordering::Relaxed),
+            )
+        };
+        assert_eq!((uc(&sw, 0), uc(&sw, 1)), ((1, 1), (0, 0)));
+        peers[1].send(&frame(
+            MacAddr(0xff, 0xff, 0xff, 0xff, 0xff, 0xff),
+            B,
+            None,
+            3,
+        ));
+        sw.poll(t(3));
+        assert_eq!(uc(&sw, 1), (1, 0));
     }
 
     #[test]

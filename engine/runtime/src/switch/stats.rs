@@ -53,6 +53,9 @@ pub struct PortCounters {
     pub tx_drops: AtomicU64,
     /// Frames received here and flooded.
     pub flooded: AtomicU64,
+    /// Of those, frames to an individual (unicast) address the FDB did not hold: each copy went
+    /// to every other port, to hosts it was not for.
+    pub flooded_unicast: AtomicU64,
     pub classes: [ClassCounters; CLASSES],
     /// PFC (`switch::pfc`): PAUSE frames sent out of / received on this port, lossless frames
     /// from it dropped for want of headroom.
@@ -140,6 +143,7 @@ fn sum(cs: &[Arc<PortCounters>]) -> PortCounters {
         add(&out.rx_drops, &c.rx_drops);
         add(&out.tx_drops, &c.tx_drops);
         add(&out.flooded, &c.flooded);
+        add(&out.flooded_unicast, &c.flooded_unicast);
         add(&out.pfc_sent, &c.pfc_sent);
         add(&out.pfc_received, &c.pfc_received);
         add(&out.pfc_headroom_drops, &c.pfc_headroom_drops);
@@ -376,6 +380,9 @@ pub struct PortSnapshot {
     pub tx_drops: u64,
     pub queue_drops: u64,
     pub flooded: u64,
+    /// Unicast frames received here and flooded for want of an FDB entry for their DA.
+    #[serde(default)]
+    pub flooded_unicast: u64,
     pub queue_depth_bytes: u64,
     pub queues: Vec<ClassSnapshot>,
     #[serde(default)]
@@ -477,6 +484,7 @@ impl Registry {
                         .map(|q| q.counters.drop_pkts + q.counters.hook_drop_pkts)
                         .sum(),
                     flooded: ld(&c.flooded),
+                    flooded_unicast: ld(&c.flooded_unicast),
                     queue_depth_bytes: queues.iter().map(|q| q.counters.depth_bytes).sum(),
                     queues,
                     pfc_pauses_sent: ld(&c.pfc_sent),
