@@ -166,6 +166,11 @@ for cc in ${CCS:-qcn dcqcn}; do
   sed -e "s/qn-sw-/$prefix-sw-/" -e "s|/run/quench/switch.sock|/run/quench/$prefix-$cc.sock|" \
     -e 's/^priorities = .*/priorities = [0]/' "configs/switch-${cc/none/qcn}.toml" > "$cfg"
   sed -i "/^iface = /a driver = \"$driver\"" "$cfg"
+  # Every host's MAC pinned to its port (scripts/testbed/testbed.sh's addresses): no frame floods while
+  # the switch has not yet heard from a host (the receiver's appliance also announces it).
+  for h in s0:01:00:00 s1:01:00:01 r0:02:00:00; do
+    printf '\n[[static_macs]]\nmac = "02:71:6e:%s"\nport = "%s"\n' "${h#*:}" "${h%%:*}" >> "$cfg"
+  done
   # PFC=1 (the default): priority 0 (iperf3's untagged frames) is lossless between the switch and the
   # appliances, as a RoCE fabric runs DCQCN over PFC: the switch pauses an appliance whose
   # frames waiting in it reach XOFF, and the appliance holds that priority's releases (its

@@ -557,8 +557,9 @@ fn one_sender_process_drives_two_namespaces() {
         .map(|p| p["frames"].as_u64().unwrap())
         .collect();
     assert!(sent.iter().all(|&n| n > 1000), "{out}");
-    // Each port's frames carried its own interface's MAC: the switch learned two stations.
-    assert_eq!(sw.stats().fdb_entries, 2, "{out}");
+    // Each port's frames carried its own interface's MAC, and the receiver announced its own:
+    // the switch learned three stations.
+    assert_eq!(sw.stats().fdb_entries, 3, "{out}");
     let r = recv.wait_with_output().unwrap();
     let rout = String::from_utf8_lossy(&r.stdout).to_string();
     let summary: serde_json::Value =

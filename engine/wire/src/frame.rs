@@ -199,6 +199,26 @@ pub fn emit_cnp_reply(
     emit_roce_frame(&h, &BthRepr::cnp(qp), &RocePayload::Cnp, buf)
 }
 
+/// EtherType of [`announce_frame`]: IEEE Std 802's Local Experimental EtherType 1 (802-2014
+/// 9.2.2), which no protocol is assigned and every station's stack discards.
+pub const ANNOUNCE_ETHERTYPE: EtherType = EtherType(0x88B5);
+
+/// The frame a station that otherwise never transmits (a receiver) sends so that bridges learn
+/// where it is: from `mac` to `mac`, EtherType [`ANNOUNCE_ETHERTYPE`], zero-padded to 60
+/// octets. A bridge learns the source address of every frame it receives (802.1Q 8.7, the
+/// Learning Process), then finds the destination on the port the frame came in on and, never
+/// sending a frame back out of its reception port (802.1Q 8.6.1), discards it: the frame
+/// teaches the first bridge the station's port and goes no further. A bridge that looks the
+/// destination up before it learns the source floods the first one, and every station
+/// discards its EtherType.
+pub fn announce_frame(mac: MacAddr) -> [u8; MIN_FRAME_LEN] {
+    let mut f = [0u8; MIN_FRAME_LEN];
+    f[..6].copy_from_slice(&mac.octets());
+    f[6..12].copy_from_slice(&mac.octets());
+    f[12..14].copy_from_slice(&ANNOUNCE_ETHERTYPE.0.to_be_bytes());
+    f
+}
+
 /// Writes a CNM frame. protocols.md: "DA = source MAC of the sampled frame (S). SA = the
 /// congestion point's MAC (V). The CNM copies the sampled frame's VLAN tag and CN-TAG (S)."
 /// So `l2` is the sampled frame's L2 header with DA and SA swapped for those; its EtherType is

@@ -9,12 +9,14 @@
 //!   scheduler (each flow's schedule is the one pacer, [`::rp::Pacer`], on a timing wheel), the
 //!   PFC pause clock and the notification point, fed `(now, event)` and polled for transmits.
 //!
+//! - [`announce`]: when a receiver announces its address to the bridges.
 //! - [`audit`]: how closely a run's transmissions kept the pacer's schedule, window by window.
 //! - [`validate`]: whether feedback naming a flow can answer what the host sent (the rule
 //!   every reaction-point driver applies before [`rp`] sees the feedback).
 //!
 //! Frame building and parsing stay in the drivers: nothing here but [`validate`] sees bytes
 //! (docs/style.md, "Sans-IO cores"), and it only reads the frame a CNM encapsulates.
+pub mod announce;
 pub mod audit;
 pub mod core;
 pub mod rp;

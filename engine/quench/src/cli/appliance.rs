@@ -473,6 +473,9 @@ impl Pair {
                 }
             }
         }
+        let outside = &mut self.outside;
+        self.to_out
+            .extend(self.app.announce(now, |n| outside.alloc(n)));
         if self.app.next_deadline().is_some_and(|t| t <= now) {
             self.app.on_timeout(now);
         }

@@ -101,6 +101,10 @@ pub(crate) fn finish_sink(sink: Sink, out: Option<&std::path::Path>) -> anyhow::
         ),
         (e.pauses_sent, "PFC PAUSE frames sent (--pfc-pause)"),
         (
+            e.announced,
+            "frames announcing this port's MAC to the bridges",
+        ),
+        (
             e.cnps_suppressed,
             "CNPs suppressed by the notification point's interval",
         ),

@@ -36,13 +36,14 @@ use classify::{
     classify, encapsulated_key, feedback, Class, CnpKey, Feedback, FlowFrame, FlowKey, PassReason,
     L3,
 };
+use quench_node::host::announce::Announcer;
 use quench_node::host::rp::HostRp;
 use quench_node::host::validate::{self, CnmExpect, ForgedCounts};
 use table::{key_hash, Admitted, FlowTable, Release, TableConfig};
 
 use quench_port::{Frame, MAX_FRAME};
 use quench_wire::ethernet::{walk, L2Repr};
-use quench_wire::frame::emit_cnp_reply;
+use quench_wire::frame::{announce_frame, emit_cnp_reply};
 use quench_wire::ipv4::{self, Ecn};
 use quench_wire::{cnm, cntag, ipv6, MacAddr};
 
@@ -95,6 +96,9 @@ pub struct Counters {
     pub cnps_suppressed: u64,
     /// PFC frames from the network honoured ([`Appliance::set_pfc`]) and consumed.
     pub pfc_rx: u64,
+    /// Notification-point role: frames announcing the host's address on the outside port
+    /// ([`Appliance::announce`]).
+    pub announced: u64,
 }
 
 /// What to do with an inside frame.
@@ -143,6 +147,10 @@ pub struct Appliance<F> {
     /// ([`Appliance::set_pfc`]; `None`: PFC frames pass inside like any other frame). The
     /// pauses themselves are the host core's ([`HostCore::handle_pfc`](quench_node::host::core::HostCore::handle_pfc)).
     pfc: Option<units::Rate>,
+    /// Notification-point role: the address of the host behind the inside port (the source of
+    /// its latest frame), and when to announce it to the bridges ([`Appliance::announce`]).
+    host_mac: Option<MacAddr>,
+    announcer: Announcer,
 }
 
 /// How many frames ahead of the one it queues [`Appliance::on_inside_burst`] asks the cache
@@ -205,6 +213,8 @@ impl<F: Frame> Appliance<F> {
             burst: Vec::new(),
             max_frame: MAX_FRAME,
             pfc: None,
+            host_mac: None,
+            announcer: Announcer::default(),
         })
     }
 
@@ -417,6 +427,12 @@ impl<F: Frame> Appliance<F> {
     /// it, `None` (counted by reason) if it leaves at once, unchanged.
     fn sort(&mut self, frame: &[u8]) -> Option<FlowFrame> {
         self.counters.inside_frames += 1;
+        if self.role == Role::Np {
+            // An individual source address (I/G bit 0): the host's own.
+            if let Some(sa) = frame.get(6..12).filter(|sa| sa[0] & 1 == 0) {
+                self.host_mac = Some(MacAddr::new(sa[0], sa[1], sa[2], sa[3], sa[4], sa[5]));
+            }
+        }
         match classify(frame) {
             Class::Flow(ff)
                 if self.role == Role::Rp && !matches!(self.table.rp(), HostRp::None) =>
@@ -657,6 +673,27 @@ impl<F: Frame> Appliance<F> {
             }
             None => o[..len].copy_from_slice(frame),
         }
+        Some(f)
+    }
+
+    /// NP role: the frame announcing the host's address to the bridges on the outside port,
+    /// when one is due ([`Announcer`]: at once, then every few seconds), `alloc(len)` giving a
+    /// frame of the outside port. The host behind a notification point may never send (a QCN
+    /// receiver): without this the switch would flood its frames to every host. The address is
+    /// the one the host's frames carry, known from its first frame (which the switch learns
+    /// itself); `None` before then and in the reaction-point role.
+    pub fn announce(&mut self, now: Instant, alloc: impl FnOnce(usize) -> Option<F>) -> Option<F> {
+        let mac = self.host_mac?;
+        if !self.announcer.due(now) {
+            return None;
+        }
+        let frame = announce_frame(mac);
+        let Some(mut f) = alloc(frame.len()) else {
+            self.counters.no_buffer += 1;
+            return None;
+        };
+        f.data_mut()[..frame.len()].copy_from_slice(&frame);
+        self.counters.announced += 1;
         Some(f)
     }
 
@@ -1228,5 +1265,27 @@ pub(crate) mod tests {
             ipv4::Ipv4Repr::parse(&sent[14..]),
             Err(ipv4::Ipv4Error::BadChecksum { .. })
         ));
+    }
+
+    #[test]
+    fn the_np_side_announces_its_hosts_address_at_once_then_every_interval() {
+        use quench_node::host::announce::ANNOUNCE_EVERY;
+        let mut np_side = appliance(Cc::None, Role::Np);
+        let t0 = Instant::from_nanos(1_000_000);
+        // No frame from the host yet: its address is unknown.
+        assert!(np_side.announce(t0, heap).is_none());
+        let sent = np_side.on_inside(t0, &data(5000, Ecn::NotEct, false), heap);
+        assert!(matches!(sent, InsideAction::Send(_)));
+        let f = np_side.announce(t0, heap).expect("announced at once");
+        assert_eq!(f.data(), &announce_frame(HOST)[..]);
+        assert!(np_side
+            .announce(t0 + Duration::from_millis(10), heap)
+            .is_none());
+        assert!(np_side.announce(t0 + ANNOUNCE_EVERY, heap).is_some());
+        assert_eq!(np_side.counters().announced, 2);
+        // A host's reaction-point side sends frames of its own: nothing to announce.
+        let mut rp_side = appliance(Cc::Qcn, Role::Rp);
+        let _ = rp_side.on_inside(t0, &data(5000, Ecn::NotEct, false), heap);
+        assert!(rp_side.announce(t0, heap).is_none());
     }
 }

@@ -7,10 +7,12 @@ use units::Duration;
 
 use crate::recv::worker::RecvWorker;
 use crate::recv::RecvConfig;
+use quench_node::host::announce::Announcer;
 use quench_port::any::AnyFrame;
 use quench_port::netns::NsPort;
 use quench_port::{Port, BURST};
 use quench_report::{IntervalLog, Summary};
+use quench_wire::frame::announce_frame;
 use quench_wire::time::shared_now;
 use quench_wire::MacAddr;
 
@@ -87,11 +89,17 @@ pub struct Sink {
     pauser: Option<(Duration, [u8; quench_wire::pfc::FRAME_LEN])>,
     next_pause: units::Instant,
     pauses_sent: u64,
+    /// This port's MAC, announced to the bridges ([`Announcer`]): a receiver that sends nothing
+    /// else (QCN's) would be forgotten, and every frame to it flooded to every host.
+    announce: Option<[u8; quench_wire::ethernet::MIN_FRAME_LEN]>,
+    announcer: Announcer,
+    announce_drops: u64,
 }
 
 impl Sink {
     /// The receiver on `port`, opened by the caller.
     pub fn new(port: NsPort, opts: SinkOptions) -> anyhow::Result<Sink> {
+        let mac_known = port.caps().mac.is_some();
         let mac = port.caps().mac.unwrap_or_else(MacAddr::zero);
         let mut w = RecvWorker::new(
             RecvConfig {
@@ -111,14 +119,17 @@ impl Sink {
             .map(|spec| pause_plan(spec, mac))
             .transpose()?;
         Ok(Sink {
-            port,
             w,
             rx: Vec::with_capacity(BURST),
             tx: Vec::with_capacity(2 * BURST),
             tx_drops: 0,
             pauser,
+            port,
             next_pause: shared_now(),
             pauses_sent: 0,
+            announce: mac_known.then(|| announce_frame(mac)),
+            announcer: Announcer::default(),
+            announce_drops: 0,
         })
     }
 
@@ -162,14 +173,32 @@ impl Sink {
                 }
             }
         }
+        if let Some(frame) = &self.announce {
+            if self.announcer.due(now) {
+                match port.import(frame) {
+                    Some(f) => {
+                        self.tx.push(f);
+                        port.tx_burst(0, &mut self.tx)?;
+                        self.announce_drops += self.tx.len() as u64;
+                        self.tx.clear();
+                    }
+                    None => self.announce_drops += 1,
+                }
+            }
+        }
         port.poll()?;
         Ok((n, now))
     }
 
     /// When the sink next has work that no received frame announces (`--pfc-pause`'s next
-    /// PAUSE), on the shared clock ([`shared_now`]).
+    /// PAUSE, the next announcement of its address), on the shared clock ([`shared_now`]).
     pub fn next_deadline(&self) -> Option<units::Instant> {
-        self.pauser.as_ref().map(|_| self.next_pause)
+        let pause = self.pauser.as_ref().map(|_| self.next_pause);
+        let announce = self.announce.and(self.announcer.next_deadline());
+        match (pause, announce) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The port's receive descriptors ([`Port::rx_fds`]), for a loop that waits on them.
@@ -197,6 +226,7 @@ impl Sink {
             reflected: c.reflected,
             pauses_sent: self.pauses_sent,
             cnps_suppressed: c.cnps_suppressed,
+            announced: self.announcer.sent() - self.announce_drops,
         }
     }
 }
@@ -215,6 +245,8 @@ pub struct SinkEnd {
     pub pauses_sent: u64,
     /// CNPs the notification point's interval suppressed.
     pub cnps_suppressed: u64,
+    /// Announcements of the port's address sent ([`Announcer`]).
+    pub announced: u64,
 }
 
 #[cfg(test)]
