@@ -5,11 +5,13 @@ Reads the interval log quench wrote (REPORT_DIR/intervals.hlog) with PyPI's `hdr
 (module `hdrh`), an HdrHistogram implementation independent of quench's, merges the untagged
 histogram of every interval (the latency of all flows, nanoseconds) and checks it against what
 quench reported for the same run:
-- REPORT_DIR/latency.hgrm: total count, max and mean, and at every percentile row the count of
-  samples up to the row's value (the TotalCount column);
+- REPORT_DIR/latency.hgrm: total count, max and mean, at every percentile row the count of
+  samples up to the row's value (the TotalCount column), and the footer's Buckets / SubBuckets
+  line against the one hdrh's own writer prints for a histogram of the log's parameters;
 - REPORT_DIR/summary.json: the p50, p99 and p99.9 latencies.
 Prints one JSON line; exits 1 on a mismatch, 2 on unreadable input.
 """
+import io
 import json
 import math
 import re
@@ -22,8 +24,10 @@ NS_PER_MS = 1e6  # .hgrm values are milliseconds, the log's nanoseconds
 
 
 def read_hgrm(path):
-    rows, total, max_ms, mean_ms = [], None, None, None
+    rows, total, max_ms, mean_ms, buckets = [], None, None, None, None
     for line in open(path, encoding="utf-8"):
+        if line.startswith("#[Buckets"):
+            buckets = line.strip()
         m = re.match(r"#\[Mean\s*=\s*([\d.]+),", line)
         if m:
             mean_ms = float(m.group(1))
@@ -33,7 +37,17 @@ def read_hgrm(path):
         f = line.split()
         if len(f) >= 3 and re.match(r"^[\d.]+$", f[0]) and re.match(r"^[\d.]+$", f[1]):
             rows.append((float(f[0]), float(f[1]), int(f[2])))
-    return rows, total, max_ms, mean_ms
+    return rows, total, max_ms, mean_ms, buckets
+
+
+def hdrh_buckets_line(h):
+    """The Buckets / SubBuckets footer line hdrh's output_percentile_distribution writes for a
+    histogram with h's bounds and precision."""
+    empty = HdrHistogram(h.lowest_trackable_value, h.highest_trackable_value,
+                         h.significant_figures)
+    out = io.BytesIO()
+    empty.output_percentile_distribution(out, 1)
+    return next(l for l in out.getvalue().decode().splitlines() if l.startswith("#[Buckets"))
 
 
 def main():
@@ -42,7 +56,7 @@ def main():
     summary = json.load(open(f"{report}/summary.json", encoding="utf-8"))["latency"]
     # The reference histogram only sets the decoder's defaults; decoded ones carry their own.
     reader = HistogramLogReader(log_path, HdrHistogram(1, 60 * 10**9, 3))
-    merged, untagged, tagged = None, 0, 0
+    merged, untagged, tagged, footer = None, 0, 0, None
     while True:
         h = reader.get_next_interval_histogram()
         if h is None:
@@ -53,13 +67,16 @@ def main():
         untagged += 1
         if merged is None:
             merged = HdrHistogram(1, 60 * 10**9, 3)
+            footer = hdrh_buckets_line(h)
         merged.add(h)
-    rows, total, max_ms, mean_ms = read_hgrm(hgrm_path)
+    rows, total, max_ms, mean_ms, buckets = read_hgrm(hgrm_path)
     if merged is None or total is None:
         print(json.dumps({"ok": False, "why": "no untagged interval or no .hgrm totals",
                           "untagged": untagged, "tagged": tagged}))
         sys.exit(2)
     bad = []
+    if buckets != footer:
+        bad.append(f".hgrm footer {buckets!r}, hdrh writes {footer!r}")
     if merged.get_total_count() != total:
         bad.append(f"count {merged.get_total_count()} != {total}")
     if abs(merged.get_max_value() / NS_PER_MS - max_ms) > 1e-6:

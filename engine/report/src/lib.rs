@@ -148,9 +148,18 @@ pub fn hgrm(h: &Histogram<u64>) -> String {
         s,
         "#[Buckets = {:12}, SubBuckets     = {:12}]",
         h.buckets(),
-        h.distinct_values()
+        sub_buckets(h)
     );
     s
+}
+
+/// The sub-buckets of each of `h`'s buckets, as HdrHistogram defines them (the Java and Python
+/// writers print it in the `.hgrm` footer): the power of two that resolves
+/// 2 x 10^significant-figures values one by one, 2048 for 3 figures. Not the counts array's
+/// length, (buckets + 1) x half of this.
+pub fn sub_buckets(h: &Histogram<u64>) -> u64 {
+    let single_unit = 2 * 10u64.pow(u32::from(h.sigfig()));
+    single_unit.next_power_of_two()
 }
 
 /// Writes an interval log: one `lat.<flow>` and one `len.<flow>` histogram per flow and interval.
@@ -601,6 +610,10 @@ mod tests {
         assert_eq!(cols[1], "1.000000000000");
         assert_eq!(cols[2], "1000");
         assert!(t.contains("Total count    =         1000"));
+        // HdrHistogram's footer for 3 significant figures up to 10 s in ns (hdrh: Buckets 24,
+        // SubBuckets 2048, and 25,600 counts).
+        assert!(t.ends_with("#[Buckets =           24, SubBuckets     =         2048]\n"));
+        assert_eq!(h.distinct_values(), 25 * 2048 / 2);
     }
 
     #[test]
