@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The Python package (python/): builds its wheel with maturin in a fresh venv (pandas, dask and
-# distributed from PyPI), installs it, and runs python/tests/test_quench.py against the `quench`
-# binary. Prints "SKIP python: ..." and succeeds only when python3 has no venv or pip.
+# The Python package (python/): builds its wheel with maturin in a fresh venv (pandas, dask,
+# distributed and matplotlib from PyPI), installs it, and runs python/tests/test_quench.py against
+# the `quench` binary. Prints "SKIP python: ..." and succeeds only when python3 has no venv or pip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -17,7 +17,7 @@ if ! "$py" -m venv "$tmp/venv" >/dev/null 2>&1 || [ ! -x "$tmp/venv/bin/pip" ]; 
   echo "SKIP python: $py cannot make a venv with pip (Debian: apt-get install python3-venv)"
   exit 0
 fi
-"$tmp/venv/bin/pip" install -q maturin pandas dask distributed
+"$tmp/venv/bin/pip" install -q maturin pandas dask distributed matplotlib
 cargo build -q -p quench --bin quench
 # A dev build with the simulator optimised (python/Cargo.toml's profile): the release build's
 # link-time optimisation would cost minutes here.

@@ -98,9 +98,18 @@ def _items(overrides):
     return [] if not overrides else [(str(k), v) for k, v in dict(overrides).items()]
 
 
-def _task(spec, overrides, seed, out):
-    """One run of a sweep, on a Dask worker: its row, and the worker's address."""
-    row = dict(zip(_quench.columns(), json.loads(_quench.run(spec, overrides, seed, out))))
+def _task(spec, overrides, seed, out, measure=None):
+    """One run of a sweep, on a Dask worker: its row, what `measure` makes of its Result, and
+    the worker's address."""
+    if measure is None:
+        row = dict(zip(_quench.columns(), json.loads(_quench.run(spec, overrides, seed, out))))
+    else:
+        result = _run(spec, overrides, seed, out)
+        row = dict(result.row)
+        extra = measure(result)
+        if not isinstance(extra, dict):
+            raise TypeError(f"measure must return a dict, not {type(extra).__name__}")
+        row.update(extra)
     try:
         from distributed import get_worker
         row["worker"] = get_worker().address
@@ -109,13 +118,16 @@ def _task(spec, overrides, seed, out):
     return row
 
 
-def sweep(grid, seeds=None, client=None, keep_files=False, out=None, **sim_args):
+def sweep(grid, seeds=None, client=None, keep_files=False, out=None, measure=None, **sim_args):
     """Runs `sim(**sim_args)` at every point of `grid` ({key: [values, ...]}, the cross product
     in key order, as `quench sim --sweep KEY=V1,V2 ...`) times every seed of `seeds`, on Dask.
     Returns one DataFrame, a row per run in grid order: its parameters, its seed, the columns of
     `quench sim --sweep`'s sweep.tsv (times in ns) and the `worker` that ran it. Without `client`
     a `dask.distributed.LocalCluster` on this machine's cores runs it. `keep_files`: each run's
-    files go to `out/<run name>` on the worker that ran it (`out` defaults to `quench-sweep`)."""
+    files go to `out/<run name>` on the worker that ran it (`out` defaults to `quench-sweep`).
+    `measure`: a function of a run's `Result` returning a dict, called on the worker while the
+    run's DataFrames are at hand; its keys become columns (a figure the summary does not hold,
+    such as the p99 slowdown of short flows, without moving any run's files)."""
     from distributed import Client, LocalCluster
 
     spec = _spec(**sim_args)
@@ -137,7 +149,8 @@ def sweep(grid, seeds=None, client=None, keep_files=False, out=None, **sim_args)
         futures = []
         for (overrides, seed), name in zip(points, names):
             d = os.path.join(base, name) if base else None
-            futures.append(client.submit(_run_task, spec, overrides, seed, d, pure=False))
+            futures.append(client.submit(_run_task, spec, overrides, seed, d, measure,
+                                         pure=False))
         rows = client.gather(futures)
     finally:
         if own:
@@ -152,11 +165,11 @@ def sweep(grid, seeds=None, client=None, keep_files=False, out=None, **sim_args)
     return pd.DataFrame(table)
 
 
-def _run_task(spec, overrides, seed, out):
+def _run_task(spec, overrides, seed, out, measure=None):
     if out is not None:
-        return _task(spec, overrides, seed, out)
+        return _task(spec, overrides, seed, out, measure)
     d = tempfile.mkdtemp(prefix="quench-")
     try:
-        return _task(spec, overrides, seed, d)
+        return _task(spec, overrides, seed, d, measure)
     finally:
         shutil.rmtree(d, ignore_errors=True)

@@ -141,6 +141,7 @@ def test_sweep_on_dask(binary, d, topo, flows):
             assert len(workers) == 2, workers
             df = quench.sweep(grid=grid, seeds=[1, 2], client=client, topology=topo,
                               flows=flows, cc="dcqcn", preset="dcqcn-paper")
+            test_study_on_dask(d, client)
     finally:
         for p in reversed(procs):
             p.send_signal(signal.SIGTERM)
@@ -160,6 +161,37 @@ def test_sweep_on_dask(binary, d, topo, flows):
     assert df["seed"].tolist() == [1, 2] * 4
     print("ok: an 8-run sweep on a Dask scheduler and two worker processes equals sweep.tsv;",
           "runs per worker:", df.worker.value_counts().to_dict())
+
+
+def test_study_on_dask(d, client):
+    """python/examples/kmin_kmax.py's reduced grid on the cluster: a row per point, each run's
+    short-flow tail measured on its worker equal to the same run's measured here, and the plot
+    an SVG document."""
+    import importlib.util
+    import xml.etree.ElementTree as ET
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples",
+                        "kmin_kmax.py")
+    spec = importlib.util.spec_from_file_location("kmin_kmax", path)
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    work = os.path.join(d, "study")
+    os.makedirs(work)
+    df = study.study([5000, 40000], [100000, 400000], [1], 1.0, client=client, workdir=work)
+    assert len(df) == 4, df
+    assert (df.flows_done > 0).all() and (df.short_flows > 0).all(), df
+    assert (df.p99_short_slowdown >= 1.0).all(), df
+    first = df.iloc[0]
+    here = quench.sim(scenario=os.path.join(work, "fat_tree_websearch.toml"), seed=1,
+                      overrides={"red.kmin_bytes": 5000, "red.kmax_bytes": 100000})
+    want = study.short_flow_tail(here)
+    assert first.short_flows == want["short_flows"], (first.short_flows, want)
+    assert first.p99_short_slowdown == want["p99_short_slowdown"], (first, want)
+    svg = os.path.join(work, "kmin_kmax.svg")
+    study.plot(df, svg)
+    assert ET.parse(svg).getroot().tag.endswith("svg")
+    print("ok: the Kmin/Kmax study's reduced grid on Dask:",
+          df.p99_short_slowdown.round(3).tolist())
 
 
 def main():
