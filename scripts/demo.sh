@@ -5,14 +5,28 @@
 # a while each; prints a summary
 # table, writes the report directory with the plots, and tears the testbed down.
 #
-#   scripts/demo.sh [OUT_DIR]          (default out/demo; DEMO_SECS=N sets seconds per run, 10)
+#   scripts/demo.sh [--seconds N] [OUT_DIR (out/demo)]
+#
+#   --seconds N   seconds per closed-loop run (default 10)
 #
 # Without root (network namespaces need it) it says so and runs what needs no privileges: every
 # frame kind quench emits, written to a pcap file and decoded by quench and by tshark.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:-out/demo}
-secs=${DEMO_SECS:-10}
+usage() { sed -n '2,/^set -/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+bad() { echo "demo.sh: $*" >&2; exit 2; }
+secs=10
+pos=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --seconds) [ $# -ge 2 ] || bad "$1 needs a value"; secs=$2; shift ;;
+    -h|--help) usage; exit 0 ;;
+    -*) bad "unknown flag $1 (--help lists the flags)" ;;
+    *) pos+=("$1") ;;
+  esac
+  shift
+done
+out=${pos[0]:-out/demo}
 
 echo "== demo.sh: installing system packages (scripts/setup.sh)"
 scripts/setup.sh
@@ -32,7 +46,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 echo "== demo.sh: closed loop, QCN then DCQCN, ${secs} s each (scripts/testbed/closed-loop.sh)"
-QUENCH=$quench PFC=1 scripts/testbed/closed-loop.sh "$secs" "$out" | grep -E '^(==|--)' || true
+QUENCH=$quench scripts/testbed/closed-loop.sh --pfc "$secs" "$out" | grep -E '^(==|--)' || true
 
 echo "== demo.sh: summary (bottleneck 1 Gbit/s; details in $out/*.log, plots in $out/qcn and $out/dcqcn)"
 python3 scripts/analysis/loop-summary.py "$out" qcn dcqcn

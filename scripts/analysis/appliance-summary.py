@@ -168,7 +168,7 @@ def run(out, cc):
         # the loop let too much in); the rest were refused on receive or transmit or dropped by
         # the kernel before the receive rings (a worker that did not get the CPU to read them).
         "switch_queue_drops": queue_drops,
-        # With PFC (appliance.sh PFC=1): frames that arrived after the PAUSE beyond the
+        # With PFC (appliance.sh without --no-pfc): frames that arrived after the PAUSE beyond the
         # headroom, the PAUSE frames the switch sent and those the appliance honoured.
         "switch_headroom_drops": headroom_drops,
         "pfc_pauses_sent": pauses,

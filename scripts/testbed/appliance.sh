@@ -7,7 +7,37 @@
 # in front of the receiver answers with CNPs). Prints a table like scripts/demo.sh's and one JSON
 # line; tears everything down.
 #
-#   scripts/testbed/appliance.sh [SECONDS] [OUT_DIR]      (root; default 10 s per run, out/appliance)
+#   scripts/testbed/appliance.sh [flags] [SECONDS per run (10)] [OUT_DIR (out/appliance)]   (root)
+#
+#   --ccs LIST             congestion controls, run in turn (default "qcn dcqcn"; commas or
+#                          spaces); "none" is the same path with no reaction point in the
+#                          appliance (the switch keeps its QCN config): what the testbed forwards
+#                          without congestion control
+#   --driver D             af_xdp (default) or af_packet for every port (below)
+#   --mtu MTU              every host-facing link's MTU (default 3502 with af_xdp, else 1500; below)
+#   --udp-rate R           what each host offers over UDP (iperf3 -b; default 800M)
+#   --no-pfc               no PFC between the switch and the appliances (the lossy run; below)
+#   --idle MODE            both the switch and the appliance take `--idle MODE` (spin, yield,
+#                          wait, auto or a duration; wait: both wait in the kernel for a frame
+#                          when idle); default: each its own `auto` (on a shared machine the
+#                          switch yields, the appliance sleeps)
+#   --switch-rt            the switch at a real-time priority (SCHED_FIFO 1) waiting in the kernel
+#                          when idle (`--idle wait`), as a hardware switch's dataplane, which no
+#                          other task deschedules (docs/design.md, "Sender appliance"; off by
+#                          default: it takes CPU from the receivers)
+#   --switch-args ARGS     adds options to `quench switch` (e.g. "--idle 50us")
+#   --appliance-args ARGS  adds options to `quench appliance` (e.g. "--idle spin")
+#   --appliance-config F   `quench appliance --config` (default configs/appliance.toml)
+#   --switch-wrap CMD, --appliance-wrap CMD
+#                          run the switch or the appliance under CMD (e.g. "chrt -f 1")
+#   --place P              CPU placement: none (default) pins nothing; split pins the appliance to
+#                          the first CPUs and the switch, the iperf3 servers and the stats pollers
+#                          to the last one, the iperf3 clients to --client-cpus
+#   --client-cpus LIST     the iperf3 clients' CPUs with --place split (default: the appliance's)
+#   --capture              writes OUT_DIR/outside-CC.pcap (the outside link, by the switch) and
+#                          decodes it
+#   --prefix P             the testbed's prefix (default qap)
+#   QUENCH=PATH            (environment) the quench binary (default: this tree's release build)
 #
 # Topology (scripts/testbed/testbed.sh --appliance): P-s0, P-s1, P-r0 -- P-ap -- P-sw. Each run's logs:
 # OUT_DIR/{switch,appliance,queue,appliance-trace}-CC*.{log,jsonl}, iperf3 JSON in
@@ -16,72 +46,88 @@
 # OUT_DIR/cpu-CC.txt: two samples of every testbed process's CPU time, the machine's and the
 # switch's counters in the UDP phase; the summary prints the CPU budget from them
 # (scripts/analysis/cpu-budget.py: % of a CPU per process and role, us per delivered frame).
-# CAPTURE=1 writes OUT_DIR/outside-CC.pcap (the outside link, by the switch) and decodes it.
-# APPLIANCE_CONFIG (default configs/appliance.toml) is `quench appliance --config`; PFC=1 (the
-# default; PFC=0 turns it off) makes priority 0 lossless between the switch and the appliances
-# for qcn and dcqcn (below, where the switch's config is written; docs/design.md, "Sender
-# appliance", says why);
-# SWITCH_RT=1 runs the switch at a real-time priority (SCHED_FIFO 1) waiting in the kernel when
-# idle (`--idle wait`), as a hardware switch's dataplane, which no other task deschedules
-# (docs/design.md, "Sender appliance"; off by default: it takes CPU from the receivers);
-# APPLIANCE_ARGS adds options to `quench appliance` (e.g. --idle spin), SWITCH_ARGS to `quench
-# switch` (e.g. --idle 50us: its idle loop sleeps rather than yields). IDLE=MODE: both take
-# `--idle MODE` (spin, yield, wait, auto or a duration; wait: both wait in the kernel for a
-# frame when idle); IDLE= (empty, the default): each its own `auto` (on a shared machine the
-# switch yields, the appliance sleeps).
-# CC list: CCS="qcn dcqcn" (default); "none" is the same path with no reaction point in the
-# appliance (the switch keeps its QCN config): what the testbed forwards without congestion control. DRIVER=af_xdp (default) or af_packet for every port; with
-# af_packet, TCP suffers: the testbed's veths have GRO on (XDP redirects need it), so an
+# PFC (the default) makes priority 0 lossless between the switch and the appliances for qcn and
+# dcqcn (below, where the switch's config is written; docs/design.md, "Sender appliance", says
+# why).
+# --driver af_packet: TCP suffers: the testbed's veths have GRO on (XDP redirects need it), so an
 # AF_PACKET socket reads merged TCP segments larger than a frame; XDP sees frames before GRO.
-# CPU placement: PLACE=none (default) pins nothing; PLACE=split pins the appliance to the
-# first CPUs and the switch, the iperf3 servers and the stats pollers to the last one, the
-# iperf3 clients to CLIENT_CPUS (default: the appliance's). The clients' sendto also runs the
-# appliance's receive (veth + XDP copy) on their CPU. APPLIANCE_WRAP / SWITCH_WRAP run either
-# under a command (e.g. "chrt -f 1"): pinning alone left whichever CPU holds the clients
-# saturated, so PLACE=none is the default. UDP_RATE (default 800M) is what each host offers.
-# MTU: every host-facing link's MTU (the appliance-to-switch links get MTU + 4 for a CN-TAG);
-# UDP datagrams fill it (iperf3 -l MTU - 28) and TCP's MSS follows it. Default 3502 with
-# af_xdp, the largest a veth with XDP on its far end takes (scripts/testbed/testbed.sh --mtu), 1500
-# otherwise (an AF_PACKET ring slot holds 2 KiB). The testbed's CPU goes per frame, so fewer,
-# larger frames are what lets it fit two CPUs (docs/design.md, "Sender appliance").
+# --place split: the clients' sendto also runs the appliance's receive (veth + XDP copy) on their
+# CPU; pinning alone left whichever CPU holds the clients saturated, so none is the default.
+# --mtu: the appliance-to-switch links get MTU + 4 for a CN-TAG; UDP datagrams fill it (iperf3 -l
+# MTU - 28) and TCP's MSS follows it. 3502 is the largest a veth with XDP on its far end takes
+# (scripts/testbed/testbed.sh --mtu), 1500 fits an AF_PACKET ring slot (2 KiB). The testbed's CPU
+# goes per frame, so fewer, larger frames are what lets it fit two CPUs (docs/design.md, "Sender
+# appliance").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-secs=${1:-10}
-prefix=${QN_PREFIX:-qap}
-driver=${DRIVER:-af_xdp}
 . scripts/testbed/lib.sh
-place=${PLACE:-none}
-switch_args=${SWITCH_ARGS:-}
-appliance_args=${APPLIANCE_ARGS:-}
-idle=${IDLE:-}
-if [ "$driver" = af_xdp ]; then mtu=${MTU:-3502}; else mtu=${MTU:-1500}; fi
+bad() { qn_bad appliance.sh "$1"; }
+ccs="qcn dcqcn"
+driver=af_xdp
+mtu=
+udp_rate=800M
+pfc=1
+idle=
+switch_rt=
+switch_args=
+appliance_args=
+appliance_config=configs/appliance.toml
+switch_wrap=
+appliance_wrap=
+place=none
+client_cpus=
+capture=
+prefix=qap
+pos=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --ccs|--driver|--mtu|--udp-rate|--idle|--switch-args|--appliance-args|--appliance-config|\
+    --switch-wrap|--appliance-wrap|--place|--client-cpus|--prefix)
+      [ $# -ge 2 ] || bad "$1 needs a value" ;;&
+    --ccs) ccs=${2//,/ }; shift ;;
+    --driver) driver=$2; shift ;;
+    --mtu) mtu=$2; shift ;;
+    --udp-rate) udp_rate=$2; shift ;;
+    --no-pfc) pfc= ;;
+    --idle) idle=$2; shift ;;
+    --switch-rt) switch_rt=1 ;;
+    --switch-args) switch_args=$2; shift ;;
+    --appliance-args) appliance_args=$2; shift ;;
+    --appliance-config) appliance_config=$2; shift ;;
+    --switch-wrap) switch_wrap=$2; shift ;;
+    --appliance-wrap) appliance_wrap=$2; shift ;;
+    --place) place=$2; shift ;;
+    --client-cpus) client_cpus=$2; shift ;;
+    --capture) capture=1 ;;
+    --prefix) prefix=$2; shift ;;
+    *) qn_arg appliance.sh "$1" ;;
+  esac
+  shift
+done
+secs=${pos[0]:-10}
+case $driver in af_xdp|af_packet) ;; *) bad "--driver $driver: af_xdp or af_packet" ;; esac
+if [ -z "$mtu" ]; then
+  if [ "$driver" = af_xdp ]; then mtu=3502; else mtu=1500; fi
+fi
 case $mtu in
-  ''|*[!0-9]*) echo "appliance.sh: MTU=$mtu: a number of octets" >&2; exit 2 ;;
+  *[!0-9]*) bad "--mtu $mtu: a number of octets" ;;
 esac
-if [ "$mtu" -lt 576 ]; then echo "appliance.sh: MTU=$mtu: at least 576" >&2; exit 2; fi
+if [ "$mtu" -lt 576 ]; then bad "--mtu $mtu: at least 576"; fi
 case $idle in
   '') ;;
   auto|spin|yield|wait|[0-9]*) switch_args="--idle $idle $switch_args"; appliance_args="--idle $idle $appliance_args" ;;
-  *) echo "appliance.sh: IDLE=$idle: auto, spin, yield, wait, a duration, or empty" >&2; exit 2 ;;
+  *) bad "--idle $idle: auto, spin, yield, wait or a duration" ;;
 esac
-case $place in split|none) ;; *) echo "appliance.sh: PLACE=$place: split or none" >&2; exit 2 ;; esac
-pfc=${PFC-1}
-case $pfc in
-  1) ;;
-  0|'') pfc= ;;
-  *) echo "appliance.sh: PFC=$pfc: 1 (the default) or 0" >&2; exit 2 ;;
-esac
-switch_wrap=${SWITCH_WRAP:-}
-case ${SWITCH_RT:-} in
-  1) switch_wrap="chrt -f 1 $switch_wrap"; switch_args="--idle wait $switch_args" ;;
-  0|'') ;;
-  *) echo "appliance.sh: SWITCH_RT=$SWITCH_RT: 1 or 0" >&2; exit 2 ;;
-esac
+case $place in split|none) ;; *) bad "--place $place: split or none" ;; esac
+if [ -n "$switch_rt" ]; then
+  switch_wrap="chrt -f 1 $switch_wrap"
+  switch_args="--idle wait $switch_args"
+fi
 if [ "$(id -u)" -eq 0 ]; then
   command -v iperf3 >/dev/null || { echo "appliance.sh: iperf3 missing; run scripts/setup.sh" >&2; exit 1; }
 fi
-qn_setup appliance.sh "${2:-out/appliance}"
+qn_setup appliance.sh "${pos[1]:-out/appliance}"
 # Command prefixes that pin (all empty with PLACE=none).
 on_ap=()
 on_last=()
@@ -89,12 +135,12 @@ on_client=()
 if [ "$place" = split ]; then
   on_ap=(taskset -c "$tx_cpus")
   on_last=(taskset -c "$sw_cpus")
-  on_client=(taskset -c "${CLIENT_CPUS:-$tx_cpus}")
+  on_client=(taskset -c "${client_cpus:-$tx_cpus}")
 fi
 
 scripts/testbed/testbed.sh up --senders 2 --receivers 1 --prefix "$prefix" --appliance --mtu "$mtu"
 # What the summary needs to know of the testbed: the MTU, the UDP datagram, the offered rate.
-printf '{"mtu": %d, "udp_len": %d, "udp_rate": "%s"}\n' "$mtu" $((mtu - 28)) "${UDP_RATE:-800M}" \
+printf '{"mtu": %d, "udp_len": %d, "udp_rate": "%s"}\n' "$mtu" $((mtu - 28)) "$udp_rate" \
   > "$out/testbed.json"
 ap="$prefix-ap"
 
@@ -158,7 +204,7 @@ iperf_round() {
   roles=("${roles[@]:0:$base_roles}")
 }
 
-for cc in ${CCS:-qcn dcqcn}; do
+for cc in $ccs; do
   echo "== $cc: switch (CP on r0's 1 Gbit/s egress), appliance, iperf3 UDP then TCP, ${secs}s each, MTU $mtu"
   cfg="$out/switch-$cc.toml"
   # The shipped switch config with this testbed's ports, the chosen driver, the congestion
@@ -171,7 +217,7 @@ for cc in ${CCS:-qcn dcqcn}; do
   for h in s0:01:00:00 s1:01:00:01 r0:02:00:00; do
     printf '\n[[static_macs]]\nmac = "02:71:6e:%s"\nport = "%s"\n' "${h#*:}" "${h%%:*}" >> "$cfg"
   done
-  # PFC=1 (the default): priority 0 (iperf3's untagged frames) is lossless between the switch and the
+  # PFC (the default; --no-pfc: none): priority 0 (iperf3's untagged frames) is lossless between the switch and the
   # appliances, as a RoCE fabric runs DCQCN over PFC: the switch pauses an appliance whose
   # frames waiting in it reach XOFF, and the appliance holds that priority's releases (its
   # config's `pfc = true`), so the excess waits in the appliance's flow queues. XOFF 100 KB a
@@ -180,7 +226,7 @@ for cc in ${CCS:-qcn dcqcn}; do
   # PAUSE, before its loop reads it (1.6 ms at 1 Gbit/s; configs/switch-pfc.toml says why that
   # long); the buffer holds every port's XOFF + headroom (the switch checks it).
   apcfg=$out/appliance-$cc.toml
-  cp "${APPLIANCE_CONFIG:-configs/appliance.toml}" "$apcfg"
+  cp "$appliance_config" "$apcfg"
   # "none" stays lossy: without reaction points the appliance forwards each frame at once and
   # has no queue to hold a pause in.
   if [ -n "$pfc" ] && [ "$cc" != none ]; then
@@ -192,13 +238,13 @@ for cc in ${CCS:-qcn dcqcn}; do
   fi
   sock=/run/quench/$prefix-$cc.sock
   total=$((2 * secs + 8))
-  # CAPTURE=1: the switch records what crosses its port toward host 0's appliance (data with
+  # --capture: the switch records what crosses its port toward host 0's appliance (data with
   # CN-TAGs in, CNMs out), i.e. the outside link (an AF_XDP port is invisible to a capture on
   # the veth). Every frame of the run: about 100 MB per second at the bottleneck's rate.
-  capture=()
-  if [ -n "${CAPTURE:-}" ]; then capture=(--capture "s0=$out/outside-$cc.pcap"); fi
+  capture_args=()
+  if [ -n "$capture" ]; then capture_args=(--capture "s0=$out/outside-$cc.pcap"); fi
   "${on_last[@]}" $switch_wrap ip netns exec "$prefix-sw" "$quench" switch --config "$cfg" --duration "${total}s" \
-    "${capture[@]}" $switch_args > "$out/switch-$cc.log" 2>&1 &
+    "${capture_args[@]}" $switch_args > "$out/switch-$cc.log" 2>&1 &
   swpid=$!
   pids+=($swpid)
   apsock=/run/quench/$prefix-ap-$cc.sock
@@ -207,7 +253,7 @@ for cc in ${CCS:-qcn dcqcn}; do
   # reaction points' tables: configs/appliance.toml's, i.e. the preset the testbed's senders
   # share (configs/testbed-1g.toml); APPLIANCE_CONFIG names another file (a copy of it is the
   # run's OUT_DIR/appliance-CC.toml).
-  "${on_ap[@]}" ${APPLIANCE_WRAP:-} "$quench" appliance --config "$apcfg" \
+  "${on_ap[@]}" $appliance_wrap "$quench" appliance --config "$apcfg" \
     --driver "$driver" --cc "$cc" --duration "${total}s" --control-socket "$apsock" \
     --inside "$ap/$ap-is0" --outside "$ap/$ap-os0" --inside "$ap/$ap-is1" --outside "$ap/$ap-os1" \
     --np-inside "$ap/$ap-ir0" --np-outside "$ap/$ap-or0" $appliance_args \
@@ -230,7 +276,7 @@ for cc in ${CCS:-qcn dcqcn}; do
   # UDP: each host offers UDP_RATE, default 800 Mb/s (1.6 Gb/s into the 1 Gbit/s
   # bottleneck), in datagrams that fill the MTU (IPv4 and UDP headers: 28 octets); then TCP:
   # one connection per host.
-  iperf_round udp -u -b "${UDP_RATE:-800M}" -l $((mtu - 28))
+  iperf_round udp -u -b "$udp_rate" -l $((mtu - 28))
   sleep 1
   iperf_round tcp
   kill -INT "$appid" 2>/dev/null || true
@@ -246,10 +292,10 @@ done
 lua=tools/wireshark/quench.lua
 targs=()
 if [ -f "$lua" ]; then targs=(-X "lua_script:$lua"); fi
-for cc in ${CCS:-qcn dcqcn}; do
+for cc in $ccs; do
   [ -s "$out/outside-$cc.pcap" ] || continue
   tshark "${targs[@]}" -r "$out/outside-$cc.pcap" -T fields -e frame.protocols 2>/dev/null \
     | sort | uniq -c | sort -rn | head -5 | sed "s/^/  outside-$cc.pcap: /"
   tshark "${targs[@]}" -r "$out/outside-$cc.pcap" -c 3 -V 2>/dev/null | grep -E "CN-TAG|Flow ID|QntzFb" | head -4 || true
 done
-python3 scripts/analysis/appliance-summary.py "$out" ${CCS:-qcn dcqcn}
+python3 scripts/analysis/appliance-summary.py "$out" $ccs

@@ -4,6 +4,9 @@
 #   scripts/testbed/cpu-shield.sh on TO STATE [--irqs]
 #                                         (root) move other work onto CPUs TO, noting it in STATE
 #   scripts/testbed/cpu-shield.sh off STATE       give every thread noted in STATE its CPUs back
+#   scripts/testbed/cpu-shield.sh --help
+#
+#   --irqs   (on) also the devices' interrupts and the unbound workqueues' workers (below)
 #
 # A busy-polling sender paces to 1 % per 100 ms only if nothing takes its CPU for more than its
 # catch-up bound (1 ms), and on a PREEMPT_NONE kernel a thread that gets the CPU keeps it until it
@@ -25,14 +28,16 @@
 # there (kworker/0:*-virtio_vsock, 0.1-0.5 ms). Per-CPU kernel threads and the local timer stay.
 set -euo pipefail
 
-usage() {
-  echo "usage: cpu-shield.sh on TO STATE | off STATE" >&2
-  exit 2
-}
+. "$(dirname "$0")/lib.sh"   # qn_usage, qn_bad
+usage() { qn_bad cpu-shield.sh "on TO STATE [--irqs] or off STATE (--help)"; }
 
 case "${1:-}" in
+-h|--help) qn_usage; exit 0 ;;
 on)
-  [ $# -eq 3 ] || { [ $# -eq 4 ] && [ "$4" = --irqs ]; } || usage
+  if [ $# -eq 4 ] && [ "$4" != --irqs ]; then
+    qn_bad cpu-shield.sh "unknown flag $4 (--help lists the flags)"
+  fi
+  [ $# -eq 3 ] || [ $# -eq 4 ] || usage
   to=$2 state=$3
   all=$(cat /sys/devices/system/cpu/online)
   : > "$state"
@@ -127,5 +132,5 @@ off)
   done < "$state"
   rm -f "$state"
   ;;
-*) usage ;;
+*) qn_bad cpu-shield.sh "${1:+unknown command $1: }on TO STATE [--irqs] or off STATE (--help)" ;;
 esac

@@ -3,11 +3,16 @@
 # release build; each prints its figures, and the script ends with ONE JSON line holding every
 # figure and a pass / fail per target. Exit status: 0 when every target holds, 1 otherwise.
 #
-#   scripts/testbed/e2e.sh [OUT_DIR (out/e2e)]        (root; about 3 minutes; E2E_SECS=N per loop run, 10)
+#   scripts/testbed/e2e.sh [flags] [OUT_DIR (out/e2e)]        (root; about 3 minutes)
+#
+#   --seconds N          seconds per closed-loop run (default 10)
+#   --min-unstalled N    unstalled pacing windows each sender needs (default 10; below)
+#   --shield             runs the loops with the machine's other work kept off the sender's CPU
+#                        (scripts/testbed/closed-loop.sh --shield says what that costs)
 #
 # Scenarios and targets (1 Gbit/s bottleneck):
 #   qcn-2, qcn-4, dcqcn-2, dcqcn-4   closed loop with 2 / 4 long flows, PFC on as the lossless
-#                                    backstop (PFC=1 scripts/testbed/closed-loop.sh):
+#                                    backstop (scripts/testbed/closed-loop.sh --pfc):
 #                                    Jain >= 0.95, utilisation >= 90 %, mean queue within 2 x Qeq
 #                                    (QCN, 100 KB) or under RED's Kmax (DCQCN, 120 KB), no drops
 #                                    at the switch and no frame lost at the receiver
@@ -24,15 +29,26 @@
 # of its RP rate (quench send's pacing audit), within 1 % over the windows that no stall of the
 # sender's loop over its catch-up bound touched (pacing_unstalled_max_dev: the pacer's own error,
 # apart from the CPU being taken away; the VM's own stops are out of the sender's reach), with
-# at least E2E_MIN_UNSTALLED (10) such windows per sender, so that a run with none cannot pass.
+# at least --min-unstalled such windows per sender, so that a run with none cannot pass.
 # The all-windows figure (pacing_max_dev) is printed beside it.
-# SHIELD=1 runs the loops with the machine's other work kept off the sender's CPU
-# (scripts/testbed/closed-loop.sh says what that costs).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-out=${1:-out/e2e}
-secs=${E2E_SECS:-10}
-export E2E_MIN_UNSTALLED=${E2E_MIN_UNSTALLED:-10}
+. scripts/testbed/lib.sh   # qn_usage, qn_bad
+secs=10
+min_unstalled=10
+shield=()
+pos=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --seconds|--min-unstalled) [ $# -ge 2 ] || qn_bad e2e.sh "$1 needs a value" ;;&
+    --seconds) secs=$2; shift ;;
+    --min-unstalled) min_unstalled=$2; shift ;;
+    --shield) shield=(--shield) ;;
+    *) qn_arg e2e.sh "$1" ;;
+  esac
+  shift
+done
+out=${pos[0]:-out/e2e}
 if [ "$(id -u)" -ne 0 ]; then
   echo "e2e.sh: needs root (network namespaces, veth pairs)" >&2
   exit 2
@@ -48,10 +64,10 @@ results=$out/results.jsonl
 loop() { # loop N: QCN and DCQCN with N senders
   local n=$1 dir=$out/loop-$1
   echo "== e2e: closed loop, $n flows, QCN then DCQCN, ${secs} s each"
-  PFC=1 SENDERS=$n scripts/testbed/closed-loop.sh "$secs" "$dir" | grep -E '^(total|==)' || true
+  scripts/testbed/closed-loop.sh --pfc "${shield[@]}" --senders "$n" "$secs" "$dir" | grep -E '^(total|==)' || true
   python3 scripts/analysis/loop-summary.py "$dir" qcn dcqcn | tee "$dir/summary.txt" | grep -v '^{' || true
-  python3 - "$dir/summary.txt" "$n" >> "$results" <<'PY'
-import json, os, sys
+  python3 - "$dir/summary.txt" "$n" "$min_unstalled" >> "$results" <<'PY'
+import json, sys
 runs = json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][-1])["runs"]
 n = sys.argv[2]
 # Mean queue, KB: QCN within 2 x Qeq (configs/switch-qcn.toml: 50 KB); DCQCN around the RED
@@ -64,9 +80,9 @@ for r in runs:
          # receiver (its sequence numbers).
          "no_drops": r["drops"] == 0 and r["lost_frames"] == 0,
          # The decided pacing target: 1 % per 100 ms window over the windows no stall of the
-         # sender's loop touched, each sender having at least E2E_MIN_UNSTALLED of them.
+         # sender's loop touched, each sender having at least --min-unstalled of them.
          "paced_unstalled_within_1pct_of_rp":
-             (r["pacing_unstalled_windows_min"] or 0) >= int(os.environ["E2E_MIN_UNSTALLED"])
+             (r["pacing_unstalled_windows_min"] or 0) >= int(sys.argv[3])
              and r["pacing_unstalled_max_dev"] is not None and r["pacing_unstalled_max_dev"] <= 0.01}
     print(f"pacing {r['cc']}-{n}: unstalled windows {r['pacing_unstalled_windows']} "
           f"(fewest per sender {r['pacing_unstalled_windows_min']}), largest deviation "
@@ -105,7 +121,7 @@ PY
 capture() {
   local dir=$out/capture lua=tools/wireshark/quench.lua
   echo "== e2e: capture of the switch's port s0 (3 s per cc): tshark + tools/wireshark/quench.lua, scapy ICRC"
-  CAPTURE=1 scripts/testbed/closed-loop.sh 3 "$dir" > /dev/null 2>&1
+  scripts/testbed/closed-loop.sh --capture 3 "$dir" > /dev/null 2>&1
   local cnms malformed cnps
   cnms=$(tshark -X lua_script:$lua -r "$dir/s0-qcn.pcap" -Y cnm -T fields -e cnm.qntzfb 2>/dev/null | grep -c . || true)
   malformed=$(tshark -X lua_script:$lua -r "$dir/s0-qcn.pcap" -Y _ws.malformed 2>/dev/null | grep -c . || true)

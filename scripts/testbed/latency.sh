@@ -4,7 +4,10 @@
 # quench recv --reflect in the receiver's namespace, quench send --out in the sender's; prints
 # both latency lines and writes the two report directories; tears the testbed down.
 #
-#   scripts/testbed/latency.sh [SECONDS] [RATE] [OUT_DIR]     (root; default 10 s, 100mbit, out/latency)
+#   scripts/testbed/latency.sh [flags] [SECONDS (10)] [RATE (100mbit)] [OUT_DIR (out/latency)]  (root)
+#
+#   --prefix P    the testbed's prefix (default qnlat)
+#   QUENCH=PATH   (environment) the quench binary (default: this tree's release build)
 #
 # Uses the release binary (built if missing). OUT_DIR/recv holds the receiver's report
 # (latency.hgrm: one-way), OUT_DIR/rtt the sender's (rtt.hgrm); OUT_DIR/*.jsonl their --json
@@ -12,10 +15,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-secs=${1:-10}
-rate=${2:-100mbit}
-out=${3:-out/latency}
-prefix=${QN_PREFIX:-qnlat}
+. scripts/testbed/lib.sh   # qn_usage, qn_bad
+prefix=qnlat
+pos=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --prefix) [ $# -ge 2 ] || qn_bad latency.sh "$1 needs a value"; prefix=$2; shift ;;
+    *) qn_arg latency.sh "$1" ;;
+  esac
+  shift
+done
+secs=${pos[0]:-10}
+rate=${pos[1]:-100mbit}
+out=${pos[2]:-out/latency}
 if [ "$(id -u)" -ne 0 ]; then
   echo "latency.sh: needs root (network namespaces); skipping" >&2
   exit 0

@@ -12,6 +12,24 @@
 #   torn down (trap on EXIT, so also after an error or Ctrl-C).
 #
 # The caller is at the repository root (scripts cd there first) and runs under `set -euo pipefail`.
+# It parses its flags first (so that --help needs no root), with `qn_usage` and `qn_bad`.
+
+# --help's text: the calling script's header comment, from line 2 up to its `set -` line.
+qn_usage() { sed -n '2,/^set -/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+
+# qn_bad NAME MESSAGE: a usage error, exit 2.
+qn_bad() { echo "$1: $2" >&2; exit 2; }
+
+# qn_arg NAME ARG: an argument that is none of the script's flags: --help prints the usage and
+# exits 0, another flag is an error (exit 2), anything else is the next positional argument
+# (appended to the caller's `pos`).
+qn_arg() {
+  case $2 in
+    -h|--help) qn_usage; exit 0 ;;
+    -*) qn_bad "$1" "unknown flag $2 (--help lists the flags)" ;;
+    *) pos+=("$2") ;;
+  esac
+}
 
 qn_setup() {
   local name=$1

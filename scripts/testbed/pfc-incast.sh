@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # PFC incast on real frames: N senders (no congestion control, each at RATE) into one receiver
-# through quench switch with a 1 Gbit/s egress (BOTTLENECK=rate to change it) and PFC on
+# through quench switch with a 1 Gbit/s egress (--bottleneck to change it) and PFC on
 # priority 3. With PFC the switch pauses the senders instead of dropping: the receiver must see
 # every sequence number, but for frames a kernel counter saw dropped outside the switch's queues
 # (reported by place under "kernel_drops").
 #
-#   scripts/testbed/pfc-incast.sh [SECONDS (30)] [SENDERS (8)] [OUT_DIR (out/pfc-incast)] [RATE (250mbit)]
+#   scripts/testbed/pfc-incast.sh [flags] [SECONDS (30)] [SENDERS (8)] [OUT_DIR (out/pfc-incast)]
+#                                 [RATE (250mbit)]
+#
+#   --bottleneck RATE  the switch's egress rate toward the receiver (default 1gbit)
+#   --capture PORT     that switch port's frames (PAUSE frames included) into OUT_DIR/PORT.pcap
+#   --sender-procs     a quench send per sender namespace and a quench recv, instead of one
+#                      quench send for all with the receiver as its sink
+#   --prefix P         the testbed's prefix (default qnp)
+#   QUENCH=PATH        (environment) the quench binary (default: this tree's release build)
 #
 # Root (network namespaces). Prints the receiver's per-flow table, the switch's PFC counters, the
 # kernel's drop counters along the path (where a lost frame died) and one JSON line:
@@ -14,12 +22,26 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/testbed/lib.sh
-secs=${1:-30}
-n=${2:-8}
-rate=${4:-250mbit}
-bottleneck=${BOTTLENECK:-1gbit}
-prefix=${QN_PREFIX:-qnp}
-qn_setup pfc-incast.sh "${3:-out/pfc-incast}"
+bottleneck=1gbit
+capture_port=
+sender_procs=
+prefix=qnp
+pos=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --bottleneck|--capture|--prefix) [ $# -ge 2 ] || qn_bad pfc-incast.sh "$1 needs a value" ;;&
+    --bottleneck) bottleneck=$2; shift ;;
+    --capture) capture_port=$2; shift ;;
+    --sender-procs) sender_procs=1 ;;
+    --prefix) prefix=$2; shift ;;
+    *) qn_arg pfc-incast.sh "$1" ;;
+  esac
+  shift
+done
+secs=${pos[0]:-30}
+n=${pos[1]:-8}
+rate=${pos[3]:-250mbit}
+qn_setup pfc-incast.sh "${pos[2]:-out/pfc-incast}"
 
 echo "== pfc-incast: testbed up ($n senders, prefix $prefix)"
 scripts/testbed/testbed.sh up --senders "$n" --receivers 1 --prefix "$prefix" >/dev/null
@@ -46,17 +68,17 @@ cfg=$out/switch.toml
   printf 'xon_bytes = 57000\nheadroom_bytes = 600000\nlink_rate = "1gbit"\n'
 } > "$cfg"
 
-# PFC_CAPTURE=PORT writes that switch port's frames (PAUSE frames included) to OUT_DIR/PORT.pcap.
+# --capture PORT writes that switch port's frames (PAUSE frames included) to OUT_DIR/PORT.pcap.
 capture=()
-if [ -n "${PFC_CAPTURE:-}" ]; then capture=(--capture "$PFC_CAPTURE=$out/$PFC_CAPTURE.pcap"); fi
+if [ -n "$capture_port" ]; then capture=(--capture "$capture_port=$out/$capture_port.pcap"); fi
 ip netns exec "$prefix-sw" taskset -c "$sw_cpus" "$quench" switch --config "$cfg" \
   "${capture[@]}" --duration $((secs + 5))s > "$out/switch.log" 2>&1 &
 swpid=$!
 pids+=($swpid)
 sleep 1
 echo "== pfc-incast: $n senders at $rate each into $bottleneck for ${secs}s (no congestion control)"
-if [ -n "${SENDER_PROCS:-}" ]; then
-  # One quench send per sender namespace (SENDER_PROCS=1), and quench recv, which shares the
+if [ -n "$sender_procs" ]; then
+  # One quench send per sender namespace (--sender-procs), and quench recv, which shares the
   # switch's CPU: a second busy-polling process there has been kept off it for 140 ms while the
   # switch ran, overflowing its receive ring (counted under kernel_drops).
   ip netns exec "$prefix-r0" taskset -c "$sw_cpus" "$quench" recv --iface eth0 --no-cnp \
@@ -91,7 +113,7 @@ qn_backlog_drops > "$out/softnet.before"
 sleep $((secs + 1))
 "$quench" stats --json --control-socket "/run/quench/$prefix.sock" > "$out/stats.json" 2>/dev/null || true
 wait "$rpid" || true
-if [ -z "${SENDER_PROCS:-}" ]; then
+if [ -z "$sender_procs" ]; then
   # The receiver's part of the report, as `quench recv` prints it.
   sed -n '/^== sink/,$p' "$out/send-all.log" | sed -e '1d' > "$out/recv.log"
   sed -i '/^== sink/,$d' "$out/send-all.log"

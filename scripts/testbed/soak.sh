@@ -5,13 +5,21 @@
 # explains (must be 0), and the resident memory and open descriptors of every process at the
 # start and the end.
 #
-#   scripts/testbed/soak.sh [MINUTES (10)] [OUT_DIR (out/soak)]        (root)
+#   scripts/testbed/soak.sh [flags] [MINUTES (10)] [OUT_DIR (out/soak)]        (root)
+#
+#   --seconds S       run S seconds instead of MINUTES (a short trial: --seconds 60 --flap-every 5)
+#   --no-flap         no link flaps
+#   --flap-every S    seconds between flaps (default 30)
+#   --sample-at S     the first sample of memory and descriptors at the first flap time at or
+#                     after S seconds in (default 30)
+#   --prefix P        the testbed's prefix (default qsk)
+#   QUENCH=PATH       (environment) the quench binary (default: this tree's release build)
 #
 # Topology (scripts/testbed/testbed.sh): senders s0, s1 run one QCN flow each to r0 (`quench send --cc
 # qcn`, with r0 as its --sink); senders s2..s4 send 300 Mb/s each without congestion control to
 # r1 (a second `quench send`, r1 as its sink, no CNPs). The switch: 1 Gbit/s egress to r0 and r1,
 # QCN's congestion point on r0, PFC on priority 3 (every flow's) with static thresholds, static
-# MAC entries for r0 and r1. Every 30 s the switch's end of s1's link goes down for 1 s (FLAP=0:
+# MAC entries for r0 and r1. Every 30 s the switch's end of s1's link goes down for 1 s (--no-flap:
 # no flaps). `quench stats --json --watch --interval 10ms` runs throughout.
 #
 # Loss accounting, per place a counter sees it ("dropped"): the switch's queues toward the
@@ -33,22 +41,35 @@
 # lost where no counter saw it; "counted_not_lost" the other way round (a counter that counts
 # what was not lost). The CPUs' backlog drops are reported beside ("cpu_backlog_drops"): a veth
 # whose peer's backlog is full refuses the frame, and an AF_PACKET sender sends it again.
-# Memory and descriptors are sampled at the first flap time at or after SAMPLE_AT seconds in
+# Memory and descriptors are sampled at the first flap time at or after --sample-at seconds in
 # (default 30: after the first flap, once the receivers' tables have filled) and 5 s before the
-# end. FLAP_EVERY=S flaps every S seconds instead of 30 (a short trial: SOAK_SECONDS=60
-# FLAP_EVERY=5); "stats_polls_per_s" is the stats client's answers over its run.
+# end. "stats_polls_per_s" is the stats client's answers over its run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/testbed/lib.sh
 
-minutes=${1:-10}
-prefix=${QN_PREFIX:-qsk}
-qn_setup soak.sh "${2:-out/soak}"
-secs=${SOAK_SECONDS:-$((minutes * 60))}   # SOAK_SECONDS: a short trial
-flap=${FLAP:-1}
-flap_every=${FLAP_EVERY:-30}   # seconds between flaps (a short trial with many flaps: 5)
-# Seconds before the first sample of memory and descriptors, and after the last.
-sample_at=${SAMPLE_AT:-30}
+secs=
+flap=1
+flap_every=30
+sample_at=30
+prefix=qsk
+pos=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --seconds|--flap-every|--sample-at|--prefix) [ $# -ge 2 ] || qn_bad soak.sh "$1 needs a value" ;;&
+    --seconds) secs=$2; shift ;;
+    --no-flap) flap=0 ;;
+    --flap-every) flap_every=$2; shift ;;
+    --sample-at) sample_at=$2; shift ;;
+    --prefix) prefix=$2; shift ;;
+    *) qn_arg soak.sh "$1" ;;
+  esac
+  shift
+done
+minutes=${pos[0]:-10}
+secs=${secs:-$((minutes * 60))}
+qn_setup soak.sh "${pos[1]:-out/soak}"
+# Seconds after the last sample of memory and descriptors.
 settle=5
 
 echo "== soak: testbed up (prefix $prefix)"
@@ -123,7 +144,7 @@ sample() {
 }
 qn_backlog_drops > "$out/softnet.before"
 # The schedule is read off the wall clock (bash's SECONDS), so the snapshots' own time does not
-# push the last sample past the senders' end: flaps at every FLAP_EVERY s from the senders'
+# push the last sample past the senders' end: flaps at every --flap-every s from the senders'
 # start while one more (1 s down) ends SETTLE s before the end, the last sample then.
 flaps=0
 sampled=0

@@ -8,16 +8,27 @@
 #           and ON with ON periods shorter than max(Ton), so its queue is "undetermined", and
 #           the victim's frames are marked UE (10), never CE.
 #
-#   scripts/testbed/tcd-victim.sh [SECONDS (10)] [OUT_DIR (out/tcd-victim)]      (root)
+#   scripts/testbed/tcd-victim.sh [flags] [SECONDS (10)] [OUT_DIR (out/tcd-victim)]      (root)
+#
+#   --prefix P    the testbed's prefix (default qnt)
+#   QUENCH=PATH   (environment) the quench binary (default: this tree's release build)
 #
 # Prints the ECN codepoints each receiver saw and one JSON line
 # {"hot": {"ue", "ce", "frames"}, "victim": {...}}.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-secs=${1:-10}
-prefix=${QN_PREFIX:-qnt}
 . scripts/testbed/lib.sh
-qn_setup tcd-victim.sh "${2:-out/tcd-victim}"
+prefix=qnt
+pos=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --prefix) [ $# -ge 2 ] || qn_bad tcd-victim.sh "$1 needs a value"; prefix=$2; shift ;;
+    *) qn_arg tcd-victim.sh "$1" ;;
+  esac
+  shift
+done
+secs=${pos[0]:-10}
+qn_setup tcd-victim.sh "${pos[1]:-out/tcd-victim}"
 scripts/testbed/testbed.sh up --senders 3 --receivers 2 --prefix "$prefix" >/dev/null
 
 # TCD at 1 Gbit/s: B1 - B0 = 2 MTU, tau 8 us, epsilon 0.05 -> max(Ton) = 3 KB x 8 / (1 Gbit/s x

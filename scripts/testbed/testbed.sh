@@ -6,8 +6,16 @@
 #                           [--mtu MTU]
 #   scripts/testbed/testbed.sh down [--prefix P]
 #   scripts/testbed/testbed.sh show [--prefix P]
+#   scripts/testbed/testbed.sh --help
 #
-# Names (prefix P, default "qn"; tests pass their own so runs never collide):
+#   --senders N     sender namespaces (default 2)
+#   --receivers M   receiver namespaces (default 1)
+#   --prefix P      names' prefix, at most 8 characters (default qn)
+#   --appliance     every host behind an appliance namespace (below)
+#   --queues Q      Q receive and transmit queues on each veth end (default: the kernel's)
+#   --mtu MTU       host-facing links' MTU (default 1500; below)
+#
+# Names (prefix P; tests pass their own so runs never collide):
 #   namespaces  P-sw, P-s0..P-s{N-1}, P-r0..P-r{M-1}
 #   links       in P-sI / P-rJ: "eth0"; in P-sw: P-sw-sI / P-sw-rJ (the switch ports)
 #   MACs        sender I 02:71:6e:01:00:0I, receiver J 02:71:6e:02:00:0J
@@ -23,24 +31,35 @@
 # prefix, which removes their links and any XDP program on them.
 set -euo pipefail
 
+. "$(dirname "$0")/lib.sh"   # qn_usage, qn_bad
+bad() { qn_bad testbed.sh "$1"; }
 cmd=${1:-}
 shift || true
+case $cmd in
+  -h|--help) qn_usage; exit 0 ;;
+  up|down|show) ;;
+  '') bad "up, down or show expected (--help)" ;;
+  *) bad "unknown command $cmd: up, down or show (--help)" ;;
+esac
 senders=2
 receivers=1
-prefix=${QN_PREFIX:-qn}
+prefix=qn
 appliance=0
 queues=
 mtu=1500
 while [ $# -gt 0 ]; do
-  case "$1" in
-    --senders) senders=$2; shift 2 ;;
-    --receivers) receivers=$2; shift 2 ;;
-    --prefix) prefix=$2; shift 2 ;;
-    --appliance) appliance=1; shift ;;
-    --queues) queues=$2; shift 2 ;;
-    --mtu) mtu=$2; shift 2 ;;
-    *) echo "testbed.sh: unknown argument $1" >&2; exit 2 ;;
+  case $1 in
+    --senders|--receivers|--prefix|--queues|--mtu) [ $# -ge 2 ] || bad "$1 needs a value" ;;&
+    --senders) senders=$2; shift ;;
+    --receivers) receivers=$2; shift ;;
+    --prefix) prefix=$2; shift ;;
+    --appliance) appliance=1 ;;
+    --queues) queues=$2; shift ;;
+    --mtu) mtu=$2; shift ;;
+    -h|--help) qn_usage; exit 0 ;;
+    *) bad "unknown flag $1 (--help lists the flags)" ;;
   esac
+  shift
 done
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -146,9 +165,5 @@ case "$cmd" in
     for ns in $(ip netns list | awk '{print $1}' | grep -E "^$prefix-" || true); do
       echo "== $ns"; ip -n "$ns" -br link
     done
-    ;;
-  *)
-    echo "usage: testbed.sh up|down|show [--senders N] [--receivers M] [--prefix P]" >&2
-    exit 2
     ;;
 esac

@@ -1,4 +1,4 @@
-//! scripts/testbed/cpu-shield.sh, which closed-loop.sh runs with SHIELD=1, changes other processes' CPU
+//! scripts/testbed/cpu-shield.sh, which closed-loop.sh runs with --shield, changes other processes' CPU
 //! affinity for the length of a run: it must move them off the sender's CPU, and `off` must
 //! give every one of them its CPUs back. Needs root and two CPUs; skipped with a printed reason
 //! otherwise; takes the netns tests' lock (a run must not be shielded twice at once).

@@ -142,13 +142,14 @@ fn forged_frames() -> Vec<Vec<u8>> {
 /// switch's counters, by congestion control.
 fn run(quench: &Path, out: &Path, prefix: &str, forge: (&Path, u64)) -> Vec<Run> {
     let mut cmd = Command::new(repo().join("scripts/testbed/closed-loop.sh"));
-    cmd.arg(SECS.to_string())
-        .arg(out)
-        .env("QUENCH", quench)
-        .env("QN_PREFIX", prefix);
-    cmd.env("FORGE", forge.0)
-        .env("FORGE_RATE", format!("{}bit", forge.1))
-        .env("FORGE_DELAY", FORGE_DELAY.to_string());
+    cmd.env("QUENCH", quench)
+        .args(["--prefix", prefix])
+        .arg("--forge")
+        .arg(forge.0)
+        .args(["--forge-rate", &format!("{}bit", forge.1)])
+        .args(["--forge-delay", &FORGE_DELAY.to_string()])
+        .arg(SECS.to_string())
+        .arg(out);
     let r = cmd.output().unwrap();
     let stdout = String::from_utf8_lossy(&r.stdout);
     assert!(

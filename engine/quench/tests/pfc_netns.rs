@@ -43,10 +43,9 @@ fn tcd_marks_the_victim_of_a_paused_port_ue_and_never_ce() {
     let prefix = format!("qt{}", std::process::id() % 10000);
     let (r, json) = script_json(
         Command::new(repo().join("scripts/testbed/tcd-victim.sh"))
-            .arg("4")
+            .args(["--prefix", &prefix, "4"])
             .arg(out)
-            .env("QUENCH", &quench)
-            .env("QN_PREFIX", &prefix),
+            .env("QUENCH", &quench),
     );
     let (hot, victim) = (&r["hot"], &r["victim"]);
     assert!(victim["frames"].as_u64().unwrap() > 10_000, "{json}");
@@ -81,12 +80,10 @@ fn pfc_incast_loses_no_frame_and_its_pauses_decode_in_tshark() {
     // 4 senders at 400 Mb/s into 1 Gbit/s for 4 s: 1.6 x oversubscribed.
     let (r, json) = script_json(
         Command::new(repo().join("scripts/testbed/pfc-incast.sh"))
-            .args(["4", "4"])
+            .args(["--prefix", &prefix, "--capture", "s0", "4", "4"])
             .arg(out)
             .arg("400mbit")
-            .env("QUENCH", &quench)
-            .env("QN_PREFIX", &prefix)
-            .env("PFC_CAPTURE", "s0"),
+            .env("QUENCH", &quench),
     );
     let sent = r["sent"].as_u64().unwrap();
     assert!(sent > 10_000, "{json}");

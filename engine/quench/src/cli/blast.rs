@@ -8,8 +8,8 @@
 //! veth: an skb per frame, about half the rate on the 2-core testbed).
 //!
 //! `--from-pcap FILE` (af_xdp only) sends the file's frames instead, unchanged and in order,
-//! round and round: how the forged-feedback test (`scripts/testbed/closed-loop.sh` with `FORGE=FILE`) puts
-//! forged CNMs and CNPs on the wire. With `--rate` the loop sleeps while the pacer holds the
+//! round and round: how the forged-feedback test (`scripts/testbed/closed-loop.sh --forge FILE`)
+//! puts forged CNMs and CNPs on the wire. With `--rate` the loop sleeps while the pacer holds the
 //! next frame, so a paced blast costs little CPU beside what it sends.
 use anyhow::Context;
 use units::{Duration, Instant, Rate};
