@@ -3,7 +3,8 @@
 # per measure, the machine and the date at its head, under each table the command that
 # reproduces it and when it ran.
 #
-#   scripts/bench/bench-all.sh [--only PART[,PART...]] [--rounds R] [--shield] [--render] [--help]
+#   scripts/bench/bench-all.sh [--only PART[,PART...]] [--rounds R] [--shield] [--ns3-dir DIR]
+#                              [--ns3-cache DIR] [--fat-seeds K] [--render] [--help]
 #
 # Parts, in this order (all by default):
 #   forward       scripts/bench/bench-forward.sh: forwarding rate at 64 and 1500 B through every
@@ -15,14 +16,16 @@
 #   dpdk          scripts/bench/bench-dpdk.sh: quench's DPDK path against a bare C loop (~2 min)
 #   dpdk-workers  scripts/bench/bench-dpdk.sh --workers 2: the scaling table (~4 min)
 #   sim           scripts/bench/bench-sim.sh: quench's simulator, and beside ns-3 (with the fat tree)
-#                 when NS3_HPCC_DIR names an HPCC checkout (~1 min alone; ~10 min with ns-3)
+#                 when --ns3-dir names an HPCC checkout (~1 min alone; ~10 min with ns-3)
 #   appliance     cargo bench -p quench-runtime --bench appliance: the appliance's cost per frame at
 #                 1k, 100k and 1M flows (~4 min)
 #
 # --only L     run only the parts of the comma-separated list L
 # --rounds R   the latency part's rounds (default 5)
-# --shield     run the bench-forward parts with SHIELD=1 (scripts/testbed/cpu-shield.sh: the machine's
-#              other work kept off the forwarder's core while the latency part runs)
+# --shield     run the bench-forward parts with --shield (scripts/testbed/cpu-shield.sh: the
+#              machine's other work kept off the forwarder's core while the latency part runs)
+# --ns3-dir DIR, --ns3-cache DIR, --fat-seeds K
+#              passed to bench-sim.sh (the sim part; default none, none, 1)
 # --render     run nothing: write docs/results.md again from docs/results/*.json
 #
 # Each part's figures go to docs/results/PART.json (the command, the date, the machine, the
@@ -30,26 +33,30 @@
 # docs/results.md is written from every docs/results/*.json, so a partial run rewrites its own
 # tables and keeps the others. A part that cannot run here (not root, DPDK not installable, no
 # ns-3 checkout for the ns-3 table) keeps its previous figures and says so on stderr.
-# Environment passed through: QUENCH (another build's binary, bench-forward), NS3_HPCC_DIR,
-# NS3_CACHE, FAT_SEEDS (bench-sim).
+# Environment passed through: QUENCH (another build's binary: bench-forward, bench-sim).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 ALL="forward latency passthrough dpdk dpdk-workers sim appliance"
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set -/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 only=$ALL
 rounds=5
-shield=0
+shield=()
+sim_args=()
 render_only=0
 while [ $# -gt 0 ]; do
-  case "$1" in
-    --only) only=$(echo "${2:?--only takes a list of parts}" | tr ',' ' '); shift 2 ;;
-    --rounds) rounds=${2:?--rounds takes a number}; shift 2 ;;
-    --shield) shield=1; shift ;;
-    --render) render_only=1; shift ;;
+  case $1 in
+    --only|--rounds|--ns3-dir|--ns3-cache|--fat-seeds)
+      [ $# -ge 2 ] || { echo "bench-all.sh: $1 needs a value" >&2; exit 2; } ;;&
+    --only) only=$(echo "$2" | tr ',' ' '); shift ;;
+    --rounds) rounds=$2; shift ;;
+    --shield) shield=(--shield) ;;
+    --ns3-dir|--ns3-cache|--fat-seeds) sim_args+=("$1" "$2"); shift ;;
+    --render) render_only=1 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "bench-all.sh: unknown argument '$1' (--help lists them)" >&2; exit 2 ;;
   esac
+  shift
 done
 for p in $only; do
   case " $ALL " in
@@ -70,8 +77,6 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 LOCK=/tmp/quench-netns-tests.lock
-shield_env=()
-[ "$shield" = 1 ] && shield_env=(SHIELD=1)
 
 # run PART CMD...: runs the benchmark, its stdout kept for the parser and both streams shown on
 # stderr; on failure the part's previous figures stay (the parser is not called).
@@ -101,14 +106,12 @@ for part in $ALL; do
   case $part in
     forward)
       needs_root $part || continue
-      cmd="${shield_env[*]:+${shield_env[*]} }scripts/bench/bench-forward.sh"
-      run $part flock "$LOCK" env "${shield_env[@]}" scripts/bench/bench-forward.sh \
-        && parse $part "$cmd" || true ;;
+      cmd="scripts/bench/bench-forward.sh${shield[*]:+ ${shield[*]}}"
+      run $part flock "$LOCK" $cmd && parse $part "$cmd" || true ;;
     latency)
       needs_root $part || continue
-      cmd="${shield_env[*]:+${shield_env[*]} }scripts/bench/bench-forward.sh --latency-only --lat-rounds $rounds"
-      run $part flock "$LOCK" env "${shield_env[@]}" scripts/bench/bench-forward.sh --latency-only \
-        --lat-rounds "$rounds" && parse $part "$cmd" || true ;;
+      cmd="scripts/bench/bench-forward.sh${shield[*]:+ ${shield[*]}} --latency-only --lat-rounds $rounds"
+      run $part flock "$LOCK" $cmd && parse $part "$cmd" || true ;;
     passthrough)
       needs_root $part || continue
       run $part flock "$LOCK" scripts/bench/bench-forward.sh --appliance \
@@ -119,9 +122,15 @@ for part in $ALL; do
       run $part scripts/bench/bench-dpdk.sh --workers 2 \
         && parse $part "scripts/bench/bench-dpdk.sh --workers 2" || true ;;
     sim)
+      # The command as the table shows it: the directories named DIR, not this machine's paths.
       cmd="scripts/bench/bench-sim.sh"
-      [ -n "${NS3_HPCC_DIR:-}" ] && cmd="NS3_HPCC_DIR=DIR${NS3_CACHE:+ NS3_CACHE=DIR}${FAT_SEEDS:+ FAT_SEEDS=$FAT_SEEDS} $cmd"
-      run $part scripts/bench/bench-sim.sh && parse $part "$cmd" || true ;;
+      for ((i = 0; i < ${#sim_args[@]}; i += 2)); do
+        case ${sim_args[i]} in
+          --fat-seeds) cmd+=" --fat-seeds ${sim_args[i + 1]}" ;;
+          *) cmd+=" ${sim_args[i]} DIR" ;;
+        esac
+      done
+      run $part scripts/bench/bench-sim.sh "${sim_args[@]}" && parse $part "$cmd" || true ;;
     appliance)
       # Criterion keeps its estimates under the target directory; the old ones go first, so
       # that the parser reads this run's.

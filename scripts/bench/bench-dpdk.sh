@@ -29,8 +29,8 @@
 # medians, each program's cost per frame above the floor, `quench / OVS-DPDK = X`, and a last
 # line of JSON (peers under "mpps", the floors under "floor_mpps", each a list of the rounds).
 #
-# Usage: scripts/bench/bench-dpdk.sh [--workers N] [SECONDS_PER_RUN (default 3)] [ROUNDS (default 3)]
-#        [CPU (default 1)]
+#   scripts/bench/bench-dpdk.sh [--workers N] [SECONDS_PER_RUN (default 3)] [ROUNDS (default 3)]
+#                               [CPU (default 1)]
 # Needs DPDK (installs it with scripts/setup-dpdk.sh); no NIC, no hugepages. OVS-DPDK needs root
 # (its bridge's port is a tap device) and Open vSwitch (scripts/setup.sh installs it): without
 # root its runs are skipped with a message; without Open vSwitch the script stops with one.
@@ -66,14 +66,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/testbed/ovs.sh
+usage() { sed -n '2,/^set -/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 WORKERS=
-if [ "${1:-}" = "--workers" ]; then
-  WORKERS=${2:?--workers takes N}
-  shift 2
-fi
-SECS=${1:-3}
-ROUNDS=${2:-3}
-CPU=${3:-1}
+pos=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --workers) [ $# -ge 2 ] || { echo "bench-dpdk.sh: --workers needs N" >&2; exit 2; }; WORKERS=$2; shift ;;
+    -h|--help) usage; exit 0 ;;
+    -*) echo "bench-dpdk.sh: unknown flag $1 (--help lists the flags)" >&2; exit 2 ;;
+    *) pos+=("$1") ;;
+  esac
+  shift
+done
+SECS=${pos[0]:-3}
+ROUNDS=${pos[1]:-3}
+CPU=${pos[2]:-1}
 
 scripts/setup-dpdk.sh >/dev/null
 # OVS-DPDK, the peer of the mix (not in the --workers table).

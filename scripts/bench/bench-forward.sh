@@ -5,7 +5,9 @@
 # testbed in the same run, at 64 B and 1500 B frames; then egress shaping accuracy at 1 Gbit/s
 # and 100 Mbit/s.
 #
-#   scripts/bench/bench-forward.sh [--secs S]      (root; ~3 minutes)
+#   scripts/bench/bench-forward.sh [flags]      (root; ~3 minutes; --help: this text)
+#   QUENCH=PATH   (environment) another build's quench, for an A/B of two builds (default: this
+#                 tree's release build)
 #
 # Open vSwitch (Debian's openvswitch-switch, scripts/testbed/ovs.sh: a private ovsdb-server and
 # ovs-vswitchd in a temporary directory, ovs-vswitchd in the switch's namespace, both stopped and
@@ -48,6 +50,7 @@
 # one table; sender, veths and receiver are common to all, so the differences are what the
 # forwarders add.
 #
+#   --secs S         seconds per rate cell (default 4)
 #   --appliance      only this: 64 B forwarding through `quench appliance` (no congestion control,
 #                    no limit, --idle spin, one inside/outside pair, pinned to core 0) against
 #                    `quench switch`, same testbed, same run; prints both, the ratio, and JSON
@@ -67,15 +70,15 @@
 #                    (scripts/analysis/latency-table.py).
 #                    One 4 s cell moves a ratio 2-3x between runs; the medians are what the
 #                    latency goal is judged on. `--latency-only --lat-rounds 5` takes about 7 min
-#                    for the four forwarders (--lat-secs 4, the default), with SHIELD=1 as the
+#                    for the four forwarders (--lat-secs 4, the default), with --shield as the
 #                    figure wants
-#   SHIELD=1         the latency part on a shielded core 0 (below); quench's worker then spins
+#   --shield         the latency part on a shielded core 0 (below); quench's worker then spins
 #                    when idle, as `quench switch` does by default on a core of its own
-#   XDP_MODE=M       quench switch's ports' xdp_mode (auto, the default: native on a veth;
+#   --xdp-mode M     quench switch's ports' xdp_mode (auto, the default: native on a veth;
 #                    generic: the program runs on the skb, and the fast path's redirect is a
 #                    plain transmit on the egress veth, which needs no GRO on its peer)
-#   IDLE=MODE        quench switch --idle MODE (auto, the default; spin; yield; wait; a duration)
-#   NAPI_THREADED=1  the forwarder's veths' NAPI in kernel threads pinned to
+#   --idle MODE      quench switch --idle MODE (auto, the default; spin; yield; wait; a duration)
+#   --napi-threaded  the forwarder's veths' NAPI in kernel threads pinned to
 #                    core 0 at SCHED_FIFO 50 (sysfs `threaded`), for quench and testpmd af_xdp
 #                    alike, the latency part only: the veth's receive (XDP program, copy into
 #                    the UMEM) leaves the sender's core, at the price of a wake-up and two
@@ -98,8 +101,12 @@
 #                    veth and XDP work, idle).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-idle=${IDLE:-auto}
-napi_threaded=${NAPI_THREADED:-0}
+usage() { sed -n '2,/^set -/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+bad() { echo "bench-forward.sh: $*" >&2; exit 2; }
+idle=auto
+napi_threaded=0
+shield=0
+xdp_mode=
 secs=4
 rates=1
 keep=
@@ -111,19 +118,27 @@ lsecs=4
 lat_rounds=1
 stages=0
 while [ $# -gt 0 ]; do
-  case "$1" in
-    --appliance) appliance=1; shift ;;
-    --secs) secs=$2; shift 2 ;;
-    --latency-only) rates=0; shift ;;
-    --keep) keep=$2; shift 2 ;;
-    --workers) workers=$2; shift 2 ;;
-    --forwarders) lat_fwds=$2; shift 2 ;;
-    --loads) lat_loads=$2; shift 2 ;;
-    --lat-secs) lsecs=$2; shift 2 ;;
-    --lat-rounds) lat_rounds=$2; shift 2 ;;
-    --stages) stages=1; shift ;;
-    *) echo "bench-forward.sh: unknown argument $1" >&2; exit 2 ;;
+  case $1 in
+    --secs|--keep|--workers|--forwarders|--loads|--lat-secs|--lat-rounds|--xdp-mode|--idle)
+      [ $# -ge 2 ] || bad "$1 needs a value" ;;&
+    --appliance) appliance=1 ;;
+    --secs) secs=$2; shift ;;
+    --latency-only) rates=0 ;;
+    --keep) keep=$2; shift ;;
+    --workers) workers=$2; shift ;;
+    --forwarders) lat_fwds=$2; shift ;;
+    --loads) lat_loads=$2; shift ;;
+    --lat-secs) lsecs=$2; shift ;;
+    --lat-rounds) lat_rounds=$2; shift ;;
+    --stages) stages=1 ;;
+    --shield) shield=1 ;;
+    --xdp-mode) xdp_mode=$2; shift ;;
+    --idle) idle=$2; shift ;;
+    --napi-threaded) napi_threaded=1 ;;
+    -h|--help) usage; exit 0 ;;
+    *) bad "unknown argument $1 (--help lists the flags)" ;;
   esac
+  shift
 done
 if [ "$(id -u)" -ne 0 ]; then echo "bench-forward.sh: needs root" >&2; exit 1; fi
 if [ "$stages" = 1 ] && ! command -v perf >/dev/null; then
@@ -198,11 +213,11 @@ control_socket = "$out/ctl.sock"
 [[ports]]
 name = "s0"
 iface = "$P-sw-s0"
-$( [ -n "${XDP_MODE:-}" ] && echo "xdp_mode = \"$XDP_MODE\"" )
+$( [ -n "$xdp_mode" ] && echo "xdp_mode = \"$xdp_mode\"" )
 [[ports]]
 name = "r0"
 iface = "$P-sw-r0"
-$( [ -n "${XDP_MODE:-}" ] && echo "xdp_mode = \"$XDP_MODE\"" )
+$( [ -n "$xdp_mode" ] && echo "xdp_mode = \"$xdp_mode\"" )
 $( [ -n "${1:-}" ] && echo "rate = \"$1\"" )
 [[static_macs]]
 mac = "$R0"
@@ -258,7 +273,7 @@ if [ -n "$workers" ]; then
   exit 0
 fi
 
-# napi_knobs on|off (NAPI_THREADED=1): the forwarder's two veths' NAPI in kernel threads
+# napi_knobs on|off (--napi-threaded): the forwarder's two veths' NAPI in kernel threads
 # (sysfs `threaded` 1), pinned to core 0, the forwarder's, at SCHED_FIFO 50, so that the
 # sender's transmit only queues a frame and wakes the thread, which runs the XDP program and the
 # copy into the forwarder's UMEM on core 0 (preempting the forwarder there); or their values
@@ -285,7 +300,7 @@ napi_knobs() {
   fi
 }
 # Whether the forwarder $1 gets napi_knobs in the current part ($napi_part: 1 in the latency
-# part with NAPI_THREADED=1).
+# part with --napi-threaded).
 napi_on() { [ "$napi_part" = 1 ] && { [ "$1" = quench ] || [ "$1" = af_xdp ]; }; }
 napi_part=0
 
@@ -303,9 +318,9 @@ start_forwarder() {
       [ "$1" = quench_kfp ] && sw_args+=(--fast-path kernel)
       # Every CPU allowed (a shielded caller has only the last): the worker takes core 0, the
       # main and control-socket threads the rest (worker::keep_off_workers).
-      # Its idle mode is the default (`--idle auto`): under SHIELD=1 core 0 is the worker's
+      # Its idle mode is the default (`--idle auto`): under --shield core 0 is the worker's
       # own and it spins, as it would for a user who shields a core; else it yields.
-      # IDLE=spin|yield|wait|auto|DURATION sets it (an A/B).
+      # --idle spin|yield|wait|auto|DURATION sets it (an A/B).
       ip netns exec $P-sw taskset -c 0-$last $Q switch --config "$out/sw.toml" --workers 1 \
         --idle "$idle" "${sw_args[@]}" >"$out/sw.out" 2>"$out/sw.err" &
       fwd_pid=$!
@@ -438,14 +453,14 @@ fi
 # Latency: one paced flow through each forwarder at each load; the sink's summary.json.
 read -ra loads <<<"$lat_loads"
 napi_part=$napi_threaded
-# SHIELD=1 (two CPUs): for the latency part, the machine's other work (other processes, kernel
+# --shield (two CPUs): for the latency part, the machine's other work (other processes, kernel
 # reclaim and RCU threads, the devices' interrupts and the unbound workqueues' workers:
 # scripts/testbed/cpu-shield.sh --irqs) moves onto the last CPU, the sender's and sink's, leaving core 0
 # to the forwarder under test, the same for the three (the bridge forwards on the sender's core
 # inside its sendto, so core 0 is idle for it). Without it, on a machine where anything else
 # runs, the figures measure who else got core 0.
 shield_state=
-if [ "${SHIELD:-0}" = 1 ] && [ "$ncores" -eq 2 ]; then
+if [ "$shield" = 1 ] && [ "$ncores" -eq 2 ]; then
   shield_state="$out/shield"
   scripts/testbed/cpu-shield.sh on $last "$shield_state" --irqs | sed 's/^/== /' >&2
 fi

@@ -417,10 +417,10 @@ def cmd_parse(a):
     if any(r.get("ns3_wall_s") is not None for r in data["rows"]):
         write(a.dir, "sim-ns3", a.command, data)
     elif os.path.exists(os.path.join(a.dir, "sim-ns3.json")):
-        print("bench-results.py: ns-3 did not run (NS3_HPCC_DIR unset): the previous ns-3 "
+        print("bench-results.py: ns-3 did not run (bench-sim.sh without --ns3-dir): the previous ns-3 "
               "tables stay", file=sys.stderr)
     else:
-        print("bench-results.py: ns-3 did not run (NS3_HPCC_DIR unset): no ns-3 table",
+        print("bench-results.py: ns-3 did not run (bench-sim.sh without --ns3-dir): no ns-3 table",
               file=sys.stderr)
 
 

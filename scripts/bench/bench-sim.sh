@@ -2,22 +2,33 @@
 # Wall time, peak memory and FCTs of `quench sim` beside the HPCC ns-3 simulator on the same files:
 #   A: 2 x 20 MB 2:1 incast at 100 Gb/s;  B: 2 x 200 MB 2:1 incast at 100 Gb/s;
 #   C: HPCC's fat tree (mix/fat.txt: 320 hosts, 56 switches, 100G and 400G links) with WebSearch
-#      flows from HPCC's traffic_gen.py at 30 % load (C_SECONDS of arrivals, default 0.005 s,
+#      flows from HPCC's traffic_gen.py at 30 % load (--c-seconds of arrivals, default 0.005 s,
 #      Python's random seeded with 1), FCT slowdown per flow-size bucket as HPCC's
 #      analysis/fct_analysis.py bins it (20 buckets of 5 % of the flows by size; p50/p95/p99).
-#      quench runs C_RUNS times (default 3) and its median wall and CPU time are shown.
+#      quench runs --c-runs times (default 3) and its median wall and CPU time are shown.
 # Times: wall seconds and CPU seconds (user + system; the steadier figure on a loaded machine).
 # Both simulators read one config.txt, the one run.py writes for `--cc dcqcn --bw 100` (DCQCN,
 # RED per link speed, ACK per packet, PFC, 32 MB buffer): quench through `--ns3-config`.
-# ns-3 runs only when NS3_HPCC_DIR points at a checkout of alibaba-edu/High-Precision-Congestion-
+#
+#   scripts/bench/bench-sim.sh [flags]
+#
+#   --ns3-dir DIR     a checkout of HPCC's ns-3 to run beside quench (below; default none)
+#   --skip-ns3        with --ns3-dir: quench alone on all three (C needs the checkout's files)
+#   --ns3-cache DIR   keep and reuse ns-3's runs under DIR (below)
+#   --fat-seeds K     flow files (and ns-3 and quench seeds) for C (default 1; below)
+#   --c-seconds S     seconds of arrivals in C's flow files (default 0.005)
+#   --c-runs N        quench's runs of C (default 3)
+#   QUENCH=PATH       (environment) another build's quench (default: this tree's release build)
+#
+# ns-3 runs only when --ns3-dir points at a checkout of alibaba-edu/High-Precision-Congestion-
 # Control (its code is never part of this repository); the script builds it there on first use
 # (Python 2.7 + waf, reference/dcqcn.md). Without it, only quench's A and B are run; C needs the
-# checkout's fat.txt and traffic_gen.py. SKIP_NS3=1 runs quench alone on all three.
-# NS3_CACHE=DIR keeps each ns-3 run's FCT file, wall and CPU time and peak memory under DIR,
+# checkout's fat.txt and traffic_gen.py. --skip-ns3 runs quench alone on all three.
+# --ns3-cache DIR keeps each ns-3 run's FCT file, wall and CPU time and peak memory under DIR,
 # keyed by what decides them (ns-3's binary, the config without its output paths, the topology,
 # flow and trace files); a later run on the same inputs reuses them and says so. The fat tree's
 # ns-3 run takes ~6 min of CPU, so a rerun that changes only quench takes ~2 min instead of ~9.
-# FAT_SEEDS=K (default 1) adds K - 1 more flow files for C (traffic_gen.py seeded with 2..K, same
+# --fat-seeds K (default 1) adds K - 1 more flow files for C (traffic_gen.py seeded with 2..K, same
 # load and duration), a second ns-3 random run (NS_GLOBAL_VALUE=RngRun=2, which reseeds its RED
 # coin) and a second quench run (`--seed 2`, which reseeds quench's) on every file, then prints
 # the buckets pooled over the K files: ns-3 run 2 against ns-3 run 1 and quench seed 2 against
@@ -25,12 +36,35 @@
 # runs of each pooled, quench's two against ns-3's two: the same number of runs on each side,
 # the comparison the done-when figure is read from. A bucket of one file holds 160 flows, so its
 # p99 is the 2nd-largest slowdown; pooled over K files it is the ~1.6K-th, over both runs the
-# ~3.2K-th. That is 2K - 1 more ns-3 runs (cached in NS3_CACHE like the others).
+# ~3.2K-th. That is 2K - 1 more ns-3 runs (cached in --ns3-cache like the others).
 # Stdout ends with one JSON line: every row's figures (`rows`: wall and CPU seconds, peak MB and
 # FCTs of each simulator) and, with ns-3, each bucket comparison's count of buckets within 10 %
 # (`buckets`).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+usage() { sed -n '2,/^set -/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+bad() { echo "bench-sim.sh: $*" >&2; exit 2; }
+ns3_dir=
+skip_ns3=
+ns3_cache=
+K=1
+c_seconds=0.005
+c_runs=3
+while [ $# -gt 0 ]; do
+  case $1 in
+    --ns3-dir|--ns3-cache|--fat-seeds|--c-seconds|--c-runs) [ $# -ge 2 ] || bad "$1 needs a value" ;;&
+    --ns3-dir) ns3_dir=$2; shift ;;
+    --skip-ns3) skip_ns3=1 ;;
+    --ns3-cache) ns3_cache=$2; shift ;;
+    --fat-seeds) K=$2; shift ;;
+    --c-seconds) c_seconds=$2; shift ;;
+    --c-runs) c_runs=$2; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) bad "unknown argument $1 (--help lists the flags)" ;;
+  esac
+  shift
+done
+[[ "$K" =~ ^[1-9][0-9]*$ ]] || bad "--fat-seeds must be a positive integer, not '$K'"
 cargo build --release -p quench --bin quench >/dev/null 2>&1 || cargo build --release -p quench --bin quench
 T0=$(date +%s)
 Q=${QUENCH:-$PWD/target/release/quench}
@@ -48,7 +82,7 @@ py2() {
   exit 1
 }
 ns3_build() {
-  local d=$NS3_HPCC_DIR/simulation
+  local d=$ns3_dir/simulation
   if [ ! -e "$d/build/scratch/third" ] && ! ls "$d"/build/scratch/third* >/dev/null 2>&1; then
     local py; py=$(py2)
     echo "bench-sim.sh: building ns-3 in $d (once; ~15 min on 2 cores)" >&2
@@ -138,12 +172,12 @@ median_of() {
 # quench_run CONFIG OUT [SEED]: SEED (default 1, quench's own default) goes to --seed.
 quench_run() { timed "$2" "$Q" sim -q --ns3-config "$1" --out "$2/quench-out" --seed "${3:-1}"; }
 # The simulator binary itself, not `waf --run` (which first re-checks the whole build): the
-# wall time is ns-3's simulation alone, as quench's is. Through NS3_CACHE.
+# wall time is ns-3's simulation alone, as quench's is. Through --ns3-cache.
 # ns3_run CONFIG OUT [RNGRUN]: RNGRUN (default 1, ns-3's own default) goes to ns-3's RngRun.
 ns3_run() {
-  local d=$NS3_HPCC_DIR/simulation
+  local d=$ns3_dir/simulation
   local bin=$d/build/scratch/third rng=${3:-1}
-  if [ -z "${NS3_CACHE:-}" ]; then
+  if [ -z "$ns3_cache" ]; then
     timed "$2" env NS_GLOBAL_VALUE="RngRun=$rng" LD_LIBRARY_PATH="$d/build" "$bin" "$1"
     return
   fi
@@ -154,7 +188,7 @@ ns3_run() {
              cat "$W/$(awk -v k=$f '$1 == k {print $2}' "$1")"
            done
            [ "$rng" = 1 ] || echo "RngRun $rng"; } | sha256sum | cut -c1-16)
-  local c=$NS3_CACHE/$key
+  local c=$ns3_cache/$key
   if [ -s "$c/fct.txt" ]; then
     mkdir -p "$2"
     cp "$c/wall" "$c/cpu" "$c/rss" "$c/fct.txt" "$2/"
@@ -176,7 +210,7 @@ fct_diff() {
     awk '{printf "%s%+.1f%%", (NR > 1 ? " " : ""), 100 * ($1 - $2) / $2}'
 }
 RUN_NS3=0
-if [ -n "${NS3_HPCC_DIR:-}" ] && [ -z "${SKIP_NS3:-}" ]; then ns3_build; RUN_NS3=1; fi
+if [ -n "$ns3_dir" ] && [ -z "$skip_ns3" ]; then ns3_build; RUN_NS3=1; fi
 printf '%-22s %9s %9s %8s %9s %9s %8s %7s %7s   %s\n' scenario "quench s" "ns-3 s" speedup "q cpu s" "n cpu s" "cpu x" "q MB" "ns3 MB" "FCT us (quench | ns-3 | quench vs ns-3)"
 row() { # row NAME DIR
   local qs qc ns="-" nc="-" sp="-" cx="-" qm nm="-" nf="-" df="-"
@@ -229,23 +263,21 @@ for sc in "A 20000000" "B 200000000"; do
   [ "$RUN_NS3" = 1 ] && ns3_run "$W/$1-n.txt" "$W/$1/n"
   row "$1: 2 x $(( $2 / 1000000 )) MB incast" "$W/$1" fcts
 done
-[ -n "${NS3_HPCC_DIR:-}" ] || { json_line; exit 0; }
-# C: the fat tree, on flow file 1 (random.seed(1)) and, with FAT_SEEDS=K, files 2..K.
-cp "$NS3_HPCC_DIR/simulation/mix/fat.txt" "$W/mix/fat.txt"
-K=${FAT_SEEDS:-1}
-[[ "$K" =~ ^[1-9][0-9]*$ ]] || { echo "bench-sim.sh: FAT_SEEDS must be a positive integer, not '$K'" >&2; exit 1; }
+[ -n "$ns3_dir" ] || { json_line; exit 0; }
+# C: the fat tree, on flow file 1 (random.seed(1)) and, with --fat-seeds K, files 2..K.
+cp "$ns3_dir/simulation/mix/fat.txt" "$W/mix/fat.txt"
 flows() { if [ "$1" = 1 ]; then echo flow_fat; else echo "flow_fat$1"; fi; }
 for s in $(seq "$K"); do
-  (cd "$NS3_HPCC_DIR/traffic_gen" && "$(py2)" -c "
+  (cd "$ns3_dir/traffic_gen" && "$(py2)" -c "
 import random, sys
 random.seed($s)
 sys.argv = ['traffic_gen.py', '-c', 'WebSearch_distribution.txt', '-n', '320', '-l', '0.3',
-            '-b', '100G', '-t', '${C_SECONDS:-0.005}', '-o', '$W/mix/$(flows "$s").txt']
+            '-b', '100G', '-t', '$c_seconds', '-o', '$W/mix/$(flows "$s").txt']
 execfile('traffic_gen.py')")
 done
-# quench C_RUNS times (default 3; the median wall and CPU time), ns-3 once.
+# quench --c-runs times (default 3; the median wall and CPU time), ns-3 once.
 runs=()
-for i in $(seq "${C_RUNS:-3}"); do
+for i in $(seq "$c_runs"); do
   config fat flow_fat "$W/C/q$i" > "$W/C-q$i.txt"
   quench_run "$W/C-q$i.txt" "$W/C/q$i"
   runs+=("$W/C/q$i")

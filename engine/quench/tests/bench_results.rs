@@ -223,12 +223,7 @@ fn the_ns3_tables_stay_when_a_run_had_no_ns3() {
          \"buckets\": {{\"quench against ns-3\": {{\"p50\": 20, \"p99\": 18}}}}}}\n",
         row(0.1, "5.0")
     );
-    let (ok, _, err) = parse(
-        d,
-        "sim",
-        &with,
-        "NS3_HPCC_DIR=DIR scripts/bench/bench-sim.sh",
-    );
+    let (ok, _, err) = parse(d, "sim", &with, "scripts/bench/bench-sim.sh --ns3-dir DIR");
     assert!(ok, "{err}");
     let md = render(d);
     assert!(has_ns3_row(&md), "{md}");
