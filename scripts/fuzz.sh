@@ -5,10 +5,16 @@
 # cargo-fuzz comes from crates.io (installed here when missing). It passes libFuzzer's
 # unstable compiler flags, which the stable toolchain takes under RUSTC_BOOTSTRAP=1: a machine
 # with only the stable toolchain runs every target.
-# Usage: scripts/fuzz.sh [RUNS | SECSs] [TARGET...]
+#
+#   scripts/fuzz.sh [RUNS | SECSs] [TARGET...]     (default 10000000, every target)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+usage() { sed -n '2,/^set -/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+case ${1:-} in
+  -h|--help) usage; exit 0 ;;
+  -*) echo "fuzz.sh: unknown flag $1 (--help)" >&2; exit 2 ;;
+esac
 budget=${1:-10000000}
 shift || true
 case $budget in

@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
-# Usage: scripts/hdrh-venv.sh DIR
+#   scripts/hdrh-venv.sh DIR
+#
 # Creates (once) a Python virtual environment in DIR holding PyPI's `hdrhistogram` package, the
 # HdrHistogram reader independent of quench that scripts/analysis/hlog-check.py uses, and prints the path
 # of its python. Needs python3-venv and network access to PyPI the first time (scripts/setup.sh
 # installs python3-venv on Debian).
 set -euo pipefail
-dir=${1:?usage: scripts/hdrh-venv.sh DIR}
+usage() { sed -n '2,/^set -/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+case ${1:-} in
+  -h|--help) usage; exit 0 ;;
+  '') echo "hdrh-venv.sh: DIR expected (--help)" >&2; exit 2 ;;
+  -*) echo "hdrh-venv.sh: unknown flag $1 (--help)" >&2; exit 2 ;;
+esac
+dir=$1
 # Debian's python, which python3-venv belongs to (a pyenv python3 may sit first on PATH).
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3

@@ -4,11 +4,21 @@
 #   DCQCN stability: N = 10 with 4 us vs 85 us feedback delay (queue coefficient of variation).
 #   QCN (seed 001): one 10 Gb/s source, capacity 10 -> 0.5 -> 10 Gb/s, RTT 50..500 us.
 #   TCD (seed 004): a PFC congestion tree; victim flow UE, congested flows CE.
-# Usage: scripts/reproduce.sh [--quick]   (--quick: 30 ms instead of 100 ms per DCQCN run)
+#
+#   scripts/reproduce.sh [--quick]
+#
+#   --quick   30 ms instead of 100 ms per DCQCN run
 set -euo pipefail
 cd "$(dirname "$0")/.."
+usage() { sed -n '2,/^set -/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 STOP=100; FROM=30
-[ "${1:-}" = "--quick" ] && { STOP=30; FROM=10; }
+case ${1:-} in
+  '') ;;
+  --quick) STOP=30; FROM=10 ;;
+  -h|--help) usage; exit 0 ;;
+  *) echo "reproduce.sh: unknown flag $1 (--help lists the flags)" >&2; exit 2 ;;
+esac
+[ $# -le 1 ] || { echo "reproduce.sh: one flag at most (--help)" >&2; exit 2; }
 cargo build --release -p quench --bin quench >/dev/null 2>&1 || cargo build --release -p quench --bin quench
 Q=target/release/quench
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT

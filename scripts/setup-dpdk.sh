@@ -4,6 +4,12 @@
 # cannot be installed here (no apt-get, no candidate, no root and no sudo): callers such as
 # scripts/test.sh then skip the DPDK tests and say so.
 set -euo pipefail
+usage() { sed -n '2,/^set -/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+case ${1:-} in
+  -h|--help) usage; exit 0 ;;
+  '') ;;
+  *) echo "setup-dpdk.sh: unknown argument $1 (it takes none; --help)" >&2; exit 2 ;;
+esac
 
 PACKAGES=(
   # Headers, libdpdk.pc, the shared libraries and the PMD plugins (pmds-23.0/).

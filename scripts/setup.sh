@@ -3,6 +3,12 @@
 # Runs `apt-get update` and `apt-get install` only when a package is missing, so a second run
 # does nothing. A new package goes in PACKAGES below, one per line with its reason.
 set -euo pipefail
+usage() { sed -n '2,/^set -/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+case ${1:-} in
+  -h|--help) usage; exit 0 ;;
+  '') ;;
+  *) echo "setup.sh: unknown argument $1 (it takes none; --help)" >&2; exit 2 ;;
+esac
 
 PACKAGES=(
   # AF_XDP through xsk-rs (libbpf-sys builds libbpf from source):

@@ -2,9 +2,18 @@
 # The Python package (python/): builds its wheel with maturin in a fresh venv (pandas, dask,
 # distributed and matplotlib from PyPI), installs it, and runs python/tests/test_quench.py against
 # the `quench` binary. Prints "SKIP python: ..." and succeeds only when python3 has no venv or pip.
+#
+#   scripts/test-python.sh
+#   PYTHON=PATH   (environment) the interpreter that makes the venv (default python3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
+usage() { sed -n '2,/^set -/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+case ${1:-} in
+  -h|--help) usage; exit 0 ;;
+  '') ;;
+  *) echo "test-python.sh: unknown argument $1 (it takes none; --help)" >&2; exit 2 ;;
+esac
 
 py=${PYTHON:-python3}
 if ! command -v "$py" >/dev/null; then

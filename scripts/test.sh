@@ -4,6 +4,12 @@
 # collected, and ends with cargo test's summary lines (every test binary of every step) and the
 # totals. Further steps go before the "summary" block, through `step`.
 set -uo pipefail
+usage() { sed -n '2,/^set -/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+case ${1:-} in
+  -h|--help) usage; exit 0 ;;
+  '') ;;
+  *) echo "test.sh: unknown argument $1 (it takes none; --help)" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 
 scripts/setup.sh || exit $?

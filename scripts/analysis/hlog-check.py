@@ -17,8 +17,12 @@ import math
 import re
 import sys
 
-from hdrh.histogram import HdrHistogram
-from hdrh.log import HistogramLogReader
+if sys.argv[1:2] in (["-h"], ["--help"]):
+    print(__doc__.strip())
+    sys.exit(0)
+
+from hdrh.histogram import HdrHistogram  # noqa: E402 (after --help, which needs no hdrh)
+from hdrh.log import HistogramLogReader  # noqa: E402
 
 NS_PER_MS = 1e6  # .hgrm values are milliseconds, the log's nanoseconds
 
