@@ -34,7 +34,7 @@ fn load_send(p: &Path) -> anyhow::Result<()> {
         quench_config::bundled::Kind::Send,
         None,
     )?;
-    let cfg = crate::cli::send::load(&src)?;
+    let cfg = quench_runtime::send::config::load(&src)?;
     let file = p.display();
     let line = units::Rate::parse(&cfg.line_rate)
         .map_err(|e| anyhow::anyhow!("{file}: key `line_rate`: {e}"))?;

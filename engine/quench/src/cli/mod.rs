@@ -14,7 +14,6 @@
 
 use units::{Duration, Rate};
 
-use quench_port::netns::NsPort;
 
 // Defined above the `mod` lines, so every subcommand's module sees them (textual scope).
 
@@ -238,9 +237,12 @@ pub struct PortArgs {
 }
 
 impl PortArgs {
-    /// Opens `label` (`[NETNS/]IFACE`) with these drivers.
-    pub(crate) fn open(&self, label: &str) -> anyhow::Result<NsPort> {
-        NsPort::open(label, self.driver.name(), self.dpdk_eal.as_deref())
+    /// The runtimes' port driver from these flags.
+    pub(crate) fn driver(&self) -> quench_runtime::PortDriver {
+        quench_runtime::PortDriver {
+            driver: self.driver.name().into(),
+            dpdk_eal: self.dpdk_eal.clone(),
+        }
     }
 }
 

@@ -225,7 +225,7 @@ pub const KINDS: &[Kind] = &[
             Section::Own {
                 title: "top level",
                 about: "",
-                keys: &[super::send::KEYS],
+                keys: &[quench_runtime::send::config::KEYS],
             },
             Section::Own {
                 title: "[[flows]]",
@@ -244,7 +244,7 @@ pub const KINDS: &[Kind] = &[
             Section::Own {
                 title: "top level",
                 about: "",
-                keys: &[super::appliance::KEYS],
+                keys: &[quench_runtime::appliance::config::KEYS],
             },
             params("[qcn_rp]", &QCN_RP),
             params("[dcqcn_rp]", &DCQCN_RP),

@@ -8,8 +8,8 @@ use units::keys::{KeyDefault, Range};
 use units::Rate;
 
 use super::*;
-use crate::cli::appliance::ApplianceConfig;
-use crate::cli::send::{host_rp, Cc, SendConfig};
+use quench_runtime::appliance::config::ApplianceConfig;
+use quench_runtime::send::config::{host_rp, Cc, SendConfig};
 
 /// How the tests read one section of a kind: `text` makes a whole file with `line` (one
 /// `key = value`, or nothing) in the section, `read` reads and validates it as the command
@@ -128,7 +128,7 @@ const PROBES: &[Probe] = &[
     },
     Probe {
         section: "send top level",
-        keys: &[crate::cli::send::KEYS],
+        keys: &[quench_runtime::send::config::KEYS],
         text: |l| format!("{SEND}{l}\n{FLOWS}"),
         read: read_send,
         taken_out: &[],
@@ -144,7 +144,7 @@ const PROBES: &[Probe] = &[
     },
     Probe {
         section: "appliance top level",
-        keys: &[crate::cli::appliance::KEYS],
+        keys: &[quench_runtime::appliance::config::KEYS],
         text: line,
         read: read_appliance,
         taken_out: &[],

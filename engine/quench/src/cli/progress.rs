@@ -20,6 +20,10 @@ use quench_wire::time::Ticker;
 /// How often the status is shown.
 pub const INTERVAL: Duration = Duration::from_secs(1);
 
+/// How long a command that watches a runtime's thread sleeps between two looks: what the end
+/// of the run may wait to be seen (the runtime's loop does the work).
+pub const WATCH_NAP: std::time::Duration = std::time::Duration::from_millis(20);
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
     Off,

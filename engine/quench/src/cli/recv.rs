@@ -175,7 +175,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(np_profile(args.preset.as_deref())?)
     };
     let mut sink = Sink::new(
-        args.port.open(&args.iface)?,
+        args.port.driver().open(&args.iface)?,
         SinkOptions {
             np,
             interval: args

@@ -1,7 +1,7 @@
 //! `quench appliance`: a bump in the wire between unmodified hosts (the inside port) and the
 //! network (the outside port) that gives every flow the hosts send its own reaction point.
 //!
-//! One [`Appliance`] serves one inside/outside pair, sans-IO: the driver (`cli/appliance.rs`)
+//! One [`Appliance`] serves one inside/outside pair, sans-IO: the driver ([`runtime`])
 //! hands it each received frame and a way to allocate a frame on the port it will leave by, and
 //! sends what it returns.
 //!
@@ -27,6 +27,8 @@
 //!   with DestQP = [`classify::FiveTuple::qp`] of its 5-tuple (the rule both roles share).
 //!   Inside -> outside frames pass unpaced.
 pub use quench_wire::classify;
+pub mod config;
+pub mod runtime;
 pub mod table;
 
 use hdrhistogram::Histogram;

@@ -1,5 +1,6 @@
 //! `quench send`: flow generation, the frames of the host core's flows (host/core.rs: pacing
 //! and reaction points), the pacing audit, the poll loop.
+pub mod config;
 pub mod run;
 pub mod worker;
 pub use quench_node::host::audit;
