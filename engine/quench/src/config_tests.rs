@@ -95,7 +95,7 @@ fn kinds() -> Vec<Kind> {
                 .unwrap_or_default()
                 .to_string_lossy()
                 .to_string();
-            // appliance.toml is `quench appliance`'s own kind (cli/appliance.rs tests its keys).
+            // appliance.toml is `quench appliance`'s own kind (quench_runtime::appliance::config tests its keys).
             n.ends_with(".toml")
                 && !n.starts_with("switch")
                 && n != "send.toml"

@@ -2,9 +2,10 @@
 //! for other threads: a handle's `stats()`, a control socket. The loop owns its state, so no
 //! other thread reads it: the asker raises `wanted` and waits; the loop, between two
 //! iterations, builds the value and hands it over. The loop's cost is one relaxed load per
-//! iteration while nobody asks.
+//! iteration while nobody asks. [`LoopHandle`] runs such a loop on a thread of its own.
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex, PoisonError};
+use std::sync::{mpsc, Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
 
 /// The loop's answers (see the module docs).
 pub struct Published<T> {
@@ -55,10 +56,98 @@ impl<T: Clone> Published<T> {
     }
 }
 
+/// A poll loop running on a thread of its own: live stats `S` (asked of the loop), stop, join
+/// (its report `R`). The appliance's, the sender's and the receiver's handles.
+pub struct LoopHandle<S, R> {
+    stop: Arc<AtomicBool>,
+    stats: Arc<Published<S>>,
+    thread: JoinHandle<anyhow::Result<R>>,
+    notes: Vec<String>,
+    /// The loop, in errors ("the sender's loop").
+    what: &'static str,
+}
+
+impl<S: Clone + Default + Send + 'static, R: Send + 'static> LoopHandle<S, R> {
+    /// Starts thread `name`: `prepare` (open the ports, decide; its state and its notes), then
+    /// `run` with the stop flag (`stop`, or its own) and the stats to answer. Returns once
+    /// `prepare` is done, or with its error (the thread joined: nothing left running).
+    pub fn spawn<P: 'static>(
+        name: &str,
+        what: &'static str,
+        stop: Option<Arc<AtomicBool>>,
+        prepare: impl FnOnce() -> anyhow::Result<(P, Vec<String>)> + Send + 'static,
+        run: impl FnOnce(P, &AtomicBool, &Published<S>) -> anyhow::Result<R> + Send + 'static,
+    ) -> anyhow::Result<Self> {
+        let stop = stop.unwrap_or_default();
+        let stats = Arc::new(Published::new(S::default()));
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let (s, st) = (stop.clone(), stats.clone());
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                let (state, notes) = match prepare() {
+                    Ok(p) => p,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(format!("{e:#}")));
+                        return Err(e);
+                    }
+                };
+                let _ = ready_tx.send(Ok(notes));
+                run(state, &s, &st)
+            })?;
+        let notes = match ready_rx.recv() {
+            Ok(Ok(notes)) => notes,
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                anyhow::bail!(e)
+            }
+            Err(_) => anyhow::bail!("{what} panicked at its start"),
+        };
+        Ok(LoopHandle {
+            stop,
+            stats,
+            thread,
+            notes,
+            what,
+        })
+    }
+
+    /// The loop's figures now (it answers between two iterations; once it has ended, its last
+    /// answer).
+    pub fn stats(&self) -> S {
+        self.stats.ask()
+    }
+
+    /// What the start decided, one line each (the idle mode and why, ...).
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// Whether the loop was told to stop.
+    pub fn is_stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Whether the loop has ended (stopped, its duration over, or an error).
+    pub fn is_finished(&self) -> bool {
+        self.thread.is_finished()
+    }
+
+    /// Tells the loop to stop; [`LoopHandle::join`] waits for it.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Waits until the loop has ended and returns its report, or the error that ended it.
+    pub fn join(self) -> anyhow::Result<R> {
+        let what = self.what;
+        (self.thread.join()).map_err(|_| anyhow::anyhow!("{what} panicked"))?
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     #[test]
     fn an_asker_gets_what_the_loop_publishes_after_it_asked() {

@@ -22,7 +22,10 @@ fn an_appliance_started_as_a_library_paces_reports_live_and_stops() {
     let dir = std::env::temp_dir().join(format!("{}-appl", ns.name));
     std::fs::create_dir_all(&dir).unwrap();
     let sock = dir.join("ctl.sock");
-    let text = format!("cc = \"qcn\"\ncontrol_socket = {:?}\n", sock.display().to_string());
+    let text = format!(
+        "cc = \"qcn\"\ncontrol_socket = {:?}\n",
+        sock.display().to_string()
+    );
     let cfg = ApplianceConfig::parse(&text).unwrap();
     let options = ApplianceOptions {
         pairs: vec![(ns.port("ai"), ns.port("ao"))],
@@ -31,7 +34,9 @@ fn an_appliance_started_as_a_library_paces_reports_live_and_stops() {
     };
     let app = ApplianceLoop::start(cfg, options).unwrap();
     assert!(
-        app.notes().iter().any(|n| n.starts_with("1 pair(s), role Rp, cc Qcn")),
+        app.notes()
+            .iter()
+            .any(|n| n.starts_with("1 pair(s), role Rp, cc Qcn")),
         "{:?}",
         app.notes()
     );
@@ -41,8 +46,14 @@ fn an_appliance_started_as_a_library_paces_reports_live_and_stops() {
         .collect();
     ns.send("hi", &frames);
     // QCN adds a CN-TAG (EtherType 0x22e9 after the VLAN tag): the flow's frames, paced.
-    let got = receive(&mut rx, frames.len(), |f| f.len() > 1000 && f[16..18] == [0x22, 0xe9]);
-    assert_eq!(got.len(), frames.len(), "the flow's frames leave by the outside port");
+    let got = receive(&mut rx, frames.len(), |f| {
+        f.len() > 1000 && f[16..18] == [0x22, 0xe9]
+    });
+    assert_eq!(
+        got.len(),
+        frames.len(),
+        "the flow's frames leave by the outside port"
+    );
     let live = wait_for(|| app.stats(), |s| s.pairs[0].table.released_frames >= 20);
     let pair = &live.pairs[0];
     assert_eq!(pair.label, format!("{}<->{}", ns.port("ai"), ns.port("ao")));

@@ -2,7 +2,7 @@
 //! receive side: the one glue between a host driver and the `rp` / `np` crates.
 //!
 //! Call order (docs/style.md, "Sans-IO cores"): build the NIC's [`HostRp`] once (`quench send`
-//! and `quench appliance` through `cli::send::host_rp`) and [`HostRp::new_flow`] per flow; per
+//! and `quench appliance` through `quench_runtime::send::config::host_rp`) and [`HostRp::new_flow`] per flow; per
 //! transmitted frame [`HostRp::on_tx`]; per feedback [`HostRp::on_feedback`]; when [`HostRp::flow_deadline`] / [`HostRp::host_deadline`] has passed,
 //! [`HostRp::on_flow_timeout`] / [`HostRp::on_host_timeout`] (a spurious call does nothing);
 //! read [`HostRp::rate`] whenever a flow's pacer needs it. Closed enums, static dispatch: no

@@ -14,7 +14,6 @@
 
 use units::{Duration, Rate};
 
-
 // Defined above the `mod` lines, so every subcommand's module sees them (textual scope).
 
 /// `println!` of the human report that returns the `std::io::Result` of the write (use it with

@@ -14,7 +14,7 @@ use units::Duration;
 
 use super::progress::{per_s, Delta, Progress};
 use quench_report as report;
-use quench_runtime::recv::sink::{Sink, SinkOptions, DEFAULT_MAX_FLOWS};
+use quench_runtime::recv::sink::{np_profile, Sink, SinkEnd, SinkOptions, DEFAULT_MAX_FLOWS};
 use quench_wire::time::shared_now;
 
 #[derive(clap::Args, Debug)]
@@ -69,25 +69,9 @@ pub struct Args {
     pub idle: quench_port::worker::Idle,
 }
 
-/// The notification point `--preset NAME|FILE` configures (its `[np]` table), or the default
-/// one.
-pub(crate) fn np_profile(preset: Option<&str>) -> anyhow::Result<np::NpProfile> {
-    use anyhow::Context as _;
-    let p = match preset {
-        Some(arg) => {
-            let src = quench_config::bundled::open(arg, quench_config::bundled::Kind::Preset, None)
-                .with_context(|| format!("--preset {arg}"))?;
-            quench_config::bundled::table(&src, "np")?.unwrap_or_default()
-        }
-        None => np::NpParams::default(),
-    };
-    p.profile().map_err(|e| anyhow::anyhow!("[np] {e}"))
-}
-
 /// Writes the report directory `out`, prints the summary table of `sink`'s run and returns the
 /// summary's JSON.
-pub(crate) fn finish_sink(sink: Sink, out: Option<&std::path::Path>) -> anyhow::Result<String> {
-    let e = sink.finish();
+pub(crate) fn finish_sink(e: SinkEnd, out: Option<&std::path::Path>) -> anyhow::Result<String> {
     // The report first: a closed standard output (`| head`) must not lose it.
     if let Some(dir) = out {
         report::write_report_dir(dir, &e.summary, &e.latency, &e.log)?;
@@ -117,6 +101,29 @@ pub(crate) fn finish_sink(sink: Sink, out: Option<&std::path::Path>) -> anyhow::
         outln!("report written to {}", dir.display())?;
     }
     Ok(serde_json::to_string(&e.summary)?)
+}
+
+/// The round trip of sender port `label` (the frames a `quench recv --reflect` sent back),
+/// when any came back or `out` asks for its report directory.
+pub(crate) fn print_rtt(
+    label: &str,
+    rtt: quench_runtime::recv::worker::RecvWorker,
+    out: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    if rtt.receiver().flows().is_empty() && out.is_none() {
+        return Ok(());
+    }
+    let (summary, all, log) = rtt.finish(shared_now());
+    if let Some(dir) = out {
+        report::write_report_dir(dir, &summary, &all, &log)?;
+    }
+    outln!("== rtt {label} (frames reflected back by quench recv --reflect)")?;
+    out!("{}", summary.table())?;
+    if let Some(dir) = out {
+        outln!("report written to {}", dir.display())?;
+    }
+    jsonln!("rtt", serde_json::json!({"port": label, "rtt": summary}))?;
+    Ok(())
 }
 
 /// The progress status of a receiver: receive rate and frames over the interval, totals of
@@ -213,7 +220,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     progress.done();
-    let json = finish_sink(sink, args.out.as_deref())?;
+    let json = finish_sink(sink.finish(), args.out.as_deref())?;
     jsonln!("summary", serde_json::from_str(&json)?)?;
     Ok(())
 }

@@ -1,5 +1,8 @@
 //! `quench send` (generator mode): paced test flows out of one or more ports, rate-limited by
-//! QCN or DCQCN reaction points fed by the CNMs / CNPs that come back on the same port.
+//! QCN or DCQCN reaction points fed by the CNMs / CNPs that come back on the same port
+//! ([`quench_runtime::send::runtime::SendLoop`]): parses the flags, starts the loop, shows its
+//! progress, and prints, per port, the flows' rates, the pacing audit and the loop's scheduling
+//! stalls, and one JSON line; then the round trips and the sinks' reports.
 //!
 //! The flows come from `--config` (configs/send.toml: `[[flows]]`, addresses, `cc`, and the
 //! `[qcn_rp]` / `[dcqcn_rp]` parameter tables, or those of `--preset NAME|FILE`); each
@@ -7,28 +10,19 @@
 //! One busy-polling loop reads the TSC clock once per iteration and serves every port: pops the
 //! flows due on its timing wheel, builds their frames (transmit timestamp in `CLOCK_MONOTONIC`,
 //! see [`quench_wire::time::shared_now`]) and sends them; `--sink` adds a receiver port (the
-//! notification point of `quench recv`) to the same loop. At the end it prints, per port, the
-//! flows' rates, the pacing audit and the loop's scheduling stalls, and one JSON line.
+//! notification point of `quench recv`) to the same loop.
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use rand_xoshiro::rand_core::SeedableRng;
-use rand_xoshiro::Xoshiro256PlusPlus;
 use units::{Duration, Rate};
 
 use super::progress::{per_s, Delta, Progress};
-use quench_node::flowgen::schedule;
-use quench_node::host::audit::{share_within, LoopStalls};
-use quench_port::{Port, MAX_FRAME};
-use quench_report as report;
-use quench_runtime::recv::sink::{Sink, SinkOptions};
-use quench_runtime::recv::worker::RecvWorker;
-use quench_runtime::send::config::{default_catch_up_us, host_rp, Cc, PortConfig};
-use quench_runtime::send::run::{LoopLimits, SendPort};
-use quench_runtime::send::worker::{Addressing, SendWorker};
+use quench_config::bundled::{open, Kind};
+use quench_runtime::recv::sink::{np_profile, SinkOptions};
+use quench_runtime::send::config::{Cc, PortConfig};
+use quench_runtime::send::runtime::{SendLoop, SendOptions, SendPortSpec, SendStats};
 use quench_wire::time::Clock;
-use quench_wire::MacAddr;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -168,340 +162,136 @@ fn sink_pauses(args: &Args) -> anyhow::Result<Vec<Option<String>>> {
     Ok(specs)
 }
 
+impl Args {
+    /// The runtime's options from the flags: each port's configuration, the sinks'.
+    fn options(&self) -> anyhow::Result<SendOptions> {
+        let nports = self.iface.len();
+        let config_of = per_port("config", &self.config, nports)?;
+        let rate_of = per_port("rate", &self.rate, nports)?;
+        // Each port is its own host: one source address for all of them is refused.
+        check_count("src-ip", self.src_ip.len(), nports, "--iface ports", false)?;
+        let nsinks = self.sink.len();
+        check_count(
+            "sink-out",
+            self.sink_out.len(),
+            nsinks,
+            "--sink ports",
+            false,
+        )?;
+        check_count("out", self.out.len(), nports, "--iface ports", false)?;
+        let pauses = sink_pauses(self)?;
+        let mut ports = Vec::with_capacity(nports);
+        for (k, label) in self.iface.iter().enumerate() {
+            let path = config_of(k).expect("--config has a default");
+            let src = open(path, Kind::Send, None).with_context(|| format!("--config {path}"))?;
+            let preset = self.preset.as_deref();
+            ports.push(SendPortSpec {
+                label: label.clone(),
+                config: PortConfig::resolve(src, self.cc, rate_of(k), preset)?,
+                src_ip: self.src_ip.get(k).copied(),
+            });
+        }
+        let np = if self.sink_no_cnp {
+            None
+        } else {
+            Some(np_profile(None)?)
+        };
+        let sinks = (self.sink.iter().zip(pauses))
+            .map(|(label, pause)| {
+                let opts = SinkOptions {
+                    pfc_pause: pause,
+                    ..SinkOptions::defaults(np)
+                };
+                (label.clone(), opts)
+            })
+            .collect();
+        Ok(SendOptions {
+            ports,
+            driver: self.port.driver(),
+            flow_base: self.flow_base,
+            flow_stride: self.flow_stride,
+            sinks,
+            clock_id: self.clock_id,
+            duration: self.duration,
+            linger: self.sink_linger,
+            idle: self.idle,
+            stop: Some(quench_port::worker::stop_on_signals()?),
+        })
+    }
+}
+
+/// The progress status of the sender: transmit rate over the interval, totals of frames,
+/// feedback, PFC frames, priorities paused, reflected frames back, the sinks' frames (`sinks`).
+fn show_progress(
+    p: &mut Progress,
+    now: units::Instant,
+    s: &SendStats,
+    sinks: bool,
+    [bytes, frames]: &mut [Delta; 2],
+) -> std::io::Result<()> {
+    let (c, pm, rb) = (&s.sent, s.paused_mask, s.reflected_back);
+    let (db, df) = (bytes.step(c.bytes), frames.step(c.frames));
+    let sinks_rx = match sinks {
+        true => format!(" | sinks rx {}", s.sink_frames),
+        false => String::new(),
+    };
+    p.show(
+        now,
+        |dt| {
+            let (mbps, fps) = (per_s(db * 8, dt, 1e6), per_s(df, dt, 1.0));
+            format!(
+                "tx {mbps:.1} Mb/s {fps:.0} frames/s | {} frames | feedback {} CNMs {} CNPs | {} \
+                 PFC frames, paused {pm:#04x} | {rb} reflected back{sinks_rx}",
+                c.frames, c.cnms, c.cnps, c.pfc_rx
+            )
+        },
+        |dt| {
+            serde_json::json!({
+                "tx_bps": per_s(db * 8, dt, 1.0), "tx_fps": per_s(df, dt, 1.0),
+                "frames": c.frames, "cnms": c.cnms, "cnps": c.cnps, "pfc_rx": c.pfc_rx,
+                "paused_mask": pm, "reflected_back": rb, "sink_frames": s.sink_frames,
+            })
+        },
+    )
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.json {
         super::human_to_stderr();
     }
-    let nports = args.iface.len();
-    let config_of = per_port("config", &args.config, nports)?;
-    let rate_of = per_port("rate", &args.rate, nports)?;
-    // Each port is its own host: one source address for all of them is refused.
-    check_count("src-ip", args.src_ip.len(), nports, "--iface ports", false)?;
-    check_count(
-        "sink-out",
-        args.sink_out.len(),
-        args.sink.len(),
-        "--sink ports",
-        false,
-    )?;
-    check_count("out", args.out.len(), nports, "--iface ports", false)?;
-    let clock_id = match args.clock_id {
-        Some(id) if id == 0 || id > 0xFF_FFFF => {
-            anyhow::bail!("--clock-id {id}: must be 1 ..= 0xffffff (24 bits, 0 means not said)")
-        }
-        Some(id) => id,
-        None => quench_wire::time::clock_id(),
-    };
-    let pauses = sink_pauses(&args)?;
-    let mut configs = Vec::with_capacity(nports);
-    for k in 0..nports {
-        let path = config_of(k).expect("--config has a default");
-        let src = quench_config::bundled::open(path, quench_config::bundled::Kind::Send, None)
-            .with_context(|| format!("--config {path}"))?;
-        configs.push(PortConfig::resolve(
-            src,
-            args.cc,
-            rate_of(k),
-            args.preset.as_deref(),
-        )?);
+    let send = SendLoop::start(args.options()?)?;
+    for n in send.notes() {
+        eprintln!("quench send: {n}");
     }
-    // One loop: its stall accounting uses the tightest catch-up bound among the ports, at most
-    // 1 ms (with a long bound and a catch-up speed, a gap costs nothing for good, but it is still
-    // time the pacing windows had to make up, and what the report should show).
-    let loop_catch_up = configs
-        .iter()
-        .map(|c| c.pacing.max_catch_up)
-        .min()
-        .unwrap_or(Duration::from_micros(u64::from(default_catch_up_us())))
-        .min(Duration::from_millis(1));
-    let stop = quench_port::worker::stop_on_signals()?;
     let clock = Clock::new();
-    let t0 = clock.now();
-    let mut ports = Vec::with_capacity(nports);
-    for (k, (label, pc)) in args.iface.iter().zip(&configs).enumerate() {
-        let (cfg, file, cc, line) = (&pc.cfg, &pc.file, pc.cc, pc.line);
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(cfg.seed.wrapping_add(k as u64));
-        let first = (k as u32)
-            .checked_mul(args.flow_stride)
-            .and_then(|o| o.checked_add(args.flow_base))
-            .ok_or_else(|| {
-                anyhow::anyhow!("--flow-base + {k} x --flow-stride overflows a flow id")
-            })?;
-        let flows = schedule(&cfg.flows, &pc.dir, first, &mut rng)
-            .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
-        if nports > 1 && flows.len() as u64 > u64::from(args.flow_stride) {
-            anyhow::bail!(
-                "{file} gives each port {} flows, more than --flow-stride {}: the ports' flow ids \
-                 would overlap",
-                flows.len(),
-                args.flow_stride
-            );
+    let mut progress = Progress::new("send", args.json, clock.now());
+    let mut deltas = Default::default();
+    while !send.is_finished() {
+        let now = clock.now();
+        if progress.due(now) {
+            let sinks = !args.sink.is_empty();
+            show_progress(&mut progress, now, &send.stats(), sinks, &mut deltas)?;
         }
-        let port = args.port.driver().open(label)?;
-        let mac = port
-            .caps()
-            .mac
-            .unwrap_or(MacAddr(2, 0, 0, 0, 0, 1 + k as u8));
-        let src_ip = args.src_ip.get(k).copied().unwrap_or(cfg.src_ip);
-        let w = SendWorker::new(
-            pc.pacing,
-            cfg.frame_len.min(MAX_FRAME as u32),
-            flows,
-            t0,
-            host_rp(cc, cfg.qcn_rp.as_ref(), cfg.dcqcn_rp.as_ref(), line)
-                .map_err(|e| anyhow::anyhow!("{file}: {e}"))?,
-            Addressing {
-                src_mac: mac,
-                src_ip,
-                dst_ip: cfg.dst_ip,
-                vlan: cfg.vlan,
-                ecn: pc.ecn,
-                cn_tag: cc == Cc::Qcn,
-            },
-        )
-        .map_err(|e| anyhow::anyhow!("{file}: {e}"))?
-        .with_link_rate(line)
-        .with_clock(clock_id);
-        let rtt = RecvWorker::round_trip(clock_id, src_ip, Duration::from_millis(100), mac);
-        ports.push(
-            SendPort::new(
-                label.clone(),
-                port,
-                w,
-                Duration::from_millis(100),
-                loop_catch_up,
-            )
-            .with_rtt(rtt),
-        );
+        std::thread::sleep(super::progress::WATCH_NAP);
     }
-    let np = if args.sink_no_cnp {
-        None
-    } else {
-        Some(super::recv::np_profile(None)?)
-    };
-    let mut sinks = Vec::with_capacity(args.sink.len());
-    for (label, pause) in args.sink.iter().zip(pauses) {
-        let opts = SinkOptions {
-            pfc_pause: pause,
-            ..SinkOptions::defaults(np)
-        };
-        sinks.push(Sink::new(args.port.driver().open(label)?, opts)?);
-    }
-    let (idle, why) = args
-        .idle
-        .for_this_thread(quench_port::worker::IdleMode::Yield);
-    eprintln!("quench send: the loop {} when idle ({why})", idle.what());
-    let limits = LoopLimits {
-        idle,
-        end: t0 + args.duration,
-        stop: &stop,
-        linger: args.sink_linger,
-    };
-    // Gaps longer than the catch-up bound (or 1 ms) are reported as stalls.
-    let mut stalls = LoopStalls::new(loop_catch_up);
-    let mut progress = Progress::new("send", args.json, t0);
-    let (mut tx_bytes, mut tx_frames) = (Delta::default(), Delta::default());
-    let mut show = |now, ports: &[SendPort], sinks: &[Sink]| {
-        if !progress.due(now) {
-            return Ok(());
-        }
-        let mut c = quench_runtime::send::worker::SendCounters::default();
-        let mut paused = 0u8;
-        for o in ports {
-            let k = o.w.counters();
-            (c.frames, c.bytes) = (c.frames + k.frames, c.bytes + k.bytes);
-            (c.cnms, c.cnps, c.pfc_rx) = (c.cnms + k.cnms, c.cnps + k.cnps, c.pfc_rx + k.pfc_rx);
-            paused |= o.w.paused_mask(now);
-        }
-        let rtt_back: u64 = ports
-            .iter()
-            .filter_map(|o| o.rtt.as_ref())
-            .flat_map(|m| m.receiver().flows())
-            .map(|f| f.frames)
-            .sum();
-        let sink_rx: u64 = sinks
-            .iter()
-            .flat_map(|s| s.worker().receiver().flows())
-            .map(|f| f.frames)
-            .sum();
-        let (db, df) = (tx_bytes.step(c.bytes), tx_frames.step(c.frames));
-        progress.show(
-            now,
-            |dt| {
-                format!(
-                    "tx {:.1} Mb/s {:.0} frames/s | {} frames | feedback {} CNMs {} CNPs | {} PFC frames, paused {:#04x} | {} reflected back{}",
-                    per_s(db * 8, dt, 1e6),
-                    per_s(df, dt, 1.0),
-                    c.frames,
-                    c.cnms,
-                    c.cnps,
-                    c.pfc_rx,
-                    paused,
-                    rtt_back,
-                    if sinks.is_empty() { String::new() } else { format!(" | sinks rx {sink_rx}") }
-                )
-            },
-            |dt| {
-                serde_json::json!({
-                    "tx_bps": per_s(db * 8, dt, 1.0), "tx_fps": per_s(df, dt, 1.0),
-                    "frames": c.frames, "cnms": c.cnms, "cnps": c.cnps, "pfc_rx": c.pfc_rx,
-                    "paused_mask": paused, "reflected_back": rtt_back, "sink_frames": sink_rx,
-                })
-            },
-        )
-    };
-    let secs = quench_runtime::send::run::run(
-        &mut ports,
-        &mut sinks,
-        &clock,
-        t0,
-        &limits,
-        &mut stalls,
-        &mut show,
-    )?;
     progress.done();
-    for (k, o) in ports.iter_mut().enumerate() {
-        if nports > 1 {
+    let report = send.join()?;
+    for o in &report.ports {
+        if report.ports.len() > 1 {
             outln!("== port {}", o.label)?;
         }
-        let unsent = o.tx.len() + o.port.tx_queued().unwrap_or(0);
-        let kernel = KernelTx {
-            unsent,
-            refusals: o.port.tx_refusals(),
-            drops: o.port.kernel_tx_drops(),
-            rx_drops: o.port.kernel_rx_drops(),
-        };
-        report(o, configs[k].cc, secs, &stalls, &kernel)?;
+        out!("{}", o.table(report.secs, &report.stalls))?;
+        jsonln!("summary", o.to_json(report.secs, &report.stalls))?;
     }
-    for (k, o) in ports.into_iter().enumerate() {
-        let out = args.out.get(k);
-        let Some(rtt) = o.rtt else { continue };
-        if rtt.receiver().flows().is_empty() && out.is_none() {
-            continue;
+    for (k, o) in report.ports.into_iter().enumerate() {
+        if let Some(rtt) = o.rtt {
+            super::recv::print_rtt(&o.label, rtt, args.out.get(k).map(PathBuf::as_path))?;
         }
-        let (summary, all, log) = rtt.finish(quench_wire::time::shared_now());
-        if let Some(dir) = out {
-            report::write_report_dir(dir, &summary, &all, &log)?;
-        }
-        outln!(
-            "== rtt {} (frames reflected back by quench recv --reflect)",
-            o.label
-        )?;
-        out!("{}", summary.table())?;
-        if let Some(dir) = out {
-            outln!("report written to {}", dir.display())?;
-        }
-        jsonln!("rtt", serde_json::json!({"port": o.label, "rtt": summary}))?;
     }
-    for (k, (s, label)) in sinks.into_iter().zip(&args.sink).enumerate() {
+    for (k, (s, label)) in report.sinks.into_iter().zip(&args.sink).enumerate() {
         outln!("== sink {label}")?;
         let json = super::recv::finish_sink(s, args.sink_out.get(k).map(PathBuf::as_path))?;
         jsonln!("sink", serde_json::from_str::<serde_json::Value>(&json)?)?;
     }
-    Ok(())
-}
-
-/// What became of the frames a port was handed, as its kernel side tells.
-struct KernelTx {
-    /// Still queued at the end ([`quench_port::Port::tx_queued`] plus the sender's own queue).
-    unsent: usize,
-    refusals: Option<u64>,
-    drops: Option<u64>,
-    /// Frames the kernel dropped for want of room in the port's receive ring (feedback among
-    /// them), where the port can tell.
-    rx_drops: Option<u64>,
-}
-
-/// One port's lines: per-flow rates, feedback counts, what did not leave, the pacing audit,
-/// the loop's scheduling stalls (shared by every port of the loop), then one JSON line.
-fn report(
-    o: &SendPort,
-    cc: Cc,
-    secs: f64,
-    stalls: &LoopStalls,
-    k: &KernelTx,
-) -> std::io::Result<()> {
-    let w = &o.w;
-    let c = w.counters();
-    outln!(
-        "{:>6} {:>10} {:>12} {:>12}",
-        "flow",
-        "frames",
-        "Mb/s sent",
-        "rate now"
-    )?;
-    let mut flows_json = Vec::new();
-    for (spec, f) in w.flows() {
-        let rate_now = w.rate(spec.flow);
-        let mbps = f.bytes_sent as f64 * 8.0 / secs / 1e6;
-        outln!(
-            "{:>6} {:>10} {:>12.1} {:>12}",
-            spec.flow,
-            f.seq,
-            mbps,
-            rate_now
-        )?;
-        flows_json.push(serde_json::json!({
-            "flow": spec.flow.0, "frames": f.seq, "sent_bps": mbps * 1e6,
-            "rate_now_bps": rate_now.as_bps(),
-        }));
-    }
-    outln!(
-        "sent {} frames in {:.1} s; feedback: {} CNMs, {} CNPs, {} for unknown flows, {} forged, {} refused; {} PFC frames; {} frames without a buffer",
-        c.frames, secs, c.cnms, c.cnps, c.unknown_feedback, c.forged.total(), c.refused_feedback, c.pfc_rx, o.no_buffer
-    )?;
-    if k.unsent > 0 {
-        outln!(
-            "not sent: {} frames still queued (here or in the port's ring) at the end",
-            k.unsent
-        )?;
-    }
-    if let Some(r) = k.refusals.filter(|&r| r > 0) {
-        outln!("the device refused {r} transmit attempts (peer down or backlog full); each was retried")?;
-    }
-    if let Some(d) = k.drops.filter(|&d| d > 0) {
-        outln!("lost: {d} frames the kernel took and dropped unsent (the device refused them)")?;
-    }
-    let audit = &o.audit;
-    let dev = audit.max_abs();
-    // The windows no stall touched: what the pacer itself gets wrong, apart from the CPU being
-    // taken away.
-    let unstalled = audit.unstalled().count();
-    let unstalled_within = share_within(audit.unstalled(), 0.01);
-    let unstalled_dev = audit.unstalled().map(f64::abs).reduce(f64::max);
-    if let Some(d) = dev {
-        outln!(
-            "pacing: sent vs RP rate over {} windows of 100 ms: {:.1} % within 1 %, largest deviation {:.3} %",
-            audit.deviations.len(),
-            100.0 * audit.within(0.01).unwrap_or(0.0),
-            100.0 * d
-        )?;
-        outln!(
-            "pacing: the {} windows no loop stall over the catch-up bound touched: {:.1} % within 1 %, largest deviation {:.3} %",
-            unstalled,
-            100.0 * unstalled_within.unwrap_or(0.0),
-            100.0 * unstalled_dev.unwrap_or(0.0)
-        )?;
-    }
-    outln!(
-        "scheduling: {stalls}; transmission time given up at the catch-up bound: {:.1} ms",
-        w.core.lag_dropped().as_nanos() as f64 / 1e6
-    )?;
-    jsonln!(
-        "summary",
-        serde_json::json!({
-            "port": o.label,
-            "pacing": audit.to_json(),
-            "scheduling": {"stalls": stalls.count, "stalled_ns": stalls.total.as_nanos(),
-                           "longest_stall_ns": stalls.longest.as_nanos(),
-                           "lag_dropped_ns": w.core.lag_dropped().as_nanos()},
-            "cc": format!("{cc:?}").to_lowercase(), "seconds": secs, "frames": c.frames,
-            "cnms": c.cnms, "cnps": c.cnps, "unknown_feedback": c.unknown_feedback,
-            "forged_feedback": c.forged.total(), "forged": c.forged, "refused_feedback": c.refused_feedback,
-            "pfc_rx": c.pfc_rx, "no_buffer": o.no_buffer, "unsent": k.unsent,
-            "tx_refusals": k.refusals, "tx_kernel_drops": k.drops, "rx_kernel_drops": k.rx_drops,
-            "flows": flows_json,
-        })
-    )?;
     Ok(())
 }

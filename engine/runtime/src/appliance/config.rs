@@ -282,7 +282,6 @@ impl ApplianceConfig {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

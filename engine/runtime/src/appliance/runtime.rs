@@ -11,8 +11,7 @@
 //! the live summary to `quench stats`. At the end: per pair, the counters, the flows, the
 //! latency the appliance added and the pacing audit; the loop's stalls.
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use serde_json::json;
@@ -21,7 +20,7 @@ use units::{Duration, Instant, Rate};
 use super::config::ApplianceConfig;
 use super::table::{FlowTable, TableConfig, TableCounters};
 use super::{Appliance, Counters, InsideAction, OutsideAction, Role};
-use crate::live::Published;
+use crate::live::{LoopHandle, Published};
 use crate::switch::control::ControlSocket;
 use crate::PortDriver;
 use quench_node::host::audit::{LoopStalls, PaceAudit};
@@ -55,13 +54,9 @@ pub struct ApplianceOptions {
 /// The appliance's entry point (see the module docs).
 pub struct ApplianceLoop;
 
-/// A running appliance.
-pub struct ApplianceHandle {
-    stop: Arc<AtomicBool>,
-    stats: Arc<Published<ApplianceStats>>,
-    thread: JoinHandle<anyhow::Result<ApplianceReport>>,
-    notes: Vec<String>,
-}
+/// A running appliance: [`LoopHandle::stats`] (every pair's figures), stop, join (the
+/// [`ApplianceReport`]).
+pub type ApplianceHandle = LoopHandle<ApplianceStats, ApplianceReport>;
 
 /// One pair's figures.
 #[derive(Clone, Debug, Default)]
@@ -101,76 +96,18 @@ impl ApplianceLoop {
         cfg: ApplianceConfig,
         options: ApplianceOptions,
     ) -> anyhow::Result<ApplianceHandle> {
-        let stop = options.stop.clone().unwrap_or_default();
-        let stats = Arc::new(Published::new(ApplianceStats::default()));
-        let (ready_tx, ready_rx) = mpsc::channel();
-        let (s, st) = (stop.clone(), stats.clone());
-        let thread = std::thread::Builder::new()
-            .name("quench-appliance".into())
-            .spawn(move || {
-                let started = State::prepare(&cfg, &options);
-                let state = match started {
-                    Ok(state) => state,
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(format!("{e:#}")));
-                        return Err(e);
-                    }
-                };
-                let _ = ready_tx.send(Ok(state.notes.clone()));
-                state.run(options.duration, &s, &st)
-            })?;
-        match ready_rx.recv() {
-            Ok(Ok(notes)) => Ok(ApplianceHandle {
-                stop,
-                stats,
-                thread,
-                notes,
-            }),
-            Ok(Err(e)) => {
-                let _ = thread.join();
-                Err(anyhow::anyhow!(e))
-            }
-            Err(_) => match thread.join() {
-                Ok(r) => r.and_then(|_| anyhow::bail!("the appliance's loop ended at its start")),
-                Err(_) => anyhow::bail!("the appliance's loop panicked at its start"),
+        let (stop, duration) = (options.stop.clone(), options.duration);
+        LoopHandle::spawn(
+            "quench-appliance",
+            "the appliance's loop",
+            stop,
+            move || {
+                let s = State::prepare(&cfg, &options)?;
+                let notes = s.notes.clone();
+                Ok((s, notes))
             },
-        }
-    }
-}
-
-impl ApplianceHandle {
-    /// Every pair's figures now (the loop answers between two iterations; once it has ended,
-    /// its last answer).
-    pub fn stats(&self) -> ApplianceStats {
-        self.stats.ask()
-    }
-
-    /// What the start decided, one line each: the idle mode and why, the pairs, the control
-    /// socket.
-    pub fn notes(&self) -> &[String] {
-        &self.notes
-    }
-
-    /// Whether the appliance was told to stop.
-    pub fn is_stopped(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
-    }
-
-    /// Whether the loop has ended (stopped, its duration over, or an error).
-    pub fn is_finished(&self) -> bool {
-        self.thread.is_finished()
-    }
-
-    /// Tells the loop to stop; [`ApplianceHandle::join`] waits for it.
-    pub fn stop(&self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-
-    /// Waits until the loop has ended and returns the final report, or the error that ended it.
-    pub fn join(self) -> anyhow::Result<ApplianceReport> {
-        self.thread
-            .join()
-            .map_err(|_| anyhow::anyhow!("the appliance's loop panicked"))?
+            move |s, stop, stats| s.run(duration, stop, stats),
+        )
     }
 }
 

@@ -47,6 +47,21 @@ fn pause_plan(
     Ok((Duration::from_micros(period), frame))
 }
 
+/// The notification point `--preset NAME|FILE` configures (its `[np]` table), or the default
+/// one.
+pub fn np_profile(preset: Option<&str>) -> anyhow::Result<np::NpProfile> {
+    use anyhow::Context as _;
+    let p = match preset {
+        Some(arg) => {
+            let src = quench_config::bundled::open(arg, quench_config::bundled::Kind::Preset, None)
+                .with_context(|| format!("--preset {arg}"))?;
+            quench_config::bundled::table(&src, "np")?.unwrap_or_default()
+        }
+        None => np::NpParams::default(),
+    };
+    p.profile().map_err(|e| anyhow::anyhow!("[np] {e}"))
+}
+
 /// What configures a receiver beyond its port: `quench recv`'s options, or `quench send
 /// --sink`'s defaults.
 pub struct SinkOptions {

@@ -257,78 +257,78 @@ pub struct PortConfig {
 }
 
 impl PortConfig {
-/// The configuration `src` with the overrides: `cc`, every flow group's `rate`, the
-/// reaction-point tables of `preset` (a bundled name or a file).
-pub fn resolve(
-    src: Source,
-    cc: Option<Cc>,
-    rate: Option<&Rate>,
-    preset: Option<&str>,
-) -> anyhow::Result<PortConfig> {
-    let mut cfg = load(&src)?;
-    let file = src.origin.clone();
-    let cc = cc.unwrap_or(cfg.cc);
-    if let Some(r) = rate {
-        for g in &mut cfg.flows {
-            g.rate = r.to_string();
+    /// The configuration `src` with the overrides: `cc`, every flow group's `rate`, the
+    /// reaction-point tables of `preset` (a bundled name or a file).
+    pub fn resolve(
+        src: Source,
+        cc: Option<Cc>,
+        rate: Option<&Rate>,
+        preset: Option<&str>,
+    ) -> anyhow::Result<PortConfig> {
+        let mut cfg = load(&src)?;
+        let file = src.origin.clone();
+        let cc = cc.unwrap_or(cfg.cc);
+        if let Some(r) = rate {
+            for g in &mut cfg.flows {
+                g.rate = r.to_string();
+            }
         }
-    }
-    if let Some(p) = preset {
-        let t = PresetTables::from_option(p)?;
-        // A preset without the table `cc` reads would leave its defaults in place unsaid.
-        let (applies, table) = match cc {
-            Cc::None => (false, "none"),
-            Cc::Qcn => (t.qcn_rp.is_some(), "[qcn_rp]"),
-            Cc::Dcqcn => (t.dcqcn_rp.is_some(), "[dcqcn_rp]"),
+        if let Some(p) = preset {
+            let t = PresetTables::from_option(p)?;
+            // A preset without the table `cc` reads would leave its defaults in place unsaid.
+            let (applies, table) = match cc {
+                Cc::None => (false, "none"),
+                Cc::Qcn => (t.qcn_rp.is_some(), "[qcn_rp]"),
+                Cc::Dcqcn => (t.dcqcn_rp.is_some(), "[dcqcn_rp]"),
+            };
+            if !applies {
+                anyhow::bail!(
+                    "--preset {p} does not apply to cc {}: it has no {table} table{}",
+                    match cc {
+                        Cc::None => "none",
+                        Cc::Qcn => "qcn",
+                        Cc::Dcqcn => "dcqcn",
+                    },
+                    if cc == Cc::None {
+                        " (no reaction point runs)"
+                    } else {
+                        " (`quench presets` lists the presets)"
+                    }
+                );
+            }
+            cfg.qcn_rp = t.qcn_rp.or(cfg.qcn_rp);
+            cfg.dcqcn_rp = t.dcqcn_rp.or(cfg.dcqcn_rp);
+        }
+        let line =
+            Rate::parse(&cfg.line_rate).map_err(|e| anyhow::anyhow!("{file}: line_rate: {e}"))?;
+        let ecn = match cfg.ecn {
+            Some(EcnSetting::NotEct) => Ecn::NotEct,
+            Some(EcnSetting::Ect0) => Ecn::Ect0,
+            Some(EcnSetting::Ect1) => Ecn::Ect1,
+            None if cc == Cc::Dcqcn => Ecn::Ect0,
+            None => Ecn::NotEct,
         };
-        if !applies {
-            anyhow::bail!(
-                "--preset {p} does not apply to cc {}: it has no {table} table{}",
-                match cc {
-                    Cc::None => "none",
-                    Cc::Qcn => "qcn",
-                    Cc::Dcqcn => "dcqcn",
-                },
-                if cc == Cc::None {
-                    " (no reaction point runs)"
-                } else {
-                    " (`quench presets` lists the presets)"
-                }
-            );
-        }
-        cfg.qcn_rp = t.qcn_rp.or(cfg.qcn_rp);
-        cfg.dcqcn_rp = t.dcqcn_rp.or(cfg.dcqcn_rp);
-    }
-    let line =
-        Rate::parse(&cfg.line_rate).map_err(|e| anyhow::anyhow!("{file}: line_rate: {e}"))?;
-    let ecn = match cfg.ecn {
-        Some(EcnSetting::NotEct) => Ecn::NotEct,
-        Some(EcnSetting::Ect0) => Ecn::Ect0,
-        Some(EcnSetting::Ect1) => Ecn::Ect1,
-        None if cc == Cc::Dcqcn => Ecn::Ect0,
-        None => Ecn::NotEct,
-    };
-    if let Some(k) = cfg.catch_up_speed {
-        if !(k.is_finite() && k > 1.0) {
-            anyhow::bail!(
+        if let Some(k) = cfg.catch_up_speed {
+            if !(k.is_finite() && k > 1.0) {
+                anyhow::bail!(
                 "{file}: catch_up_speed = {k}: must be above 1 (the peak rate of a flow catching \
                  up, in multiples of its RP rate)"
             );
+            }
         }
+        let pacing = PacingConfig {
+            max_catch_up: Duration::from_micros(u64::from(cfg.max_catch_up_us)),
+            catch_up_speed: cfg.catch_up_speed,
+            ..PacingConfig::default()
+        };
+        Ok(PortConfig {
+            cfg,
+            file,
+            dir: src.dir,
+            cc,
+            line,
+            ecn,
+            pacing,
+        })
     }
-    let pacing = PacingConfig {
-        max_catch_up: Duration::from_micros(u64::from(cfg.max_catch_up_us)),
-        catch_up_speed: cfg.catch_up_speed,
-        ..PacingConfig::default()
-    };
-    Ok(PortConfig {
-        cfg,
-        file,
-        dir: src.dir,
-        cc,
-        line,
-        ecn,
-        pacing,
-    })
-}
 }

@@ -1,8 +1,8 @@
 //! The poll loop of `quench send`: one busy-polling loop reads the clock once per iteration and
 //! serves every sender port (feedback in, reaction-point timers, the paced frames out) and the
 //! `--sink` receiver ports beside them, until the end time or a stop signal; then it flushes
-//! what was generated but not yet sent and lets the sinks linger. Configuration and the report
-//! are the command's (cli/send.rs).
+//! what was generated but not yet sent and lets the sinks linger. The start and the report are
+//! [`super::runtime`]'s.
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use units::{Duration, Instant};

@@ -33,7 +33,9 @@ pub struct Netns {
 
 impl Drop for Netns {
     fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
     }
 }
 
@@ -54,7 +56,9 @@ impl Netns {
         ip(&["netns", "add", &name]);
         let ns = Netns { name, _lock: lock };
         for (a, b) in pairs {
-            ip(&["-n", &ns.name, "link", "add", a, "type", "veth", "peer", "name", b]);
+            ip(&[
+                "-n", &ns.name, "link", "add", a, "type", "veth", "peer", "name", b,
+            ]);
             for dev in [a, b] {
                 ip(&["-n", &ns.name, "link", "set", dev, "up"]);
             }
