@@ -14,7 +14,8 @@ use units::Duration;
 
 use super::progress::{per_s, Delta, Progress};
 use quench_report as report;
-use quench_runtime::recv::sink::{np_profile, Sink, SinkEnd, SinkOptions, DEFAULT_MAX_FLOWS};
+use quench_runtime::recv::runtime::{RecvLoop, RecvOptions, RecvStats};
+use quench_runtime::recv::sink::{np_profile, SinkEnd, SinkOptions, DEFAULT_MAX_FLOWS};
 use quench_wire::time::shared_now;
 
 #[derive(clap::Args, Debug)]
@@ -128,48 +129,35 @@ pub(crate) fn print_rtt(
 
 /// The progress status of a receiver: receive rate and frames over the interval, totals of
 /// frames, lost, CNPs and reflected frames.
-#[derive(Default)]
-pub(crate) struct RecvProgress {
-    frames: Delta,
-    bytes: Delta,
-}
-
-impl RecvProgress {
-    pub(crate) fn show(
-        &mut self,
-        p: &mut Progress,
-        now: units::Instant,
-        w: &quench_runtime::recv::worker::RecvWorker,
-    ) -> std::io::Result<()> {
-        let flows = w.receiver().flows();
-        let frames: u64 = flows.iter().map(|f| f.frames).sum();
-        let bytes: u64 = flows.iter().map(|f| f.bytes).sum();
-        let lost: u64 = flows.iter().map(|f| f.missing).sum();
-        let c = w.counters();
-        let (df, db) = (self.frames.step(frames), self.bytes.step(bytes));
-        p.show(
-            now,
-            |dt| {
-                format!(
-                    "rx {:.1} Mb/s {:.0} frames/s | {} frames, {} lost, {} flows | {} CNPs, {} reflected",
-                    per_s(db * 8, dt, 1e6),
-                    per_s(df, dt, 1.0),
-                    frames,
-                    lost,
-                    flows.len(),
-                    c.cnps_sent,
-                    c.reflected
-                )
-            },
-            |dt| {
-                serde_json::json!({
-                    "rx_bps": per_s(db * 8, dt, 1.0), "rx_fps": per_s(df, dt, 1.0),
-                    "frames": frames, "bytes": bytes, "lost": lost, "flows": flows.len(),
-                    "cnps_sent": c.cnps_sent, "reflected": c.reflected,
-                })
-            },
-        )
-    }
+fn show_progress(
+    p: &mut Progress,
+    now: units::Instant,
+    s: &RecvStats,
+    [frames, bytes]: &mut [Delta; 2],
+) -> std::io::Result<()> {
+    let (df, db) = (frames.step(s.frames), bytes.step(s.bytes));
+    p.show(
+        now,
+        |dt| {
+            format!(
+                "rx {:.1} Mb/s {:.0} frames/s | {} frames, {} lost, {} flows | {} CNPs, {} reflected",
+                per_s(db * 8, dt, 1e6),
+                per_s(df, dt, 1.0),
+                s.frames,
+                s.lost,
+                s.flows,
+                s.cnps_sent,
+                s.reflected
+            )
+        },
+        |dt| {
+            serde_json::json!({
+                "rx_bps": per_s(db * 8, dt, 1.0), "rx_fps": per_s(df, dt, 1.0),
+                "frames": s.frames, "bytes": s.bytes, "lost": s.lost, "flows": s.flows,
+                "cnps_sent": s.cnps_sent, "reflected": s.reflected,
+            })
+        },
+    )
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -181,46 +169,36 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         Some(np_profile(args.preset.as_deref())?)
     };
-    let mut sink = Sink::new(
-        args.port.driver().open(&args.iface)?,
-        SinkOptions {
+    let interval = args.interval.max(Duration::from_millis(1));
+    let recv = RecvLoop::start(RecvOptions {
+        iface: args.iface.clone(),
+        driver: args.port.driver(),
+        sink: SinkOptions {
             np,
-            interval: args
-                .interval
-                .max(Duration::from_millis(1)),
+            interval,
             max_flows: args.max_flows,
             pfc_pause: args.pfc_pause.clone(),
             reflect: args.reflect,
             clock: quench_wire::time::clock_id(),
         },
-    )?;
-    let stop = quench_port::worker::stop_on_signals()?;
-    let t0 = shared_now();
-    let end = t0 + args.duration;
-    let (mode, why) = args
-        .idle
-        .for_this_thread(quench_port::worker::IdleMode::Yield);
-    eprintln!("quench recv: the loop {} when idle ({why})", mode.what());
-    let mut fds = Vec::new();
-    sink.rx_fds(&mut fds);
-    let mut idle = quench_port::worker::Backoff::new(mode, fds);
-    let mut progress = Progress::new("recv", args.json, t0);
-    let mut status = RecvProgress::default();
-    loop {
-        let (n, now) = sink.step()?;
-        idle.after(n, || {
-            let pause = sink.next_deadline().unwrap_or(end);
-            Some(pause.min(end).saturating_since(now))
-        });
+        duration: args.duration,
+        idle: args.idle,
+        stop: Some(quench_port::worker::stop_on_signals()?),
+    })?;
+    for n in recv.notes() {
+        eprintln!("quench recv: {n}");
+    }
+    let mut progress = Progress::new("recv", args.json, shared_now());
+    let mut deltas = Default::default();
+    while !recv.is_finished() {
+        let now = shared_now();
         if progress.due(now) {
-            status.show(&mut progress, now, sink.worker())?;
+            show_progress(&mut progress, now, &recv.stats(), &mut deltas)?;
         }
-        if now >= end || stop.load(std::sync::atomic::Ordering::Relaxed) {
-            break;
-        }
+        std::thread::sleep(super::progress::WATCH_NAP);
     }
     progress.done();
-    let json = finish_sink(sink.finish(), args.out.as_deref())?;
+    let json = finish_sink(recv.join()?, args.out.as_deref())?;
     jsonln!("summary", serde_json::from_str(&json)?)?;
     Ok(())
 }

@@ -28,6 +28,7 @@ use quench_report::{
     latency_histogram, FlowSummary, LatencyKind, LatencySummary, Summary, MAX_LATENCY_NS,
 };
 
+pub mod runtime;
 pub mod sink;
 pub mod worker;
 
