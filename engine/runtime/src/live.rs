@@ -62,6 +62,8 @@ pub struct LoopHandle<S, R> {
     stop: Arc<AtomicBool>,
     stats: Arc<Published<S>>,
     thread: JoinHandle<anyhow::Result<R>>,
+    /// Disconnected when the thread ends (its sender dropped, also on a panic).
+    done: mpsc::Receiver<()>,
     notes: Vec<String>,
     /// The loop, in errors ("the sender's loop").
     what: &'static str,
@@ -81,10 +83,12 @@ impl<S: Clone + Default + Send + 'static, R: Send + 'static> LoopHandle<S, R> {
         let stop = stop.unwrap_or_default();
         let stats = Arc::new(Published::new(S::default()));
         let (ready_tx, ready_rx) = mpsc::channel();
+        let (done_tx, done) = mpsc::channel::<()>();
         let (s, st) = (stop.clone(), stats.clone());
         let thread = std::thread::Builder::new()
             .name(name.into())
             .spawn(move || {
+                let _done = done_tx;
                 let (state, notes) = match prepare() {
                     Ok(p) => p,
                     Err(e) => {
@@ -107,6 +111,7 @@ impl<S: Clone + Default + Send + 'static, R: Send + 'static> LoopHandle<S, R> {
             stop,
             stats,
             thread,
+            done,
             notes,
             what,
         })
@@ -131,6 +136,13 @@ impl<S: Clone + Default + Send + 'static, R: Send + 'static> LoopHandle<S, R> {
     /// Whether the loop has ended (stopped, its duration over, or an error).
     pub fn is_finished(&self) -> bool {
         self.thread.is_finished()
+    }
+
+    /// Waits up to `timeout` for the loop to end; true once it has returned (its thread may
+    /// still be leaving: [`LoopHandle::join`] waits for that).
+    pub fn wait(&self, timeout: std::time::Duration) -> bool {
+        let ended = self.done.recv_timeout(timeout);
+        matches!(ended, Err(mpsc::RecvTimeoutError::Disconnected))
     }
 
     /// Tells the loop to stop; [`LoopHandle::join`] waits for it.
@@ -167,5 +179,39 @@ mod tests {
         assert_eq!(asker.join().unwrap(), 42);
         assert_eq!(answered, 1);
         assert!(!p.wanted(), "nobody asks any more");
+    }
+
+    #[test]
+    fn a_loop_handle_starts_answers_stops_and_joins() {
+        let e = LoopHandle::<u64, ()>::spawn(
+            "t",
+            "the test loop",
+            None,
+            || anyhow::bail!("no port"),
+            |(), _, _: &Published<u64>| Ok(()),
+        );
+        assert_eq!(e.err().unwrap().to_string(), "no port");
+        let h = LoopHandle::spawn(
+            "t",
+            "the test loop",
+            None,
+            || Ok((5u64, vec!["ready".into()])),
+            |n, stop: &AtomicBool, stats: &Published<u64>| {
+                while !stop.load(Ordering::Relaxed) {
+                    if stats.wanted() {
+                        stats.publish(n);
+                    }
+                    std::thread::yield_now();
+                }
+                Ok(n * 2)
+            },
+        )
+        .unwrap();
+        assert_eq!(h.notes(), ["ready"]);
+        assert_eq!(h.stats(), 5);
+        assert!(!h.wait(std::time::Duration::from_millis(1)) && !h.is_stopped());
+        h.stop();
+        assert!(h.wait(std::time::Duration::from_secs(60)));
+        assert_eq!(h.join().unwrap(), 10);
     }
 }

@@ -182,12 +182,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let clock = Clock::new();
     let mut progress = Progress::new("appliance", args.json, clock.now());
     let mut released = Delta::default();
-    while !app.is_finished() {
+    while !app.wait(super::progress::WATCH_NAP) {
         let now = clock.now();
         if progress.due(now) {
             show_progress(&mut progress, now, &app.stats(), &mut released)?;
         }
-        std::thread::sleep(super::progress::WATCH_NAP);
     }
     progress.done();
     let report = app.join()?;

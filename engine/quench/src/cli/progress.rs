@@ -20,9 +20,9 @@ use quench_wire::time::Ticker;
 /// How often the status is shown.
 pub const INTERVAL: Duration = Duration::from_secs(1);
 
-/// How long a command that watches a runtime's thread sleeps between two looks: what the end
-/// of the run may wait to be seen (the runtime's loop does the work).
-pub const WATCH_NAP: std::time::Duration = std::time::Duration::from_millis(20);
+/// How long a command that watches a runtime's thread waits for its end between two looks at
+/// whether progress is due (the runtime's loop does the work; its end is seen at once).
+pub const WATCH_NAP: std::time::Duration = std::time::Duration::from_millis(250);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {

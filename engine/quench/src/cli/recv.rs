@@ -190,12 +190,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let mut progress = Progress::new("recv", args.json, shared_now());
     let mut deltas = Default::default();
-    while !recv.is_finished() {
+    while !recv.wait(super::progress::WATCH_NAP) {
         let now = shared_now();
         if progress.due(now) {
             show_progress(&mut progress, now, &recv.stats(), &mut deltas)?;
         }
-        std::thread::sleep(super::progress::WATCH_NAP);
     }
     progress.done();
     let json = finish_sink(recv.join()?, args.out.as_deref())?;

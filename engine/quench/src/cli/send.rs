@@ -266,13 +266,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let clock = Clock::new();
     let mut progress = Progress::new("send", args.json, clock.now());
     let mut deltas = Default::default();
-    while !send.is_finished() {
+    while !send.wait(super::progress::WATCH_NAP) {
         let now = clock.now();
         if progress.due(now) {
             let sinks = !args.sink.is_empty();
             show_progress(&mut progress, now, &send.stats(), sinks, &mut deltas)?;
         }
-        std::thread::sleep(super::progress::WATCH_NAP);
     }
     progress.done();
     let report = send.join()?;
