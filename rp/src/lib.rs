@@ -1,4 +1,5 @@
-//! Reaction points: QCN rate limiters and DCQCN rate control, with pacing release times.
+//! Reaction points: QCN rate limiters, DCQCN, HPCC, DCTCP, TIMELY and HPCC-PINT rate control,
+//! windows, and pacing release times.
 //!
 //! Sans-IO: fed `(now, event)`, returns decisions; never reads a clock, a socket or a random
 //! source it was not handed.
@@ -7,6 +8,10 @@
 //!   limiters driven by CNMs (`on_cnm`), transmitted frames (`on_tx`) and timers (`on_timeout`).
 //! - [`dcqcn`]: the DCQCN reaction point for one flow (QP), in the NVIDIA / ns-3 HPCC "mlx" event
 //!   flow or the paper's variant with a byte counter beside the timer.
+//! - [`hpcc`], [`dctcp`], [`timely`], [`pint`]: the ACK-driven reaction points of the HPCC ns-3
+//!   simulator's `CC_MODE` 3, 8, 7 and 10 (`rdma-hw.cc`), fed each ACK's INT hops, ECN echo,
+//!   send stamp or PINT code; [`int`] packs INT as ns-3 does; [`window`] is the bound on bytes
+//!   in flight (`HAS_WIN`, `VAR_WIN`) that HPCC, DCTCP, PINT and the windowed DCQCN run with.
 //! - [`pacer`]: the one pacer: turns a flow's (or a link's) current rate into the release time of
 //!   its next frame, with a bound on the credit it may bank.
 //!
@@ -48,15 +53,27 @@
 #![forbid(unsafe_code)]
 
 pub mod dcqcn;
+pub mod dctcp;
+pub mod hpcc;
+pub mod int;
 pub mod pacer;
 pub mod params;
+pub mod pint;
 pub mod qcn;
+pub mod timely;
+pub mod window;
 
 pub use dcqcn::{
     DcqcnParams, DcqcnProfile, DcqcnRp, DcqcnSnapshot, DcqcnState, UeReaction, Variant,
 };
+pub use dctcp::{DctcpParams, DctcpProfile, DctcpState};
+pub use hpcc::{FlowPath, HpccParams, HpccProfile, HpccState, HpccUpdate};
+pub use int::{IntHop, IntHops, Pint};
 pub use pacer::{Pacer, Spacing};
 pub use params::ParamError;
+pub use pint::{PintParams, PintProfile, PintState};
 pub use qcn::{
     CnmError, CnmOutcome, QcnCounters, QcnParams, QcnProfile, QcnRp, QcnSnapshot, TxOutcome,
 };
+pub use timely::{TimelyParams, TimelyProfile, TimelyState};
+pub use window::Window;
