@@ -168,9 +168,10 @@ pub const KEYS: &[Key] = &[
         ty: Type::Integer,
         unit: "1/1024",
         default: KeyDefault::Value("1019"),
-        range: Range::Int(0, 1023),
+        range: Range::Int(0, 1024),
         doc: "(1 - g) x 1024, the alpha gain's complement: alpha <- (1 - g) alpha + g on a CNP \
-              (1019: g = 5/1024; ns-3's EwmaGain 1/256 is 1020).",
+              (1019: g = 5/1024; ns-3's EwmaGain 1/256 is 1020; 1024, g = 0, is third.cc's \
+              default without EWMA_GAIN).",
     },
     Key {
         name: "dce_tcp_rtt",

@@ -224,6 +224,74 @@ impl Pint {
     }
 }
 
+/// A switch egress's state for PINT's utilisation estimate (ns-3 `SwitchNode`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PintPort {
+    /// ns since the port's previous packet, at most `max_rtt`.
+    pub dt: u64,
+    /// ns-3's `MaxRtt` (third.cc's `maxRtt`), ns.
+    pub max_rtt: u64,
+    pub line_rate: Rate,
+    /// Octets queued at the port after this packet left.
+    pub qlen: u64,
+    /// The previous packet's size (`m_lastPktSize`).
+    pub last_size: u32,
+    /// The previous estimate (`m_u`).
+    pub u: f64,
+}
+
+/// `SwitchNode::log2apprx(x, 20, 16, 20)`: log2(x) x 2^15 from the top 16 bits of `x`, the cut
+/// bits rounding up with the probability they stand for (`rand() & mask`, a coin of 31 bits).
+fn log2apprx(x: i64, coin: &mut dyn FnMut() -> u32) -> i64 {
+    const M: i64 = 16;
+    const SHIFT: i32 = 15; // logres_shift(20, 20) = 20 - data[20] = 15
+    if x <= 0 {
+        // log2(0) is -inf; GCC's int conversion of it (and of what follows) is INT_MIN.
+        return i64::from(i32::MIN);
+    }
+    let x0 = x;
+    let mut x = x;
+    let msb = (x as f64).log2() as i64 + 1;
+    if msb > M {
+        let cut = msb - M;
+        x = x >> cut << cut;
+        let mask = (1i64 << cut) - 1;
+        if (x0 & mask) > (i64::from(coin() & 0x7fff_ffff) & mask) {
+            x += 1 << cut;
+        }
+    }
+    ((x as f64).log2() * f64::from(1 << SHIFT)) as i32 as i64
+}
+
+/// The utilisation a switch egress folds into a packet under HPCC-PINT (`SwitchNode::
+/// SwitchNotifyDequeue`, `CC_MODE 10`, its "approximate calc"): the EWMA over `max_rtt` of
+/// queue and transmit rate, `dt x qlen x 1e9 / (B x T^2) + size x 1e9 / (B x T) + (T - dt) x
+/// u / T` with B the line rate in octets/s, each product taken in logarithms rounded as
+/// [`log2apprx`] does. `coin` is ns-3's `rand()`.
+pub fn pint_switch_u(coin: &mut dyn FnMut() -> u32, p: PintPort) -> f64 {
+    let fct = f64::from(1 << 15);
+    let b = (p.line_rate.as_bps() / 8) as f64;
+    let log_t = (p.max_rtt as f64).log2() * fct;
+    let log_b = b.log2() * fct;
+    let log_1e9 = 1e9f64.log2() * fct;
+    let (mut qterm, mut byte_term, mut u_term) = (0.0, 0.0, 0.0);
+    if (p.qlen >> 8) > 0 {
+        let log_dt = log2apprx(p.dt as i32 as i64, coin) as f64;
+        let log_qlen = log2apprx((p.qlen >> 8) as i32 as i64, coin) as f64;
+        qterm = 2f64.powf((log_dt + log_qlen + log_1e9 - log_b - 2.0 * log_t) / fct) * 256.0;
+    }
+    if p.last_size > 0 {
+        let log_byte = log2apprx(i64::from(p.last_size as i32), coin) as f64;
+        byte_term = 2f64.powf((log_byte + log_1e9 - log_b - log_t) / fct);
+    }
+    if p.max_rtt > p.dt && p.u > 0.0 {
+        let log_t_dt = log2apprx((p.max_rtt - p.dt) as i32 as i64, coin) as f64;
+        let log_u = log2apprx((p.u * 8192.0).round() as i32 as i64, coin) as f64;
+        u_term = 2f64.powf((log_t_dt + log_u - log_t) / fct) / 8192.0;
+    }
+    qterm + byte_term + u_term
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,5 +346,34 @@ mod tests {
         assert_eq!(p.encode(1.0, 0), 627);
         assert_eq!(p.encode(1.0, 65535), 626);
         assert!((p.decode(627) - 1.01f64.powf(627.0) / 512.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn pint_estimate_tracks_the_exact_formula() {
+        // 100G, T = 4160 ns, a 1048-octet packet every 84 ns (line rate) and 100 KB queued:
+        // exact u = dt qlen 1e9 / (B T^2) + size 1e9 / (B T) + (T - dt) u / T.
+        let mut coin = || 0x1234_5678u32;
+        let p = PintPort {
+            dt: 84,
+            max_rtt: 4160,
+            line_rate: Rate::from_gbps(100),
+            qlen: 100_000,
+            last_size: 1048,
+            u: 1.0,
+        };
+        let b = 12.5e9;
+        let exact = 84.0 * 100_000.0 * 1e9 / (b * 4160.0 * 4160.0)
+            + 1048.0 * 1e9 / (b * 4160.0)
+            + (4160.0 - 84.0) * 1.0 / 4160.0;
+        let got = pint_switch_u(&mut coin, p);
+        assert!((got - exact).abs() / exact < 0.01, "{got} vs {exact}");
+        // Nothing queued, nothing sent before, no history: 0.
+        let idle = PintPort {
+            qlen: 0,
+            last_size: 0,
+            u: 0.0,
+            ..p
+        };
+        assert_eq!(pint_switch_u(&mut coin, idle), 0.0);
     }
 }

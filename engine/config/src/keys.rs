@@ -38,3 +38,19 @@ pub const NP: Key = table(
     "np",
     "The DCQCN notification point: the `[np]` parameter table, over the preset's.",
 );
+pub const HPCC_RP: Key = table(
+    "hpcc_rp",
+    "The HPCC reaction points: the `[hpcc_rp]` parameter table, over the preset's.",
+);
+pub const TIMELY_RP: Key = table(
+    "timely_rp",
+    "The TIMELY reaction points: the `[timely_rp]` parameter table, over the preset's.",
+);
+pub const DCTCP_RP: Key = table(
+    "dctcp_rp",
+    "The DCTCP reaction points: the `[dctcp_rp]` parameter table, over the preset's.",
+);
+pub const PINT_RP: Key = table(
+    "pint_rp",
+    "The HPCC-PINT reaction points: the `[pint_rp]` parameter table, over the preset's.",
+);

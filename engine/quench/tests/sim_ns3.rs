@@ -142,7 +142,8 @@ fn run_py_config_runs_unchanged_and_matches_the_preset() {
 fn unsupported_cc_mode_and_unknown_keys_fail_naming_them() {
     let d = ns3_dir("bad");
     for (text, want) in [
-        (run_py_config(3), "CC_MODE 3 (HPCC)"),
+        (run_py_config(4), "CC_MODE 4: quench models"),
+        (run_py_config(3), "CC_MODE 3 with HAS_WIN 0"),
         (run_py_config(1) + "MY_KNOB 7\n", "MY_KNOB"),
     ] {
         std::fs::write(d.join("mix/config.txt"), text).unwrap();
@@ -241,8 +242,8 @@ fn sweep_runs_a_grid_with_one_directory_each_and_one_table() {
 fn hpccs_mix_files_read_as_ns3_reads_them() {
     // The shapes of HPCC's own mix/ files: a topology whose header counts fewer links than
     // follow and a note on the format after them, a flow file whose count line says 2 of its
-    // flows, and config.txt's ACK_HIGH_PRIO 0 and ENABLE_TRACE 1 (its CC_MODE 3 and HAS_WIN 1
-    // stay errors: quench models DCQCN without a window).
+    // flows, and config.txt's ACK_HIGH_PRIO 0 and ENABLE_TRACE 1; then its CC_MODE 3 (HPCC)
+    // with its window and the rest of its own values.
     let d = ns3_dir("mix");
     std::fs::write(
         d.join("mix/topology.txt"),
@@ -276,19 +277,37 @@ fn hpccs_mix_files_read_as_ns3_reads_them() {
         fcts(&d.join("mix/fct_topo_incast_flow_incast_dcqcn.txt")).len(),
         2
     );
-    // HPCC's CC_MODE 3 and HAS_WIN 1, and a bad rate: every problem in one run.
-    let bad = config
+    // HPCC's own values (its mix/config.txt): HPCC with INT, a window scaled by the rate.
+    let hpcc = config
         .replace("CC_MODE 1", "CC_MODE 3")
+        .replace("RP_TIMER 300", "RP_TIMER 900")
+        .replace("RATE_AI 20Mb/s", "RATE_AI 50Mb/s")
+        .replace("RATE_HAI 200Mb/s", "RATE_HAI 100Mb/s")
+        .replace("MIN_RATE 1000Mb/s", "MIN_RATE 100Mb/s")
         .replace("HAS_WIN 0", "HAS_WIN 1")
-        .replace("RATE_HAI 200Mb/s", "RATE_HAI 200");
+        .replace("VAR_WIN 0", "VAR_WIN 1")
+        .replace("FAST_REACT 0", "FAST_REACT 1")
+        .replace("PINT_LOG_BASE 1.01", "PINT_LOG_BASE 1.05");
+    std::fs::write(d.join("mix/config.txt"), &hpcc).unwrap();
+    let out = sim_in(&d, &["--ns3-config", "mix/config.txt", "--out", "q"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let fct = fcts(&d.join("mix/fct_topo_incast_flow_incast_dcqcn.txt"));
+    assert_eq!(fct.len(), 2);
+    // A config key quench does not model, a mode it does not, a bad rate: every problem in
+    // one run.
+    let bad = hpcc
+        .replace("CC_MODE 3", "CC_MODE 6")
+        .replace("GLOBAL_T 1", "GLOBAL_T 0")
+        .replace("RATE_HAI 100Mb/s", "RATE_HAI 200");
     std::fs::write(d.join("mix/config.txt"), bad).unwrap();
     let out = sim_in(&d, &["--ns3-config", "mix/config.txt", "--out", "q"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     for want in [
         "3 problems:",
-        "CC_MODE 3 (HPCC)",
-        "HAS_WIN 1",
+        "CC_MODE 6: quench models",
+        "GLOBAL_T 0",
         "RATE_HAI `200`",
     ] {
         assert!(err.contains(want), "{want}: {err}");

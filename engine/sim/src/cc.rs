@@ -30,7 +30,26 @@ pub enum CcKind {
     Dcqcn,
     /// IEEE 802.1Qau QCN: CNMs from switch congestion points to the senders' rate limiters.
     Qcn,
+    /// HPCC (ns-3 `CC_MODE 3`): INT at every switch egress, echoed by each ACK.
+    Hpcc,
+    /// TIMELY (`CC_MODE 7`): RTT from the send time each ACK echoes.
+    Timely,
+    /// DCTCP (`CC_MODE 8`): RED/ECN at switches, echoed by each ACK's CNP flag.
+    Dctcp,
+    /// HPCC-PINT (`CC_MODE 10`): one utilisation code per packet, echoed by each ACK.
+    Pint,
 }
+
+/// Every kind, in the order `CcKind::parse` lists them.
+const KINDS: [CcKind; 7] = [
+    CcKind::None,
+    CcKind::Dcqcn,
+    CcKind::Qcn,
+    CcKind::Hpcc,
+    CcKind::Timely,
+    CcKind::Dctcp,
+    CcKind::Pint,
+];
 
 impl CcKind {
     pub fn name(self) -> &'static str {
@@ -38,15 +57,30 @@ impl CcKind {
             CcKind::None => "none",
             CcKind::Dcqcn => "dcqcn",
             CcKind::Qcn => "qcn",
+            CcKind::Hpcc => "hpcc",
+            CcKind::Timely => "timely",
+            CcKind::Dctcp => "dctcp",
+            CcKind::Pint => "hpcc-pint",
         }
+    }
+
+    /// The ACK-driven controls of ns-3 HPCC, whose reaction point runs on every ACK.
+    pub fn ack_driven(self) -> bool {
+        matches!(
+            self,
+            CcKind::Hpcc | CcKind::Timely | CcKind::Dctcp | CcKind::Pint
+        )
     }
 
     /// The kind a scenario's `cc` names (any case).
     pub fn parse(name: &str) -> anyhow::Result<CcKind> {
-        [CcKind::None, CcKind::Dcqcn, CcKind::Qcn]
+        KINDS
             .into_iter()
             .find(|k| k.name().eq_ignore_ascii_case(name))
-            .ok_or_else(|| anyhow::anyhow!("`cc` = \"{name}\": expected one of: none, dcqcn, qcn"))
+            .ok_or_else(|| {
+                let names: Vec<_> = KINDS.iter().map(|k| k.name()).collect();
+                anyhow::anyhow!("`cc` = \"{name}\": expected one of: {}", names.join(", "))
+            })
     }
 
     /// The parameter sections [`CcSetup::new`] reads for this control.
@@ -55,6 +89,10 @@ impl CcKind {
             CcKind::None => &["pfc", "tcd"],
             CcKind::Dcqcn => &["dcqcn_rp", "np", "red", "pfc", "tcd"],
             CcKind::Qcn => &["qcn_rp", "qcn_cp", "pfc", "tcd"],
+            CcKind::Hpcc => &["hpcc_rp", "np", "red", "pfc", "tcd"],
+            CcKind::Timely => &["timely_rp", "np", "red", "pfc", "tcd"],
+            CcKind::Dctcp => &["dctcp_rp", "np", "red", "pfc", "tcd"],
+            CcKind::Pint => &["pint_rp", "np", "red", "pfc", "tcd"],
         }
     }
 }
@@ -82,6 +120,14 @@ pub struct CcSections {
     pub pfc: Option<toml::Table>,
     /// cp::tcd::TcdParams plus `enabled`; `link_rate` is each port's.
     pub tcd: Option<toml::Table>,
+    /// rp::HpccParams
+    pub hpcc_rp: Option<toml::Table>,
+    /// rp::TimelyParams
+    pub timely_rp: Option<toml::Table>,
+    /// rp::DctcpParams
+    pub dctcp_rp: Option<toml::Table>,
+    /// rp::PintParams
+    pub pint_rp: Option<toml::Table>,
 }
 
 fn merge(base: &mut Option<toml::Table>, over: &Option<toml::Table>) {
@@ -104,6 +150,10 @@ impl CcSections {
             ("qcn_cp", &self.qcn_cp),
             ("pfc", &self.pfc),
             ("tcd", &self.tcd),
+            ("hpcc_rp", &self.hpcc_rp),
+            ("timely_rp", &self.timely_rp),
+            ("dctcp_rp", &self.dctcp_rp),
+            ("pint_rp", &self.pint_rp),
         ]
         .into_iter()
         .filter(|(_, t)| t.is_some())
@@ -120,6 +170,10 @@ impl CcSections {
         merge(&mut self.qcn_cp, &over.qcn_cp);
         merge(&mut self.pfc, &over.pfc);
         merge(&mut self.tcd, &over.tcd);
+        merge(&mut self.hpcc_rp, &over.hpcc_rp);
+        merge(&mut self.timely_rp, &over.timely_rp);
+        merge(&mut self.dctcp_rp, &over.dctcp_rp);
+        merge(&mut self.pint_rp, &over.pint_rp);
     }
 }
 
@@ -284,6 +338,12 @@ pub struct CcSetup {
     pub qcn_cp: Option<cp::qcn::QcnCpProfile>,
     pub pfc: Option<PfcSetup>,
     pub tcd: Option<cp::tcd::TcdParams>,
+    pub hpcc: rp::HpccParams,
+    pub timely: rp::TimelyParams,
+    pub dctcp: rp::DctcpParams,
+    pub pint: rp::PintParams,
+    /// The window and base RTT HPCC's rule reads (the world fills it from the network).
+    pub path: Option<rp::FlowPath>,
 }
 
 impl CcSetup {
@@ -298,6 +358,11 @@ impl CcSetup {
             qcn_cp: None,
             pfc: None,
             tcd: None,
+            hpcc: rp::HpccParams::default(),
+            timely: rp::TimelyParams::default(),
+            dctcp: rp::DctcpParams::default(),
+            pint: rp::PintParams::default(),
+            path: None,
         }
     }
 
@@ -323,15 +388,52 @@ impl CcSetup {
             cp::tcd::TcdProfile::new(&p).with_context(|| format!("{origin}: [tcd]"))?;
             c.tcd = Some(p);
         }
+        // Validated here once against a nominal line rate; each host validates again against
+        // its own NIC rate when the world is built.
+        let nominal = Rate::from_gbps(100);
+        match kind {
+            CcKind::Hpcc => {
+                c.hpcc = read(&s.hpcc_rp, "hpcc_rp", origin)?;
+                let path = rp::FlowPath {
+                    window: 1,
+                    base_rtt: units::Duration::from_nanos(1),
+                };
+                c.hpcc
+                    .profile(nominal, path)
+                    .with_context(|| format!("{origin}: [hpcc_rp]"))?;
+            }
+            CcKind::Timely => {
+                c.timely = read(&s.timely_rp, "timely_rp", origin)?;
+                c.timely
+                    .profile(nominal)
+                    .with_context(|| format!("{origin}: [timely_rp]"))?;
+            }
+            CcKind::Dctcp => {
+                c.dctcp = read(&s.dctcp_rp, "dctcp_rp", origin)?;
+                c.dctcp
+                    .profile(nominal)
+                    .with_context(|| format!("{origin}: [dctcp_rp]"))?;
+            }
+            CcKind::Pint => {
+                c.pint = read(&s.pint_rp, "pint_rp", origin)?;
+                c.pint
+                    .profile(nominal)
+                    .with_context(|| format!("{origin}: [pint_rp]"))?;
+            }
+            _ => {}
+        }
         match kind {
             CcKind::None => {}
-            CcKind::Dcqcn => {
-                c.dcqcn = read(&s.dcqcn_rp, "dcqcn_rp", origin)?;
-                // Validated here once against a nominal line rate; each host validates again
-                // against its own NIC rate when the world is built.
-                c.dcqcn
-                    .profile(Rate::from_gbps(100))
-                    .with_context(|| format!("{origin}: [dcqcn_rp]"))?;
+            CcKind::Dcqcn | CcKind::Hpcc | CcKind::Timely | CcKind::Dctcp | CcKind::Pint => {
+                if kind == CcKind::Dcqcn {
+                    c.dcqcn = read(&s.dcqcn_rp, "dcqcn_rp", origin)?;
+                    c.dcqcn
+                        .profile(nominal)
+                        .with_context(|| format!("{origin}: [dcqcn_rp]"))?;
+                }
+                // The receiver's ECN echo (a CNP, or the ACK's CNP flag) and the switches'
+                // marking: DCQCN's, and what the ACK-driven controls of ns-3 run beside theirs
+                // (ns-3's switches mark whatever CC_MODE; only DCTCP reads the mark).
                 let mut npp: np::NpParams = read(&s.np, "np", origin)?;
                 if c.tcd.is_some() {
                     npp.tcd = true;
@@ -371,10 +473,40 @@ pub fn host_rp(setup: &CcSetup, line: Rate) -> anyhow::Result<HostRp> {
                 .profile(line)
                 .with_context(|| format!("[qcn_rp] for a {line} NIC"))?,
         ),
+        CcKind::Hpcc => {
+            let path = setup
+                .path
+                .context("HPCC needs a window (ns-3 HAS_WIN 1) and the network's base RTT")?;
+            HostRp::Hpcc(
+                setup
+                    .hpcc
+                    .profile(line, path)
+                    .with_context(|| format!("[hpcc_rp] for a {line} NIC"))?,
+            )
+        }
+        CcKind::Timely => HostRp::Timely(
+            setup
+                .timely
+                .profile(line)
+                .with_context(|| format!("[timely_rp] for a {line} NIC"))?,
+        ),
+        CcKind::Dctcp => HostRp::Dctcp(
+            setup
+                .dctcp
+                .profile(line)
+                .with_context(|| format!("[dctcp_rp] for a {line} NIC"))?,
+        ),
+        CcKind::Pint => HostRp::Pint(
+            setup
+                .pint
+                .profile(line)
+                .with_context(|| format!("[pint_rp] for a {line} NIC"))?,
+        ),
     })
 }
 
-/// The receiver side: the NP of one host (DCQCN) or nothing.
+/// The receiver side: the NP of one host (DCQCN, and the ECN echo of the ACK-driven
+/// controls) or nothing.
 pub fn receiver(setup: &CcSetup) -> Option<np::Np> {
     setup.np.map(np::Np::new)
 }

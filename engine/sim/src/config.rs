@@ -34,6 +34,39 @@ pub struct HostConfig {
     /// does, whole nanoseconds (`rp::Spacing::Ns3`, set with the rest of ns-3's arithmetic by
     /// `sim::ns3::Ns3Config::apply`). Either way a rate change applies from the next frame on.
     pub spacing: rp::Spacing,
+    /// What data packets collect on their way and ACKs echo (ns-3's `IntHeader::Mode`, by
+    /// `CC_MODE`); [`IntMode::None`] for DCQCN and QCN.
+    pub int: IntMode,
+    /// Each flow's window (ns-3 `HAS_WIN 1`): `Some(var)` bounds the bytes in flight by one BDP
+    /// of the network (third.cc's `maxBdp`, `GLOBAL_T 1`), scaled by the flow's rate when `var`
+    /// (`VAR_WIN 1`); `None`: rate only.
+    pub window: Option<bool>,
+}
+
+/// In-band telemetry, as ns-3's `IntHeader::Mode` for each `CC_MODE` (third.cc).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum IntMode {
+    /// `NONE`: nothing (DCQCN, DCTCP, QCN).
+    None,
+    /// `NORMAL` (HPCC): every switch egress pushes an INT hop; `multi` is `INT_MULTI`.
+    Hops { multi: u32 },
+    /// `TS` (TIMELY): the sender's transmit time.
+    Ts,
+    /// `PINT` (HPCC-PINT): each switch egress keeps the largest utilisation code.
+    Pint { code: rp::Pint },
+}
+
+impl IntMode {
+    /// Octets the header adds to a data packet and to an ACK's `qbbHeader`
+    /// (`IntHeader::GetStaticSize`).
+    pub fn bytes(self) -> u32 {
+        match self {
+            IntMode::None => 0,
+            IntMode::Hops { .. } => rp::int::INT_HOPS_BYTES,
+            IntMode::Ts => 8,
+            IntMode::Pint { code } => code.bytes,
+        }
+    }
 }
 
 impl Default for HostConfig {
@@ -47,6 +80,8 @@ impl Default for HostConfig {
             nack_interval: Duration::from_micros(500),
             rto: Duration::from_millis(4),
             spacing: rp::Spacing::Exact,
+            int: IntMode::None,
+            window: None,
         }
     }
 }

@@ -38,7 +38,7 @@ use anyhow::{bail, Context};
 use units::{Instant, Rate};
 
 use super::cc::{CcKind, CcSections};
-use super::config::{RunConfig, TxTime};
+use super::config::{IntMode, RunConfig, TxTime};
 use super::monitor::QlenWindow;
 use super::topology::Topology;
 
@@ -62,19 +62,8 @@ pub const NS3_ACK_QUEUE_PRIO: u8 = 3;
 /// per-packet CNP flags). Built in, so the preset works wherever the binary runs.
 const MLX_BASE: &str = include_str!("../../../configs/hpcc-ns3.toml");
 
-/// Keys that take no effect under `CC_MODE 1` without a window (see the module table).
+/// Keys that take no effect in any mode quench models (see the module table).
 const NO_EFFECT: &[&str] = &[
-    "DCTCP_RATE_AI",
-    "GLOBAL_T",
-    "VAR_WIN",
-    "FAST_REACT",
-    "U_TARGET",
-    "MI_THRESH",
-    "INT_MULTI",
-    "MULTI_RATE",
-    "SAMPLE_FEEDBACK",
-    "PINT_LOG_BASE",
-    "PINT_PROB",
     "DATA_RATE",
     "LINK_DELAY",
     "L2_CHUNK_SIZE",
@@ -117,6 +106,17 @@ const APPLIED: &[&str] = &[
     "L2_BACK_TO_ZERO",
     "LINK_DOWN",
     "ENABLE_TRACE",
+    "DCTCP_RATE_AI",
+    "GLOBAL_T",
+    "VAR_WIN",
+    "FAST_REACT",
+    "U_TARGET",
+    "MI_THRESH",
+    "INT_MULTI",
+    "MULTI_RATE",
+    "SAMPLE_FEEDBACK",
+    "PINT_LOG_BASE",
+    "PINT_PROB",
 ];
 
 /// A config.txt as read: everything a run needs besides the topology and flows themselves.
@@ -124,6 +124,12 @@ const APPLIED: &[&str] = &[
 pub struct Ns3Config {
     /// Names the file in errors.
     pub origin: String,
+    /// `CC_MODE`: 1 DCQCN, 3 HPCC, 7 TIMELY, 8 DCTCP, 10 HPCC-PINT.
+    pub kind: CcKind,
+    /// What data packets collect and ACKs echo (`IntHeader::mode` for the `CC_MODE`).
+    pub int: IntMode,
+    /// `HAS_WIN 1`: `Some(VAR_WIN)`.
+    pub window: Option<bool>,
     pub sections: CcSections,
     pub payload: u32,
     pub buffer_bytes: u64,
@@ -270,21 +276,20 @@ impl Ns3Config {
         let mut warnings = Vec::new();
 
         // CC_MODE (third.cc default 1).
-        match one("CC_MODE").unwrap_or("1") {
-            "1" => {}
+        let kind = match one("CC_MODE").unwrap_or("1") {
+            "1" => CcKind::Dcqcn,
+            "3" => CcKind::Hpcc,
+            "7" => CcKind::Timely,
+            "8" => CcKind::Dctcp,
+            "10" => CcKind::Pint,
             m => {
-                let name = match m {
-                    "3" => " (HPCC)",
-                    "7" => " (TIMELY)",
-                    "8" => " (DCTCP)",
-                    "10" => " (HPCC-PINT)",
-                    _ => "",
-                };
                 errs.push(format!(
-                    "{origin}: CC_MODE {m}{name}: quench models DCQCN (CC_MODE 1) only"
+                    "{origin}: CC_MODE {m}: quench models 1 (DCQCN), 3 (HPCC), 7 (TIMELY), \
+                     8 (DCTCP) and 10 (HPCC-PINT)"
                 ));
+                CcKind::Dcqcn
             }
-        }
+        };
         // Switches third.cc reads as unsigned integers and tests for non-zero.
         let switch = |key: &str, default: u32| -> anyhow::Result<bool> {
             let v = one(key).unwrap_or(if default == 0 { "0" } else { "1" });
@@ -297,17 +302,23 @@ impl Ns3Config {
         let ack_high_prio = err!(switch("ACK_HIGH_PRIO", 0), true);
         let has_win = err!(switch("HAS_WIN", 1), false);
         let enable_trace = err!(switch("ENABLE_TRACE", 1), false);
-        // HAS_WIN (third.cc default 1) gives each flow a window of one BDP.
-        if has_win {
+        // HAS_WIN (third.cc default 1) gives each flow a window of one BDP (`maxBdp` with
+        // GLOBAL_T 1), VAR_WIN (default 0) scales it with the flow's rate.
+        let var_win = err!(switch("VAR_WIN", 0), false);
+        let window = has_win.then_some(var_win);
+        if has_win || kind == CcKind::Hpcc {
+            let global_t = one("GLOBAL_T").unwrap_or("1");
+            if global_t != "1" {
+                errs.push(format!(
+                    "{origin}: GLOBAL_T {global_t}: per host pair windows and base RTTs are not \
+                     modelled; only GLOBAL_T 1 (the network's largest)"
+                ));
+            }
+        }
+        if kind == CcKind::Hpcc && !has_win {
             errs.push(format!(
-                "{origin}: HAS_WIN {}: quench's DCQCN senders have no window (ns-3 gives each \
-                 flow one BDP); only HAS_WIN 0 is modelled{}",
-                one("HAS_WIN").unwrap_or("1"),
-                if one("HAS_WIN").is_none() {
-                    " (config.txt does not set it, and third.cc's default is 1)"
-                } else {
-                    ""
-                }
+                "{origin}: CC_MODE 3 with HAS_WIN 0: HPCC's rule divides by the window (ns-3 \
+                 divides by zero); give HAS_WIN 1"
             ));
         }
         // ENABLE_TRACE (third.cc default 1) writes the binary packet trace of TRACE_FILE's
@@ -357,7 +368,7 @@ impl Ns3Config {
         // ewma_gain `1 / 16`, an integer division: 0.
         let g: f64 = err!(value(&kv, origin, "EWMA_GAIN", "0"), 0.0);
         let g1024 = (1.0 - g) * 1024.0;
-        if !(0.0..=1.0).contains(&g) || g1024.fract() != 0.0 {
+        if !(0.0..=1.0).contains(&g) || (kind == CcKind::Dcqcn && g1024.fract() != 0.0) {
             errs.push(format!(
                 "{origin}: EWMA_GAIN {g}: quench keeps (1 - g) x 1024 as an integer \
                  (1/256 -> 1020, 1/16 -> 960)"
@@ -380,7 +391,23 @@ impl Ns3Config {
                 None
             }
         };
-        let (rp_timer, rate_ai, rate_hai) = (need("RP_TIMER"), need("RATE_AI"), need("RATE_HAI"));
+        let uses_ai = kind != CcKind::Dctcp;
+        let uses_hai = matches!(kind, CcKind::Dcqcn | CcKind::Timely);
+        let rp_timer = if kind == CcKind::Dcqcn {
+            need("RP_TIMER")
+        } else {
+            one("RP_TIMER")
+        };
+        let rate_ai = if uses_ai {
+            need("RATE_AI")
+        } else {
+            one("RATE_AI")
+        };
+        let rate_hai = if uses_hai {
+            need("RATE_HAI")
+        } else {
+            one("RATE_HAI")
+        };
         let clamp = one("CLAMP_TARGET_RATE").unwrap_or("0");
         rp.insert(
             "clamp_tgt_rate".into(),
@@ -406,6 +433,74 @@ impl Ns3Config {
             if let Some(v) = v {
                 rp.insert(name.into(), int(err!(mbps(origin, key, v), 0)));
             }
+        }
+
+        // The ACK-driven controls' sections (rdma-hw.cc attributes as third.cc sets them).
+        // (A bad value was reported by DCQCN's section above, which reads them too.)
+        let rate = |key: &str, v: Option<&str>| v.map_or(0, |v| mbps(origin, key, v).unwrap_or(0));
+        let min_rate = rate("MIN_RATE", Some(one("MIN_RATE").unwrap_or("100Mb/s")));
+        let (ai, hai) = (rate("RATE_AI", rate_ai), rate("RATE_HAI", rate_hai));
+        let float = |k: &str, d: &str| -> anyhow::Result<f64> { value(&kv, origin, k, d) };
+        let mut t = toml::Table::new();
+        t.insert("min_rate".into(), int(min_rate));
+        let mut int_mode = IntMode::None;
+        match kind {
+            CcKind::Hpcc | CcKind::Pint => {
+                t.insert(
+                    "u_target".into(),
+                    toml::Value::Float(err!(float("U_TARGET", "0.95"), 0.95)),
+                );
+                let mi: u64 = err!(value(&kv, origin, "MI_THRESH", "5"), 5);
+                t.insert("mi_thresh".into(), int(mi));
+                t.insert("rate_ai".into(), int(ai));
+                if kind == CcKind::Hpcc {
+                    let multi: u32 = err!(value(&kv, origin, "INT_MULTI", "1"), 1);
+                    t.insert("int_multi".into(), int(u64::from(multi)));
+                    for (k, name, d) in [
+                        ("FAST_REACT", "fast_react", 1),
+                        ("MULTI_RATE", "multi_rate", 1),
+                        ("SAMPLE_FEEDBACK", "sample_feedback", 0),
+                    ] {
+                        t.insert(name.into(), toml::Value::Boolean(err!(switch(k, d), false)));
+                    }
+                    int_mode = IntMode::Hops { multi };
+                    sections.hpcc_rp = Some(t);
+                } else {
+                    let base = err!(float("PINT_LOG_BASE", "1.05"), 1.05);
+                    t.insert("log_base".into(), toml::Value::Float(base));
+                    t.insert(
+                        "prob".into(),
+                        toml::Value::Float(err!(float("PINT_PROB", "1.0"), 1.0)),
+                    );
+                    match rp::Pint::new(base) {
+                        Some(code) => int_mode = IntMode::Pint { code },
+                        None => errs.push(format!(
+                            "{origin}: PINT_LOG_BASE {base}: must be above 1 with a code of at \
+                             most 16 bits"
+                        )),
+                    }
+                    sections.pint_rp = Some(t);
+                }
+            }
+            CcKind::Timely => {
+                t.insert("rate_ai".into(), int(ai));
+                t.insert("rate_hai".into(), int(hai));
+                int_mode = IntMode::Ts;
+                sections.timely_rp = Some(t);
+            }
+            CcKind::Dctcp => {
+                let dai = one("DCTCP_RATE_AI").unwrap_or("1000Mb/s");
+                t.insert(
+                    "rate_ai".into(),
+                    int(err!(mbps(origin, "DCTCP_RATE_AI", dai), 0)),
+                );
+                t.insert("g".into(), toml::Value::Float(g));
+                sections.dctcp_rp = Some(t);
+            }
+            _ => {}
+        }
+        if kind != CcKind::Dcqcn {
+            sections.dcqcn_rp = None;
         }
 
         // Marking: ns-3 `ConfigEcn(port, kmin, kmax, pmax)` per port speed, K in KB (x 1000).
@@ -481,6 +576,10 @@ impl Ns3Config {
         sections.pfc = Some(pfc);
 
         let payload: u32 = err!(value(&kv, origin, "PACKET_PAYLOAD_SIZE", "1000"), 1000);
+        if let Some(t) = sections.dctcp_rp.as_mut() {
+            // DCTCP counts a window's packets in `Mtu` = PACKET_PAYLOAD_SIZE.
+            t.insert("mtu".into(), int(u64::from(payload)));
+        }
         if !(64..=65_000).contains(&payload) {
             errs.push(format!(
                 "{origin}: PACKET_PAYLOAD_SIZE {payload}: must be 64..=65000"
@@ -548,6 +647,9 @@ impl Ns3Config {
         }
         Ok(Ns3Config {
             origin: origin.to_string(),
+            kind,
+            int: int_mode,
+            window,
             sections,
             payload,
             buffer_bytes: buffer_mb * 1024 * 1024,
@@ -567,8 +669,13 @@ impl Ns3Config {
     /// outputs' bookkeeping.
     pub fn apply(&self, cfg: &mut RunConfig) {
         cfg.host.mtu = self.payload;
-        cfg.host.header_bytes = NS3_DATA_HEADER_BYTES;
-        cfg.host.ctrl_bytes = NS3_ACK_BYTES;
+        // INT rides in the data packet's SeqTsHeader and in the ACK's qbbHeader; an ACK is
+        // padded to 60 octets ("std::max(60-14-20-(int)seqh.GetSerializedSize(), 0)").
+        let int = self.int.bytes();
+        cfg.host.header_bytes = NS3_DATA_HEADER_BYTES + int;
+        cfg.host.ctrl_bytes = NS3_ACK_BYTES.max(NS3_ACK_BYTES - 14 + int);
+        cfg.host.int = self.int;
+        cfg.host.window = self.window;
         cfg.switch.pfc_frame_bytes = NS3_PFC_BYTES;
         cfg.tx_time = TxTime::Ns3;
         cfg.host.spacing = rp::Spacing::Ns3;
@@ -591,9 +698,9 @@ impl Ns3Config {
         }
     }
 
-    /// The congestion control a config.txt selects (it only ever reaches here as DCQCN).
+    /// The congestion control a config.txt selects (`CC_MODE`).
     pub fn kind(&self) -> CcKind {
-        CcKind::Dcqcn
+        self.kind
     }
 }
 
@@ -629,6 +736,31 @@ pub const RUN_PY_PRESETS: &[RunPyPreset] = &[
         cc: "dcqcn_paper",
         summary: "HPCC ns-3's run.py --cc dcqcn_paper at --bw: DCQCN, the paper's 50/50/55 us",
     },
+    RunPyPreset {
+        name: "hpcc-dcqcn-vwin",
+        cc: "dcqcn_vwin",
+        summary: "HPCC ns-3's run.py --cc dcqcn_vwin at --bw: DCQCN with a window (VAR_WIN)",
+    },
+    RunPyPreset {
+        name: "hpcc-hp",
+        cc: "hp",
+        summary: "HPCC ns-3's run.py --cc hp at --bw: HPCC with INT, eta 0.95, a window",
+    },
+    RunPyPreset {
+        name: "hpcc-timely",
+        cc: "timely",
+        summary: "HPCC ns-3's run.py --cc timely at --bw: TIMELY, no window",
+    },
+    RunPyPreset {
+        name: "hpcc-dctcp",
+        cc: "dctcp",
+        summary: "HPCC ns-3's run.py --cc dctcp at --bw: DCTCP, ECN at one threshold, a window",
+    },
+    RunPyPreset {
+        name: "hpcc-pint",
+        cc: "hpccPint",
+        summary: "HPCC ns-3's run.py --cc hpccPint at --bw: HPCC-PINT, log base 1.01, a window",
+    },
 ];
 
 /// The presets that stand for a run.py `--cc`: name -> run.py's cc.
@@ -636,43 +768,97 @@ pub fn run_py_preset(name: &str) -> Option<&'static str> {
     RUN_PY_PRESETS.iter().find(|p| p.name == name).map(|p| p.cc)
 }
 
-/// The config.txt run.py writes for `--cc cc --bw bw_gbps`, without its file keys (topology,
-/// flows, outputs) and its trace switches. Every value run.py derives from the bandwidth is
-/// here: R_AI = 5 bw/25 and R_HAI = 50 bw/25 Mb/s, the buffer 16 bw/50 MB (Python 2 integer
-/// division, as run.py runs under Python 2), Kmin/Kmax 100/400 KB per 25 Gb/s and Pmax 0.2 for
-/// the NIC speed and for 4x it.
+
+/// The config.txt run.py writes for `--cc cc --bw bw_gbps` (with its other options at their
+/// defaults: `--utgt 95 --mi 0 --hpai 0 --pint_log_base 1.01 --pint_prob 1.0`), without its
+/// file keys (topology, flows, outputs) and its trace switches. Every value run.py derives from
+/// the bandwidth is here, in Python 2's integer division (run.py runs under Python 2): the
+/// buffer 16 bw/50 MB; DCQCN's R_AI = 5 bw/25 and R_HAI = 50 bw/25 Mb/s; HPCC's and PINT's
+/// R_AI = 10 bw/25 Mb/s and INT_MULTI bw/25; TIMELY's R_AI 10 bw/10 and R_HAI 50 bw/10; Kmin /
+/// Kmax 100/400 KB per 25 Gb/s and Pmax 0.2 for the NIC speed and for 4x it, but for DCTCP
+/// Kmin = Kmax = 30 KB per 10 Gb/s and Pmax 1.
 pub fn run_py_config(cc: &str, bw_gbps: u64) -> anyhow::Result<String> {
     if bw_gbps == 0 || bw_gbps > 100_000 {
         bail!("--bw {bw_gbps}: give the NIC speed in Gb/s (run.py --bw)");
     }
     let bw = bw_gbps;
-    // run.py: dcqcn: t_alpha=1, t_dec=4, t_inc=300; dcqcn_paper: t_alpha=50, t_dec=50, t_inc=55.
-    let (t_alpha, t_dec, t_inc) = match cc {
-        "dcqcn" => (1, 4, 300),
-        "dcqcn_paper" => (50, 50, 55),
-        _ => bail!("run.py --cc {cc}: quench has presets for dcqcn and dcqcn_paper"),
+    // run.py's arguments to its template: mode, t_alpha, t_dec, t_inc, g, ai, hai, dctcp_ai,
+    // has_win, vwin, us (FAST_REACT), int_multi, ack_prio.
+    let (mode, t_alpha, t_dec, t_inc) = match cc {
+        "dcqcn" | "dcqcn_vwin" => (1, 1, 4, 300),
+        "dcqcn_paper" => (1, 50, 50, 55),
+        "hp" => (3, 1, 4, 300),
+        "timely" => (7, 1, 4, 300),
+        "dctcp" => (8, 1, 4, 300),
+        "hpccPint" => (10, 1, 4, 300),
+        _ => bail!(
+            "run.py --cc {cc}: quench has presets for {}",
+            RUN_PY_PRESETS
+                .iter()
+                .map(|p| p.cc)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     };
-    let (ai, hai) = (5 * bw / 25, 50 * bw / 25);
+    let g = if cc == "dctcp" {
+        "0.0625"
+    } else {
+        "0.00390625"
+    };
+    let (ai, hai) = match cc {
+        "hp" | "hpccPint" => (10 * bw / 25, 10 * bw / 25),
+        "timely" => (10 * bw / 10, 50 * bw / 10),
+        "dctcp" => (10, 10),
+        _ => (5 * bw / 25, 50 * bw / 25),
+    };
+    let dctcp_ai = if cc == "dctcp" { 615 } else { 1000 };
+    let window = matches!(cc, "dcqcn_vwin" | "hp" | "dctcp" | "hpccPint");
+    let fast_react = matches!(cc, "hp" | "hpccPint");
+    let int_multi = if fast_react { bw / 25 } else { 1 };
+    let ack_prio = matches!(cc, "dcqcn" | "dcqcn_paper" | "timely");
     let bfsz = 16 * bw / 50;
-    let g = 1e9 as u64;
-    Ok(format!(
+    let gbps = 1e9 as u64;
+    let (kmin, kmax, pmax) = if cc == "dctcp" {
+        (
+            (30 * bw / 10, 30 * bw * 4 / 10),
+            (30 * bw / 10, 30 * bw * 4 / 10),
+            "1.00",
+        )
+    } else {
+        (
+            (100 * bw / 25, 100 * bw * 4 / 25),
+            (400 * bw / 25, 400 * bw * 4 / 25),
+            "0.20",
+        )
+    };
+    let mut text = format!(
         "ENABLE_QCN 1\nUSE_DYNAMIC_PFC_THRESHOLD 1\nPACKET_PAYLOAD_SIZE 1000\n\
-         SIMULATOR_STOP_TIME 4.00\nCC_MODE 1\nALPHA_RESUME_INTERVAL {t_alpha}\n\
+         SIMULATOR_STOP_TIME 4.00\nCC_MODE {mode}\nALPHA_RESUME_INTERVAL {t_alpha}\n\
          RATE_DECREASE_INTERVAL {t_dec}\nCLAMP_TARGET_RATE 0\nRP_TIMER {t_inc}\n\
-         EWMA_GAIN 0.00390625\nFAST_RECOVERY_TIMES 1\nRATE_AI {ai}Mb/s\nRATE_HAI {hai}Mb/s\n\
-         MIN_RATE 1000Mb/s\nDCTCP_RATE_AI 1000Mb/s\nERROR_RATE_PER_LINK 0.0000\n\
-         L2_CHUNK_SIZE 4000\nL2_ACK_INTERVAL 1\nL2_BACK_TO_ZERO 0\nHAS_WIN 0\nGLOBAL_T 1\n\
-         VAR_WIN 0\nFAST_REACT 0\nRATE_BOUND 1\nACK_HIGH_PRIO 1\nLINK_DOWN 0 0 0\n\
+         EWMA_GAIN {g}\nFAST_RECOVERY_TIMES 1\nRATE_AI {ai}Mb/s\nRATE_HAI {hai}Mb/s\n\
+         MIN_RATE 1000Mb/s\nDCTCP_RATE_AI {dctcp_ai}Mb/s\nERROR_RATE_PER_LINK 0.0000\n\
+         L2_CHUNK_SIZE 4000\nL2_ACK_INTERVAL 1\nL2_BACK_TO_ZERO 0\nHAS_WIN {w}\nGLOBAL_T 1\n\
+         VAR_WIN {w}\nFAST_REACT {us}\nRATE_BOUND 1\nACK_HIGH_PRIO {ap}\nLINK_DOWN 0 0 0\n\
          ENABLE_TRACE 0\nKMAX_MAP 2 {r1} {kmax1} {r4} {kmax4}\n\
-         KMIN_MAP 2 {r1} {kmin1} {r4} {kmin4}\nPMAX_MAP 2 {r1} 0.20 {r4} 0.20\n\
+         KMIN_MAP 2 {r1} {kmin1} {r4} {kmin4}\nPMAX_MAP 2 {r1} {pmax} {r4} {pmax}\n\
          BUFFER_SIZE {bfsz}\n",
-        r1 = bw * g,
-        r4 = bw * 4 * g,
-        kmax1 = 400 * bw / 25,
-        kmax4 = 400 * bw * 4 / 25,
-        kmin1 = 100 * bw / 25,
-        kmin4 = 100 * bw * 4 / 25,
-    ))
+        w = u8::from(window),
+        us = u8::from(fast_react),
+        ap = u8::from(ack_prio),
+        r1 = bw * gbps,
+        r4 = bw * 4 * gbps,
+        kmax1 = kmax.0,
+        kmax4 = kmax.1,
+        kmin1 = kmin.0,
+        kmin4 = kmin.1,
+    );
+    if mode != 1 {
+        text += &format!(
+            "U_TARGET 0.95\nMI_THRESH 0\nINT_MULTI {int_multi}\nMULTI_RATE 0\n\
+             SAMPLE_FEEDBACK 0\nPINT_LOG_BASE 1.01\nPINT_PROB 1.0\n"
+        );
+    }
+    Ok(text)
 }
 
 #[cfg(test)]
@@ -750,14 +936,20 @@ mod tests {
         assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
         assert!(c.warnings[0].contains("ENABLE_TRACE 1") && c.warnings[0].contains("dcqcn.tr)"));
         assert!(Ns3Config::parse(&base, "c").unwrap().warnings.is_empty());
-        // HAS_WIN absent is third.cc's default, a window: an error that says so.
-        let e = Ns3Config::parse(&base.replace("HAS_WIN 0", ""), "c")
-            .err()
-            .unwrap();
-        assert!(
-            format!("{e:#}").contains("third.cc's default is 1"),
-            "{e:#}"
+        // HAS_WIN absent is third.cc's default, a window (of fixed size with VAR_WIN 0).
+        let c = Ns3Config::parse(&base.replace("HAS_WIN 0", ""), "c").unwrap();
+        assert_eq!(c.window, Some(false));
+        let c = Ns3Config::parse(&base.replace("HAS_WIN 0", "HAS_WIN 2"), "c").unwrap();
+        assert_eq!(
+            c.window,
+            Some(false),
+            "non-zero is on, as third.cc tests it"
         );
+        assert_eq!(Ns3Config::parse(&base, "c").unwrap().window, None);
+        // EWMA_GAIN absent: third.cc's `1 / 16` is an integer division, g = 0.
+        let c = Ns3Config::parse(&base.replace("EWMA_GAIN 0.00390625\n", ""), "c").unwrap();
+        let setup = CcSetup::new(c.kind(), &c.sections, "c").unwrap();
+        assert_eq!(setup.dcqcn.dce_tcp_g, 1024);
     }
 
     #[test]
@@ -765,8 +957,9 @@ mod tests {
         // HPCC's own mix/config.txt's settings that quench does not model, with two more
         // mistakes: each is listed, and the unknown key's value is not read as a key.
         let text = written_by_run_py()
-            .replace("CC_MODE 1", "CC_MODE 3")
+            .replace("CC_MODE 1", "CC_MODE 5")
             .replace("HAS_WIN 0", "HAS_WIN 1")
+            .replace("GLOBAL_T 1", "GLOBAL_T 0")
             .replace("RATE_AI 20Mb/s", "RATE_AI fast")
             .replace("TOPOLOGY_FILE mix/topo_incast.txt\n", "")
             + "NEW_KNOB 1 2\n";
@@ -774,8 +967,8 @@ mod tests {
         let m = format!("{e:#}");
         assert!(m.starts_with("5 problems:\n"), "{m}");
         for want in [
-            "cfg.txt: CC_MODE 3 (HPCC)",
-            "cfg.txt: HAS_WIN 1",
+            "cfg.txt: CC_MODE 5: quench models 1 (DCQCN), 3 (HPCC)",
+            "cfg.txt: GLOBAL_T 0",
             "cfg.txt: RATE_AI `fast`",
             "cfg.txt: TOPOLOGY_FILE is missing",
             "cfg.txt: unknown key NEW_KNOB",
@@ -806,25 +999,20 @@ mod tests {
         let setup = CcSetup::new(CcKind::Dcqcn, &c.sections, "p").unwrap();
         let red = setup.red.unwrap();
         assert!((red.at(Rate::from_gbps(25)).unwrap().probability(250_000) - 0.1).abs() < 1e-12);
-        assert!(run_py_config("hp", 100).is_err());
+        assert!(run_py_config("hp_cubic", 100).is_err());
     }
 
     #[test]
     fn unsupported_modes_and_keys_are_errors_that_name_them() {
         let base = written_by_run_py();
         for (change, want) in [
-            ("CC_MODE 1", "CC_MODE 3 (HPCC)"),
-            ("HAS_WIN 0", "HAS_WIN 1"),
-            ("HAS_WIN 0", "HAS_WIN 2"),
+            ("CC_MODE 1", "CC_MODE 4"),
             ("LINK_DOWN 0 0 0", "LINK_DOWN 2000 1 3"),
             ("L2_ACK_INTERVAL 1", "L2_ACK_INTERVAL 4000"),
             ("L2_BACK_TO_ZERO 0", "L2_BACK_TO_ZERO 1"),
             ("RATE_BOUND 1", "RATE_BOUND 0"),
         ] {
-            let to = match want {
-                "CC_MODE 3 (HPCC)" => "CC_MODE 3",
-                w => w,
-            };
+            let to = want;
             assert!(base.contains(change), "{change}");
             let text = base.replace(change, to);
             let e = Ns3Config::parse(&text, "cfg.txt").err().unwrap();
@@ -849,11 +1037,54 @@ mod tests {
         let odd = base.replace("KMIN_MAP 2 100000000000", "KMIN_MAP 2 50000000000");
         let e = Ns3Config::parse(&odd, "c").err().unwrap();
         assert!(format!("{e:#}").contains("KMIN_MAP"));
-        for cc in ["CC_MODE 7", "CC_MODE 8", "CC_MODE 10"] {
-            let e = Ns3Config::parse(&base.replace("CC_MODE 1", cc), "c")
-                .err()
-                .unwrap();
-            assert!(format!("{e:#}").contains(cc), "{e:#}");
+        // HPCC without a window divides by zero in ns-3: an error.
+        let e = Ns3Config::parse(&base.replace("CC_MODE 1", "CC_MODE 3"), "c")
+            .err()
+            .unwrap();
+        assert!(format!("{e:#}").contains("HAS_WIN 0"), "{e:#}");
+    }
+
+    /// Every run.py `--cc` quench has a preset for reads back into its control, INT mode and
+    /// window, with run.py's values in the control's section.
+    #[test]
+    fn every_run_py_cc_reads_as_its_control() {
+        let int_hops = IntMode::Hops { multi: 4 };
+        let want = [
+            ("dcqcn", CcKind::Dcqcn, IntMode::None, None),
+            ("dcqcn_paper", CcKind::Dcqcn, IntMode::None, None),
+            ("dcqcn_vwin", CcKind::Dcqcn, IntMode::None, Some(true)),
+            ("hp", CcKind::Hpcc, int_hops, Some(true)),
+            ("timely", CcKind::Timely, IntMode::Ts, None),
+            ("dctcp", CcKind::Dctcp, IntMode::None, Some(true)),
+        ];
+        for (cc, kind, int, window) in want {
+            let c = Ns3Config::parse(&run_py_config(cc, 100).unwrap(), cc).unwrap();
+            assert_eq!((c.kind(), c.int, c.window), (kind, int, window), "{cc}");
+            CcSetup::new(c.kind(), &c.sections, cc).unwrap();
         }
+        let c = Ns3Config::parse(&run_py_config("hp", 100).unwrap(), "hp").unwrap();
+        let hp = c.sections.hpcc_rp.as_ref().unwrap();
+        assert_eq!(hp["rate_ai"].as_integer(), Some(40));
+        assert_eq!(hp["mi_thresh"].as_integer(), Some(0));
+        assert_eq!(hp["multi_rate"].as_bool(), Some(false));
+        assert_eq!(hp["fast_react"].as_bool(), Some(true));
+        let mut cfg = RunConfig::default();
+        c.apply(&mut cfg);
+        // INT: 42 octets in the data header and in the ACK (60 - 14 + 42).
+        assert_eq!((cfg.host.header_bytes, cfg.host.ctrl_bytes), (90, 88));
+        let c = Ns3Config::parse(&run_py_config("dctcp", 100).unwrap(), "d").unwrap();
+        let d = c.sections.dctcp_rp.as_ref().unwrap();
+        assert_eq!(d["rate_ai"].as_integer(), Some(615));
+        assert_eq!(d["g"].as_float(), Some(0.0625));
+        assert_eq!(d["mtu"].as_integer(), Some(1000));
+        let c = Ns3Config::parse(&run_py_config("timely", 100).unwrap(), "t").unwrap();
+        let t = c.sections.timely_rp.as_ref().unwrap();
+        assert_eq!(
+            (t["rate_ai"].as_integer(), t["rate_hai"].as_integer()),
+            (Some(100), Some(500))
+        );
+        let c = Ns3Config::parse(&run_py_config("hpccPint", 100).unwrap(), "p").unwrap();
+        assert!(matches!(c.int, IntMode::Pint { code } if code.bytes == 2));
+        assert!(c.sections.dcqcn_rp.is_none());
     }
 }

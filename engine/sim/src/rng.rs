@@ -28,6 +28,8 @@ pub enum Stream {
     Traffic = 3,
     Flow = 4,
     Receiver = 5,
+    /// HPCC-PINT's coins (switch rounding, sender sampling).
+    Pint = 6,
 }
 
 /// The generator of component `index` of `kind` in a run seeded with `seed`.

@@ -228,14 +228,15 @@ pub fn prepare(
     let cc = match (spec.cc, scen.as_ref().and_then(|s| s.file.cc.as_deref())) {
         (Some(c), _) => c,
         (None, Some(name)) => CcKind::parse(name)?,
-        (None, None) if ns3cfg.is_some() => CcKind::Dcqcn,
+        (None, None) if ns3cfg.is_some() => ns3cfg.as_ref().map_or(CcKind::Dcqcn, |n| n.kind()),
         (None, None) => bail!("give --cc or `cc` in the scenario"),
     };
     if let Some(n) = &ns3cfg {
         if cc != n.kind() {
             bail!(
-                "{}: sets DCQCN (CC_MODE 1); --cc/`cc` asks for {}",
+                "{}: sets {}; --cc/`cc` asks for {}",
                 n.origin,
+                n.kind().name(),
                 cc.name()
             );
         }

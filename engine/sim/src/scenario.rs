@@ -89,7 +89,15 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         name: "cc",
-        ty: Type::OneOf(&["none", "dcqcn", "qcn"]),
+        ty: Type::OneOf(&[
+            "none",
+            "dcqcn",
+            "qcn",
+            "hpcc",
+            "timely",
+            "dctcp",
+            "hpcc-pint",
+        ]),
         unit: "",
         default: KeyDefault::Text("`--cc`, required without it"),
         range: Range::Any,
@@ -171,6 +179,10 @@ pub const KEYS: &[Key] = &[
     quench_config::keys::DCQCN_RP,
     quench_config::keys::QCN_RP,
     quench_config::keys::NP,
+    quench_config::keys::HPCC_RP,
+    quench_config::keys::TIMELY_RP,
+    quench_config::keys::DCTCP_RP,
+    quench_config::keys::PINT_RP,
     Key {
         name: "red",
         ty: Type::Table,
@@ -558,6 +570,10 @@ pub struct ScenarioFile {
     pub qcn_cp: Option<toml::Table>,
     pub pfc: Option<toml::Table>,
     pub tcd: Option<toml::Table>,
+    pub hpcc_rp: Option<toml::Table>,
+    pub timely_rp: Option<toml::Table>,
+    pub dctcp_rp: Option<toml::Table>,
+    pub pint_rp: Option<toml::Table>,
 }
 
 impl ScenarioFile {
@@ -571,6 +587,10 @@ impl ScenarioFile {
             qcn_cp: self.qcn_cp.clone(),
             pfc: self.pfc.clone(),
             tcd: self.tcd.clone(),
+            hpcc_rp: self.hpcc_rp.clone(),
+            timely_rp: self.timely_rp.clone(),
+            dctcp_rp: self.dctcp_rp.clone(),
+            pint_rp: self.pint_rp.clone(),
         }
     }
 }
@@ -762,6 +782,8 @@ impl Scenario {
             // Not scenario keys: the ns-3 reader sets ns-3's.
             spacing: _,
             ack_pause_prio: _,
+            int: _,
+            window: _,
         } = &mut cfg.host;
         if let Some(v) = h.mtu {
             MTU.within(v.into())

@@ -20,7 +20,7 @@ use quench_node::switch::core::{CpProfiles, Event, Handled, PortCp, SwitchCore};
 use quench_node::switch::queue::{Class, QueueLimits};
 
 use super::cc::{self, CcSetup};
-use super::config::RunConfig;
+use super::config::{IntMode, RunConfig};
 use super::event::{EventQueue, Slot};
 use super::monitor::{PfcRecord, QlenMonitor};
 use super::packet::{Kind, Pkt};
@@ -29,7 +29,8 @@ use super::series::{QueueDist, Series, Which};
 use super::topology::{ecmp_pick, EcmpKey, Routes, Topology};
 use super::traffic::FlowSpec;
 use quench_node::host::core::{FlowHandle, HostCore, PacingConfig, Source};
-use quench_node::host::rp::Feedback;
+use quench_node::host::rp::{Ack, Echo, Feedback};
+use rand_core::RngCore;
 
 const NONE: u32 = u32::MAX;
 
@@ -218,6 +219,11 @@ pub struct SimSource {
     bytes: u64,
     mtu: u32,
     header: u32,
+    /// The first unacknowledged octet (the window counts from it).
+    snd_una: u64,
+    /// The flow's window (`bytes` 0: none) and the rate a variable window scales from.
+    window: rp::Window,
+    max_rate: Rate,
 }
 
 impl SimSource {
@@ -239,6 +245,75 @@ impl Source for SimSource {
         self.snd_nxt += u64::from(self.payload());
         seq
     }
+
+    /// ns-3's NIC sends from a queue pair while `GetBytesLeft() > 0 && !IsWinBound()`
+    /// (qbb-net-device.cc `GetNextQindex`).
+    fn peek_within(&self, rate: impl FnOnce() -> Rate) -> Option<u32> {
+        let len = self.peek()?;
+        if self.window.bytes > 0
+            && self
+                .window
+                .is_bound(self.snd_nxt - self.snd_una, rate(), self.max_rate)
+        {
+            return None;
+        }
+        Some(len)
+    }
+}
+
+/// What one data packet collected and its ACK echoes back (ns-3 carries it in the packet's
+/// `IntHeader`; here it waits beside the flow, found by the packet's sequence number).
+#[derive(Clone, Copy, Debug, Default)]
+struct Collected {
+    hops: rp::IntHops,
+    sent: Instant,
+    power: u16,
+}
+
+/// A flow's echoes, one per packet from the first unacknowledged one on: packet `k` (payload
+/// offset `k x mtu`: every data packet starts at a multiple of the payload, go-back-N
+/// included) is `ring[k - base]`. An ACK answers the packet ending at its sequence number; a
+/// NACK names the packet that showed the gap by its distance in packets (the ACK's `aux` from
+/// bit 1). A packet sent again starts its echo afresh (an ACK of the first copy still in flight
+/// then reads the second's: only under loss).
+#[derive(Clone, Debug, Default)]
+struct EchoRing {
+    base: u64,
+    ring: std::collections::VecDeque<Collected>,
+}
+
+impl EchoRing {
+    fn slot(&mut self, k: u64) -> Option<&mut Collected> {
+        let i = usize::try_from(k.checked_sub(self.base)?).ok()?;
+        if i >= self.ring.len() {
+            self.ring.resize(i + 1, Collected::default());
+        }
+        self.ring.get_mut(i)
+    }
+
+    fn get(&self, k: u64) -> Option<&Collected> {
+        self.ring
+            .get(usize::try_from(k.checked_sub(self.base)?).ok()?)
+    }
+
+    /// Forgets the packets before `k` (acknowledged).
+    fn release_before(&mut self, k: u64) {
+        while self.base < k && !self.ring.is_empty() {
+            self.ring.pop_front();
+            self.base += 1;
+        }
+        self.base = self.base.max(k);
+    }
+}
+
+/// A switch egress's INT state (ns-3 `SwitchNode`: `m_txBytes`, and for PINT `m_lastPktSize`,
+/// `m_lastPktTs`, `m_u`).
+#[derive(Clone, Copy, Debug, Default)]
+struct IntPort {
+    tx_bytes: u64,
+    last_size: u32,
+    last_ts: u64,
+    u: f64,
 }
 
 /// Per-flow state and results.
@@ -319,6 +394,16 @@ pub struct World {
     qlen: Option<QlenMonitor>,
     /// PFC frames received (`RunConfig::pfc_log`).
     pfc_log: Option<Vec<PfcRecord>>,
+    /// Per flow, the echoes of its packets in flight (INT modes only; else empty).
+    echoes: Vec<EchoRing>,
+    /// Per port, INT state (INT modes only; else empty).
+    int_ports: Vec<IntPort>,
+    /// Each flow's window, octets (`HostConfig::window`; 0: none).
+    window: u64,
+    /// ns-3's `maxRtt`, ns: the largest base RTT of any host pair (HPCC's and PINT's T).
+    max_rtt: u64,
+    /// Coins for HPCC-PINT's random rounding and ACK sampling.
+    pint_rng: SimRng,
 }
 
 /// Errors building a world from inputs that do not fit together.
@@ -350,6 +435,49 @@ fn floor_tx_time(rate: Rate, bytes: u64) -> Duration {
     }
     let ns = u128::from(bytes) * 8_000_000_000 / u128::from(rate.as_bps());
     Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+}
+
+/// ns-3's `maxRtt` and `maxBdp` (third.cc `CalculateRoute` per host, then the largest over
+/// host pairs): from each host a breadth-first search through switches, the first path found to
+/// each node summing link delays and `payload x 8e9 / bw` of serialisation per link (integer
+/// ns), the slowest link's rate; per pair `rtt = 2 x delay + txDelay`, `bdp = rtt x bw / 8e9`.
+fn ns3_max_rtt_bdp(topo: &Topology, hosts: &[u32], payload: u32) -> (u64, u64) {
+    let n = topo.nodes as usize;
+    let mut adj: Vec<Vec<(u32, u64, u64)>> = vec![Vec::new(); n];
+    for l in &topo.links {
+        let (bw, d) = (l.rate.as_bps(), l.delay.as_nanos());
+        adj[l.a as usize].push((l.b, bw, d));
+        adj[l.b as usize].push((l.a, bw, d));
+    }
+    let (mut max_rtt, mut max_bdp) = (0u64, 0u64);
+    for &h in hosts {
+        // (delay, txDelay, bw) per node reached
+        let mut seen: Vec<Option<(u64, u64, u64)>> = vec![None; n];
+        seen[h as usize] = Some((0, 0, u64::MAX));
+        let mut q = std::collections::VecDeque::from([h]);
+        while let Some(now) = q.pop_front() {
+            let (d, t, b) = seen[now as usize].unwrap_or((0, 0, u64::MAX));
+            for &(next, bw, delay) in &adj[now as usize] {
+                if seen[next as usize].is_some() || bw == 0 {
+                    continue;
+                }
+                let tx = u64::from(payload) * 8_000_000_000 / bw;
+                seen[next as usize] = Some((d + delay, t + tx, b.min(bw)));
+                if topo.is_switch[next as usize] {
+                    q.push_back(next);
+                }
+            }
+        }
+        for &o in hosts {
+            if let (true, Some((d, t, b))) = (o != h, seen[o as usize]) {
+                let rtt = d * 2 + t;
+                let bdp = (u128::from(rtt) * u128::from(b) / 8_000_000_000) as u64;
+                max_rtt = max_rtt.max(rtt);
+                max_bdp = max_bdp.max(bdp);
+            }
+        }
+    }
+    (max_rtt, max_bdp)
 }
 
 /// ns-3's `node_id_to_ip`: 11.x.y.1 with x.y the node id.
@@ -444,6 +572,19 @@ impl World {
         }
         let ports: Vec<Port> = ports.into_iter().flatten().collect();
         let routes = Routes::compute(topo, &peers, &host_nodes);
+        // ns-3's maxRtt and maxBdp (third.cc, `GLOBAL_T 1`): the window and HPCC's base RTT.
+        let (max_rtt, max_bdp) = if cfg.host.window.is_some() || cfg.host.int != IntMode::None {
+            ns3_max_rtt_bdp(topo, &host_nodes, cfg.host.mtu)
+        } else {
+            (0, 0)
+        };
+        let mut cc = cc;
+        if cfg.host.window.is_some() {
+            cc.path = Some(rp::FlowPath {
+                window: max_bdp,
+                base_rtt: Duration::from_nanos(max_rtt),
+            });
+        }
         let mut hosts: Vec<Host> = Vec::with_capacity(host_nodes.len());
         for &h in &host_nodes {
             let port = nodes[h as usize].first_port;
@@ -515,6 +656,7 @@ impl World {
             .map(|i| rng::stream(cfg.seed, Stream::Link, i as u64))
             .collect();
         let nports = ports.len();
+        let int_on = cfg.host.int != IntMode::None;
         let mut w = World {
             now: Instant::ZERO,
             events: EventQueue::new(),
@@ -531,6 +673,23 @@ impl World {
             queue_dist: vec![QueueDist::default(); nports],
             qlen: None,
             pfc_log: cfg.pfc_log.then(Vec::new),
+            echoes: if int_on {
+                vec![EchoRing::default(); flows.len()]
+            } else {
+                Vec::new()
+            },
+            int_ports: if int_on {
+                vec![IntPort::default(); nports]
+            } else {
+                Vec::new()
+            },
+            window: if cfg.host.window.is_some() {
+                max_bdp
+            } else {
+                0
+            },
+            max_rtt,
+            pint_rng: rng::stream(cfg.seed, Stream::Pint, 0),
             cfg,
         };
         if let Some(win) = w.cfg.qlen_window {
@@ -686,7 +845,9 @@ impl World {
             b = b.min(p.rate);
         }
         let pkts = f.bytes.max(1).div_ceil(self.cfg.host.mtu as u64);
-        let total = f.bytes + pkts * self.cfg.host.header_bytes as u64;
+        // ns-3's qp_finish counts the header without INT.
+        let header = self.cfg.host.header_bytes - self.cfg.host.int.bytes();
+        let total = f.bytes + pkts * header as u64;
         delay.saturating_mul(2) + txd + floor_tx_time(b, total)
     }
 
@@ -866,6 +1027,12 @@ impl World {
             bytes: f.spec.bytes,
             mtu: self.cfg.host.mtu,
             header: self.cfg.host.header_bytes,
+            snd_una: 0,
+            window: rp::Window {
+                bytes: self.window,
+                var: self.cfg.host.window == Some(true),
+            },
+            max_rate: spec.cap,
         };
         // Flow ids are the world's flow indices: unique per host core.
         if let Ok(handle) = self.hosts[h as usize].core.add_flow(spec, source) {
@@ -1045,6 +1212,15 @@ impl World {
         };
         let seq = t.item;
         let fi = t.id.0;
+        if let Some(e) = self.echoes.get_mut(fi as usize) {
+            // SeqTsHeader: the INT header starts empty, TIMELY's stamp is the send time.
+            if let Some(slot) = e.slot(seq / u64::from(self.cfg.host.mtu)) {
+                *slot = Collected {
+                    sent: now,
+                    ..Collected::default()
+                };
+            }
+        }
         let f = &mut self.flows[fi as usize];
         f.last_tx = now;
         let pkt = Pkt {
@@ -1062,6 +1238,68 @@ impl World {
         Some(pkt)
     }
 
+    /// A switch egress dequeued `pkt` (ns-3 `SwitchNode::SwitchNotifyDequeue`): a data packet
+    /// gets the port's INT hop (HPCC: time, octets sent before it, the queue left behind, the
+    /// line rate) or its PINT code (the larger of the packet's and this port's); every packet
+    /// counts towards the octets sent.
+    fn stamp(&mut self, port: u32, pkt: &Pkt) {
+        let now = self.now.as_nanos();
+        let (rate, qlen) = {
+            let p = &self.ports[port as usize];
+            (p.rate, p.qtotal)
+        };
+        let ip = self.int_ports[port as usize];
+        if pkt.kind == Kind::Data {
+            let k = pkt.seq / u64::from(self.cfg.host.mtu);
+            match self.cfg.host.int {
+                IntMode::Hops { multi } => {
+                    let qlen = u32::try_from(qlen).unwrap_or(u32::MAX);
+                    let hop = rp::IntHop::new(now, ip.tx_bytes, qlen, rate, multi);
+                    if let (Some(hop), Some(e)) = (
+                        hop,
+                        self.echoes
+                            .get_mut(pkt.flow as usize)
+                            .and_then(|r| r.slot(k)),
+                    ) {
+                        e.hops.push(hop);
+                    }
+                }
+                IntMode::Pint { code } => {
+                    let dt = now.saturating_sub(ip.last_ts).min(self.max_rtt);
+                    let rng = &mut self.pint_rng;
+                    let u = rp::int::pint_switch_u(
+                        &mut || rng.next_u32(),
+                        rp::int::PintPort {
+                            dt,
+                            max_rtt: self.max_rtt,
+                            line_rate: rate,
+                            qlen,
+                            last_size: ip.last_size,
+                            u: ip.u,
+                        },
+                    );
+                    let coin = (self.pint_rng.next_u32()) % 65536;
+                    let power = code.encode(u, coin);
+                    if let Some(e) = self
+                        .echoes
+                        .get_mut(pkt.flow as usize)
+                        .and_then(|r| r.slot(k))
+                    {
+                        if power > e.power {
+                            e.power = power;
+                        }
+                    }
+                    self.int_ports[port as usize].u = u;
+                }
+                _ => {}
+            }
+        }
+        let ip = &mut self.int_ports[port as usize];
+        ip.tx_bytes += u64::from(pkt.size);
+        ip.last_size = pkt.size;
+        ip.last_ts = now;
+    }
+
     fn switch_next(&mut self, port: u32) -> Option<Pkt> {
         let now = self.now;
         self.account_queue(port);
@@ -1070,6 +1308,9 @@ impl World {
         let (class, pkt) = self.nodes[node as usize].core.poll_transmit(now, local)?;
         if let Class::Data(_) = class {
             self.ports[port as usize].qtotal -= pkt.size as u64;
+        }
+        if !self.int_ports.is_empty() {
+            self.stamp(port, &pkt);
         }
         self.core_events(node, local as u32);
         Some(pkt)
@@ -1264,12 +1505,15 @@ impl World {
                     let to = pkt.seq.max(f.snd_una);
                     self.rewind(fi, to);
                 }
-                if pkt.kind == Kind::Ack && pkt.aux & 1 != 0 {
+                let ack_driven = self.cc.kind.ack_driven();
+                if pkt.kind == Kind::Ack && pkt.aux & 1 != 0 && !ack_driven {
                     self.feedback(h, fi, Feedback::Cnp);
                 }
                 let f = &self.flows[fi as usize];
                 if f.snd_una >= f.spec.bytes {
                     self.complete(fi);
+                } else if ack_driven || self.window > 0 {
+                    self.ack_feedback(h, &pkt, ack_driven);
                 } else if pkt.kind == Kind::Nack {
                     let port = self.hosts[h as usize].port;
                     self.kick(port);
@@ -1286,6 +1530,65 @@ impl World {
             Kind::Cnm => self.feedback(h, fi, Feedback::Cnm(pkt.aux as u8)),
             Kind::Pause => {}
         }
+    }
+
+    /// An ACK or NACK of flow `pkt.flow` at its sender `h` under an ACK-driven control or a
+    /// window (`RdmaHw::ReceiveAck` after `Acknowledge` and a NACK's `RecoverQueue`): the
+    /// reaction point reads it, and the window it may have opened lets the flow send again
+    /// (`TriggerTransmit`).
+    fn ack_feedback(&mut self, h: u32, pkt: &Pkt, ack_driven: bool) {
+        let now = self.now;
+        let fi = pkt.flow;
+        let mtu = u64::from(self.cfg.host.mtu);
+        let snd_una = self.flows[fi as usize].snd_una;
+        if ack_driven {
+            self.ack_reaction(h, pkt);
+        }
+        if let Some(r) = self.echoes.get_mut(fi as usize) {
+            r.release_before(snd_una / mtu);
+        }
+        let handle = self.flows[fi as usize].handle;
+        let core = &mut self.hosts[h as usize].core;
+        if let Some(src) = core.source_mut(handle) {
+            src.snd_una = snd_una;
+        }
+        core.wake(now, handle);
+        self.arm_wake(h);
+        let port = self.hosts[h as usize].port;
+        self.kick(port);
+    }
+
+    /// The reaction point of an ACK-driven control reads an ACK with what its data packet
+    /// collected.
+    fn ack_reaction(&mut self, h: u32, pkt: &Pkt) {
+        let fi = pkt.flow;
+        let mtu = u64::from(self.cfg.host.mtu);
+        let echoed = match pkt.kind {
+            Kind::Nack => pkt.seq / mtu + u64::from(pkt.aux >> 1),
+            _ => pkt.seq.saturating_sub(1) / mtu,
+        };
+        let e = self
+            .echoes
+            .get(fi as usize)
+            .and_then(|r| r.get(echoed))
+            .copied()
+            .unwrap_or_default();
+        let echo = match self.cfg.host.int {
+            IntMode::Hops { .. } => Echo::Int(e.hops),
+            IntMode::Ts => Echo::Sent(e.sent),
+            IntMode::Pint { .. } => Echo::Pint {
+                power: e.power,
+                coin: self.pint_rng.next_u32() % 65536,
+            },
+            IntMode::None => Echo::None,
+        };
+        let ack = Ack {
+            seq: pkt.seq,
+            snd_nxt: self.snd_nxt(fi),
+            ecn: pkt.aux & 1 != 0,
+            echo,
+        };
+        self.feedback(h, fi, Feedback::Ack(ack));
     }
 
     /// A congestion notification for flow `fi` reached its sender `h`.
@@ -1355,7 +1658,14 @@ impl World {
             if now >= f.nack_at || f.nack_seq != f.rcv_nxt {
                 f.nack_at = now + cfg.nack_interval;
                 f.nack_seq = f.rcv_nxt;
-                reply = Some(ctrl(Kind::Nack, f.rcv_nxt, 0));
+                // With INT, the packet that showed the gap, for its echo (`EchoRing`).
+                let gap = if cfg.int == IntMode::None {
+                    0
+                } else {
+                    let mtu = u64::from(cfg.mtu);
+                    (pkt.seq / mtu - f.rcv_nxt / mtu).min(0x7fff) as u16
+                };
+                reply = Some(ctrl(Kind::Nack, f.rcv_nxt, gap << 1));
             }
         } else if cfg.ack_every > 0 {
             reply = Some(ctrl(Kind::Ack, f.rcv_nxt, notify as u16));

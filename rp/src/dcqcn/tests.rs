@@ -322,9 +322,15 @@ fn defaults_and_validation() {
     assert_eq!(p.decrease_interval, Duration::from_micros(4));
     assert_eq!(p.time_reset, Duration::from_micros(300));
     let bad = |d: DcqcnParams| d.profile(Rate::from_gbps(100)).unwrap_err().param;
+    // 1024 is g = 0 (third.cc's EWMA_GAIN default, `1 / 16` in integers): alpha never moves.
+    let still = DcqcnParams {
+        dce_tcp_g: 1024,
+        ..DcqcnParams::default()
+    };
+    assert_eq!(still.profile(Rate::from_gbps(100)).unwrap().g, 0.0);
     assert_eq!(
         bad(DcqcnParams {
-            dce_tcp_g: 1024,
+            dce_tcp_g: 1025,
             ..DcqcnParams::default()
         }),
         "dce_tcp_g"

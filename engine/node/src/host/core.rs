@@ -108,6 +108,14 @@ pub trait Source {
     fn peek(&self) -> Option<u32>;
     /// Takes the frame [`Source::peek`] announced (called only after it returned `Some`).
     fn take(&mut self) -> Self::Item;
+    /// [`Source::peek`] for a flow whose window bounds what it has in flight: `None` also
+    /// while the window, at the flow's current rate (`rate()`, asked only by a source with a
+    /// window), is full. The core asks this wherever it decides whether a flow has a frame;
+    /// the driver [`HostCore::wake`]s the flow when an ACK may have opened the window.
+    fn peek_within(&self, rate: impl FnOnce() -> Rate) -> Option<u32> {
+        let _ = rate;
+        self.peek()
+    }
     /// The flow has frames for as long as the run lasts (a pacing audit compares what it sent
     /// with its RP rate; a flow that runs dry by design cannot be audited so).
     fn endless(&self) -> bool {
@@ -768,7 +776,13 @@ impl<S: Source> HostCore<S> {
     /// transmit; `None` if it already waits, has not started or has nothing.
     fn ready(&mut self, now: Instant, h: FlowHandle) -> Option<Instant> {
         let f = self.slots.get_mut(h.0 as usize)?.flow.as_mut()?;
-        if f.scheduled || !f.has_started || f.source.peek().is_none() {
+        let rp = &self.rp;
+        if f.scheduled
+            || !f.has_started
+            || f.source
+                .peek_within(|| rp.rate(&f.rp, f.spec.id, f.spec.cap))
+                .is_none()
+        {
             return None;
         }
         f.finished = UNSET;
@@ -960,7 +974,10 @@ impl<S: Source> HostCore<S> {
             self.pause.of(f.spec.priority)
         };
         let f = self.slots[i as usize].flow.as_mut()?;
-        let len = f.source.peek()?;
+        let rp = &self.rp;
+        let len = f
+            .source
+            .peek_within(|| rp.rate(&f.rp, f.spec.id, f.spec.cap))?;
         let item = f.source.take();
         let tx = Transmit {
             handle: FlowHandle(i),
@@ -972,8 +989,8 @@ impl<S: Source> HostCore<S> {
         };
         f.seq += 1;
         f.bytes_sent += u64::from(len);
-        let more = f.source.peek().is_some();
         let rate = self.rp.rate(&f.rp, f.spec.id, f.spec.cap);
+        let more = f.source.peek_within(|| rate).is_some();
         // The frame's place in the schedule: where the flow's pacer says (what a stall owed
         // included, what a retime made of it), or the wheel's time for a flow's first frame and
         // the first after it idled past its release ([`HostCore::wake`] clears the schedule).
@@ -1057,7 +1074,11 @@ impl<S: Source> HostCore<S> {
             };
             f.started = at;
             f.has_started = true;
-            if f.source.peek().is_some() {
+            let rp = &self.rp;
+            if f.source
+                .peek_within(|| rp.rate(&f.rp, f.spec.id, f.spec.cap))
+                .is_some()
+            {
                 f.scheduled = true;
                 self.wheel.insert(now, (i, generation));
             }
@@ -1118,8 +1139,13 @@ impl<S: Source> HostCore<S> {
                     continue;
                 }
             }
-            if f.source.peek().is_none() {
-                // Its queue was emptied under it (an eviction's drain): idle until woken.
+            let rp = &self.rp;
+            if f.source
+                .peek_within(|| rp.rate(&f.rp, f.spec.id, f.spec.cap))
+                .is_none()
+            {
+                // Its queue was emptied under it (an eviction's drain), or its window closed:
+                // idle until woken.
                 f.scheduled = false;
                 continue;
             }

@@ -526,7 +526,7 @@ fn the_receive_side_answers_ce_with_a_cnp() {
 /// The sender appliance holds up to 1M flows and touches one flow's state per frame, at a
 /// random place in memory (docs/design.md, "Sender appliance"): every 64
 /// octets more is one more cache line a frame may miss on. DCQCN's state is boxed
-/// (`FlowRp::Dcqcn`), a queue's octet count is 32-bit and its bound the driver's, the pacers
+/// (`FlowRp::Some`), a queue's octet count is 32-bit and its bound the driver's, the pacers
 /// are stored in 12 octets (`rp::Pacer`), "no timer", "not started", "not finished" and "no
 /// pending release" are sentinels or a flag, so a slot with a queued flow is three lines (it
 /// was 400-odd octets), its oldest frame inline (`Queued`) for frames of up to 16 octets (a

@@ -18,15 +18,51 @@ pub enum HostRp {
     Dcqcn(::rp::DcqcnProfile),
     /// IEEE 802.1Qau QCN: one pool of rate limiters per NIC.
     Qcn(Box<::rp::QcnRp>),
+    /// The ns-3 HPCC simulator's ACK-driven controls (`CC_MODE` 3, 8, 7, 10): the profile for
+    /// this NIC's rate; per-flow state lives in [`FlowRp`], driven by [`Feedback::Ack`].
+    Hpcc(::rp::HpccProfile),
+    Dctcp(::rp::DctcpProfile),
+    Timely(::rp::TimelyProfile),
+    Pint(::rp::PintProfile),
 }
 
-/// A flow's own reaction-point state. DCQCN's is boxed: a flow carries one pointer, not the
-/// state's 120-odd octets, so the core's per-flow state of a QCN flow or a flow without
+/// A flow's own reaction-point state, boxed: a flow carries one pointer (a niche keeps `None`
+/// in it), not DCQCN's 120-odd octets or HPCC's more, so the core's per-flow state of a QCN flow or a flow without
 /// congestion control (the appliance holds up to 1M) spans fewer cache lines.
 #[derive(Clone, Debug)]
 pub enum FlowRp {
     None,
-    Dcqcn(Box<::rp::DcqcnState>),
+    Some(Box<FlowState>),
+}
+
+/// The reaction point's state of one flow (boxed in [`FlowRp`], one pointer in the flow).
+#[derive(Clone, Debug)]
+pub enum FlowState {
+    Dcqcn(::rp::DcqcnState),
+    Hpcc(Box<::rp::HpccState>),
+    Dctcp(::rp::DctcpState),
+    Timely(::rp::TimelyState),
+    Pint(::rp::PintState),
+}
+
+impl FlowRp {
+    fn new(s: FlowState) -> FlowRp {
+        FlowRp::Some(Box::new(s))
+    }
+
+    pub fn state(&self) -> Option<&FlowState> {
+        match self {
+            FlowRp::Some(b) => Some(b),
+            FlowRp::None => None,
+        }
+    }
+
+    pub fn state_mut(&mut self) -> Option<&mut FlowState> {
+        match self {
+            FlowRp::Some(b) => Some(b),
+            FlowRp::None => None,
+        }
+    }
 }
 
 /// What a sender learns from the network, already parsed to its meaning.
@@ -38,6 +74,37 @@ pub enum Feedback {
     Ue,
     /// QCN CNM with QntzFb.
     Cnm(u8),
+    /// An ACK or NACK, for the ACK-driven controls (HPCC, DCTCP, TIMELY, HPCC-PINT).
+    Ack(Ack),
+}
+
+/// What an ACK (or NACK) tells an ACK-driven reaction point, with the sender's state when it
+/// arrived (`RdmaHw::ReceiveAck` then `HandleAck*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ack {
+    /// The cumulative sequence number it carries (`ch.ack.seq`).
+    pub seq: u64,
+    /// The sender's next sequence number (`qp->snd_nxt`), after a NACK rewound it.
+    pub snd_nxt: u64,
+    /// The CNP flag: the data packet it answers was ECN-marked (DCTCP).
+    pub ecn: bool,
+    /// What the data packet collected and the ACK echoes.
+    pub echo: Echo,
+}
+
+/// The telemetry an ACK echoes, by the control's INT mode (`IntHeader::Mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Echo {
+    None,
+    /// HPCC: the hops' INT words.
+    Int(::rp::IntHops),
+    /// TIMELY: the data packet's send time.
+    Sent(Instant),
+    /// HPCC-PINT: the path's utilisation code, and the sender's sampling coin (0..65536).
+    Pint {
+        power: u16,
+        coin: u32,
+    },
 }
 
 /// Why feedback did not act.
@@ -58,7 +125,11 @@ impl HostRp {
 
     pub fn new_flow(&self) -> FlowRp {
         match self {
-            HostRp::Dcqcn(p) => FlowRp::Dcqcn(Box::new(::rp::DcqcnState::new(p))),
+            HostRp::Dcqcn(p) => FlowRp::new(FlowState::Dcqcn(::rp::DcqcnState::new(p))),
+            HostRp::Hpcc(p) => FlowRp::new(FlowState::Hpcc(Box::new(::rp::HpccState::new(p)))),
+            HostRp::Dctcp(p) => FlowRp::new(FlowState::Dctcp(::rp::DctcpState::new(p))),
+            HostRp::Timely(p) => FlowRp::new(FlowState::Timely(::rp::TimelyState::new(p))),
+            HostRp::Pint(p) => FlowRp::new(FlowState::Pint(::rp::PintState::new(p))),
             _ => FlowRp::None,
         }
     }
@@ -73,6 +144,7 @@ impl HostRp {
             HostRp::Qcn(q) => q.rate(id).min(cap),
             HostRp::Dcqcn(_) => dcqcn_rate(flow, cap),
             HostRp::None => cap,
+            _ => ack_driven_rate(flow, cap),
         }
     }
 
@@ -86,7 +158,7 @@ impl HostRp {
                 q.on_tx(now, id, bytes, !more);
             }
             HostRp::Dcqcn(p) => dcqcn_on_tx(p, flow, now, bytes),
-            HostRp::None => {}
+            _ => {}
         }
     }
 
@@ -98,12 +170,12 @@ impl HostRp {
         now: Instant,
         fb: Feedback,
     ) -> Result<(), Refused> {
-        match (self, flow, fb) {
-            (HostRp::Dcqcn(p), FlowRp::Dcqcn(s), Feedback::Cnp) => {
+        match (self, flow.state_mut(), fb) {
+            (HostRp::Dcqcn(p), Some(FlowState::Dcqcn(s)), Feedback::Cnp) => {
                 s.on_cnp(p, now);
                 Ok(())
             }
-            (HostRp::Dcqcn(p), FlowRp::Dcqcn(s), Feedback::Ue) => {
+            (HostRp::Dcqcn(p), Some(FlowState::Dcqcn(s)), Feedback::Ue) => {
                 s.on_ue(p, now);
                 Ok(())
             }
@@ -111,20 +183,21 @@ impl HostRp {
                 Ok(::rp::CnmOutcome::PoolFull) | Err(_) => Err(Refused::Rejected),
                 Ok(_) => Ok(()),
             },
+            (rp, Some(flow), Feedback::Ack(ack)) => on_ack(rp, flow, now, &ack),
             _ => Err(Refused::NotOurs),
         }
     }
 
     /// Per-flow timers (DCQCN).
     pub fn flow_deadline(flow: &FlowRp) -> Option<Instant> {
-        match flow {
-            FlowRp::Dcqcn(s) => s.next_deadline(),
-            FlowRp::None => None,
+        match flow.state() {
+            Some(FlowState::Dcqcn(s)) => s.next_deadline(),
+            _ => None,
         }
     }
 
     pub fn on_flow_timeout(&mut self, flow: &mut FlowRp, now: Instant) {
-        if let (HostRp::Dcqcn(p), FlowRp::Dcqcn(s)) = (self, flow) {
+        if let (HostRp::Dcqcn(p), Some(FlowState::Dcqcn(s))) = (self, flow.state_mut()) {
             s.on_timeout(p, now);
         }
     }
@@ -156,16 +229,48 @@ impl HostRp {
 /// [`HostRp::rate`] under DCQCN.
 #[inline(never)]
 fn dcqcn_rate(flow: &FlowRp, cap: Rate) -> Rate {
-    match flow {
-        FlowRp::Dcqcn(s) => s.rate().min(cap),
-        FlowRp::None => cap,
+    match flow.state() {
+        Some(FlowState::Dcqcn(s)) => s.rate().min(cap),
+        _ => cap,
     }
+}
+
+/// [`HostRp::rate`] under the ACK-driven controls.
+#[inline(never)]
+fn ack_driven_rate(flow: &FlowRp, cap: Rate) -> Rate {
+    let r = match flow.state() {
+        Some(FlowState::Hpcc(s)) => s.rate(),
+        Some(FlowState::Dctcp(s)) => s.rate(),
+        Some(FlowState::Timely(s)) => s.rate(),
+        Some(FlowState::Pint(s)) => s.rate(),
+        _ => cap,
+    };
+    r.min(cap)
+}
+
+/// An ACK at an ACK-driven reaction point (`ReceiveAck`'s `HandleAckHp`, `HandleAckTimely`,
+/// `HandleAckDctcp`, `HandleAckHpPint`); an echo that is not the control's is refused.
+fn on_ack(rp: &HostRp, flow: &mut FlowState, now: Instant, a: &Ack) -> Result<(), Refused> {
+    match (rp, flow, a.echo) {
+        (HostRp::Hpcc(p), FlowState::Hpcc(s), Echo::Int(int)) => {
+            s.on_ack(p, a.seq, a.snd_nxt, &int);
+        }
+        (HostRp::Dctcp(p), FlowState::Dctcp(s), _) => s.on_ack(p, a.seq, a.snd_nxt, a.ecn),
+        (HostRp::Timely(p), FlowState::Timely(s), Echo::Sent(t)) => {
+            s.on_ack(p, now, t, a.seq, a.snd_nxt);
+        }
+        (HostRp::Pint(p), FlowState::Pint(s), Echo::Pint { power, coin }) => {
+            s.on_ack(p, a.seq, a.snd_nxt, power, coin);
+        }
+        _ => return Err(Refused::NotOurs),
+    }
+    Ok(())
 }
 
 /// [`HostRp::on_tx`] under DCQCN.
 #[inline(never)]
 fn dcqcn_on_tx(p: &::rp::DcqcnProfile, flow: &mut FlowRp, now: Instant, bytes: u64) {
-    if let FlowRp::Dcqcn(s) = flow {
+    if let Some(FlowState::Dcqcn(s)) = flow.state_mut() {
         s.on_tx(p, now, bytes);
     }
 }

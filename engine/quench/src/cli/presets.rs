@@ -168,8 +168,33 @@ pub const TCD: Params = Params {
     keys: cp::tcd::KEYS,
 };
 
+pub const HPCC_RP: Params = Params {
+    name: "hpcc_rp",
+    about: "HPCC reaction points (`rp::HpccParams`): ns-3 HPCC's config.txt names, `RdmaHw`'s \
+            defaults; the window and base RTT come from the network.",
+    keys: rp::hpcc::KEYS,
+};
+pub const TIMELY_RP: Params = Params {
+    name: "timely_rp",
+    about: "TIMELY reaction points (`rp::TimelyParams`): ns-3 HPCC's `RdmaHw` attributes and \
+            defaults.",
+    keys: rp::timely::KEYS,
+};
+pub const DCTCP_RP: Params = Params {
+    name: "dctcp_rp",
+    about: "DCTCP reaction points, rate-based as ns-3 HPCC's (`rp::DctcpParams`).",
+    keys: rp::dctcp::KEYS,
+};
+pub const PINT_RP: Params = Params {
+    name: "pint_rp",
+    about: "HPCC-PINT reaction points (`rp::PintParams`): ns-3 HPCC's config.txt names.",
+    keys: rp::pint::KEYS,
+};
+
 /// Every parameter table, in the reference's order.
-pub const PARAMS: &[&Params] = &[&DCQCN_RP, &QCN_RP, &NP, &RED, &QCN_CP, &PFC, &TCD];
+pub const PARAMS: &[&Params] = &[
+    &DCQCN_RP, &QCN_RP, &NP, &RED, &QCN_CP, &PFC, &TCD, &HPCC_RP, &TIMELY_RP, &DCTCP_RP, &PINT_RP,
+];
 
 const fn params(title: &'static str, params: &'static Params) -> Section {
     Section::Params {
@@ -290,6 +315,10 @@ pub const KINDS: &[Kind] = &[
             params("[dcqcn_rp]", &DCQCN_RP),
             params("[qcn_rp]", &QCN_RP),
             params("[np]", &NP),
+            params("[hpcc_rp]", &HPCC_RP),
+            params("[timely_rp]", &TIMELY_RP),
+            params("[dctcp_rp]", &DCTCP_RP),
+            params("[pint_rp]", &PINT_RP),
             Section::Params {
                 title: "[red]",
                 params: &RED,
@@ -326,6 +355,10 @@ pub const KINDS: &[Kind] = &[
             params("[qcn_cp]", &QCN_CP),
             params("[pfc]", &PFC),
             params("[tcd]", &TCD),
+            params("[hpcc_rp]", &HPCC_RP),
+            params("[timely_rp]", &TIMELY_RP),
+            params("[dctcp_rp]", &DCTCP_RP),
+            params("[pint_rp]", &PINT_RP),
         ],
     },
 ];

@@ -247,6 +247,58 @@ const PROBES: &[Probe] = &[
         values: None,
     },
     Probe {
+        section: "[hpcc_rp]",
+        keys: &[rp::hpcc::KEYS],
+        text: line,
+        read: |t| {
+            read_params!(t, rp::HpccParams, |p: &rp::HpccParams| {
+                let path = rp::FlowPath {
+                    window: 52_000,
+                    base_rtt: units::Duration::from_nanos(4160),
+                };
+                p.profile(Rate::from_gbps(100), path).map(|_| ())
+            })
+        },
+        taken_out: &[],
+        values: None,
+    },
+    Probe {
+        section: "[timely_rp]",
+        keys: &[rp::timely::KEYS],
+        text: line,
+        read: |t| {
+            read_params!(t, rp::TimelyParams, |p: &rp::TimelyParams| p
+                .profile(Rate::from_gbps(100))
+                .map(|_| ()))
+        },
+        taken_out: &[],
+        values: None,
+    },
+    Probe {
+        section: "[dctcp_rp]",
+        keys: &[rp::dctcp::KEYS],
+        text: line,
+        read: |t| {
+            read_params!(t, rp::DctcpParams, |p: &rp::DctcpParams| p
+                .profile(Rate::from_gbps(100))
+                .map(|_| ()))
+        },
+        taken_out: &[],
+        values: None,
+    },
+    Probe {
+        section: "[pint_rp]",
+        keys: &[rp::pint::KEYS],
+        text: line,
+        read: |t| {
+            read_params!(t, rp::PintParams, |p: &rp::PintParams| p
+                .profile(Rate::from_gbps(100))
+                .map(|_| ()))
+        },
+        taken_out: &[],
+        values: None,
+    },
+    Probe {
         section: "[np]",
         keys: &[np::KEYS],
         text: line,
