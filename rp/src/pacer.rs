@@ -218,6 +218,11 @@ impl Pacer {
         self.set_fp(self.next_fp().saturating_add(fp_d(d)));
     }
 
+    /// The schedule moves back by `d` (ns-3 HPCC's `ChangeRate` to a higher rate).
+    pub fn shift_back(&mut self, d: Duration) {
+        self.set_fp(self.next_fp().saturating_sub(fp_d(d)));
+    }
+
     /// The rate changed from `old` to `new` at `now`: the part of the schedule ahead of `now`
     /// stretches by `old / new` (the credit earned at the old rate is kept, as a hardware rate
     /// limiter accrues credit at its current rate), and so does the time owed behind it (a flow

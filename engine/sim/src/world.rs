@@ -19,7 +19,7 @@ use units::{Duration, Ecn, FlowId, Instant, Rate, PRIORITIES};
 use quench_node::switch::core::{CpProfiles, Event, Handled, PortCp, SwitchCore};
 use quench_node::switch::queue::{Class, QueueLimits};
 
-use super::cc::{self, CcSetup};
+use super::cc::{self, CcKind, CcSetup};
 use super::config::{IntMode, RunConfig};
 use super::event::{EventQueue, Slot};
 use super::monitor::{PfcRecord, QlenMonitor};
@@ -1588,7 +1588,17 @@ impl World {
             ecn: pkt.aux & 1 != 0,
             echo,
         };
+        let handle = self.flows[fi as usize].handle;
+        let before = self.hosts[h as usize].core.rate(handle);
         self.feedback(h, fi, Feedback::Ack(ack));
+        if matches!(self.cc.kind, CcKind::Hpcc | CcKind::Pint) {
+            // HPCC's and PINT's updates go through `ChangeRate`, which moves the release.
+            let now = self.now;
+            let len = self.cfg.host.mtu + self.cfg.host.header_bytes;
+            let core = &mut self.hosts[h as usize].core;
+            let after = core.rate(handle);
+            core.move_release(now, handle, before, after, len);
+        }
     }
 
     /// A congestion notification for flow `fi` reached its sender `h`.

@@ -818,6 +818,47 @@ impl<S: Source> HostCore<S> {
         r
     }
 
+    /// ns-3 HPCC's `RdmaHw::ChangeRate`, which HPCC's and HPCC-PINT's rate updates call (DCQCN,
+    /// TIMELY and DCTCP assign the rate and leave the release): the flow's pending release
+    /// moves by the change of a `len`-octet frame's serialisation time from `old` to `new`,
+    /// each truncated to the nanosecond (`m_nextAvail += new_sendingTime - sendingTime`),
+    /// earlier or later, and a scheduled flow waits for the moved release
+    /// (`QbbNetDevice::UpdateNextAvail`).
+    pub fn move_release(&mut self, now: Instant, h: FlowHandle, old: Rate, new: Rate, len: u32) {
+        if old == new || old == Rate::ZERO || new == Rate::ZERO {
+            return;
+        }
+        let Some(slot) = self.slots.get_mut(h.0 as usize) else {
+            return;
+        };
+        let Some(f) = slot.flow.as_mut() else {
+            return;
+        };
+        let Some(mut p) = f.pending() else {
+            return;
+        };
+        let gap = |r: Rate| {
+            let ns = u128::from(len) * 8_000_000_000 / u128::from(r.as_bps());
+            u64::try_from(ns).unwrap_or(u64::MAX)
+        };
+        let (was, is) = (gap(old), gap(new));
+        if is >= was {
+            let d = Duration::from_nanos(is - was);
+            p.due.shift(d);
+            p.at += d;
+        } else {
+            let d = was - is;
+            p.due.shift_back(Duration::from_nanos(d));
+            p.at = Instant::from_nanos(p.at.as_nanos().saturating_sub(d));
+        }
+        let (scheduled, at) = (f.scheduled, p.at);
+        f.set_pending(Some(p));
+        if scheduled {
+            slot.generation = slot.generation.wrapping_add(1);
+            self.wheel.insert(at.max(now), (h.0, slot.generation));
+        }
+    }
+
     /// The PFC pause of `prio` runs until `until` (`None`: not paused; `Instant::MAX`: until
     /// lifted), as of `now`. A paused flow sends nothing (802.1Qbb stops the sender) and, with
     /// [`PacingConfig::pause_shifts_schedule`], owes nothing for the pause.

@@ -402,6 +402,43 @@ fn a_cnm_pushes_the_pending_release_back_and_the_recovery_timer_brings_it_forwar
     );
 }
 
+/// ns-3 HPCC's `ChangeRate`: the pending release moves by the change of one frame's
+/// serialisation time, later on a cut, earlier on a rise, each truncated to the nanosecond.
+#[test]
+fn move_release_shifts_by_the_frames_serialisation_time_change() {
+    // The simulator's hosts: no re-timing, a wheel of 1 ns ticks.
+    let pacing = PacingConfig {
+        retime: false,
+        tick: Duration::from_nanos(1),
+        wheel_slots: 2,
+        ..PacingConfig::default()
+    };
+    // One 1500-octet frame at 1 Gb/s at 0: the next at 12 us.
+    let mut g = one_gbps_flow(pacing);
+    assert!(g.poll_transmit(Instant::ZERO).is_some());
+    // 1 Gb/s -> 300 Mb/s: 40,000 - 12,000 ns later, at 40 us.
+    let (g1, g300) = (Rate::from_gbps(1), Rate::from_mbps(300));
+    g.move_release(Instant::from_nanos(1_000), H0, g1, g300, 1500);
+    assert!(g.poll_transmit(Instant::from_nanos(39_999)).is_none());
+    assert_eq!(
+        g.poll_transmit(Instant::from_nanos(40_000))
+            .unwrap()
+            .release,
+        Instant::from_nanos(40_000)
+    );
+    // The next at 52 us (the flow's own rate is still 1 Gb/s); 1 -> 7 Gb/s, whose 1714.28 ns
+    // truncate to 1714: 10,286 ns earlier.
+    g.move_release(
+        Instant::from_nanos(41_000),
+        H0,
+        g1,
+        Rate::from_gbps(7),
+        1500,
+    );
+    assert!(g.poll_transmit(Instant::from_nanos(41_713)).is_none());
+    assert!(g.poll_transmit(Instant::from_nanos(41_714)).is_some());
+}
+
 #[test]
 fn without_retime_a_rate_change_spaces_the_next_frame_only() {
     let pacing = PacingConfig {
