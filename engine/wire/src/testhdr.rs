@@ -8,7 +8,7 @@
 //! | 4 | version | 1; a receiver drops other versions (typed error) |
 //! | 5-7 | clock | the sender's clock domain (`time::clock_id`, 24 bits); 0 = not said |
 //! | 8-11 | flow id | sender's flow (`units::FlowId`) |
-//! | 12-19 | sequence | per-flow sequence number, starting at 0, +1 per frame |
+//! | 12-19 | sequence | per-flow: an epoch in the top 16 bits, the frame count (from 0) below |
 //! | 20-27 | tx timestamp | sender's clock in ns when the frame was queued for transmit |
 //!
 //! The receiver computes one-way delay as its receive time minus the tx timestamp only when the
@@ -17,6 +17,12 @@
 //! --reflect`) sends the frame back with its addresses and UDP ports swapped and the header
 //! untouched, so the sender measures the round trip against its own clock. Gaps come from the
 //! sequence numbers. Bytes after the header are filler up to the frame size.
+//!
+//! The sequence number's epoch ([`SEQ_EPOCH_MASK`]) is the same for every frame of a flow:
+//! `quench send` draws it at random, so the sequence number of a live frame is known only to
+//! whoever sees the flow's frames (the one value a CNM's copy must echo, `host::validate`), and
+//! the receiver counts frames within the epoch of the first one it sees. 48 bits of count last
+//! 219 days at 14.9 Mpps.
 
 use pnet_macros::packet;
 use pnet_macros_support::types::{u24be, u32be, u64be};
@@ -30,6 +36,8 @@ pub const MAGIC: u32 = 0x514E_4348;
 pub const VERSION: u8 = 1;
 /// Header length.
 pub const LEN: usize = 28;
+/// The sequence number's epoch bits (the top 16); the frame count is below them.
+pub const SEQ_EPOCH_MASK: u64 = 0xffff << 48;
 /// UDP port quench's IPv4 test traffic is sent to (an unassigned port in the dynamic range,
 /// RFC 6335; configurable by the traffic generator).
 pub const UDP_PORT: u16 = 50_101;

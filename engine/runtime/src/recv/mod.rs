@@ -27,6 +27,7 @@ use units::{Duration, FlowId, Instant};
 use quench_report::{
     latency_histogram, FlowSummary, LatencyKind, LatencySummary, Summary, MAX_LATENCY_NS,
 };
+use quench_wire::testhdr::SEQ_EPOCH_MASK;
 
 pub mod runtime;
 pub mod sink;
@@ -86,7 +87,8 @@ pub struct FlowStats {
     /// Frames that arrived after a higher sequence number (filled a gap).
     pub reordered: u64,
     pub duplicates: u64,
-    /// Frames further behind the highest sequence number than the window remembers.
+    /// Frames further behind the highest sequence number than the window remembers, or of
+    /// another epoch than the flow's first frame (a sender of the same flow id restarted).
     pub too_old: u64,
     /// Arrivals stamped later than the receive time (clocks disagree); not in the histogram.
     pub clock_skew: u64,
@@ -101,8 +103,11 @@ pub struct FlowStats {
     /// Frame lengths since the last [`Receiver::take_interval`]: count = frames, mean x count =
     /// octets exactly (lengths below 2048 are exact at 3 significant digits).
     pub interval_len: Histogram<u64>,
-    /// Highest sequence number seen plus one (0 = nothing yet).
+    /// Highest sequence number seen plus one (0 = nothing yet), counted within `epoch`.
     next: u64,
+    /// The sequence numbers' epoch ([`SEQ_EPOCH_MASK`] bits), the first frame's; `None` before
+    /// it.
+    epoch: Option<u64>,
     /// Bit i of the window set = sequence number `next - 1 - i` has been seen.
     seen: [u64; WINDOW_WORDS],
 }
@@ -126,6 +131,7 @@ impl FlowStats {
             interval_latency: latency_histogram(),
             interval_len: latency_histogram(),
             next: 0,
+            epoch: None,
             seen: [0; WINDOW_WORDS],
         }
     }
@@ -162,6 +168,12 @@ impl FlowStats {
     }
 
     fn on_seq(&mut self, seq: u64) {
+        let epoch = *self.epoch.get_or_insert(seq & SEQ_EPOCH_MASK);
+        if seq & SEQ_EPOCH_MASK != epoch {
+            self.too_old += 1;
+            return;
+        }
+        let seq = seq & !SEQ_EPOCH_MASK;
         if seq >= self.next {
             // In order (seq == next) or a jump ahead: everything between is missing for now.
             let gap = seq - self.next;
@@ -431,6 +443,20 @@ mod tests {
         assert_eq!(f.missing, 1);
         assert_eq!(f.reordered, 1);
         assert_eq!(f.duplicates, 1);
+    }
+
+    #[test]
+    fn frames_count_within_the_first_frames_epoch() {
+        let mut r = rx();
+        let t = Instant::from_nanos(1_000_000);
+        let epoch = 0xbeef << 48;
+        for seq in [0, 1, 3] {
+            r.on_arrival(t, arr(1, epoch | seq, 0));
+        }
+        // Another epoch: a restarted sender of the same flow id, not a jump of 2^48 frames.
+        r.on_arrival(t, arr(1, (0xbef0 << 48) | 4, 0));
+        let f = &r.flows()[0];
+        assert_eq!((f.expected(), f.missing, f.too_old), (4, 1, 1));
     }
 
     #[test]

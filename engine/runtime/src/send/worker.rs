@@ -89,6 +89,19 @@ pub struct SendWorker {
     link_rate: Rate,
     /// The clock id written into every test header ([`quench_wire::time::clock_id`]; 0 = not said).
     clock: u32,
+    /// The sequence numbers' epoch ([`quench_wire::testhdr::SEQ_EPOCH_MASK`]), drawn at random
+    /// for this port's flows: a forger that does not see their frames cannot name one.
+    seq_epoch: u64,
+}
+
+/// A random sequence-number epoch: the top 16 bits of a hash under the standard library's
+/// random keys (drawn from the operating system's random source once per thread).
+fn random_epoch() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let h = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    h & quench_wire::testhdr::SEQ_EPOCH_MASK
 }
 
 impl SendWorker {
@@ -127,6 +140,7 @@ impl SendWorker {
             counters: SendCounters::default(),
             link_rate: Rate::from_gbps(1),
             clock: 0,
+            seq_epoch: random_epoch(),
         })
     }
 
@@ -189,7 +203,7 @@ impl SendWorker {
         let h = headers(&self.addr, spec);
         let n = emit_test_frame(
             &h,
-            &TestHdrRepr::new(d.id, d.seq, stamp).with_clock(self.clock),
+            &TestHdrRepr::new(d.id, self.seq_epoch | d.seq, stamp).with_clock(self.clock),
             d.len as usize,
             buf,
         )
@@ -289,7 +303,7 @@ impl SendWorker {
             ))),
             sent: Some(Sent {
                 flow: spec.flow,
-                next_seq: f.seq,
+                next_seq: self.seq_epoch | f.seq,
             }),
         };
         validate::check_cnm(&expect, to, cnm.encap_da, cnm.encap_msdu)
@@ -489,6 +503,17 @@ mod tests {
         w.on_rx(t, &genuine);
         assert_eq!(w.counters().forged.total(), 6);
         assert!(rp(&w) < line, "the genuine CNM cut the rate");
+
+        // The sequence numbers carry the port's epoch above the frame count: a CNM naming the
+        // count without it names no frame sent.
+        let seq = |f: &[u8]| u64::from_be_bytes(f[62..70].try_into().unwrap());
+        assert_eq!(seq(&sampled), w.seq_epoch | 2);
+        if w.seq_epoch != 0 {
+            let mut bare = sampled.clone();
+            bare[62..70].copy_from_slice(&2u64.to_be_bytes());
+            w.on_rx(t, &cnm_for(&bare));
+            assert_eq!(w.counters().forged.outside_window, 2);
+        }
 
         // Replayed once the flow has sent more than the window since: refused.
         let mut w = worker_with(0, qcn(), true);
