@@ -2,15 +2,22 @@
 //! scripts/testbed/closed-loop.sh (two senders, one `quench send` process, `quench switch` with a
 //! 1 Gbit/s bottleneck), QCN and then DCQCN, while a third host namespace sends forged CNMs and
 //! CNPs at 100,000 frames a second (`quench blast --from-pcap`): a CNM addressed to another station,
-//! one for a frame with a foreign 5-tuple, a replay of a CNM for the flow's first frame, and a CNP
-//! from the third host, for each sender's flow. Two baseline runs measure the run-to-run
+//! one for a frame with a foreign 5-tuple, a replay of a CNM for the flow's first frame, a CNP
+//! from the third host, and two CNMs built from the flow's public fields (configs/send.toml's
+//! addresses and ports): one whose copy is cut after the UDP header, and one whole copy with
+//! the newest sequence number the third host could read of the flow's own frames, for each
+//! sender's flow. The receiver announces its MAC, so the switch floods none of the flows'
+//! frames to the third host after the first moments (asserted: at most [`SEEN_BY_FORGER`] of a
+//! flow's frames flooded in a run), and that sequence number is outside the window by the
+//! time the forger starts. Two baseline runs measure the run-to-run
 //! spread; in them the third host sends the same frames at the same rate with EtherType 0x88B5
 //! (local experimental) where the VLAN tag's TPID was, so they are no feedback but cost the
 //! switch and the senders the same: on the 2-core testbed the CPU that 100,000 frames a second
 //! take moves the flows' rates by more than the run-to-run spread, whatever the frames say.
 //!
 //! Asserts: every forged frame that reached a sender is counted under its reason and none is
-//! acted on (each reason gets a quarter of what the forger sent, less what the testbed lost);
+//! acted on (each kind gets a sixth of what the forger sent, less what the testbed lost: the
+//! replay and the live sequence number both outside the window, the cut copy `short_copy`);
 //! the feedback from the switch (QCN) or the receiver (DCQCN) still acts; each flow's rate in
 //! the forged run is within the baselines' spread. Needs root; skipped with a printed reason
 //! otherwise; takes the netns tests' lock.
@@ -38,6 +45,11 @@ use common::{lock, netns_or_skip, release_quench, repo};
 /// first frame is stale.
 const SECS: u64 = 8;
 const FORGE_DELAY: u64 = 3;
+/// The most frames of a flow the switch may flood (to the forger among others) in a run: the
+/// ones it forwards before the receiver's first announcement. The forger's "live" sequence
+/// number is the newest of them; the flow is more than 65,536 frames past it [`FORGE_DELAY`]
+/// seconds in (at 1 Gbit/s shared by two flows, 3 s is about 125,000 frames of each).
+const SEEN_BY_FORGER: u64 = 64;
 /// Forged frames a second.
 const FORGED_PPS: u64 = 100_000;
 
@@ -100,7 +112,7 @@ fn cnm(sampled: &[u8]) -> Vec<u8> {
     cnm_frame(sampled, &src, 0, &fb).unwrap()
 }
 
-/// The forged frames, four per sender, in the order the forger sends them round and round.
+/// The forged frames, six per sender, in the order the forger sends them round and round.
 fn forged_frames() -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     for i in 0..2 {
@@ -119,7 +131,13 @@ fn forged_frames() -> Vec<Vec<u8>> {
         //    from this run once the flow is 65,536 frames past it is send/worker.rs's unit test:
         //    how far a flow gets in a few seconds here depends on the machine's load.
         out.push(cnm(&data_frame(i, 10_000_000)));
-        // 4. A CNP for the flow's QP from the forger's address.
+        // 4. The flow's public fields, the copy cut after the UDP header (the test header starts
+        //    50 octets into the frame): no sequence number to check.
+        out.push(cnm(&data_frame(i, 1)[..50]));
+        // 5. A whole copy with the newest sequence number the forger could read of the flow:
+        //    one of the frames the switch flooded before it learned the receiver.
+        out.push(cnm(&data_frame(i, SEEN_BY_FORGER)));
+        // 6. A CNP for the flow's QP from the forger's address.
         let (l2, _) = L2Repr::parse(&data_frame(i, 1)).unwrap();
         let mut buf = [0u8; 256];
         let n = emit_cnp_reply(
@@ -328,18 +346,31 @@ fn forged_cnms_and_cnps_at_100k_per_second_are_counted_and_change_no_rate() {
             uncounted * 50 <= taken,
             "forged frames lost uncounted: {uncounted}: {summary}"
         );
-        // The forger sends the four kinds in turn, so each reason holds a quarter.
-        for k in [
-            "other_address",
-            "foreign_frame",
-            "outside_window",
-            "cnp_source",
+        // The forger sends the six kinds in turn, so each reason holds a sixth, and
+        // outside_window two (the replay and the sequence number read from a flooded frame).
+        for (k, sixths) in [
+            ("other_address", 1),
+            ("foreign_frame", 1),
+            ("outside_window", 2),
+            ("short_copy", 1),
+            ("cnp_source", 1),
         ] {
             let n = reason(k);
             assert!(
-                n.abs_diff(total / 4) <= total / 100 + 8,
+                n.abs_diff(total * sixths / 6) <= total / 100 + 8,
                 "{k}: {n} of {total}: {summary}"
             );
+        }
+        // The switch flooded none of the flows' frames past the first few: the receiver
+        // announced itself, so the forger saw no live sequence number.
+        for r in b.iter().copied().chain([f]) {
+            for p in ["s0", "s1"] {
+                let flooded = r.switch_port(p)["flooded_unicast"].as_u64().unwrap();
+                assert!(
+                    flooded <= SEEN_BY_FORGER,
+                    "{p}: {flooded} unicast frames flooded: {summary}"
+                );
+            }
         }
         // Valid feedback still acts: QCN's CNMs from the switch, DCQCN's CNPs from the
         // receiver, in the forged run as in the baselines.
