@@ -129,6 +129,7 @@ def targets(r, bound):
         "util>=0.90": r["utilisation"] >= 0.90,
         "queue_mean<=bound": bound is not None and r["queue_mean_kb"] * 1e3 <= bound,
         "no_switch_drops": r["switch_drops"] == 0,
+        "no_unicast_flood_after_1s": r["flooded_unicast_after_1s"] == 0,
         "paced_within_1pct": r["pacing_unstalled_windows"] > 0 and dev is not None and dev <= 0.01,
         "tcp_completed": all(x is not None and x > 0 for x in r["tcp_mbps"]),
     }
@@ -138,7 +139,7 @@ def run(out, cc):
     udp = [iperf(out / f"iperf-{cc}-udp-{i}.json", True) for i in (0, 1)]
     tcp = [iperf(out / f"iperf-{cc}-tcp-{i}.json", False) for i in (0, 1)]
     sent = [offered(out / f"iperf-{cc}-udp-{i}.json") for i in (0, 1)]
-    mean, p99, n, drops, pauses = loop_summary.queue_stats(out / f"queue-{cc}.jsonl")
+    mean, p99, n, drops, pauses, flooded = loop_summary.queue_stats(out / f"queue-{cc}.jsonl")
     queue_drops, headroom_drops = switch_drops_by_kind(out / f"queue-{cc}.jsonl")
     app = last_json(out / f"appliance-{cc}.log") or {}
     # The hosts' pairs (reaction points) and the receiver's (notification point), one process.
@@ -172,6 +173,9 @@ def run(out, cc):
         # headroom, the PAUSE frames the switch sent and those the appliance honoured.
         "switch_headroom_drops": headroom_drops,
         "pfc_pauses_sent": pauses,
+        # Unicast frames the switch flooded after the first second of traffic (every host's MAC
+        # is pinned, and the receiver's appliance announces it).
+        "flooded_unicast_after_1s": flooded,
         "appliance_pfc_rx": sum(c.get("pfc_rx", 0) for c in cnt),
         "appliance_queue_drops": sum(t["queue_drops"] for t in tab),
         "receiver_udp_drops": receiver_udp_drops(out / f"udp-{cc}.txt"),

@@ -28,6 +28,9 @@ def last_json(path):
 
 def queue_stats(path):
     depths, drops, pauses, prev_tx = [], 0, 0, None
+    # Unicast frames flooded (their destination not in the switch's FDB), on every port: at the
+    # last sample within one second of the bottleneck's first frame, and at the last sample.
+    first_tx_s, flooded_1s, flooded = None, None, 0
     for line in Path(path).read_text().splitlines():
         try:
             snap = json.loads(line)
@@ -43,6 +46,12 @@ def queue_stats(path):
         drops = sum(p["queue_drops"] + p.get("pfc_headroom_drops", 0) + p["rx_drops"]
                     + p["tx_drops"] + p.get("rx_kernel_drops", 0) for p in snap["ports"])
         pauses = sum(p.get("pfc_pauses_sent", 0) for p in snap["ports"])
+        flooded = sum(p.get("flooded_unicast", 0) for p in snap["ports"])
+        now_s = snap["uptime_ns"] / 1e9
+        if first_tx_s is None and port["tx_pkts"] > 0:
+            first_tx_s = now_s
+        if first_tx_s is not None and now_s < first_tx_s + 1.0:
+            flooded_1s = flooded
         # Only samples while frames were leaving: the idle start and end would pull the mean down.
         if prev_tx is not None and port["tx_pkts"] > prev_tx:
             depths.append(port["queue_depth_bytes"])
@@ -50,7 +59,8 @@ def queue_stats(path):
     depths.sort()
     mean = sum(depths) / len(depths) if depths else 0.0
     p99 = depths[min(len(depths) - 1, int(0.99 * len(depths)))] if depths else 0
-    return mean, p99, len(depths), drops, pauses
+    after_1s = None if flooded_1s is None else flooded - flooded_1s
+    return mean, p99, len(depths), drops, pauses, after_1s
 
 
 def run(out, cc):
@@ -60,7 +70,7 @@ def run(out, cc):
     # One JSON line per sender port: several in one log when one quench send drove every port.
     senders = [json.loads(l) for p in sorted(out.glob(f"send-{cc}-*.log"))
                for l in p.read_text().splitlines() if l.startswith("{") and '"pacing"' in l]
-    mean, p99, n, drops, pauses = queue_stats(out / f"queue-{cc}.jsonl")
+    mean, p99, n, drops, pauses, flooded = queue_stats(out / f"queue-{cc}.jsonl")
     lat = recv["latency"]
     return {
         "cc": cc,
@@ -77,6 +87,7 @@ def run(out, cc):
         "drops": drops,
         "lost_frames": sum(f["lost"] for f in recv["flows"]),
         "pfc_pauses": pauses,
+        "flooded_unicast_after_1s": flooded,
         "latency_us": [round(lat[k] / 1e3, 1) for k in ("p50_ns", "p99_ns", "p999_ns")],
         **pacing_figures(senders),
     }

@@ -79,6 +79,9 @@ for r in runs:
          # Lossless end to end: nothing dropped anywhere in the switch, nothing missing at the
          # receiver (its sequence numbers).
          "no_drops": r["drops"] == 0 and r["lost_frames"] == 0,
+         # The switch knows every host after the first second (the receiver announces its MAC):
+         # no frame of a flow goes to the other hosts.
+         "no_unicast_flood_after_1s": r["flooded_unicast_after_1s"] == 0,
          # The decided pacing target: 1 % per 100 ms window over the windows no stall of the
          # sender's loop touched, each sender having at least --min-unstalled of them.
          "paced_unstalled_within_1pct_of_rp":

@@ -2,9 +2,9 @@
 //! files of two scripted runs: QCN meeting every target of issue 17 and DCQCN missing them. It
 //! must read the testbed's MTU, take the queue's bound from each run's switch config (QCN
 //! 2 x Qeq, DCQCN Kmax), split the switch's drops into queue drops, PFC headroom overruns and
-//! the rest, count the PAUSE frames sent and honoured, count the
-//! datagrams the receiver's kernel dropped (two /proc/net/snmp samples), give the
-//! appliance's pacing over its unstalled windows (the reaction-point pairs only), and judge
+//! the rest, count the PAUSE frames sent and honoured and the unicast frames flooded after the
+//! first second, count the datagrams the receiver's kernel dropped (two /proc/net/snmp samples),
+//! give the appliance's pacing over its unstalled windows (the reaction-point pairs only), and judge
 //! each target.
 use std::path::Path;
 use std::process::Command;
@@ -28,6 +28,9 @@ struct Run<'a> {
     /// PFC: frames over an ingress port's headroom, PAUSE frames the switch sent.
     headroom_drops: u64,
     pauses: u64,
+    /// Unicast frames the switch flooded, by the last sample (the first one is a second
+    /// before the others and after the first frame).
+    flooded: u64,
     max_dev: f64,
     congestion: &'a str,
 }
@@ -54,10 +57,12 @@ fn run(dir: &Path, r: &Run) {
         // The drops grow to their total by the last sample.
         let last = k + 1 == r.depths.len();
         q += &format!(
-            r#"{{"ports": [{{"name": "s0", "queue_drops": 0, "rx_drops": {}, "tx_drops": 0, "tx_pkts": 0, "queue_depth_bytes": 0, "pfc_headroom_drops": {}, "pfc_pauses_sent": {}}}, {{"name": "r0", "queue_drops": {}, "rx_drops": 0, "tx_drops": 0, "tx_pkts": {}, "queue_depth_bytes": {d}}}]}}"#,
+            r#"{{"uptime_ns": {}, "ports": [{{"name": "s0", "queue_drops": 0, "rx_drops": {}, "tx_drops": 0, "tx_pkts": 0, "queue_depth_bytes": 0, "pfc_headroom_drops": {}, "pfc_pauses_sent": {}, "flooded_unicast": {}}}, {{"name": "r0", "queue_drops": {}, "rx_drops": 0, "tx_drops": 0, "tx_pkts": {}, "queue_depth_bytes": {d}}}]}}"#,
+            1_000_000_000 * (k + 1),
             if last { r.rx_drops } else { 0 },
             if last { r.headroom_drops } else { 0 },
             if last { r.pauses } else { 0 },
+            if last { r.flooded } else { 0 },
             if last { r.queue_drops } else { 0 },
             1000 * (k + 1)
         );
@@ -125,6 +130,7 @@ fn targets_from_two_scripted_runs() {
             rx_drops: 0,
             headroom_drops: 0,
             pauses: 0,
+            flooded: 0,
             max_dev: 0.008,
             congestion: "qcn = { queue_size_set_point = 50000 }",
         },
@@ -139,6 +145,7 @@ fn targets_from_two_scripted_runs() {
             rx_drops: 2,
             headroom_drops: 3,
             pauses: 10,
+            flooded: 7,
             max_dev: 0.02,
             congestion: "red = { kmin_bytes = 30000, kmax_bytes = 120000, pmax = 0.2 }",
         },
@@ -155,8 +162,8 @@ fn targets_from_two_scripted_runs() {
         out.starts_with("MTU 3502, UDP datagrams of 3474 octets, each host offers 800M"),
         "{out}"
     );
-    assert!(out.contains("\nqcn targets: jain>=0.95 yes, util>=0.90 yes, queue_mean<=bound yes, no_switch_drops yes, paced_within_1pct yes, tcp_completed yes\n"), "{out}");
-    assert!(out.contains("\ndcqcn targets: jain>=0.95 NO, util>=0.90 NO, queue_mean<=bound NO, no_switch_drops NO, paced_within_1pct NO, tcp_completed yes\n"), "{out}");
+    assert!(out.contains("\nqcn targets: jain>=0.95 yes, util>=0.90 yes, queue_mean<=bound yes, no_switch_drops yes, no_unicast_flood_after_1s yes, paced_within_1pct yes, tcp_completed yes\n"), "{out}");
+    assert!(out.contains("\ndcqcn targets: jain>=0.95 NO, util>=0.90 NO, queue_mean<=bound NO, no_switch_drops NO, no_unicast_flood_after_1s NO, paced_within_1pct NO, tcp_completed yes\n"), "{out}");
     let json = out.lines().rfind(|l| l.starts_with('{')).unwrap();
     let v: serde_json::Value = serde_json::from_str(json).unwrap();
     assert_eq!(v["testbed"]["mtu"], 3502);
@@ -171,6 +178,13 @@ fn targets_from_two_scripted_runs() {
     assert_eq!(d["set_point"], "RED 30-120 KB");
     assert_eq!(d["queue_bound_kb"], 120.0);
     assert_eq!(d["switch_drops"], 45);
+    assert_eq!(
+        (
+            q["flooded_unicast_after_1s"].as_u64(),
+            d["flooded_unicast_after_1s"].as_u64()
+        ),
+        (Some(0), Some(7))
+    );
     assert_eq!(d["switch_queue_drops"], 40);
     assert_eq!(d["switch_headroom_drops"], 3);
     assert_eq!(d["pfc_pauses_sent"], 10);
