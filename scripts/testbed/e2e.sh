@@ -33,7 +33,7 @@
 # The all-windows figure (pacing_max_dev) is printed beside it.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-. scripts/testbed/lib.sh   # qn_usage, qn_bad
+. scripts/testbed/lib.sh   # qn_bad, qn_arg
 secs=10
 min_unstalled=10
 shield=()

@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-. scripts/testbed/lib.sh   # qn_usage, qn_bad
+. scripts/testbed/lib.sh   # qn_bad, qn_arg
 prefix=qnlat
 pos=()
 while [ $# -gt 0 ]; do
