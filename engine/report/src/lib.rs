@@ -29,6 +29,7 @@ use hdrhistogram::serialization::interval_log::{
 use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 
+pub mod hgrm;
 pub mod plot;
 pub mod summary;
 
@@ -84,6 +85,11 @@ pub enum ReportError {
     },
     #[error("{path}: {why}")]
     Plot { path: String, why: String },
+    #[error(
+        "{path}: not a percentile distribution (.hgrm: `Value Percentile TotalCount` rows and a \
+         `Total count` line)"
+    )]
+    Hgrm { path: String },
     #[error("{path}: not a quench JSON summary: {source}")]
     Json {
         path: String,

@@ -5,12 +5,14 @@
 //!   (goodput, loss, latency, and the notification point's CNPs);
 //! - [`appliance`]: `quench appliance`, a bump in the wire that paces every flow of unmodified
 //!   hosts by its own reaction point;
+//! - [`blast`]: `quench blast`, the forwarding benchmark's traffic source;
 //! - [`replay`]: one algorithm of `cp` / `rp` / `np` driven from an event file.
 //!
 //! Each runtime is started from its configuration and options and returns a handle: live
 //! stats, stop, join (the final report); `quench` only parses its arguments, calls `start` and
 //! prints.
 pub mod appliance;
+pub mod blast;
 pub mod live;
 pub mod recv;
 pub mod replay;

@@ -58,7 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if args.file.extension().is_some_and(|e| e == "hgrm") {
         let text = report::read_file(&args.file)?;
-        let p = hgrm_percentiles(&args.file, &text)?;
+        let p = report::hgrm::Percentiles::read(&args.file, &text)?;
         return match format {
             Format::Table => Ok(out!("{}", p.line())?),
             Format::Csv => Ok(super::machine_out(&p.csv())?),
@@ -201,106 +201,6 @@ impl AnySummary {
         }
         Ok(v)
     }
-}
-
-/// The percentiles of a `.hgrm` file: value (ns) at p50, p90, p99, p99.9, p99.99, the max,
-/// and the count.
-struct Percentiles {
-    count: u64,
-    at: Vec<(&'static str, u64)>,
-    max_ns: Option<u64>,
-}
-
-impl Percentiles {
-    fn line(&self) -> String {
-        let mut s = format!("{} values;", self.count);
-        for (name, ns) in &self.at {
-            s += &format!(" {name} {:.1} us", *ns as f64 / 1e3);
-        }
-        if let Some(m) = self.max_ns {
-            s += &format!(", max {:.1} us", m as f64 / 1e3);
-        }
-        s.push('\n');
-        s
-    }
-
-    fn fields(&self) -> Vec<(String, u64)> {
-        let mut f = vec![("count".to_string(), self.count)];
-        for (name, ns) in &self.at {
-            f.push((format!("{}_ns", name.replace('.', "")), *ns));
-        }
-        f.extend(self.max_ns.map(|m| ("max_ns".to_string(), m)));
-        f
-    }
-
-    fn csv(&self) -> String {
-        let (names, values): (Vec<String>, Vec<String>) = self
-            .fields()
-            .into_iter()
-            .map(|(n, v)| (n, v.to_string()))
-            .unzip();
-        format!("{}\n{}\n", names.join(","), values.join(","))
-    }
-
-    fn json(&self) -> serde_json::Value {
-        serde_json::Value::Object(
-            self.fields()
-                .into_iter()
-                .map(|(n, v)| (n, v.into()))
-                .collect(),
-        )
-    }
-}
-
-/// Reads a `.hgrm` file (values in milliseconds, HdrHistogram's `outputPercentileDistribution`
-/// format).
-fn hgrm_percentiles(path: &Path, text: &[u8]) -> anyhow::Result<Percentiles> {
-    let text = String::from_utf8_lossy(text);
-    // (value ms, percentile) rows.
-    let mut rows = Vec::new();
-    let mut total = None;
-    for line in text.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if let [v, q, ..] = f.as_slice() {
-            if let (Ok(v), Ok(q)) = (v.parse::<f64>(), q.parse::<f64>()) {
-                rows.push((v, q));
-            }
-        }
-        if let Some(rest) = line.split("Total count").nth(1) {
-            total = rest
-                .trim_start_matches([' ', '='])
-                .trim_end_matches(']')
-                .trim()
-                .parse::<u64>()
-                .ok();
-        }
-    }
-    let (Some(count), false) = (total, rows.is_empty()) else {
-        anyhow::bail!(
-            "{}: not a percentile distribution (.hgrm: `Value Percentile TotalCount` rows and \
-             a `Total count` line)",
-            path.display()
-        );
-    };
-    let ns = |ms: f64| (ms * 1e6).round() as u64;
-    let mut at = Vec::new();
-    for (name, q) in [
-        ("p50", 0.5),
-        ("p90", 0.9),
-        ("p99", 0.99),
-        ("p99.9", 0.999),
-        ("p99.99", 0.9999),
-    ] {
-        // The first row at or past the percentile: the value below which that share lies.
-        if let Some((v, _)) = rows.iter().find(|(_, rq)| *rq >= q) {
-            at.push((name, ns(*v)));
-        }
-    }
-    Ok(Percentiles {
-        count,
-        at,
-        max_ns: rows.last().map(|(v, _)| ns(*v)),
-    })
 }
 
 /// Nanoseconds from the log's base time to the end of `iv`.
