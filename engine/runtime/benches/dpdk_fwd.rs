@@ -491,56 +491,71 @@ fn run_workers(
     Ok(out)
 }
 
-fn main() -> anyhow::Result<()> {
-    let mut args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| a != "--bench")
-        .collect();
-    let usage = || {
-        anyhow::anyhow!(
-            "usage: dpdk_fwd SECONDS [--mix | --ports NAME0,NAME1] [--workers N [--cross] [--cp | --cp-local | \
-             --cp-cross] [--cross-copy | --cross-mbufs] [--one-thread] [--cores LIST]] EAL-ARGS...\n       \
-             dpdk_fwd --write-mix DIR"
-        )
-    };
-    if args.first().map(String::as_str) == Some("--write-mix") {
-        let dir = args.get(1).ok_or_else(usage)?;
-        return mix::write_pcaps(std::path::Path::new(dir));
-    }
+/// The command line: how long, which forwarding set-up, and the EAL's arguments.
+struct Opts {
+    seconds: f64,
+    eal: Vec<String>,
+    with_mix: bool,
+    ports: Option<[String; 2]>,
+    workers: Option<usize>,
+    cross: bool,
+    cp: Option<(CpProfiles, CpShape)>,
+    /// Some(true): small frames cross copied into the slot; Some(false): as mbufs; None: the
+    /// worker's default.
+    copy: Option<bool>,
+    one_thread: bool,
+    cores: Vec<usize>,
+    /// The EAL's `-l` core: the single worker's.
+    cpu: Option<usize>,
+}
+
+fn usage() -> anyhow::Error {
+    anyhow::anyhow!(
+        "usage: dpdk_fwd SECONDS [--mix | --ports NAME0,NAME1] [--workers N [--cross] [--cp | --cp-local | \
+         --cp-cross] [--cross-copy | --cross-mbufs] [--one-thread] [--cores LIST]] EAL-ARGS...\n       \
+         dpdk_fwd --write-mix DIR"
+    )
+}
+
+/// Reads `SECONDS [flags] EAL-ARGS...`: the flags up to the first it does not know.
+fn parse(args: &[String]) -> anyhow::Result<Opts> {
     let seconds: f64 = args.first().ok_or_else(usage)?.parse()?;
-    let mut eal = args.split_off(1);
-    let mut with_mix = false;
-    let mut ports: Option<[String; 2]> = None;
-    let mut workers = None;
-    let mut cross = false;
-    let mut cp = None;
-    // Some(true): small frames cross copied into the slot; Some(false): as mbufs; None: the
-    // worker's default.
-    let mut copy: Option<bool> = None;
-    let mut one_thread = false;
-    let mut cores: Vec<usize> = Vec::new();
+    let mut o = Opts {
+        seconds,
+        eal: args[1..].to_vec(),
+        with_mix: false,
+        ports: None,
+        workers: None,
+        cross: false,
+        cp: None,
+        copy: None,
+        one_thread: false,
+        cores: Vec::new(),
+        cpu: None,
+    };
+    let eal = &mut o.eal;
     while let Some(a) = eal.first().cloned() {
         match a.as_str() {
-            "--mix" => with_mix = true,
-            "--cross" => cross = true,
-            "--cross-mbufs" => copy = Some(false),
-            "--cross-copy" => copy = Some(true),
-            "--one-thread" => one_thread = true,
-            "--cp" => cp = Some((cp_profiles()?, CpShape::Shared)),
-            "--cp-local" => cp = Some((cp_profiles()?, CpShape::Local)),
+            "--mix" => o.with_mix = true,
+            "--cross" => o.cross = true,
+            "--cross-mbufs" => o.copy = Some(false),
+            "--cross-copy" => o.copy = Some(true),
+            "--one-thread" => o.one_thread = true,
+            "--cp" => o.cp = Some((cp_profiles()?, CpShape::Shared)),
+            "--cp-local" => o.cp = Some((cp_profiles()?, CpShape::Local)),
             "--cp-cross" => {
-                cross = true;
-                cp = Some((cp_profiles()?, CpShape::Cross));
+                o.cross = true;
+                o.cp = Some((cp_profiles()?, CpShape::Cross));
             }
             "--workers" | "--cores" | "--ports" => {
                 let v = eal.get(1).ok_or_else(usage)?.clone();
                 if a == "--workers" {
-                    workers = Some(v.parse::<usize>().map_err(|_| usage())?);
+                    o.workers = Some(v.parse::<usize>().map_err(|_| usage())?);
                 } else if a == "--ports" {
                     let (p0, p1) = v.split_once(',').ok_or_else(usage)?;
-                    ports = Some([p0.to_string(), p1.to_string()]);
+                    o.ports = Some([p0.to_string(), p1.to_string()]);
                 } else {
-                    cores = v
+                    o.cores = v
                         .split(',')
                         .map(|c| c.parse::<usize>().map_err(|_| usage()))
                         .collect::<Result<_, _>>()?;
@@ -551,98 +566,122 @@ fn main() -> anyhow::Result<()> {
         }
         eal.remove(0);
     }
+    o.cpu = (o.eal.iter())
+        .position(|a| a == "-l")
+        .and_then(|i| o.eal.get(i + 1))
+        .and_then(|c| c.parse::<usize>().ok());
+    Ok(o)
+}
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    if args.first().map(String::as_str) == Some("--write-mix") {
+        let dir = args.get(1).ok_or_else(usage)?;
+        return mix::write_pcaps(std::path::Path::new(dir));
+    }
+    let mut o = parse(&args)?;
     let cfg = DpdkConfig {
-        eal: eal.clone(),
+        eal: o.eal.clone(),
         ..DpdkConfig::default()
     };
-    let cpu = eal
-        .iter()
-        .position(|a| a == "-l")
-        .and_then(|i| eal.get(i + 1))
-        .and_then(|c| c.parse::<usize>().ok());
-    if let Some(n) = workers {
-        anyhow::ensure!(
-            n >= 1 && !with_mix && ports.is_none(),
-            "--workers takes N >= 1, without --mix or --ports"
-        );
-        if cores.is_empty() {
-            let first = cpu.unwrap_or(0);
-            let ncpu = std::thread::available_parallelism().map_or(1, |c| c.get());
-            cores = (0..n).map(|w| (first + w) % ncpu).collect();
-        }
-        dpdk::eal_init(&eal)?;
-        let counters: Vec<Vec<Arc<PortCounters>>> = (0..n)
-            .map(|_| (0..2).map(|_| Arc::default()).collect())
-            .collect();
-        let runs = run_workers(
-            n,
-            cross,
-            cp.as_ref().map(|(p, shape)| (p, *shape)),
-            copy,
-            one_thread,
-            &cores,
-            seconds,
-            &cfg,
-            &counters,
-        )?;
-        let secs = runs.iter().map(|r| r.0).fold(0.0, f64::max);
-        let cpu: f64 = runs.iter().map(|r| r.1).sum();
-        let cross_drops: u64 = runs.iter().map(|r| r.2).sum();
-        let sum =
-            |f: fn(&PortCounters) -> u64| -> u64 { counters.iter().flatten().map(|c| f(c)).sum() };
-        let sent = sum(|c| c.tx_pkts.load(Ordering::Relaxed));
-        let rx_drops = sum(|c| c.rx_drops.load(Ordering::Relaxed));
-        let queue_drops = sum(|c| {
-            c.classes
-                .iter()
-                .map(|q| q.drop_pkts.load(Ordering::Relaxed))
-                .sum()
-        });
-        let received = sum(|c| c.rx_pkts.load(Ordering::Relaxed));
-        let per: Vec<String> = counters
-            .iter()
-            .map(|cs| {
-                let n: u64 = cs.iter().map(|c| c.rx_pkts.load(Ordering::Relaxed)).sum();
-                format!("{:.2}", n as f64 / secs / 1e6)
-            })
-            .collect();
-        // Frames per CPU-second of all workers: what the workers would forward with a core
-        // each to themselves (the figure a loaded machine still gives); and CPU time per frame
-        // received, dropped ones included (with --cross, twice its excess over the run without
-        // is what a crossing frame costs: half the frames cross).
-        println!(
-            "quench_workers workers={n} cross={} cp={} mbufs={} one_thread={} cores={cores:?} frames={sent} seconds={secs:.3} \
-             cpu_seconds={cpu:.3} rx_mpps_per_worker={} cross_drops={cross_drops} \
-             queue_drops={queue_drops} rx_drops={rx_drops} cpu_ns_per_rx_frame={:.2} mpps_per_cpu={:.2} mpps={:.2}",
-            u8::from(cross),
-            match cp.as_ref().map(|c| c.1) {
-                None => "none",
-                Some(CpShape::Shared) => "shared",
-                Some(CpShape::Local) => "local",
-                Some(CpShape::Cross) => "cross",
-            },
-            u8::from(copy != Some(true)),
-            u8::from(one_thread),
-            per.join(","),
-            cpu * 1e9 / received as f64,
-            sent as f64 / cpu / 1e6,
-            sent as f64 / secs / 1e6
-        );
-        return Ok(());
+    match o.workers {
+        Some(n) => bench_workers(&mut o, n, &cfg),
+        None => bench_single(&o, &cfg),
     }
+}
+
+/// `--workers N`: N pinned workers on two ports, their counters summed.
+fn bench_workers(o: &mut Opts, n: usize, cfg: &DpdkConfig) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        n >= 1 && !o.with_mix && o.ports.is_none(),
+        "--workers takes N >= 1, without --mix or --ports"
+    );
+    if o.cores.is_empty() {
+        let first = o.cpu.unwrap_or(0);
+        let ncpu = std::thread::available_parallelism().map_or(1, |c| c.get());
+        o.cores = (0..n).map(|w| (first + w) % ncpu).collect();
+    }
+    let (cross, copy, one_thread, cores) = (o.cross, o.copy, o.one_thread, &o.cores);
+    dpdk::eal_init(&o.eal)?;
+    let counters: Vec<Vec<Arc<PortCounters>>> = (0..n)
+        .map(|_| (0..2).map(|_| Arc::default()).collect())
+        .collect();
+    let runs = run_workers(
+        n,
+        cross,
+        o.cp.as_ref().map(|(p, shape)| (p, *shape)),
+        copy,
+        one_thread,
+        cores,
+        o.seconds,
+        cfg,
+        &counters,
+    )?;
+    let secs = runs.iter().map(|r| r.0).fold(0.0, f64::max);
+    let cpu: f64 = runs.iter().map(|r| r.1).sum();
+    let cross_drops: u64 = runs.iter().map(|r| r.2).sum();
+    let sum =
+        |f: fn(&PortCounters) -> u64| -> u64 { counters.iter().flatten().map(|c| f(c)).sum() };
+    let sent = sum(|c| c.tx_pkts.load(Ordering::Relaxed));
+    let rx_drops = sum(|c| c.rx_drops.load(Ordering::Relaxed));
+    let queue_drops = sum(|c| {
+        c.classes
+            .iter()
+            .map(|q| q.drop_pkts.load(Ordering::Relaxed))
+            .sum()
+    });
+    let received = sum(|c| c.rx_pkts.load(Ordering::Relaxed));
+    let per: Vec<String> = counters
+        .iter()
+        .map(|cs| {
+            let n: u64 = cs.iter().map(|c| c.rx_pkts.load(Ordering::Relaxed)).sum();
+            format!("{:.2}", n as f64 / secs / 1e6)
+        })
+        .collect();
+    // Frames per CPU-second of all workers: what the workers would forward with a core
+    // each to themselves (the figure a loaded machine still gives); and CPU time per frame
+    // received, dropped ones included (with --cross, twice its excess over the run without
+    // is what a crossing frame costs: half the frames cross).
+    println!(
+        "quench_workers workers={n} cross={} cp={} mbufs={} one_thread={} cores={cores:?} frames={sent} seconds={secs:.3} \
+         cpu_seconds={cpu:.3} rx_mpps_per_worker={} cross_drops={cross_drops} \
+         queue_drops={queue_drops} rx_drops={rx_drops} cpu_ns_per_rx_frame={:.2} mpps_per_cpu={:.2} mpps={:.2}",
+        u8::from(cross),
+        match o.cp.as_ref().map(|c| c.1) {
+            None => "none",
+            Some(CpShape::Shared) => "shared",
+            Some(CpShape::Local) => "local",
+            Some(CpShape::Cross) => "cross",
+        },
+        u8::from(copy != Some(true)),
+        u8::from(one_thread),
+        per.join(","),
+        cpu * 1e9 / received as f64,
+        sent as f64 / cpu / 1e6,
+        sent as f64 / secs / 1e6
+    );
+    Ok(())
+}
+
+/// One worker on two ports: null devices primed with frames, `--mix`'s rings, or `--ports`.
+fn bench_single(o: &Opts, cfg: &DpdkConfig) -> anyhow::Result<()> {
+    let (with_mix, ports) = (o.with_mix, &o.ports);
     anyhow::ensure!(!(with_mix && ports.is_some()), "--mix or --ports, not both");
-    let names = if let Some(p) = &ports {
+    let names = if let Some(p) = ports {
         [p[0].as_str(), p[1].as_str()]
     } else if with_mix {
-        dpdk::eal_init(&eal)?;
+        dpdk::eal_init(&o.eal)?;
         mix::create_ports()?;
         ["net_ring_mix0", "net_ring_mix1"]
     } else {
         ["net_null0", "net_null1"]
     };
-    let mut p0 = DpdkPort::open(names[0], &cfg)?;
-    let mut p1 = DpdkPort::open(names[1], &cfg)?;
-    if let Some(cpu) = cpu {
+    let mut p0 = DpdkPort::open(names[0], cfg)?;
+    let mut p1 = DpdkPort::open(names[1], cfg)?;
+    if let Some(cpu) = o.cpu {
         pin(cpu);
     }
     if with_mix {
@@ -659,7 +698,7 @@ fn main() -> anyhow::Result<()> {
         .map(|(p, c)| OwnedPort::new(p, vec![0], QueueLimits::default(), None, c.clone()))
         .collect();
     let mut worker = [Worker::single(owned, DEFAULT_AGEING)];
-    let secs = run(&mut worker, seconds);
+    let secs = run(&mut worker, o.seconds);
     let sum = |f: fn(&PortCounters) -> u64| counters.iter().map(|c| f(c)).sum::<u64>();
     let sent = sum(|c| c.tx_pkts.load(Ordering::Relaxed));
     let rx_drops = sum(|c| c.rx_drops.load(Ordering::Relaxed));
