@@ -662,7 +662,7 @@ port = "b"
                 .to_string();
             assert!(e.contains(want) && e.contains("x.toml"), "{extra}: {e}");
         }
-        // Several workers: worker 0 then holds every port's egress (`cli::switch`).
+        // Several workers: worker 0 then holds every port's egress (`switch::plan::assign`).
         let two = with("[pfc]\nthreshold = \"static\"\nxoff_bytes = 40000\nxon_bytes = 37000\nheadroom_bytes = 30000\n")
             .replace("workers = 1", "workers = 2");
         assert!(SwitchConfig::parse(&two, "x.toml").unwrap().pfc.is_some());

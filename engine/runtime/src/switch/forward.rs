@@ -5,7 +5,7 @@
 //! port's egress (its egress queues live in the worker's [`SwitchCore`]; `OwnedPort::egress`)
 //! or hands frames for that port to the worker that does. A port without a pacer and without
 //! PFC has its egress on every worker that holds it: each worker queues and transmits on its
-//! own device queue, so frames never change core (`cli::switch` decides who holds what). A
+//! own device queue, so frames never change core (`switch::plan` decides who holds what). A
 //! congestion point on such a port runs on each worker's queue and decides on the port's
 //! depth, the worker's own plus the others' as published ([`depth`](quench_node::switch::depth): read
 //! before receiving, published after transmitting). One call to

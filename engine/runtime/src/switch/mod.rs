@@ -7,8 +7,10 @@ mod cp_tests;
 pub mod egress;
 pub mod fastpath;
 pub mod forward;
+pub mod plan;
 pub mod rings;
 mod routing;
+pub mod runtime;
 #[cfg(test)]
 mod scale_tests;
 pub mod spsc;
