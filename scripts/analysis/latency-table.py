@@ -3,13 +3,14 @@
 
     latency-table.py ROUND FORWARDER LOAD CELL [ROUND FORWARDER LOAD CELL ...]
 
-Each cell is one paced flow through one forwarder (quench, quench_kfp: `quench switch
---fast-path kernel`, bridge, ovs: Open vSwitch's userspace datapath with afxdp ports, ovs_system:
+Each cell is one paced flow through one forwarder (quench: `quench switch` as a user starts it,
+with the kernel fast path; quench_userspace: `quench switch --fast-path off`, every frame through
+its worker; bridge, ovs: Open vSwitch's userspace datapath with afxdp ports, ovs_system:
 the same with system ports, ovs_kernel: its kernel datapath, af_xdp: testpmd net_af_xdp) at one
 load (% of 1 Gbit/s): CELL/summary.json is the sink's report; CELL-stages.txt, when present, is
 scripts/analysis/latency-stages.py's output for the same cell run again under a kernel trace (its last
 line is JSON). With one round: the table of p50 / p99 / p99.9 per forwarder and load, and
-quench's p99 over the bridge's and OVS's (and quench_kfp's, when it ran). With several
+quench's p99 over the bridge's and OVS's (and quench_userspace's, when it ran). With several
 (bench-forward --lat-rounds R): each round's p99s and ratios, then per load the median over the
 rounds of each forwarder's p99 and of the per-round ratios quench / bridge, quench / ovs and
 quench / testpmd af_xdp (a round's ratio compares cells run within a minute of each other;
@@ -28,15 +29,15 @@ import math
 import statistics
 import sys
 
-NAMES = {"quench": "quench", "quench_kfp": "quench kernel fast path", "bridge": "bridge",
+NAMES = {"quench": "quench", "quench_userspace": "quench userspace", "bridge": "bridge",
          "ovs": "OVS afxdp", "ovs_system": "OVS system ports", "ovs_kernel": "OVS kernel",
          "af_xdp": "testpmd af_xdp"}
-ORDER = ["quench", "quench_kfp", "bridge", "ovs", "ovs_system", "ovs_kernel", "af_xdp"]
+ORDER = ["quench", "quench_userspace", "bridge", "ovs", "ovs_system", "ovs_kernel", "af_xdp"]
 # (forwarder, its label, peer, the peer's label, short form for the rounds' lines): the ratios
 # of p99s both tables give, and in the medians table how many rounds the forwarder's p99 was at
 # or below the peer's.
 RATIOS = [("quench", "quench", "bridge", "bridge", "q/b"),
-          ("quench_kfp", "quench kfp", "bridge", "bridge", "kfp/b"),
+          ("quench_userspace", "quench userspace", "bridge", "bridge", "u/b"),
           ("quench", "quench", "ovs", "OVS", "q/ovs"),
           ("quench", "quench", "af_xdp", "testpmd af_xdp", "q/x")]
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Forwarding rate through `quench switch` (one worker, AF_XDP; and with --fast-path kernel, the
-# row's "quench kfp": the frames redirected by quench's XDP program) against the Linux bridge,
+# Forwarding rate through `quench switch` (one worker, AF_XDP) as a user starts it: the row
+# "quench", with the kernel fast path (on by default: quench's XDP program redirects the frames
+# between the two plain ports), and "quench userspace", `--fast-path off`, every frame through
+# the worker; against the Linux bridge,
 # Open vSwitch and dpdk-testpmd io-forwarding (net_af_packet and net_af_xdp), on the same veth
 # testbed in the same run, at 64 B and 1500 B frames; then egress shaping accuracy at 1 Gbit/s
 # and 100 Mbit/s.
@@ -37,7 +39,7 @@
 # veth's rx_packets delta over the middle of each run. Ends with a table (Mpps, ratios of quench
 # to the bridge and to each testpmd) and a last line of JSON.
 #
-# Latency: then each forwarder (quench switch, quench switch --fast-path kernel, the bridge,
+# Latency: then each forwarder (quench switch, quench switch --fast-path off, the bridge, OVS,
 # testpmd net_af_xdp) carries one paced
 # flow of 1500-octet frames at 10 %, 50 % and 90 % of the testbed's 1 Gbit/s bottleneck
 # (configs/send.toml's line rate; no forwarder shapes, so all see the same offered load):
@@ -53,20 +55,22 @@
 #   --secs S         seconds per rate cell (default 4)
 #   --appliance      only this: 64 B forwarding through `quench appliance` (no congestion control,
 #                    no limit, --idle spin, one inside/outside pair, pinned to core 0) against
-#                    `quench switch`, same testbed, same run; prints both, the ratio, and JSON
+#                    `quench switch --fast-path off` (the same kind of loop), same testbed, same
+#                    run; prints both, the ratio, and JSON
 #   --latency-only   skip the rate and shaping runs
-#   --forwarders L   the latency part's forwarders, of quench quench_kfp bridge ovs ovs_system
-#                    ovs_kernel af_xdp (default: quench quench_kfp bridge ovs af_xdp, in that
-#                    order; the table's ratio columns need bridge and ovs). quench_kfp
-#                    is `quench switch --fast-path kernel`: the flow's source (learned) and
-#                    destination (the static entry) are at plain ports, so its frames are
-#                    redirected by quench's XDP program in the kernel and never reach the worker
+#   --forwarders L   the latency part's forwarders, of quench quench_userspace bridge ovs
+#                    ovs_system ovs_kernel af_xdp (default: quench quench_userspace bridge ovs
+#                    af_xdp, in that order; the table's ratio columns need bridge and ovs).
+#                    quench is `quench switch` as started by default: the flow's source (learned)
+#                    and destination (the static entry) are at plain ports, so its frames are
+#                    redirected by quench's XDP program in the kernel and never reach the worker;
+#                    quench_userspace is `quench switch --fast-path off`
 #   --loads L        the latency part's loads in % of 1 Gbit/s (default "10 50 90")
 #   --lat-secs S     seconds per latency cell (default 4)
 #   --lat-rounds R   R rounds of the latency part instead of one (the forwarders' order reversed
 #                    every other round): each round's p99s, then per load the median over the
 #                    rounds of each forwarder's p99 and of the per-round ratios quench / bridge,
-#                    quench_kfp / bridge, quench / ovs and quench / testpmd af_xdp
+#                    quench_userspace / bridge, quench / ovs and quench / testpmd af_xdp
 #                    (scripts/analysis/latency-table.py).
 #                    One 4 s cell moves a ratio 2-3x between runs; the medians are what the
 #                    latency goal is judged on. `--latency-only --lat-rounds 5` takes about 7 min
@@ -90,7 +94,8 @@
 #                    stage holds the p99, what else ran meanwhile); the tracing itself adds
 #                    ~1 us per event, so these cells' figures are the stages', not the table's
 #   --keep DIR       copy the raw outputs (sink reports, send and forwarder logs) into DIR
-#   --workers N      instead: the scaling table. The switch's veths get N queues a side
+#   --workers N      instead: the scaling table of the workers (`--fast-path off`, every frame
+#                    through them). The switch's veths get N queues a side
 #                    (testbed.sh --queues N: one AF_XDP socket per queue); N blasters, one
 #                    pinned to each core 0..N-1 (a veth takes an XDP frame on the receive queue
 #                    of the sending CPU, so each blaster fills its own queue), offer the same
@@ -112,7 +117,7 @@ rates=1
 keep=
 workers=
 appliance=0
-lat_fwds="quench quench_kfp bridge ovs af_xdp"
+lat_fwds="quench quench_userspace bridge ovs af_xdp"
 lat_loads="10 50 90"
 lsecs=4
 lat_rounds=1
@@ -241,7 +246,8 @@ if [ -n "$workers" ]; then
   rows=()
   for n in $(seq "$workers"); do
     switch_cfg ""
-    ip netns exec $P-sw $Q switch --config "$out/sw.toml" --workers "$n" >"$out/sw.out" 2>"$out/sw.err" &
+    ip netns exec $P-sw $Q switch --config "$out/sw.toml" --workers "$n" --fast-path off \
+      >"$out/sw.out" 2>"$out/sw.err" &
     sp=$!
     sleep 1.5
     bps=()
@@ -301,11 +307,12 @@ napi_knobs() {
 }
 # Whether the forwarder $1 gets napi_knobs in the current part ($napi_part: 1 in the latency
 # part with --napi-threaded).
-napi_on() { [ "$napi_part" = 1 ] && { [ "$1" = quench ] || [ "$1" = af_xdp ]; }; }
+napi_on() { [ "$napi_part" = 1 ] && { [ "$1" = quench ] || [ "$1" = quench_userspace ] || [ "$1" = af_xdp ]; }; }
 napi_part=0
 
 declare -A res
-# Starts forwarder $1 (quench, quench_kfp, bridge, ovs, ovs_system, ovs_kernel, af_packet, af_xdp)
+# Starts forwarder $1 (quench, quench_userspace, bridge, ovs, ovs_system, ovs_kernel, af_packet,
+# af_xdp)
 # on core 0 in the switch namespace, for at most $2 seconds (testpmd); stop_forwarder $1 stops it.
 # $fwd_pid: the process to stop.
 start_forwarder() {
@@ -313,13 +320,14 @@ start_forwarder() {
   local sw_args=()
   napi_on "$1" && napi_knobs on
   case "$1" in
-    quench | quench_kfp)
+    quench | quench_userspace)
       switch_cfg ""
-      [ "$1" = quench_kfp ] && sw_args+=(--fast-path kernel)
+      [ "$1" = quench_userspace ] && sw_args+=(--fast-path off)
       # Every CPU allowed (a shielded caller has only the last): the worker takes core 0, the
       # main and control-socket threads the rest (worker::keep_off_workers).
       # Its idle mode is the default (`--idle auto`): under --shield core 0 is the worker's
-      # own and it spins, as it would for a user who shields a core; else it yields.
+      # own and it spins, as it would for a user who shields a core; else it yields (waits in
+      # the kernel with the fast path).
       # --idle spin|yield|wait|auto|DURATION sets it (an A/B).
       ip netns exec $P-sw taskset -c 0-$last $Q switch --config "$out/sw.toml" --workers 1 \
         --idle "$idle" "${sw_args[@]}" >"$out/sw.out" 2>"$out/sw.err" &
@@ -377,7 +385,7 @@ start_forwarder() {
 }
 stop_forwarder() {
   case "$1" in
-    quench | quench_kfp) kill -TERM "$fwd_pid"; wait "$fwd_pid" || true ;;
+    quench | quench_userspace) kill -TERM "$fwd_pid"; wait "$fwd_pid" || true ;;
     appliance) kill -INT "$fwd_pid"; wait "$fwd_pid" || true ;;
     bridge) ip -n $P-sw link del br0 ;;
     ovs*) ovs_stop ;;
@@ -389,17 +397,18 @@ stop_forwarder() {
 
 if [ "$appliance" = 1 ]; then
   src=$(measure 60 $P-sw $P-sw-s0)
-  for fwd in quench appliance; do
+  # The switch's userspace path, the appliance's kind of loop (AF_XDP in, AF_XDP out).
+  for fwd in quench_userspace appliance; do
     start_forwarder $fwd $((secs + 5))
     res[$fwd]=$(measure 60)
     stop_forwarder $fwd
   done
   grep -h "direct\|inside" "$out/ap.out" | head -2 >&2 || true
-  python3 - "$src" "${res[quench]}" "${res[appliance]}" <<'PY'
+  python3 - "$src" "${res[quench_userspace]}" "${res[appliance]}" <<'PY'
 import json, sys
 o, q, a = map(float, sys.argv[1:])
 print()
-print("| frame | source offers Mpps | quench switch Mpps | quench appliance Mpps | appliance/switch |")
+print("| frame | source offers Mpps | quench switch --fast-path off Mpps | quench appliance Mpps | appliance/switch |")
 print("|---|---|---|---|---|")
 print(f"| 64 B | {o:.3f} | {q:.3f} | {a:.3f} | {a / q if q > 0 else float('nan'):.2f} |")
 print(json.dumps({"mpps_64": {"source": o, "switch": q, "appliance": a},
@@ -422,7 +431,7 @@ fi
   # What the source offers: the ingress veth's receive count with no forwarder (the stack drops
   # the frames); a forwarder near this figure is limited by the source, not by itself.
   res[source_$len]=$(measure "$len" $P-sw $P-sw-s0)
-  for fwd in quench quench_kfp bridge ovs ovs_system $ovs_kernel af_packet af_xdp; do
+  for fwd in quench quench_userspace bridge ovs ovs_system $ovs_kernel af_packet af_xdp; do
     start_forwarder $fwd $((secs + 5))
     res[${fwd}_$len]=$(measure "$len")
     stop_forwarder $fwd
@@ -499,25 +508,25 @@ lat_round() {
         [ -n "$keep" ] || rm -f "$d-stages.perf"
         sed "s/^/  [$load %] /" "$d-stages.txt" | grep -v '^  \[[0-9]* %\] {' >&2 || true
       fi
-      if [ $fwd = quench_kfp ]; then
-        stop_forwarder quench_kfp
-        cp "$out/sw.out" "$out/sw-kfp-r$rnd-$load.out"
-        # What the program forwarded in the kernel against what reached the worker.
-        grep -h "kernel fast path" "$out/sw.err" "$out/sw.out" \
-          | sed "s/^/  [round $rnd, kfp, $load %] /" >&2 || true
-      elif [ $fwd = quench ]; then
+      if [ $fwd = quench ]; then
         stop_forwarder quench
         cp "$out/sw.out" "$out/sw-r$rnd-$load.out"
-        # The idle decision.
-        grep -h -e "when idle" -e "steps of" "$out/sw.err" \
-          | sed "s/^/  [round $rnd, $load %] /" >&2 || true
+        # The idle decision, and what the program forwarded in the kernel against what reached
+        # the worker.
+        grep -h -e "when idle" -e "steps of" -e "kernel fast path" -e "frames sent" \
+          "$out/sw.err" "$out/sw.out" | sed "s/^/  [round $rnd, $load %] /" >&2 || true
+      elif [ $fwd = quench_userspace ]; then
+        stop_forwarder quench_userspace
+        cp "$out/sw.out" "$out/sw-userspace-r$rnd-$load.out"
+        grep -h -e "when idle" "$out/sw.err" \
+          | sed "s/^/  [round $rnd, userspace, $load %] /" >&2 || true
       fi
     done
     per_load $fwd || stop_forwarder $fwd
   done
 }
 # quench's switches start afresh for each load (their exit tables are per load).
-per_load() { [ "$1" = quench ] || [ "$1" = quench_kfp ]; }
+per_load() { [ "$1" = quench ] || [ "$1" = quench_userspace ]; }
 # One round (the default), or --lat-rounds R: R rounds, the forwarders' order reversed every
 # other round, so that no forwarder always runs first (right after the shield moved everything)
 # or last.
@@ -557,8 +566,8 @@ for a in sys.argv[3:]:
 r = lambda a, b: a / b if b > 0 else float("nan")
 # Forwarder -> (table label, JSON key); rows in this order, those that ran.
 ROWS = [("source", "source offers (no forwarder)", "source"),
-        ("quench", "quench switch", "quench"),
-        ("quench_kfp", "quench switch --fast-path kernel", "quench_kfp"),
+        ("quench", "quench switch (kernel fast path, the default)", "quench"),
+        ("quench_userspace", "quench switch --fast-path off", "quench_userspace"),
         ("bridge", "Linux bridge", "bridge"),
         ("ovs", "OVS userspace datapath, afxdp ports, 1 PMD", "ovs"),
         ("ovs_system", "OVS userspace datapath, system ports", "ovs_system"),
@@ -569,24 +578,22 @@ rows = [row for row in ROWS if row[0] in res]
 frames = ["64", "1500"]
 print()
 print("| forwarder | 64 B Mpps | 1500 B Mpps | quench / it, 64 B | quench / it, 1500 B "
-      "| quench kfp / it, 64 B | quench kfp / it, 1500 B |")
+      "| quench userspace / it, 64 B | quench userspace / it, 1500 B |")
 print("|---|---|---|---|---|---|---|")
 for fwd, label, _ in rows:
     m = res[fwd]
     ratios = []
-    for q in ("quench", "quench_kfp"):
+    for q in ("quench", "quench_userspace"):
         for f in frames:
             ratios.append("-" if fwd in ("source", q) else f"{r(res[q][f], m[f]):.2f}")
     print(f"| {label} | {m['64']:.3f} | {m['1500']:.3f} | " + " | ".join(ratios) + " |")
 out = {"mpps": {f: {key: res[fwd][f] for fwd, _, key in rows} for f in frames}}
-# ratio_F: quench's rate over each peer's (kfp_bridge, kfp_ovs: quench kfp's over the bridge's
-# and OVS's).
+# ratio_F: quench's rate (as a user starts it) over each peer's; ratio_userspace_F: quench
+# userspace's (every frame through the worker).
 for f in frames:
-    q, k = res["quench"][f], res["quench_kfp"][f]
-    o = {key: r(q, res[fwd][f]) for fwd, _, key in rows if fwd not in ("source", "quench", "quench_kfp")}
-    o["kfp_bridge"] = r(k, res["bridge"][f])
-    o["kfp_ovs"] = r(k, res["ovs"][f])
-    out[f"ratio_{f}"] = o
+    for q, name in (("quench", f"ratio_{f}"), ("quench_userspace", f"ratio_userspace_{f}")):
+        out[name] = {key: r(res[q][f], res[fwd][f]) for fwd, _, key in rows
+                     if fwd not in ("source", "quench", "quench_userspace")}
 print(f"shaping: 1gbit -> {s1g*100:.2f} % of rate, 100mbit -> {s100*100:.2f} % of rate")
 out["shaping_fraction"] = {"1gbit": s1g, "100mbit": s100}
 print(json.dumps(out))

@@ -94,7 +94,7 @@ mkns() {
 # ends up, promiscuous on the forwarding side (NS_B), VLAN offload off, GRO on (frames that XDP
 # redirects into a veth are dropped without it, issue 4: veth_xdp_xmit delivers to the peer's
 # NAPI, which exists only while the peer has GRO on or an XDP program; `quench blast --engine
-# live` redirects into the sender's veth, and `quench switch --fast-path kernel` into the switch's
+# live` redirects into the sender's veth, and `quench switch` (its kernel fast path) into the switch's
 # side of a host's pair, so the host side needs it too. A real NIC transmits redirected frames
 # itself, ndo_xdp_xmit).
 veth() {

@@ -1,4 +1,4 @@
-//! The kernel fast path (`quench switch --fast-path kernel`): quench's own XDP program on each
+//! The kernel fast path (`quench switch`, on by default): quench's own XDP program on each plain
 //! AF_XDP port, an offload table the switch core programs, as a NIC's flow table is.
 //!
 //! # What the program does
@@ -397,6 +397,18 @@ impl FastTable {
             &v,
             "fast path table entry",
         )
+    }
+
+    /// Takes port `port` out of the redirect targets: the program's redirect to it then answers
+    /// XDP_PASS and the frame goes to the socket. Removing one not there is not an error.
+    pub fn remove_device(&self, port: u32) {
+        // Safety: `port` is 4 octets, the DEVMAP's key size.
+        unsafe {
+            libxdp_sys::bpf_map_delete_elem(
+                self.devmap.as_raw_fd(),
+                &port as *const u32 as *const libc::c_void,
+            )
+        };
     }
 
     /// Removes address `k`; removing one not there is not an error.

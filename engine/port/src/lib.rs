@@ -470,6 +470,26 @@ pub fn device_attr(name: &str, attr: &str) -> Option<u64> {
         .ok()
 }
 
+/// The frames device `name` has sent (`tx_packets`), as this thread's network namespace sees
+/// it: read from `/proc/thread-self/net/dev`, which follows the calling thread's namespace
+/// (sysfs shows the namespace it was mounted in, so a thread that entered another with setns
+/// reads the wrong device there, or none). `None` when it cannot be read.
+pub fn device_tx_packets(name: &str) -> Option<u64> {
+    tx_packets_in(
+        &std::fs::read_to_string("/proc/thread-self/net/dev").ok()?,
+        name,
+    )
+}
+
+/// `tx_packets` of `name` in the text of /proc/net/dev: after `NAME:`, eight receive counters,
+/// then transmit bytes and packets.
+fn tx_packets_in(dev: &str, name: &str) -> Option<u64> {
+    dev.lines().find_map(|l| {
+        let (iface, counters) = l.split_once(':')?;
+        (iface.trim() == name).then(|| counters.split_whitespace().nth(9)?.parse().ok())?
+    })
+}
+
 /// The interface's MTU (SIOCGIFMTU on a socket of this thread's network namespace, as
 /// [`device_queues`] asks), `None` when it cannot be had.
 pub fn device_mtu(name: &str) -> Option<u32> {
@@ -522,6 +542,18 @@ pub fn parse_mac(s: &str) -> Option<MacAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A /proc/net/dev line's tenth counter is the transmitted frames; a name is matched whole.
+    #[test]
+    fn tx_packets_are_the_tenth_counter_of_the_device_line() {
+        let dev = "Inter-|   Receive                            |  Transmit\n \
+                   face |bytes packets errs drop fifo frame compressed multicast|bytes packets\n\
+                   \x20   lo:  100  2  0 0 0 0 0 0  100  2 0 0 0 0 0 0\n\
+                   \x20 qn-a0: 6400 100 0 0 0 0 0 0 12800 200 0 0 0 0 0 0\n";
+        assert_eq!(tx_packets_in(dev, "qn-a0"), Some(200));
+        assert_eq!(tx_packets_in(dev, "lo"), Some(2));
+        assert_eq!(tx_packets_in(dev, "qn-a"), None);
+    }
 
     #[test]
     fn port_specs_parse() {

@@ -158,11 +158,11 @@ fn ect_frame(dst: [u8; 6], src: [u8; 6], seq: u16, len: usize) -> Vec<u8> {
     f
 }
 
-/// The kernel fast path in `quench switch --fast-path kernel` (s0, s2, r0 plain; s1 with an
-/// egress rate and RED/ECN, captured): learning, then frames between plain ports forwarded
-/// by the program (counted as fast, byte for byte, in order); frames to s1 through the core,
-/// its marks decoded by tshark from s1's capture; unknown destinations flooded; a move of a
-/// host between plain ports followed; a killed switch's programs removed by the next start.
+/// The kernel fast path in `quench switch` (on by default; s0, s2, r0 plain; s1 with an egress
+/// rate and RED/ECN, captured): learning, then frames between plain ports forwarded by the
+/// program (counted as fast, byte for byte, in order); frames to s1 through the core, its marks
+/// decoded by tshark from s1's capture; unknown destinations flooded; a move of a host between
+/// plain ports followed; a killed switch's programs removed by the next start.
 #[test]
 fn the_switch_forwards_plain_pairs_in_the_kernel_and_the_rest_through_its_core() {
     if !netns_or_skip("the_switch_forwards_plain_pairs_in_the_kernel") {
@@ -186,7 +186,7 @@ fn the_switch_forwards_plain_pairs_in_the_kernel_and_the_rest_through_its_core()
     body += "[[congestion]]\nport = \"s1\"\n\
              red = { kmin_bytes = 2000, kmax_bytes = 6000, pmax = 1.0 }\n";
     let capture = format!("s1={}", pcap.display());
-    let args = ["--fast-path", "kernel", "--capture", &capture];
+    let args = ["--capture", &capture];
     let mut sw = Switch::start_with_args(&tb, &body, &args);
     let settle = || std::thread::sleep(std::time::Duration::from_millis(200));
     // 1. Learning through the core: B on r0, A on s0, C on s1.
@@ -257,7 +257,7 @@ fn the_switch_forwards_plain_pairs_in_the_kernel_and_the_rest_through_its_core()
     assert_eq!(xdp_progs(&tb.ns("sw")), 0, "XDP program left attached");
     tshark_marks(&pcap);
     // 7. A killed switch leaves its programs attached; the next start removes them.
-    let mut sw = Switch::start_with_args(&tb, &body, &["--fast-path", "kernel"]);
+    let mut sw = Switch::start_with_args(&tb, &body, &[]);
     if let Some(c) = sw.child.as_mut() {
         // Safety: signalling our own child by its pid.
         unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
@@ -273,6 +273,65 @@ fn the_switch_forwards_plain_pairs_in_the_kernel_and_the_rest_through_its_core()
     assert_eq!(r0.join().unwrap().len(), 1);
     assert!(again.stop().unwrap().success());
     assert_eq!(xdp_progs(&tb.ns("sw")), 0, "XDP program left attached");
+}
+
+/// Two workers, each polling two of the four ports (one queue each), share one kernel table,
+/// which worker 0 programs from its MAC table and the other worker's learning notices: after
+/// A (s0) and B (r0) are learned, on different workers, their frames both ways are forwarded in
+/// the kernel, in order, and its counters say how many were; with `--fast-path off` the same
+/// frames go through the workers (crossing from one to the other) and none is counted as fast.
+#[test]
+fn two_workers_share_one_kernel_table_and_off_keeps_every_frame_on_the_workers() {
+    if !netns_or_skip("two_workers_share_one_kernel_table") {
+        return;
+    }
+    let _l = lock();
+    let tb = Testbed::up(format!("q{}w", std::process::id() % 1000), 3, 1);
+    let mut body = String::from("workers = 2\n");
+    for name in ["s0", "s1", "s2", "r0"] {
+        body += &format!(
+            "[[ports]]\nname = \"{name}\"\niface = \"{}-sw-{name}\"\n",
+            tb.prefix
+        );
+    }
+    for (args, fast) in [(&[][..], true), (&["--fast-path", "off"][..], false)] {
+        let mut sw = Switch::start_with_args(&tb, &body, args);
+        let settle = || std::thread::sleep(std::time::Duration::from_millis(200));
+        send(&tb.ns("r0"), vec![frame(A, B, 0, 64)]);
+        send(&tb.ns("s0"), vec![frame(B, A, 1, 64)]);
+        settle();
+        let before = sw.stats();
+        let (w_s0, w_r0) = (before.ports[0].info.worker, before.ports[3].info.worker);
+        assert_ne!(w_s0, w_r0, "s0 and r0 on one worker: {before:?}");
+        let to_b: Vec<Vec<u8>> = (0..40)
+            .map(|i| frame(B, A, 10 + i, 60 + 7 * i as usize))
+            .collect();
+        let to_a: Vec<Vec<u8>> = (0..40).map(|i| frame(A, B, 100 + i, 64)).collect();
+        let r0 = collect(&tb.ns("r0"), to_b.len(), 3000);
+        send(&tb.ns("s0"), to_b.clone());
+        assert_eq!(
+            r0.join().unwrap(),
+            to_b,
+            "r0: A's frames to B (fast path {fast})"
+        );
+        let s0 = collect(&tb.ns("s0"), to_a.len(), 3000);
+        send(&tb.ns("r0"), to_a.clone());
+        assert_eq!(
+            s0.join().unwrap(),
+            to_a,
+            "s0: B's frames to A (fast path {fast})"
+        );
+        settle();
+        let snap = sw.stats();
+        let (s0, r0) = (&snap.ports[0], &snap.ports[3]);
+        let n = if fast { 40 } else { 0 };
+        assert_eq!((s0.fast_rx_pkts, r0.fast_tx_pkts), (n, n), "{snap:?}");
+        assert_eq!((r0.fast_rx_pkts, s0.fast_tx_pkts), (n, n), "{snap:?}");
+        assert!(r0.tx_pkts >= 40 && s0.tx_pkts >= 40, "{snap:?}");
+        let st = sw.stop().unwrap();
+        assert!(st.success(), "switch exit {st:?}");
+        assert_eq!(xdp_progs(&tb.ns("sw")), 0, "XDP program left attached");
+    }
 }
 
 /// tshark (scripts/setup.sh) reads `pcap` (s1's capture): the IPv4 frames out of s1 are A's

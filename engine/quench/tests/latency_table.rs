@@ -103,14 +103,14 @@ fn one_round_is_the_single_run_table() {
     assert_eq!(j["latency"]["10"]["bridge"]["p99_us"], 20.0);
 }
 
-/// The kernel fast path's cells (`quench_kfp`) get their own ratio to the bridge, in one round
-/// and over rounds: 12/20, 18/20, 24/20 -> 0.60, 0.90, 1.20, median 0.90, two of three rounds
-/// at or below the bridge.
+/// The userspace path's cells (`quench_userspace`: `--fast-path off`) get their own ratio to the
+/// bridge, in one round and over rounds: 12/20, 18/20, 24/20 -> 0.60, 0.90, 1.20, median 0.90,
+/// two of three rounds at or below the bridge.
 #[test]
-fn the_kernel_fast_path_gets_its_own_ratio_to_the_bridge() {
-    let dir = common::ScratchDir::new("latency-table-kfp");
+fn the_userspace_path_gets_its_own_ratio_to_the_bridge() {
+    let dir = common::ScratchDir::new("latency-table-userspace");
     let rounds =
-        [12.0, 18.0, 24.0].map(|k| [("quench", 30.0), ("quench_kfp", k), ("bridge", 20.0)]);
+        [12.0, 18.0, 24.0].map(|k| [("quench", 30.0), ("quench_userspace", k), ("bridge", 20.0)]);
     let (one, three) = rounds_of(&dir.0, "50", [4.0, 50.0], &rounds);
     let (ok, out, err) = table(&one);
     assert!(ok, "{err}");
@@ -122,14 +122,14 @@ fn the_kernel_fast_path_gets_its_own_ratio_to_the_bridge() {
     );
     let (ok, out, err) = table(&three);
     assert!(ok, "{err}");
-    assert!(out.contains("(q/b 1.50) (kfp/b 0.90)"), "{out}");
+    assert!(out.contains("(q/b 1.50) (u/b 0.90)"), "{out}");
     assert!(
         out.contains("| 1.50 (1.50-1.50) | 3 of 3 |")
             || out.contains("| 0.90 (0.60-1.20) | 2 of 3 |"),
         "{out}"
     );
     let j = json_line(&out);
-    assert_eq!(j["median"]["50"]["quench_kfp_over_bridge"], 0.9);
+    assert_eq!(j["median"]["50"]["quench_userspace_over_bridge"], 0.9);
     assert_eq!(j["median"]["50"]["quench_over_bridge"], 1.5);
 }
 

@@ -55,7 +55,8 @@ fn forwards_intact_learns_and_ages_then_tears_down_cleanly() {
     }
     let _l = lock();
     let tb = Testbed::up(format!("q{}a", std::process::id() % 1000), 2, 1);
-    let mut sw = Switch::start(&tb, "af_xdp", "ageing_secs = 1.0");
+    // Every frame through the worker (the kernel fast path, on by default, is kfp_netns.rs's).
+    let mut sw = Switch::start_args(&tb, "af_xdp", "ageing_secs = 1.0", &["--fast-path", "off"]);
     // 1. Unknown destination: flooded to r0 and s1, byte for byte, VLAN tags kept.
     let frames: Vec<Vec<u8>> = (0..60)
         .map(|i| {

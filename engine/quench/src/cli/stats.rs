@@ -8,7 +8,7 @@ use anyhow::Context;
 
 use quench_runtime::switch::config::DEFAULT_CONTROL_SOCKET;
 use quench_runtime::switch::control::query_json;
-use quench_runtime::switch::stats::Snapshot;
+use quench_runtime::switch::stats::{PortSnapshot, Snapshot};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -56,6 +56,14 @@ pub fn table(now: &Snapshot, prev: Option<&Snapshot>) -> String {
         now.uptime_ns as f64 * 1e-9,
         now.fdb_entries,
         now.fdb_refused
+    );
+    let sum = |f: fn(&PortSnapshot) -> u64| now.ports.iter().map(f).sum::<u64>();
+    let (tx, fast) = (sum(|p| p.tx_pkts), sum(|p| p.fast_tx_pkts));
+    let _ = writeln!(
+        s,
+        "frames sent: {} by the kernel fast path, {} by the workers",
+        fast,
+        tx.saturating_sub(fast)
     );
     let _ = writeln!(
         s,
@@ -107,11 +115,14 @@ pub fn table(now: &Snapshot, prev: Option<&Snapshot>) -> String {
             p.flooded_unicast,
         );
         if p.fast_rx_pkts + p.fast_tx_pkts > 0 {
-            // Already in rx-pkts / tx-pkts: the share no worker saw.
+            // Of rx-pkts / tx-pkts: the share no worker saw, and the rest.
             let _ = writeln!(
                 s,
-                "  kernel fast path: {} rx, {} tx",
-                p.fast_rx_pkts, p.fast_tx_pkts
+                "  kernel fast path: {} rx, {} tx; through the workers: {} rx, {} tx",
+                p.fast_rx_pkts,
+                p.fast_tx_pkts,
+                p.rx_pkts.saturating_sub(p.fast_rx_pkts),
+                p.tx_pkts.saturating_sub(p.fast_tx_pkts)
             );
         }
         for q in p.queues.iter().filter(|q| q.counters.enq_pkts > 0) {
@@ -314,12 +325,42 @@ mod tests {
         .unwrap();
         let t = table(&snap, None);
         let lines: Vec<&str> = t.lines().collect();
-        let header: Vec<&str> = lines[1].split_whitespace().collect();
-        let row: Vec<&str> = lines[2].split_whitespace().collect();
+        let header: Vec<&str> = lines[2].split_whitespace().collect();
+        let row: Vec<&str> = lines[3].split_whitespace().collect();
         let col = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
         assert_eq!(col("drops"), "107");
         assert_eq!(col("q-drops"), "5");
         assert_eq!(col("pfc-drops"), "41");
         assert_eq!(col("flood-uc"), "7");
+    }
+
+    /// How the frames split: the kernel fast path's share and the workers', in total and per
+    /// port (the fast share is part of rx-pkts / tx-pkts).
+    #[test]
+    fn the_table_says_how_frames_split_between_the_fast_path_and_the_workers() {
+        let port = |name: &str, rx: u64, tx: u64, frx: u64, ftx: u64| {
+            format!(
+                r#"{{"name": "{name}", "iface": "x", "kind": "af_xdp", "mode": "native/copy",
+                "worker": 0, "rate_bps": null, "rx_pkts": {rx}, "rx_bytes": 0, "tx_pkts": {tx},
+                "tx_bytes": 0, "rx_drops": 0, "tx_drops": 0, "queue_drops": 0, "flooded": 0,
+                "queue_depth_bytes": 0, "queues": [], "fast_rx_pkts": {frx},
+                "fast_tx_pkts": {ftx}}}"#
+            )
+        };
+        let json = format!(
+            r#"{{"uptime_ns": 1, "fdb_entries": 2, "ports": [{}, {}]}}"#,
+            port("a", 1000, 30, 900, 20),
+            port("b", 40, 1010, 20, 900)
+        );
+        let t = table(&serde_json::from_str(&json).unwrap(), None);
+        assert!(
+            t.lines().nth(1)
+                == Some("frames sent: 920 by the kernel fast path, 120 by the workers"),
+            "{t}"
+        );
+        assert!(
+            t.contains("kernel fast path: 900 rx, 20 tx; through the workers: 100 rx, 10 tx"),
+            "{t}"
+        );
     }
 }

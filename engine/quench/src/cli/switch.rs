@@ -53,23 +53,25 @@ pub struct Args {
     /// workers' crossings to take, or ports that cannot be waited on, yields instead).
     #[arg(long, value_name = worker::IDLE_VALUES, default_value = "auto")]
     pub idle: worker::Idle,
-    /// `kernel`: forward frames between plain ports in the kernel. Each AF_XDP port gets
-    /// quench's own XDP program (instead of libxdp's), which redirects a frame whose source
-    /// and destination the switch has learned at plain ports straight to the egress device,
-    /// and hands every other frame to the worker as before; the worker alone programs the
-    /// program's table, from its MAC table. A plain port has no congestion point, no egress
-    /// rate, no PFC and no `--capture`; ports that are not plain keep every frame on the
-    /// worker's path. One worker, AF_XDP ports only. Default `off` (docs/design.md, "The
-    /// kernel fast path").
-    #[arg(long, value_enum, default_value = "off")]
+    /// `auto` (the default): forward frames between plain ports in the kernel. Each plain port
+    /// gets quench's own XDP program (instead of libxdp's), which redirects a frame whose source
+    /// and destination the switch has learned at plain ports straight to the egress device, and
+    /// hands every other frame to the workers; worker 0 programs the program's table from its
+    /// MAC table, which every worker's learning reaches. A plain port is an AF_XDP port with no
+    /// congestion point, no egress rate, no PFC and no `--capture`, whose device sends frames
+    /// redirected to it (checked at start, and on the way: a veth does only while its peer has
+    /// GRO on or an XDP program); with fewer than two there is no fast path. `off`: every frame
+    /// through the workers. (`kernel` is `auto`.) docs/design.md, "The kernel fast path".
+    #[arg(long, value_enum, default_value = "auto")]
     pub fast_path: FastPathArg,
 }
 
 /// `--fast-path`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FastPathArg {
+    #[value(alias = "kernel")]
+    Auto,
     Off,
-    Kernel,
 }
 
 impl Args {
@@ -89,8 +91,8 @@ impl Args {
             force_xdp: self.force_xdp,
             idle: self.idle,
             fast_path: match self.fast_path {
+                FastPathArg::Auto => FastPathMode::Auto,
                 FastPathArg::Off => FastPathMode::Off,
-                FastPathArg::Kernel => FastPathMode::Kernel,
             },
             stop: Some(worker::stop_on_signals().context("installing signal handlers")?),
             origin,

@@ -220,6 +220,11 @@ pub struct Switch {
 impl Switch {
     /// Starts with the three testbed ports on `driver` and `extra` top-level keys.
     pub fn start(tb: &Testbed, driver: &str, extra: &str) -> Switch {
+        Switch::start_args(tb, driver, extra, &[])
+    }
+
+    /// [`Switch::start`] with `args` after `quench switch --config FILE`.
+    pub fn start_args(tb: &Testbed, driver: &str, extra: &str, args: &[&str]) -> Switch {
         let mut ports = String::new();
         for name in ["s0", "s1", "r0"] {
             ports += &format!(
@@ -227,7 +232,7 @@ impl Switch {
                 tb.prefix
             );
         }
-        Switch::start_with(tb, &format!("{extra}\n{ports}"))
+        Switch::start_with_args(tb, &format!("{extra}\n{ports}"), args)
     }
 
     /// Starts with `body` as the configuration (the control socket is added).

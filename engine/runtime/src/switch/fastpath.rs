@@ -1,6 +1,7 @@
-//! The switch's side of the kernel fast path (`quench switch --fast-path kernel`,
-//! [`quench_port::kfp`]): the worker programs the kernel's MAC table from its own [`Fdb`], the
-//! one authority on where an address is.
+//! The switch's side of the kernel fast path ([`quench_port::kfp`], on by default: `quench
+//! switch --fast-path auto`): one worker (worker 0) programs the kernel's MAC table from its own
+//! [`Fdb`], the one authority on where an address is; every worker's learns reach that table
+//! through the learning notices (`switch::rings::Learned`).
 //!
 //! Invariants, each kept by the worker's calls (see [`super::forward`]):
 //! - the kernel table holds address `k` at port `p` only while the FDB holds `k` at `p` and
@@ -10,12 +11,16 @@
 //!   comparison right after it ([`FastPath::sync_all`]);
 //! - a host whose frames all take the fast path is seen only through the program's hit marks:
 //!   before each ageing sweep the worker reads them and refreshes those entries in the FDB
-//!   ([`FastPath::refresh`]), so they age as if their frames had reached the worker (at most one
-//!   sweep period late).
+//!   ([`FastPath::refresh`]) and, by notice, in the other workers' tables, so they age as if its
+//!   frames had reached a worker (at most one sweep period late);
+//! - a port stays plain only while its device sends what is redirected to it: a device that sent
+//!   none of the frames redirected to it in a check period ([`silent_egress`]) leaves the fast
+//!   path ([`FastPath::publish`]): its entries are removed and its frames take the workers' path.
 //!
 //! Group addresses are never learned (`Fdb::learn`), so they are never installed.
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use units::Instant;
 
 use super::stats::PortCounters;
@@ -31,9 +36,11 @@ pub trait Offload {
     fn remove(&mut self, k: u64);
     /// Whether `k` was marked hit since the last call (clearing the mark); `None` if absent.
     fn take_hit(&mut self, k: u64) -> Option<bool>;
+    /// Takes `port` out of the redirect targets: a frame for it goes to the worker.
+    fn drop_port(&mut self, port: PortIdx);
 }
 
-impl Offload for FastTable {
+impl Offload for Arc<FastTable> {
     fn install(&mut self, k: u64, port: PortIdx) -> Result<(), PortError> {
         FastTable::install(self, k, u32::from(port))
     }
@@ -43,13 +50,18 @@ impl Offload for FastTable {
     fn take_hit(&mut self, k: u64) -> Option<bool> {
         FastTable::take_hit(self, k)
     }
+    fn drop_port(&mut self, port: PortIdx) {
+        FastTable::remove_device(self, u32::from(port))
+    }
 }
 
-/// The fast path as one worker drives it.
+/// The fast path as the worker that programs it drives it.
 pub struct FastPath {
     table: Box<dyn Offload + Send>,
-    /// Per port: its program (every AF_XDP port of the switch carries one), for the counts.
-    programs: Vec<Option<FastProgram>>,
+    /// Per port: its program (every plain port carries one), for the counts.
+    programs: Arc<Vec<Option<FastProgram>>>,
+    /// Per port: where its fast counts are published (this worker's counters of the port).
+    counters: Vec<Arc<PortCounters>>,
     /// Per port: whether frames to and from it may bypass the switch core.
     plain: Vec<bool>,
     /// What the kernel table holds, as this side wrote it.
@@ -60,9 +72,8 @@ pub struct FastPath {
     pub refused: u64,
     /// Scratch for the counts of one program, by egress port.
     counts: Vec<(u64, u64)>,
-    /// Per port: its device, for the silent-egress check ([`silent_egress`]), with the
-    /// redirects to it and the device's `tx_packets` at the last check, and whether it was
-    /// reported.
+    /// Per port on the fast path: its device, for the silent-egress check ([`silent_egress`]),
+    /// with the redirects to it and the device's `tx_packets` at the last check.
     egress: Vec<Option<EgressCheck>>,
 }
 
@@ -70,37 +81,40 @@ struct EgressCheck {
     name: String,
     iface: String,
     last: Option<(u64, u64)>,
-    reported: bool,
 }
 
-/// Redirects to a port counted between two checks (at least this many) with no frame sent by
-/// its device meanwhile: the device drops them unsent.
+/// Redirects to a port counted between two checks (at least this many) for [`silent_egress`]
+/// to judge whether its device sends them.
 const SILENT_MIN: u64 = 10;
 
 /// Whether a device dropped the fast path's frames unsent: `redirected` frames went to it since
 /// the last check and its `tx_packets` moved by `sent`. A veth drops every frame redirected to
 /// it, without counting it anywhere, while its peer has neither GRO on nor an XDP program
 /// (`veth_xdp_xmit` finds no NAPI on the peer's queue; docs/design.md, "The kernel fast path",
-/// has the measurement on 6.18). A frame the device does send counts
-/// in its `tx_packets` (on a veth, as the peer's XDP receive), microseconds after the redirect;
-/// so none in a check period while at least [`SILENT_MIN`] were redirected means none get
-/// through.
+/// has the measurement on 6.18). A frame the device does send counts in its `tx_packets` (on a
+/// veth, as the peer's XDP receive), microseconds after the redirect, beside what the workers
+/// send there; so fewer sent than half the redirects, with at least [`SILENT_MIN`] redirected,
+/// means they do not get through (the frames in flight at a check are a NAPI batch, far below
+/// half of a period's at any rate that gives [`SILENT_MIN`]).
 pub fn silent_egress(redirected: u64, sent: u64) -> bool {
-    redirected >= SILENT_MIN && sent == 0
+    redirected >= SILENT_MIN && sent.saturating_mul(2) < redirected
 }
 
 impl FastPath {
     /// `plain[p]`: port `p` has nothing the core does to a frame beyond forwarding it (see
-    /// docs/design.md, "The kernel fast path"); `programs[p]`: its program, if it has one.
+    /// docs/design.md, "The kernel fast path"); `programs[p]`: its program, if it has one;
+    /// `counters[p]`: where its fast counts go.
     pub fn new(
         table: Box<dyn Offload + Send>,
-        programs: Vec<Option<FastProgram>>,
+        programs: Arc<Vec<Option<FastProgram>>>,
         plain: Vec<bool>,
+        counters: Vec<Arc<PortCounters>>,
     ) -> FastPath {
         let n = plain.len();
         FastPath {
             table,
             programs,
+            counters,
             plain,
             installed: HashMap::new(),
             dirty: Vec::new(),
@@ -111,15 +125,39 @@ impl FastPath {
     }
 
     /// Watches port `port` (`name`)'s device `iface` for frames redirected to it and not sent
-    /// ([`silent_egress`]; reported once, on standard error).
+    /// ([`silent_egress`]: the port then leaves the fast path, said on standard error).
     pub fn watch_egress(&mut self, port: usize, name: &str, iface: &str) {
         if let Some(slot) = self.egress.get_mut(port) {
             *slot = Some(EgressCheck {
                 name: name.to_string(),
                 iface: iface.to_string(),
                 last: None,
-                reported: false,
             });
+        }
+    }
+
+    /// Whether port `p` is (still) on the fast path.
+    pub fn is_plain(&self, p: usize) -> bool {
+        self.plain.get(p).copied().unwrap_or(false)
+    }
+
+    /// Takes port `p` off the fast path: no entry at it stays in the kernel table, and no
+    /// frame is redirected to it any more.
+    pub fn leave(&mut self, p: usize) {
+        let Some(slot) = self.plain.get_mut(p) else {
+            return;
+        };
+        *slot = false;
+        self.table.drop_port(p as PortIdx);
+        let at: Vec<u64> = (self.installed.iter())
+            .filter(|(_, &q)| usize::from(q) == p)
+            .map(|(&k, _)| k)
+            .collect();
+        for k in at {
+            self.set(k, None);
+        }
+        if let Some(c) = self.egress.get_mut(p) {
+            *c = None;
         }
     }
 
@@ -167,13 +205,17 @@ impl FastPath {
         self.dirty.clear();
     }
 
-    /// Refreshes in `fdb` each installed address the program marked hit.
-    pub fn refresh(&mut self, now: Instant, fdb: &mut Fdb) {
+    /// Refreshes in `fdb` each installed address the program marked hit; returns them (address
+    /// and port), for the other workers' tables.
+    pub fn refresh(&mut self, now: Instant, fdb: &mut Fdb) -> Vec<(u64, PortIdx)> {
+        let mut hits = Vec::new();
         for (&k, &p) in &self.installed {
             if self.table.take_hit(k) == Some(true) {
                 fdb.refresh(now, k, p);
+                hits.push((k, p));
             }
         }
+        hits
     }
 
     /// Makes the kernel table hold `k` at `at` if that port is plain, else not at all.
@@ -204,8 +246,9 @@ impl FastPath {
     }
 
     /// Publishes what the programs forwarded: port `p`'s `fast_rx_*` (what its program
-    /// redirected) and `fast_tx_*` (what every program redirected to it), totals since start.
-    pub fn publish(&mut self, counters: &[Option<&PortCounters>]) {
+    /// redirected) and `fast_tx_*` (what every program redirected to it), totals since start;
+    /// then checks each watched egress ([`silent_egress`]).
+    pub fn publish(&mut self) {
         let n = self.plain.len();
         let mut rx = vec![(0u64, 0u64); n];
         let mut tx = vec![(0u64, 0u64); n];
@@ -219,39 +262,73 @@ impl FastPath {
                 tx[e].1 += b;
             }
         }
-        for (p, c) in counters.iter().enumerate() {
-            let Some(c) = c else { continue };
+        for (p, c) in self.counters.iter().enumerate().take(n) {
             let st = |a: &std::sync::atomic::AtomicU64, v| a.store(v, Ordering::Relaxed);
             st(&c.fast_rx_pkts, rx[p].0);
             st(&c.fast_rx_bytes, rx[p].1);
             st(&c.fast_tx_pkts, tx[p].0);
             st(&c.fast_tx_bytes, tx[p].1);
         }
-        for (p, check) in self.egress.iter_mut().enumerate() {
-            // Checked at every publish (100 ms), the first silent period reported.
-            let Some(check) = check.as_mut().filter(|c| !c.reported) else {
-                continue;
-            };
-            let Some(sent) = quench_port::device_attr(&check.iface, "statistics/tx_packets") else {
-                continue;
-            };
-            let now = (tx[p].0, sent);
-            if let Some((r0, s0)) = check.last {
-                if silent_egress(now.0.saturating_sub(r0), now.1.saturating_sub(s0)) {
-                    check.reported = true;
-                    eprintln!(
-                        "quench switch: port {} ({}): the kernel fast path redirected {} frames \
-                         to it and the device sent none; a veth takes redirected frames only \
-                         while its peer has GRO on (`ethtool -K PEER gro on`) or an XDP program",
-                        check.name,
-                        check.iface,
-                        now.0 - r0
-                    );
-                }
-            }
-            check.last = Some(now);
+        for (p, (frames, _)) in tx.into_iter().enumerate() {
+            self.check_egress(p, frames);
         }
     }
+
+    /// Port `p`'s egress check (at every publish, 100 ms): `redirected` frames to it so far.
+    fn check_egress(&mut self, p: usize, redirected: u64) {
+        let Some(check) = self.egress.get_mut(p).and_then(Option::as_mut) else {
+            return;
+        };
+        let Some(sent) = quench_port::device_tx_packets(&check.iface) else {
+            return;
+        };
+        let last = check.last.replace((redirected, sent));
+        let Some((r0, s0)) = last else { return };
+        let (r, s) = (redirected.saturating_sub(r0), sent.saturating_sub(s0));
+        if silent_egress(r, s) {
+            eprintln!(
+                "quench switch: port {} ({}): the kernel fast path redirected {r} frames to it and \
+                 the device sent {s}; its frames go through the workers from now on (a veth \
+                 takes redirected frames only while its peer has GRO on, `ethtool -K PEER gro \
+                 on`, or an XDP program)",
+                check.name, check.iface
+            );
+            self.leave(p);
+        }
+    }
+}
+
+/// Frames of the start-up check ([`sends_redirected`]): more than a device sends of its own
+/// (IPv6 neighbour discovery as a link comes up) in the check's time.
+pub const PROBE_FRAMES: u32 = 64;
+
+/// Whether device `iface` sends frames redirected to it by XDP (`ndo_xdp_xmit`, as the fast
+/// path's redirects are): [`PROBE_FRAMES`] frames of 60 octets, from and to `mac` with EtherType
+/// 0x88B6 (IEEE 802 local experimental; a host drops them as not its own), replayed into the
+/// device by `BPF_PROG_TEST_RUN` in live-frames mode ([`quench_port::live`]), and the device's
+/// `tx_packets` watched for up to 100 ms for as many more. A veth whose peer has neither GRO on
+/// nor an XDP program drops them without a counter ([`silent_egress`]). `Err`: the check could
+/// not run.
+pub fn sends_redirected(iface: &str, mac: [u8; 6]) -> Result<bool, PortError> {
+    let sent = || quench_port::device_tx_packets(iface);
+    let mut frame = Vec::with_capacity(60);
+    frame.extend_from_slice(&mac);
+    frame.extend_from_slice(&mac);
+    frame.extend_from_slice(&[0x88, 0xb6]);
+    frame.resize(60, 0);
+    let before = sent().ok_or_else(|| PortError::Unsupported {
+        name: iface.to_string(),
+        what: "no tx_packets (/proc/thread-self/net/dev) to check the fast path's redirects by"
+            .into(),
+    })?;
+    quench_port::live::LiveTx::open(iface, frame)?.send(PROBE_FRAMES)?;
+    for _ in 0..100 {
+        if sent().is_some_and(|s| s >= before + u64::from(PROBE_FRAMES)) {
+            return Ok(true);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    Ok(false)
 }
 
 #[cfg(test)]
@@ -259,7 +336,7 @@ mod tests {
     use super::*;
     use quench_node::switch::fdb::key;
     use quench_wire::MacAddr;
-    use std::sync::{Arc, Mutex};
+    use std::sync::Mutex;
     use units::Duration;
 
     /// The kernel table as a map, shared with the test.
@@ -279,6 +356,12 @@ mod tests {
             let e = t.get_mut(&k)?;
             Some(std::mem::replace(&mut e.1, false))
         }
+        fn drop_port(&mut self, _port: PortIdx) {}
+    }
+
+    fn fast_path(mem: &MemTable, plain: Vec<bool>) -> FastPath {
+        let counters = plain.iter().map(|_| Arc::default()).collect();
+        FastPath::new(Box::new(mem.clone()), Arc::new(vec![]), plain, counters)
     }
 
     fn ms(n: u64) -> Instant {
@@ -293,7 +376,7 @@ mod tests {
     #[test]
     fn only_entries_at_plain_ports_are_installed_and_moves_follow() {
         let mem = MemTable::default();
-        let mut fp = FastPath::new(Box::new(mem.clone()), vec![], vec![true, true, false]);
+        let mut fp = fast_path(&mem, vec![true, true, false]);
         let mut fdb = Fdb::new(Duration::from_secs(300), 16);
         let t = |k| mem.0.lock().unwrap().get(&key(k)).map(|e| e.0);
         for (mac, port) in [(A, 0), (B, 2)] {
@@ -321,7 +404,7 @@ mod tests {
     #[test]
     fn hits_keep_entries_alive_and_the_sweep_removes_the_rest() {
         let mem = MemTable::default();
-        let mut fp = FastPath::new(Box::new(mem.clone()), vec![], vec![true, true]);
+        let mut fp = fast_path(&mem, vec![true, true]);
         let mut fdb = Fdb::new(Duration::from_secs(1), 16);
         for (mac, port) in [(A, 0), (B, 1)] {
             assert!(fdb.learn(ms(0), mac, port));
@@ -333,7 +416,7 @@ mod tests {
         for sweep in 1..=3u64 {
             mem.0.lock().unwrap().get_mut(&key(A)).unwrap().1 = true;
             let now = ms(sweep * 900);
-            fp.refresh(now, &mut fdb);
+            assert_eq!(fp.refresh(now, &mut fdb), vec![(key(A), 0)]);
             fdb.age(now);
             fp.sync_all(now, &fdb);
         }
@@ -344,15 +427,41 @@ mod tests {
         assert_eq!(fdb.port_of(ms(2700), key(B)), None);
     }
 
-    /// A device that sent nothing while frames were redirected to it drops them; one that sent
-    /// any, or too few redirects to tell, is not reported.
+    /// A device that sent fewer than half the frames redirected to it drops them (what the
+    /// workers send there counts too); too few redirects to tell are not judged.
     #[test]
-    fn silent_egress_needs_redirects_and_no_frame_sent() {
+    fn silent_egress_needs_redirects_and_too_few_frames_sent() {
         assert!(silent_egress(SILENT_MIN, 0));
         assert!(silent_egress(25_000, 0));
-        assert!(!silent_egress(25_000, 1));
+        assert!(silent_egress(25_000, 12_499));
+        assert!(!silent_egress(25_000, 12_500));
+        assert!(!silent_egress(25_000, 40_000));
         assert!(!silent_egress(SILENT_MIN - 1, 0));
         assert!(!silent_egress(0, 0));
+    }
+
+    /// A port that leaves the fast path takes its entries out of the kernel table, and a later
+    /// learn at it installs nothing; the other ports' entries stay.
+    #[test]
+    fn a_port_that_leaves_keeps_no_entry_and_gets_none_again() {
+        let mem = MemTable::default();
+        let mut fp = fast_path(&mem, vec![true, true]);
+        let mut fdb = Fdb::new(Duration::from_secs(300), 16);
+        for (mac, port) in [(A, 0), (B, 1)] {
+            assert!(fdb.learn(ms(1), mac, port));
+            fp.learned(key(mac));
+        }
+        fp.sync_dirty(ms(1), &fdb);
+        assert_eq!(fp.installed(), 2);
+        fp.leave(1);
+        assert!(!fp.is_plain(1) && fp.is_plain(0));
+        let t = |k| mem.0.lock().unwrap().get(&key(k)).map(|e| e.0);
+        assert_eq!((t(A), t(B)), (Some(0), None));
+        assert!(fdb.learn(ms(2), A, 1));
+        fp.learned(key(A));
+        fp.sync_dirty(ms(2), &fdb);
+        fp.sync_all(ms(3), &fdb);
+        assert_eq!((t(A), t(B), fp.installed()), (None, None, 0));
     }
 
     /// A refresh never moves an entry: a hit read for the old port after a move changes

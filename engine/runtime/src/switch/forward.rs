@@ -100,7 +100,7 @@ pub struct Worker<P: Port> {
     pub cross_copy_max: usize,
     /// Per port: the source address of the PAUSE frames it sends.
     macs: Vec<MacAddr>,
-    /// The kernel fast path this worker programs (`quench switch --fast-path kernel`).
+    /// The kernel fast path, on the worker that programs it (worker 0).
     pub fast: Option<FastPath>,
 }
 
@@ -420,6 +420,20 @@ impl<P: Port> Worker<P> {
         }
     }
 
+    /// Tells every other worker that `mac` is behind `port` ([`Learned`]); a full inbox loses
+    /// the notice (that worker learns the address from its next frame, flooding meanwhile).
+    fn notify(&self, mac: MacAddr, port: PortIdx, seen_only: bool) {
+        for (w, ring) in self.links.learned.iter().enumerate() {
+            if w != self.id {
+                let _ = ring.push(Learned {
+                    mac,
+                    port,
+                    seen_only,
+                });
+            }
+        }
+    }
+
     /// Publishes what is staged for every other worker.
     fn flush_all(&mut self) {
         for ring in self.links.to.iter_mut().flatten() {
@@ -562,12 +576,14 @@ impl<P: Port> Worker<P> {
         }
         self.links.from = from;
         for _ in 0..4 * BURST {
-            let Some((mac, port)) = self.links.learned[self.id].pop() else {
+            let Some(n) = self.links.learned[self.id].pop() else {
                 break;
             };
-            if self.fdb.learn(now, mac, port) {
+            if n.seen_only {
+                self.fdb.refresh(now, fdb::key(n.mac), n.port);
+            } else if self.fdb.learn(now, n.mac, n.port) {
                 if let Some(f) = self.fast.as_mut() {
-                    f.learned(fdb::key(mac));
+                    f.learned(fdb::key(n.mac));
                 }
             }
         }
@@ -673,11 +689,15 @@ impl<P: Port> Worker<P> {
             did = true;
             match self.fast.as_mut() {
                 Some(f) => {
-                    // Hosts seen only by the kernel fast path are refreshed before the sweep,
-                    // and what the sweep removes leaves the kernel table after it.
-                    f.refresh(now, &mut self.fdb);
+                    // Hosts seen only by the kernel fast path are refreshed before the sweep (in
+                    // every worker's table), and what the sweep removes leaves the kernel table
+                    // after it.
+                    let hits = f.refresh(now, &mut self.fdb);
                     self.fdb.age(now);
                     f.sync_all(now, &self.fdb);
+                    for (k, port) in hits {
+                        self.notify(fdb::mac(k), port, true);
+                    }
                 }
                 None => {
                     self.fdb.age(now);
@@ -690,12 +710,7 @@ impl<P: Port> Worker<P> {
     /// Publishes the kernel fast path's counts into the ports' counters.
     fn publish_fast(&mut self) {
         if let Some(f) = self.fast.as_mut() {
-            let cs: Vec<Option<&super::stats::PortCounters>> = self
-                .ports
-                .iter()
-                .map(|op| op.as_ref().map(|o| &*o.counters))
-                .collect();
-            f.publish(&cs);
+            f.publish();
         }
     }
 
@@ -799,11 +814,7 @@ impl<P: Port> Worker<P> {
             if let Some(f) = self.fast.as_mut() {
                 f.learned(meta.src);
             }
-            for (w, ring) in self.links.learned.iter().enumerate() {
-                if w != self.id {
-                    let _ = ring.push((fdb::mac(meta.src), port));
-                }
-            }
+            self.notify(fdb::mac(meta.src), port, false);
         }
         let d = match self.fdb.lookup_key(now, meta.dst) {
             Lookup::Port(e) if e as usize == i => Dest::Drop, // filtered

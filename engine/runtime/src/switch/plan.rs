@@ -5,8 +5,6 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::bail;
-
 use super::config::{PortProfile, SwitchProfile};
 use quench_node::switch::depth::SharedDepth;
 use quench_node::switch::sampling::SharedSampling;
@@ -111,9 +109,12 @@ pub fn shared_samplings(
 /// Why port `p` is not plain (its frames must pass the switch core), `None` if it is. The
 /// list is what the core does to a frame beyond forwarding it: a congestion point on any
 /// priority (QCN, RED/ECN, TCD marks, CNMs, drops), an egress rate (shaping, and the strict
-/// priority it lets matter), PFC (ingress accounting, PAUSE frames), a capture (the pcap).
+/// priority it lets matter), PFC (ingress accounting, PAUSE frames), a capture (the pcap); and
+/// a port the fast path's XDP program cannot sit on (AF_PACKET, DPDK).
 pub fn not_plain(profile: &SwitchProfile, p: &PortProfile, captured: bool) -> Option<&'static str> {
-    if p.congestion.is_some() {
+    if p.kind != PortKind::Xdp {
+        Some("not AF_XDP")
+    } else if p.congestion.is_some() {
         Some("congestion point")
     } else if p.rate.is_some() {
         Some("egress rate")
@@ -126,33 +127,22 @@ pub fn not_plain(profile: &SwitchProfile, p: &PortProfile, captured: bool) -> Op
     }
 }
 
-/// The kernel fast path's plan: each port's plainness, or why the switch cannot have the fast
-/// path.
+/// The kernel fast path's plan: each port plain or not ([`not_plain`]); `None` when fewer than
+/// two are (no frame could go from one plain port to another), with why.
 pub fn fast_path_plan(
     profile: &SwitchProfile,
     captures: &[Option<PathBuf>],
-) -> anyhow::Result<Vec<bool>> {
-    if profile.workers != 1 {
-        bail!(
-            "--fast-path kernel: one worker only ({} configured): the kernel's table follows \
-             one worker's MAC table",
-            profile.workers
-        );
+) -> Result<Vec<bool>, String> {
+    let why: Vec<Option<&str>> = (profile.ports.iter().enumerate())
+        .map(|(i, p)| not_plain(profile, p, captures.get(i).is_some_and(|c| c.is_some())))
+        .collect();
+    if why.iter().filter(|w| w.is_none()).count() >= 2 {
+        return Ok(why.iter().map(Option::is_none).collect());
     }
-    if let Some(p) = profile.ports.iter().find(|p| p.kind != PortKind::Xdp) {
-        bail!(
-            "--fast-path kernel: port {:?} uses driver {}; the fast path is an XDP program on \
-             AF_XDP ports (driver af_xdp), which DPDK and AF_PACKET ports do not have",
-            p.name,
-            p.kind
-        );
-    }
-    Ok(profile
-        .ports
-        .iter()
-        .enumerate()
-        .map(|(i, p)| not_plain(profile, p, captures.get(i).is_some_and(|c| c.is_some())).is_none())
-        .collect())
+    let ports: Vec<String> = (profile.ports.iter().zip(&why))
+        .map(|(p, w)| format!("{} {}", p.name, w.unwrap_or("plain")))
+        .collect();
+    Err(format!("fewer than two plain ports ({})", ports.join(", ")))
 }
 
 /// What `--idle auto` has a worker do on a core it shares (`worker::Idle::for_workers`):
@@ -194,35 +184,32 @@ mod tests {
         assert_eq!(fixed[0].0, IdleMode::Yield);
     }
 
-    /// `--fast-path kernel` refuses several workers and non-AF_XDP drivers, naming them; on
-    /// AF_XDP ports a port is plain unless it has a congestion point, a rate, PFC or a capture.
+    /// A port is plain unless it is not AF_XDP or has a congestion point, a rate, PFC or a
+    /// capture, whatever the number of workers; fewer than two plain ports give no fast path,
+    /// and the error names each port's reason.
     #[test]
-    fn the_fast_path_names_what_it_refuses_and_which_ports_are_plain() {
+    fn the_fast_path_names_which_ports_are_plain_and_why_not() {
         let mut p = profile("");
-        let e = fast_path_plan(&p, &[]).unwrap_err().to_string();
-        assert!(e.contains("one worker only (2 configured)"), "{e}");
-        p.workers = 1;
-        let e = fast_path_plan(&p, &[]).unwrap_err().to_string();
-        assert!(e.contains("port \"p0\" uses driver af_packet"), "{e}");
+        let e = fast_path_plan(&p, &[]).unwrap_err();
+        assert!(e.contains("p0 not AF_XDP, p1 not AF_XDP"), "{e}");
         for q in &mut p.ports {
             q.kind = PortKind::Xdp;
         }
+        assert_eq!(p.workers, 2);
         assert_eq!(fast_path_plan(&p, &[]).unwrap(), vec![true, false, true]);
         let captured = [None, None, Some(PathBuf::from("x.pcap"))];
-        assert_eq!(
-            fast_path_plan(&p, &captured).unwrap(),
-            vec![true, false, false]
-        );
+        let e = fast_path_plan(&p, &captured).unwrap_err();
+        assert!(e.contains("p0 plain, p1 egress rate, p2 --capture"), "{e}");
         let mut cp = profile("[[congestion]]\nport = \"p0\"\nqcn = {}\n");
-        cp.workers = 1;
         for q in &mut cp.ports {
             q.kind = PortKind::Xdp;
         }
-        assert_eq!(fast_path_plan(&cp, &[]).unwrap(), vec![false, false, true]);
         assert_eq!(
             not_plain(&cp, &cp.ports[0], false),
             Some("congestion point")
         );
+        cp.ports[1].rate = None;
+        assert_eq!(fast_path_plan(&cp, &[]).unwrap(), vec![false, true, true]);
     }
 
     #[test]

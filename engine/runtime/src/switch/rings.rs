@@ -161,8 +161,16 @@ impl std::fmt::Debug for Crossing {
     }
 }
 
-/// A learning notice for the other workers: this MAC is behind this port.
-pub type Learned = (MacAddr, PortIdx);
+/// A notice for the other workers' MAC tables: `mac` is behind `port`. A learn (a new or moved
+/// address) sets the entry; a sighting only renews an entry that is at `port` already
+/// (`Fdb::refresh`): the kernel fast path's hits, which only the worker programming its table
+/// reads, so that no worker's entry ages out while its host's frames bypass the workers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Learned {
+    pub mac: MacAddr,
+    pub port: PortIdx,
+    pub seen_only: bool,
+}
 
 /// Crossings a ring from one worker to another holds (power of two).
 pub const CROSS_RING: usize = 4096;

@@ -10,7 +10,7 @@
 //! returns the final counters.
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Barrier};
 use std::thread::JoinHandle;
 
 use anyhow::{bail, Context};
@@ -30,7 +30,7 @@ use quench_port::kfp::{self, FastProgram, FastTable};
 use quench_port::packet::PacketPort;
 use quench_port::worker::{self, IdleMode};
 use quench_port::xdp::{self, XdpOptions, XdpPool};
-use quench_port::{if_index, Capabilities, PortError, PortKind};
+use quench_port::{device_queues, if_index, Capabilities, PortError, PortKind};
 use quench_wire::time::Clock;
 use quench_wire::MacAddr;
 
@@ -40,11 +40,13 @@ pub type SwitchPort = Capture<AnyPort>;
 /// Whether plain ports' frames may be forwarded in the kernel ([`quench_port::kfp`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FastPathMode {
-    /// Every frame through the workers.
+    /// quench's XDP program on each plain port ([`plan::not_plain`]) redirects frames between
+    /// plain ports, where at least two are and their devices send redirected frames
+    /// ([`super::fastpath::sends_redirected`]); every other frame goes through the workers.
     #[default]
+    Auto,
+    /// Every frame through the workers.
     Off,
-    /// quench's XDP program on each AF_XDP port redirects frames between plain ports.
-    Kernel,
 }
 
 /// How to run a configuration: what `quench switch`'s flags say beside the file.
@@ -75,7 +77,7 @@ impl Default for SwitchOptions {
             control_socket: None,
             force_xdp: false,
             idle: worker::Idle::Auto,
-            fast_path: FastPathMode::Off,
+            fast_path: FastPathMode::Auto,
             stop: None,
             origin: "the configuration".into(),
         }
@@ -113,11 +115,45 @@ struct Shared {
     depths: Vec<Option<Arc<SharedDepth>>>,
     samplings: Vec<Option<Arc<SharedSampling>>>,
     captures: Vec<Option<PathBuf>>,
-    /// Per port, plain or not, with the kernel fast path; `None` without it.
-    fast_plan: Option<Vec<bool>>,
+    /// The kernel fast path's table and programs; `None` without it.
+    fast: Option<KernelFast>,
+    /// With the fast path, where the workers meet once every port is open (worker 0 then checks
+    /// the plain ports' devices and programs the table).
+    opened: Option<Barrier>,
     force_xdp: bool,
     clock: Clock,
     stop: Arc<AtomicBool>,
+}
+
+/// The kernel fast path as loaded at start: its table, each plain port's program (attached by
+/// the port's first socket), and which ports are plain.
+struct KernelFast {
+    table: Arc<FastTable>,
+    programs: Arc<Vec<Option<FastProgram>>>,
+    plain: Vec<bool>,
+}
+
+impl KernelFast {
+    /// The table and a program per plain port, with a socket slot per device queue.
+    fn load(profile: &SwitchProfile, plain: Vec<bool>) -> Result<KernelFast, PortError> {
+        let table = FastTable::new()?;
+        let mut programs = Vec::with_capacity(plain.len());
+        for (i, p) in profile.ports.iter().enumerate() {
+            programs.push(match plain[i] {
+                true => Some(FastProgram::load(
+                    &table,
+                    i as u32,
+                    u32::from(device_queues(&p.iface)),
+                )?),
+                false => None,
+            });
+        }
+        Ok(KernelFast {
+            table: Arc::new(table),
+            programs: Arc::new(programs),
+            plain,
+        })
+    }
 }
 
 /// One worker's own start: its (port, device queues) and idle mode.
@@ -134,8 +170,9 @@ type PortCaps = Vec<(usize, Capabilities)>;
 /// A worker's handles on the switch's ports, by port index (`None`: not one it polls).
 type WorkerPorts = Vec<Option<OwnedPort<SwitchPort>>>;
 
-/// A worker's answer once its ports are open: their capabilities, or why not.
-type Ready = mpsc::Sender<Result<PortCaps, String>>;
+/// A worker's answer once its ports are open: their capabilities and what it found to say
+/// (worker 0: the fast path's checks), or why not.
+type Ready = mpsc::Sender<Result<(PortCaps, Vec<String>), String>>;
 
 impl Switch {
     /// Starts `profile` as `options` say; returns once every worker has opened its ports and
@@ -170,10 +207,11 @@ impl Switch {
         drop(ready_tx);
         // Bound once the ports are open (their errors, e.g. missing privileges, come first) and
         // before anything is served, so a bad `control_socket` path stops the start cleanly.
-        let bound = collect_ready(&shared, &ready_rx, workers).and_then(|info| {
+        let bound = collect_ready(&shared, &ready_rx, workers).and_then(|(info, said)| {
             let path = &shared.profile.control_socket;
             let s = ControlSocket::bind(path)
                 .map_err(|e| format!("control_socket {}: {e}", path.display()))?;
+            notes.extend(said);
             Ok((info, s))
         });
         let registry = bound.map(|(info, socket)| {
@@ -231,15 +269,24 @@ fn prepare(profile: SwitchProfile, options: &SwitchOptions) -> anyhow::Result<Pr
     let workers = profile.workers;
     let plan = plan::assign(&profile, workers);
     let mut notes = Vec::new();
-    let fast_plan = match options.fast_path {
+    let fast = match options.fast_path {
         FastPathMode::Off => None,
-        FastPathMode::Kernel => {
-            let plain = plan::fast_path_plan(&profile, &captures)?;
-            notes.push(fast_path_line(&profile, &captures));
-            Some(plain)
+        FastPathMode::Auto => {
+            let loaded = plan::fast_path_plan(&profile, &captures)
+                .and_then(|plain| KernelFast::load(&profile, plain).map_err(|e| e.to_string()));
+            match loaded {
+                Ok(k) => {
+                    notes.push(fast_path_line(&profile, &captures));
+                    Some(k)
+                }
+                Err(why) => {
+                    notes.push(format!("kernel fast path: off ({why})"));
+                    None
+                }
+            }
         }
     };
-    let idle = (options.idle).for_workers(workers, plan::shared_idle(fast_plan.is_some()));
+    let idle = (options.idle).for_workers(workers, plan::shared_idle(fast.is_some()));
     let depths = plan::shared_depths(&profile, &plan);
     let shared = Shared {
         owner: plan::owners(&plan, profile.ports.len()),
@@ -249,7 +296,8 @@ fn prepare(profile: SwitchProfile, options: &SwitchOptions) -> anyhow::Result<Pr
         samplings: plan::shared_samplings(&profile, &depths),
         depths,
         captures,
-        fast_plan,
+        opened: fast.as_ref().map(|_| Barrier::new(workers)),
+        fast,
         force_xdp: options.force_xdp,
         clock: Clock::new(),
         stop: options.stop.clone().unwrap_or_default(),
@@ -413,18 +461,21 @@ fn stop_and_join(stop: &AtomicBool, handles: Vec<JoinHandle<()>>) {
     }
 }
 
-/// Waits for every worker's answer; the ports' facts by port index, or the last error.
+/// Waits for every worker's answer; the ports' facts by port index and the workers' notes, or
+/// the last error.
 fn collect_ready(
     shared: &Shared,
-    ready: &mpsc::Receiver<Result<PortCaps, String>>,
+    ready: &mpsc::Receiver<Result<(PortCaps, Vec<String>), String>>,
     workers: usize,
-) -> Result<Vec<PortInfo>, String> {
+) -> Result<(Vec<PortInfo>, Vec<String>), String> {
     let profile = &shared.profile;
     let mut info: Vec<Option<PortInfo>> = vec![None; profile.ports.len()];
+    let mut notes = Vec::new();
     let mut failure = None;
     for _ in 0..workers {
         match ready.recv() {
-            Ok(Ok(caps)) => {
+            Ok(Ok((caps, said))) => {
+                notes.extend(said);
                 for (pi, c) in caps {
                     let p = &profile.ports[pi];
                     info[pi].get_or_insert_with(|| PortInfo {
@@ -443,7 +494,7 @@ fn collect_ready(
     }
     match failure {
         Some(e) => Err(e),
-        None => Ok(info.into_iter().flatten().collect()),
+        None => Ok((info.into_iter().flatten().collect(), notes)),
     }
 }
 
@@ -451,8 +502,8 @@ fn collect_ready(
 /// then stop it.
 fn worker_thread(sh: &Shared, start: WorkerStart, links: Links, ready: Ready) {
     let mut wk = match build_worker(sh, &start, links) {
-        Ok((wk, caps)) => {
-            let _ = ready.send(Ok(caps));
+        Ok((wk, caps, notes)) => {
+            let _ = ready.send(Ok((caps, notes)));
             wk
         }
         Err(e) => {
@@ -467,19 +518,20 @@ fn worker_thread(sh: &Shared, start: WorkerStart, links: Links, ready: Ready) {
     }
 }
 
-/// The worker of `start`: its ports open, its fast path and PFC set up.
+/// The worker of `start`: its ports open, its fast path (worker 0) and PFC set up; with what
+/// it found to say.
 fn build_worker(
     sh: &Shared,
     start: &WorkerStart,
     links: Links,
-) -> Result<(Worker<SwitchPort>, PortCaps), String> {
+) -> Result<(Worker<SwitchPort>, PortCaps, Vec<String>), String> {
     let profile = &sh.profile;
-    let fast = match &sh.fast_plan {
-        Some(_) => Some(fast_programs(profile, &start.units).map_err(|e| e.to_string())?),
-        None => None,
-    };
-    let progs = fast.as_ref().map(|(_, p)| p.as_slice());
-    let (ports, caps) = open_ports(sh, start, progs)?;
+    let opened = open_ports(sh, start);
+    if let Some(b) = &sh.opened {
+        // Every worker passes here once, opened or not, so none waits for ever.
+        b.wait();
+    }
+    let (ports, caps) = opened?;
     #[cfg(feature = "dpdk")]
     if (start.units.iter()).any(|(pi, _)| profile.ports[*pi].kind == PortKind::Dpdk) {
         // The pools' per-lcore caches: workers sharing a pool do not contend on its ring for
@@ -492,8 +544,11 @@ fn build_worker(
     }
     let (w, owner, counters) = (start.w, sh.owner.clone(), start.counters.clone());
     let mut wk = Worker::new(w, ports, owner, links, fdb, counters);
-    if let (Some((table, progs)), Some(plain)) = (fast, &sh.fast_plan) {
-        wk.fast = Some(fast_path(profile, table, progs, plain, &wk.fdb)?);
+    let mut notes = Vec::new();
+    if let Some(k) = sh.fast.as_ref().filter(|_| w == 0) {
+        let (fast, said) = fast_path(sh, k, &wk.fdb)?;
+        wk.fast = Some(fast);
+        notes = said;
     }
     if let Some(pfc) = &profile.pfc {
         // Quanta are bit times of the receiving port: its egress rate if it has one (a veth
@@ -511,7 +566,7 @@ fn build_worker(
         }
         wk.set_pfc(pfc.clone(), &rates, &macs);
     }
-    Ok((wk, caps))
+    Ok((wk, caps, notes))
 }
 
 /// Polls `wk` until the switch stops, idling as the worker's mode says.
@@ -531,11 +586,7 @@ fn run_worker(sh: &Shared, start: &WorkerStart, wk: &mut Worker<SwitchPort>) {
 }
 
 /// Opens the worker's ports (by port index), with their capabilities.
-fn open_ports(
-    sh: &Shared,
-    start: &WorkerStart,
-    progs: Option<&[Option<FastProgram>]>,
-) -> Result<(WorkerPorts, PortCaps), String> {
+fn open_ports(sh: &Shared, start: &WorkerStart) -> Result<(WorkerPorts, PortCaps), String> {
     let profile = &sh.profile;
     let mut pool = None;
     let mut ports: WorkerPorts = (0..profile.ports.len()).map(|_| None).collect();
@@ -543,8 +594,8 @@ fn open_ports(
     for (pi, queues) in &start.units {
         let p = &profile.ports[*pi];
         let named = |e: &dyn std::fmt::Display| format!("port {:?}: {e}", p.name);
-        let program = progs.and_then(|progs| {
-            let (prog_fd, xskmap_fd) = progs.get(*pi)?.as_ref()?.fds();
+        let program = sh.fast.as_ref().and_then(|k| {
+            let (prog_fd, xskmap_fd) = k.programs.get(*pi)?.as_ref()?.fds();
             Some(xdp::XdpProgram { prog_fd, xskmap_fd })
         });
         let port = open_port(profile, p, &mut pool, queues, sh.force_xdp, program)
@@ -589,43 +640,58 @@ fn own_port(
     Ok(owned)
 }
 
-/// The kernel fast path's table and each AF_XDP port's program (by port index), for the
-/// ports `units` (the worker's: port and device queues).
-fn fast_programs(
-    profile: &SwitchProfile,
-    units: &[(usize, Vec<u16>)],
-) -> Result<(FastTable, Vec<Option<FastProgram>>), PortError> {
-    let table = FastTable::new()?;
-    let mut progs: Vec<Option<FastProgram>> = (0..profile.ports.len()).map(|_| None).collect();
-    for (pi, queues) in units {
-        let slots = queues.iter().max().map_or(1, |&q| u32::from(q) + 1);
-        progs[*pi] = Some(FastProgram::load(&table, *pi as u32, slots)?);
+/// The fast path as worker 0 drives it: each plain port whose device sends redirected frames
+/// ([`super::fastpath::sends_redirected`]; checked once every port is open, so a device that
+/// needs an XDP program to take redirects has it) a redirect target and watched, the others
+/// left to the workers with a note saying why; the static entries installed before the first
+/// frame. Its counts go into worker 0's counters of every port.
+fn fast_path(sh: &Shared, k: &KernelFast, fdb: &Fdb) -> Result<(FastPath, Vec<String>), String> {
+    let profile = &sh.profile;
+    let mut plain = k.plain.clone();
+    let mut notes = Vec::new();
+    for (i, p) in profile.ports.iter().enumerate() {
+        if !plain[i] {
+            continue;
+        }
+        let mac = quench_port::device_mac(&p.iface)
+            .map_or([0x02, 0x71, 0x6e, 0xfd, 0, i as u8], |m| m.octets());
+        let why = match super::fastpath::sends_redirected(&p.iface, mac) {
+            Ok(true) => None,
+            Ok(false) => Some(
+                "its device sent no frame redirected to it (a veth does only while its peer \
+                 has GRO on, `ethtool -K PEER gro on`, or an XDP program)"
+                    .to_string(),
+            ),
+            Err(e) => Some(format!("its device's redirects cannot be checked: {e}")),
+        };
+        let set = || {
+            if_index(&p.iface)
+                .and_then(|ix| k.table.set_device(i as u32, ix))
+                .map_err(|e| format!("port {:?}: {e}", p.name))
+        };
+        match why {
+            None => set()?,
+            Some(why) => {
+                notes.push(format!("kernel fast path: port {} not ({why})", p.name));
+                plain[i] = false;
+            }
+        }
     }
-    Ok((table, progs))
-}
-
-/// The worker's side of the fast path: the plain ports' devices in the table's DEVMAP, their
-/// egress watched, and the static entries installed before the first frame.
-fn fast_path(
-    profile: &SwitchProfile,
-    table: FastTable,
-    progs: Vec<Option<FastProgram>>,
-    plain: &[bool],
-    fdb: &Fdb,
-) -> Result<FastPath, String> {
-    let plain_ports = || (profile.ports.iter().enumerate()).filter(|(i, _)| plain[*i]);
-    for (i, p) in plain_ports() {
-        if_index(&p.iface)
-            .and_then(|ix| table.set_device(i as u32, ix))
-            .map_err(|e| format!("port {:?}: {e}", p.name))?;
-    }
-    let mut fast = FastPath::new(Box::new(table), progs, plain.to_vec());
-    for (i, p) in plain_ports() {
-        fast.watch_egress(i, &p.name, &p.iface);
+    let counters = (sh.counters.iter()).map(|c| c[0].clone()).collect();
+    let mut fast = FastPath::new(
+        Box::new(k.table.clone()),
+        k.programs.clone(),
+        plain,
+        counters,
+    );
+    for (i, p) in profile.ports.iter().enumerate() {
+        if fast.is_plain(i) {
+            fast.watch_egress(i, &p.name, &p.iface);
+        }
     }
     // The static entries do not age: any time will do.
     fast.sync_all(units::Instant::ZERO, fdb);
-    Ok(fast)
+    Ok((fast, notes))
 }
 
 fn open_port(

@@ -410,7 +410,7 @@ pub struct PortSnapshot {
     #[serde(default)]
     pub tx_kernel_drops: u64,
     /// Of `rx_pkts` / `rx_bytes` and `tx_pkts` / `tx_bytes`: the frames the kernel fast path
-    /// forwarded (`quench switch --fast-path kernel`), counted by its XDP program, never seen
+    /// forwarded (`quench switch`, on by default), counted by its XDP program, never seen
     /// by a worker or a queue.
     #[serde(default)]
     pub fast_rx_pkts: u64,
