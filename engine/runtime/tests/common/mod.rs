@@ -54,6 +54,15 @@ impl Netns {
         let name = format!("q{tag}{}", std::process::id());
         let _ = Command::new("ip").args(["netns", "del", &name]).output();
         ip(&["netns", "add", &name]);
+        // No IPv6 on the namespace's links: a link coming up sends MLD reports and router
+        // solicitations, frames the test did not send that a runtime would count (the appliance
+        // makes each one a flow).
+        let st = Command::new("ip")
+            .args(["netns", "exec", &name, "sysctl", "-qw"])
+            .args(["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"])
+            .status()
+            .unwrap();
+        assert!(st.success(), "sysctl disable_ipv6 in {name}");
         let ns = Netns { name, _lock: lock };
         for (a, b) in pairs {
             ip(&[
