@@ -280,10 +280,9 @@ impl fmt::Display for ParseUnitError {
                 "`{s}` is not a duration: expected a number and a unit, e.g. 10s, 1.5s, 100ms, \
                  50us, 250ns, 2min, 1h"
             ),
-            ParseUnitError::Negative(s) => write!(
-                f,
-                "`{s}` is negative: rates and durations are 0 or more"
-            ),
+            ParseUnitError::Negative(s) => {
+                write!(f, "`{s}` is negative: rates and durations are 0 or more")
+            }
         }
     }
 }

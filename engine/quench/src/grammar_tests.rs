@@ -21,7 +21,9 @@ fn valued_args() -> Vec<(String, clap::Arg)> {
 }
 
 /// Placeholders that are kinds of value, whatever the argument is called.
-const KINDS: &[&str] = &["DURATION", "RATE", "IFACE", "FILE", "DIR", "PATH", "N", "NAME"];
+const KINDS: &[&str] = &[
+    "DURATION", "RATE", "IFACE", "FILE", "DIR", "PATH", "N", "NAME",
+];
 
 /// A placeholder is a kind of value (FILE, DIR, RATE, DURATION, N, NAME|FILE, ...), never the
 /// argument's own name in capitals (`<NS3_CONFIG>`), unless the choices are listed.
@@ -58,25 +60,48 @@ fn rates_and_durations_reach_their_parser_with_a_minus_sign() {
         }
     }
     assert!(bad.is_empty(), "without allow_hyphen_values: {bad:?}");
-    let err = Cli::try_parse_from(["quench", "sim", "--scenario", "incast", "--out", "x", "--stop", "-5ms"])
-        .err()
-        .expect("a negative duration is refused");
+    let err = Cli::try_parse_from([
+        "quench",
+        "sim",
+        "--scenario",
+        "incast",
+        "--out",
+        "x",
+        "--stop",
+        "-5ms",
+    ])
+    .err()
+    .expect("a negative duration is refused");
     assert!(err.to_string().contains("`-5ms` is negative"), "{err}");
 }
 
 #[test]
 fn bash_completion_offers_bundled_names_and_no_retired_flag() {
     let mut buf = Vec::new();
-    clap_complete::generate(clap_complete::Shell::Bash, &mut Cli::command(), "quench", &mut buf);
+    clap_complete::generate(
+        clap_complete::Shell::Bash,
+        &mut Cli::command(),
+        "quench",
+        &mut buf,
+    );
     let text = String::from_utf8(buf).expect("utf-8");
     for (_, flag, _) in RETIRED {
         // The subcommand-specific ones (`sim --config`, `frames --pcap`) exist elsewhere.
         if matches!(*flag, "--config" | "--pcap") {
             continue;
         }
-        assert!(!text.contains(&format!("{flag} ")), "completion offers {flag}");
+        assert!(
+            !text.contains(&format!("{flag} ")),
+            "completion offers {flag}"
+        );
     }
-    for name in ["nvidia", "dcqcn-paper", "hpcc-dcqcn", "incast", "switch-qcn"] {
+    for name in [
+        "nvidia",
+        "dcqcn-paper",
+        "hpcc-dcqcn",
+        "incast",
+        "switch-qcn",
+    ] {
         assert!(text.contains(name), "completion lacks {name}");
     }
 }
@@ -85,11 +110,12 @@ fn bash_completion_offers_bundled_names_and_no_retired_flag() {
 fn retired_flags_name_their_replacement() {
     let args = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
     assert_eq!(
-        retired(&args("sim --scenario incast --stop-ms 5 --out x")).as_deref(),
-        Some("--stop-ms is gone: write --stop with its unit, e.g. --stop 50ms")
+        retired(&args("stats --interval-ms 100")).as_deref(),
+        Some("--interval-ms is gone: write --interval with its unit, e.g. --interval 100ms")
     );
-    assert!(retired(&args("sim --config f.toml --out x"))
-        .is_some_and(|m| m.contains("--overrides")));
+    assert!(
+        retired(&args("sim --config f.toml --out x")).is_some_and(|m| m.contains("--overrides"))
+    );
     assert!(retired(&args("switch --config switch-qcn")).is_none());
     assert!(retired(&args("frames --pcap=f.pcap")).is_some_and(|m| m.contains("--out")));
     assert!(retired(&args("blast --iface a --pcap f")).is_some_and(|m| m.contains("--from-pcap")));

@@ -163,19 +163,43 @@ fn main() -> std::process::ExitCode {
 /// the command line before clap does and says what replaced it.
 const RETIRED: &[(&str, &str, &str)] = &[
     ("*", "--stop-ms", "--stop with its unit, e.g. --stop 50ms"),
-    ("*", "--duration-s", "--duration with its unit, e.g. --duration 10s"),
-    ("*", "--interval-ms", "--interval with its unit, e.g. --interval 100ms"),
-    ("*", "--sink-linger-ms", "--sink-linger with its unit, e.g. --sink-linger 100ms"),
+    (
+        "*",
+        "--duration-s",
+        "--duration with its unit, e.g. --duration 10s",
+    ),
+    (
+        "*",
+        "--interval-ms",
+        "--interval with its unit, e.g. --interval 100ms",
+    ),
+    (
+        "*",
+        "--sink-linger-ms",
+        "--sink-linger with its unit, e.g. --sink-linger 100ms",
+    ),
     ("*", "--busy-poll", "--idle spin"),
-    ("*", "--idle-sleep", "--idle with a duration, e.g. --idle 100us"),
+    (
+        "*",
+        "--idle-sleep",
+        "--idle with a duration, e.g. --idle 100us",
+    ),
     (
         "*",
         "--napi-busy-poll",
         "--idle spin (a veth's AF_XDP socket has no NAPI id to busy-poll; docs/design.md, \
          \"Switch runtime\")",
     ),
-    ("sim", "--config", "--overrides FILE (--config names a command's main file everywhere)"),
-    ("frames", "--pcap", "--out FILE to write the frames (--decode FILE reads a file)"),
+    (
+        "sim",
+        "--config",
+        "--overrides FILE (--config names a command's main file everywhere)",
+    ),
+    (
+        "frames",
+        "--pcap",
+        "--out FILE to write the frames (--decode FILE reads a file)",
+    ),
     ("blast", "--pcap", "--from-pcap FILE"),
 ];
 
@@ -183,11 +207,14 @@ const RETIRED: &[(&str, &str, &str)] = &[
 /// name): `--flag is gone: write ...`.
 fn retired(args: &[String]) -> Option<String> {
     let sub = args.first()?;
-    args.iter().skip(1).take_while(|a| *a != "--").find_map(|a| {
-        let flag = a.split_once('=').map_or(a.as_str(), |(f, _)| f);
-        RETIRED
-            .iter()
-            .find(|(s, f, _)| (*s == "*" || s == sub) && *f == flag)
-            .map(|(_, f, hint)| format!("{f} is gone: write {hint}"))
-    })
+    args.iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .find_map(|a| {
+            let flag = a.split_once('=').map_or(a.as_str(), |(f, _)| f);
+            RETIRED
+                .iter()
+                .find(|(s, f, _)| (*s == "*" || s == sub) && *f == flag)
+                .map(|(_, f, hint)| format!("{f} is gone: write {hint}"))
+        })
 }

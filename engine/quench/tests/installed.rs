@@ -182,14 +182,21 @@ fn durations_need_a_unit() {
 #[test]
 fn a_bare_duration_still_works_with_a_hint_and_a_retired_flag_names_its_replacement() {
     // Fails later, on the namespace: the duration itself was accepted.
-    let r = quench(&["send", "--iface", "quench-no-such-ns-4713/eth0", "--duration", "1"]);
+    let r = quench(&[
+        "send",
+        "--iface",
+        "quench-no-such-ns-4713/eth0",
+        "--duration",
+        "1",
+    ]);
     assert!(!r.ok);
     assert!(r.stderr.contains("deprecated: write 1s"), "{}", r.stderr);
     assert!(r.stderr.contains("quench-no-such-ns-4713"), "{}", r.stderr);
     let r = quench(&["send", "--iface", "eth0", "--duration-s", "1"]);
     assert_eq!(r.code, Some(2), "{}", r.stderr);
     assert!(
-        r.stderr.contains("error: --duration-s is gone: write --duration with its unit"),
+        r.stderr
+            .contains("error: --duration-s is gone: write --duration with its unit"),
         "{}",
         r.stderr
     );
@@ -210,23 +217,59 @@ fn errors_say_error_and_exit_2_for_usage_1_for_a_failed_run() {
 #[test]
 fn presets_prints_one_and_lists_the_run_py_ones() {
     let all = quench(&["presets"]);
-    assert!(all.ok && all.stdout.contains("hpcc-dcqcn-paper"), "{}", all.stdout);
+    assert!(
+        all.ok && all.stdout.contains("hpcc-dcqcn-paper"),
+        "{}",
+        all.stdout
+    );
     let one = quench(&["presets", "nvidia"]);
-    assert!(one.ok && one.stdout.contains("[dcqcn_rp]"), "{}", one.stdout);
+    assert!(
+        one.ok && one.stdout.contains("[dcqcn_rp]"),
+        "{}",
+        one.stdout
+    );
     let at = quench(&["presets", "hpcc-dcqcn", "--bw", "25gbit"]);
-    assert!(at.ok && at.stdout.contains("RATE_AI 5Mb/s"), "{}", at.stdout);
+    assert!(
+        at.ok && at.stdout.contains("RATE_AI 5Mb/s"),
+        "{}",
+        at.stdout
+    );
     let no_bw = quench(&["presets", "hpcc-dcqcn"]);
-    assert!(!no_bw.ok && no_bw.stderr.contains("give --bw"), "{}", no_bw.stderr);
+    assert!(
+        !no_bw.ok && no_bw.stderr.contains("give --bw"),
+        "{}",
+        no_bw.stderr
+    );
     let unknown = quench(&["presets", "nvidiaa"]);
-    assert!(!unknown.ok && unknown.stderr.contains("`nvidiaa`"), "{}", unknown.stderr);
+    assert!(
+        !unknown.ok && unknown.stderr.contains("`nvidiaa`"),
+        "{}",
+        unknown.stderr
+    );
 }
 
 #[test]
 fn sim_bw_takes_units_and_stop_refuses_a_negative_duration() {
-    let r = quench(&["sim", "--scenario", "incast", "--stop", "-5ms", "--out", "/x"]);
+    let r = quench(&[
+        "sim",
+        "--scenario",
+        "incast",
+        "--stop",
+        "-5ms",
+        "--out",
+        "/x",
+    ]);
     assert_eq!(r.code, Some(2), "{}", r.stderr);
     assert!(r.stderr.contains("`-5ms` is negative"), "{}", r.stderr);
-    let r = quench(&["sim", "--scenario", "incast", "--bw", "2.5gbit", "--out", "/x"]);
+    let r = quench(&[
+        "sim",
+        "--scenario",
+        "incast",
+        "--bw",
+        "2.5gbit",
+        "--out",
+        "/x",
+    ]);
     assert!(r.stderr.contains("whole number of Gb/s"), "{}", r.stderr);
 }
 

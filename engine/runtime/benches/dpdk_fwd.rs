@@ -5,7 +5,7 @@
 //! invocation with the same EAL arguments.
 //!
 //! Per `Worker::poll`: one clock read; per port, `rx_burst` into a `Vec<DpdkFrame>` (mbuf
-//! pointers, no copy). Per burst, a first pass in frame order: a frame whose L2 headers equal the
+//! pointers, no copy). Per burst, a first sweep in frame order: a frame whose L2 headers equal the
 //! previous frame's (a masked compare of its first 16 or 32 octets) joins that frame's run; any
 //! other is classified (`wire::ethernet::walk`: 802.1p class), its source learned and its
 //! destination looked up in the MAC table (small memos first, then the hash), starting a new
@@ -22,7 +22,7 @@
 //! frames with its own `--mix`.
 //!
 //! `--ports NAME0,NAME1` forwards between two ethdevs the EAL arguments create, their frames as
-//! the driver gives them (nothing written into the pool): scripts/bench/bench-dpdk.sh passes two
+//! the driver gives them (nothing written into the pool): scripts/bench/bench-dpdk.sh gives two
 //! net_pcap ports replaying the mix from the capture files `--write-mix DIR` writes
 //! (DIR/mix0.pcap for port 0, DIR/mix1.pcap), the ports Open vSwitch forwards on as well.
 //! Prints `quench_ports mpps=<Mpps>`.
@@ -135,7 +135,7 @@ extern "C" fn stamp_headers(
     user: *mut std::ffi::c_void,
 ) -> u16 {
     for k in 0..usize::from(n) {
-        // Safety: DPDK passes the burst's `n` mbuf pointers, each a live single-segment mbuf
+        // Safety: DPDK hands over the burst's `n` mbuf pointers, each a live single-segment mbuf
         // this receive call owns, with at least 14 octets of room from its data offset (64 on
         // net_null); `user` is one of the `HEADERS` (static, 14 octets); the offsets are ffi's,
         // checked against the C struct by shim.c.

@@ -768,7 +768,6 @@ pub fn run_py_preset(name: &str) -> Option<&'static str> {
     RUN_PY_PRESETS.iter().find(|p| p.name == name).map(|p| p.cc)
 }
 
-
 /// The config.txt run.py writes for `--cc cc --bw bw_gbps` (with its other options at their
 /// defaults: `--utgt 95 --mi 0 --hpai 0 --pint_log_base 1.01 --pint_prob 1.0`), without its
 /// file keys (topology, flows, outputs) and its trace switches. Every value run.py derives from

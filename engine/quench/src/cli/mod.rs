@@ -309,6 +309,8 @@ impl clap::builder::TypedValueParser for NameParser {
     fn possible_values(
         &self,
     ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
-        Some(Box::new(self.names().map(clap::builder::PossibleValue::new)))
+        Some(Box::new(
+            self.names().map(clap::builder::PossibleValue::new),
+        ))
     }
 }

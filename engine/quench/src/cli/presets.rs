@@ -73,7 +73,9 @@ fn run_py_listing() -> String {
 fn preset_text(name: &str, bw: Option<u64>) -> anyhow::Result<String> {
     if let Some(cc) = quench_sim::ns3::run_py_preset(name) {
         let bw = bw.ok_or_else(|| {
-            anyhow::anyhow!("{name} is run.py --cc {cc} at a NIC speed: give --bw, e.g. --bw 100gbit")
+            anyhow::anyhow!(
+                "{name} is run.py --cc {cc} at a NIC speed: give --bw, e.g. --bw 100gbit"
+            )
         })?;
         return Ok(format!(
             "# {name}: what HPCC ns-3's run.py writes for --cc {cc} --bw {bw} (config.txt keys)\n{}",
@@ -81,18 +83,27 @@ fn preset_text(name: &str, bw: Option<u64>) -> anyhow::Result<String> {
         ));
     }
     if bw.is_some() {
-        anyhow::bail!("--bw goes with a run.py preset ({}), not {name}", run_py_names());
+        anyhow::bail!(
+            "--bw goes with a run.py preset ({}), not {name}",
+            run_py_names()
+        );
     }
-    match quench_config::bundled::BUNDLED.iter().find(|b| b.name == name) {
+    match quench_config::bundled::BUNDLED
+        .iter()
+        .find(|b| b.name == name)
+    {
         Some(b) => Ok(b.text.to_string()),
-        None => anyhow::bail!(
-            "no preset or configuration named `{name}`: `quench presets` lists them"
-        ),
+        None => {
+            anyhow::bail!("no preset or configuration named `{name}`: `quench presets` lists them")
+        }
     }
 }
 
 fn run_py_names() -> String {
-    let names: Vec<&str> = quench_sim::ns3::RUN_PY_PRESETS.iter().map(|p| p.name).collect();
+    let names: Vec<&str> = quench_sim::ns3::RUN_PY_PRESETS
+        .iter()
+        .map(|p| p.name)
+        .collect();
     names.join(", ")
 }
 

@@ -265,9 +265,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // SIGINT / SIGTERM end a watch with status 0 (every table printed is complete).
     let stop = quench_port::worker::stop_on_signals().context("installing signal handlers")?;
     let stopped = || stop.load(std::sync::atomic::Ordering::Relaxed);
-    let every = args
-        .interval
-        .max(units::Duration::from_millis(1));
+    let every = args.interval.max(units::Duration::from_millis(1));
     let mut prev: Option<Answer> = None;
     let mut n = 0u64;
     // Requests on the interval's schedule from the first (absolute deadlines): the time a

@@ -1083,7 +1083,10 @@ mod tests {
         assert_eq!(slot::<u32>(), (4 * 64, 3));
         assert_eq!(slot::<(Box<[u8; 2048]>, usize)>(), (4 * 64, 3));
         let (any, hot) = slot::<quench_port::any::AnyFrame>();
-        assert!(any <= 5 * 64 && hot < any / 64, "{any} octets, {hot} hot lines");
+        assert!(
+            any <= 5 * 64 && hot < any / 64,
+            "{any} octets, {hot} hot lines"
+        );
     }
 
     #[test]

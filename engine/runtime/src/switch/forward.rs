@@ -715,10 +715,10 @@ impl<P: Port> Worker<P> {
     }
 
     /// Forwards the first `n` (at most [`BURST`]) frames of `rx`, received on port `i`, in two
-    /// passes (DPDK l2fwd style): first every frame's headers are read and its source learned
+    /// sweeps (DPDK l2fwd style): first every frame's headers are read and its source learned
     /// and destination looked up, in frame order, which groups the burst into runs of
     /// consecutive frames with one destination; then the frames move, in order, a run for one
-    /// egress queue at once. Nothing the second pass does touches the forwarding table, so the
+    /// egress queue at once. Nothing the second sweep does touches the forwarding table, so the
     /// answers are those of frame-by-frame processing; what the split buys is a tight first
     /// loop over headers and one egress decision per run instead of per frame (per-frame
     /// enqueue was a fifth of the loop on bench-dpdk).
@@ -735,7 +735,7 @@ impl<P: Port> Worker<P> {
         runs.clear();
         // The open run lives in locals, not in `runs`: counting into the vector's last element
         // made every frame wait for the previous frame's store (a store-to-load chain that was
-        // half the first pass on bench-dpdk).
+        // half the first sweep on bench-dpdk).
         let mut run = Run {
             dest: Dest::Drop,
             frames: 0,

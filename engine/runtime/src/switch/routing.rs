@@ -68,7 +68,7 @@ pub(super) enum Dest {
 /// with it the lookup, is as it was. Frames of a flow arrive back to back, so most frames of a
 /// burst are routed by comparing their first 32 octets, masked to the header length, with
 /// these, instead of walking the headers and consulting the table (that was two thirds of the
-/// first pass on bench-dpdk).
+/// first sweep on bench-dpdk).
 pub(super) struct SameHeaders {
     words: [u128; 2],
     masks: [u128; 2],

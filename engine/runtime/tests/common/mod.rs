@@ -59,7 +59,10 @@ impl Netns {
         // makes each one a flow).
         let st = Command::new("ip")
             .args(["netns", "exec", &name, "sysctl", "-qw"])
-            .args(["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"])
+            .args([
+                "net.ipv6.conf.all.disable_ipv6=1",
+                "net.ipv6.conf.default.disable_ipv6=1",
+            ])
             .status()
             .unwrap();
         assert!(st.success(), "sysctl disable_ipv6 in {name}");
