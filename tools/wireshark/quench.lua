@@ -6,18 +6,22 @@
 --           reserved octets and the ICRC (Wireshark's InfiniBand dissector still shows the BTH,
 --           with the opcode as "Unknown (129)" and the two bits inside "Reserved");
 --   quench's test header, 28 octets at the start of a test frame's payload (UDP port 50101,
---           or a RoCEv2 SEND's payload): magic "QNCH", version, clock, flow, sequence, time.
+--           or a RoCEv2 SEND's payload): magic "QNCH", version, clock, flow, sequence, time;
+--   quench's INT header after it (magic "QINT"): the hops HPCC's switches stamped (line rate,
+--           time, bytes, queue length each, as ns-3's IntHop packs them) or PINT's code;
+--   quench's ACK (magic "QACK", from UDP port 50101): flow, sequence, echoed time, ECN echo,
+--           and the INT header echoed.
 -- The layouts are those of engine/wire/src/cntag.rs, cnm.rs (reference/protocols.md, IEEE
--- 802.1Q-2022 clause 33.4), roce.rs (IBTA vol. 1 annex A17) and testhdr.rs.
+-- 802.1Q-2022 clause 33.4), roce.rs (IBTA vol. 1 annex A17), testhdr.rs, int.rs and ack.rs.
 --
 -- Use:  tshark -X lua_script:tools/wireshark/quench.lua -r capture.pcap
 --       wireshark -X lua_script:tools/wireshark/quench.lua capture.pcap
 -- or copy this file to ~/.local/lib/wireshark/plugins/ to load it every time.
 --
--- Filter names: cntag.*, cnm.*, cnp.*, qnch.* (e.g. `cnm.qntzfb > 30`, `cntag.rpid == 7`,
--- `cnp.becn == 1`, `qnch.flow == 3 && qnch.seq > 100`). A CNM shorter than its header, or whose
--- MSDU length is over 64 or runs past the frame, a CNP shorter than its 32 octets, and a test
--- header cut short are flagged malformed.
+-- Filter names: cntag.*, cnm.*, cnp.*, qnch.*, qint.*, qack.* (e.g. `cnm.qntzfb > 30`,
+-- `cntag.rpid == 7`, `cnp.becn == 1`, `qnch.flow == 3 && qnch.seq > 100`, `qint.nhop == 2`). A
+-- CNM shorter than its header, or whose MSDU length is over 64 or runs past the frame, a CNP
+-- shorter than its 32 octets, and a test, INT or ACK header cut short are flagged malformed.
 
 local CNTAG_ETHERTYPE = 0x22E9
 local CNM_ETHERTYPE = 0x22E7
@@ -217,23 +221,115 @@ local e_qnch_version = ProtoExpert.new("qnch.version.unknown", "Test header vers
                                        expert.group.PROTOCOL, expert.severity.WARN)
 p_qnch.experts = { e_qnch_short, e_qnch_version }
 
+------------------------------------------------------------------------------------------------
+-- quench's own headers (testhdr.rs, int.rs, ack.rs) start with a 4-octet magic.
+
+-- The tree of `proto`'s header of `len` octets at the start of `tvb`, with its magic field:
+-- nil when `tvb` does not start with `magic`; then whether the header is whole (one cut short
+-- is flagged with `e_short`).
+local function header_start(tvb, tree, proto, magic_field, magic, len, e_short)
+  local n = tvb:len()
+  if n < 4 or tvb(0, 4):uint() ~= magic then return nil, false end
+  local t = tree:add(proto, tvb(0, math.min(n, len)))
+  t:add(magic_field, tvb(0, 4))
+  if n < len then
+    t:add_proto_expert_info(e_short, string.format("%d octets of %d", n, len))
+    return t, false
+  end
+  return t, true
+end
+
+------------------------------------------------------------------------------------------------
+-- quench's INT header (int.rs), after the test header: ns-3 HPCC's IntHeader
+local QINT_MAGIC = 0x51494E54 -- "QINT"
+local QINT_FIXED = 8
+local QINT_MAX_HOPS = 5
+local QINT_LEN = { [0] = QINT_FIXED + 8 * QINT_MAX_HOPS, [1] = QINT_FIXED + 2 }
+-- IntHop::lineRateValues, by the 3-bit code.
+local QINT_RATES = { [0] = "25G", "50G", "100G", "200G", "400G", "?", "?", "?" }
+local p_qint = Proto("qint", "quench INT (HPCC in-band telemetry)")
+local qint = {
+  magic   = ProtoField.uint32("qint.magic", "Magic", base.HEX),
+  version = ProtoField.uint8("qint.version", "Version"),
+  mode    = ProtoField.uint8("qint.mode", "Mode", base.DEC,
+                             { [0] = "hops (HPCC)", [1] = "PINT (HPCC-PINT)" }),
+  nhop    = ProtoField.uint16("qint.nhop", "Hops stamped"),
+  hop     = ProtoField.uint64("qint.hop", "Hop word", base.HEX),
+  rate    = ProtoField.string("qint.hop.rate", "Line rate"),
+  time    = ProtoField.uint32("qint.hop.time", "Time (ns, mod 2^24)"),
+  bytes   = ProtoField.uint32("qint.hop.bytes", "Bytes sent (units of 128 x INT_MULTI)"),
+  qlen    = ProtoField.uint32("qint.hop.qlen", "Queue length (units of 80 x INT_MULTI)"),
+  power   = ProtoField.uint16("qint.power", "PINT utilisation code"),
+}
+p_qint.fields = { qint.magic, qint.version, qint.mode, qint.nhop, qint.hop, qint.rate, qint.time,
+                  qint.bytes, qint.qlen, qint.power }
+local e_qint_short = ProtoExpert.new("qint.short", "INT header shorter than its mode's length",
+                                     expert.group.MALFORMED, expert.severity.ERROR)
+local e_qint_mode = ProtoExpert.new("qint.mode.unknown", "INT header of an unknown version or mode",
+                                    expert.group.PROTOCOL, expert.severity.WARN)
+p_qint.experts = { e_qint_short, e_qint_mode }
+
+-- Bits [lo, lo + n) of the hop word whose low 32 bits are `lo32` and high 32 bits `hi32`.
+local function hop_field(lo32, hi32, lo, n)
+  local w = UInt64(lo32, hi32)
+  return w:rshift(lo):band(UInt64((2 ^ n) - 1)):tonumber()
+end
+
+-- Dissects an INT header at the start of `tvb`: the octets used, 0 when it is none.
+local function dissect_qint(tvb, pinfo, tree)
+  local n = tvb:len()
+  local t, whole = header_start(tvb, tree, p_qint, qint.magic, QINT_MAGIC, QINT_FIXED, e_qint_short)
+  if t == nil then return 0 end
+  if not whole then return n end
+  t:add(qint.version, tvb(4, 1))
+  t:add(qint.mode, tvb(5, 1))
+  t:add(qint.nhop, tvb(6, 2))
+  local mode, nhop = tvb(5, 1):uint(), tvb(6, 2):uint()
+  local len = QINT_LEN[mode]
+  if tvb(4, 1):uint() ~= 1 or len == nil then
+    t:add_proto_expert_info(e_qint_mode)
+    return QINT_FIXED
+  end
+  if n < len then
+    t:add_proto_expert_info(e_qint_short, string.format("%d octets of %d", n, len))
+    return n
+  end
+  t:set_len(len)
+  if mode == 0 then
+    for i = 0, math.min(nhop, QINT_MAX_HOPS) - 1 do
+      local at = QINT_FIXED + 8 * i
+      -- IntHeader::Serialize: the word's low 32 bits first, each half big-endian.
+      local lo32, hi32 = tvb(at, 4):uint(), tvb(at + 4, 4):uint()
+      local h = t:add(qint.hop, tvb(at, 8), UInt64(lo32, hi32))
+      h:add(qint.rate, tvb(at, 8), QINT_RATES[hop_field(lo32, hi32, 0, 3)])
+      h:add(qint.time, tvb(at, 8), hop_field(lo32, hi32, 3, 24))
+      h:add(qint.bytes, tvb(at, 8), hop_field(lo32, hi32, 27, 20))
+      h:add(qint.qlen, tvb(at, 8), hop_field(lo32, hi32, 47, 17))
+    end
+    t:append_text(string.format(", %d hop(s)", nhop))
+  else
+    t:add(qint.power, tvb(QINT_FIXED, 2))
+    t:append_text(string.format(", PINT code %d", tvb(QINT_FIXED, 2):uint()))
+  end
+  pinfo.cols.info:append(string.format(" [INT %d hop(s)]", nhop))
+  return len
+end
+
 -- Dissects a test header at the start of `tvb`: the octets used, 0 when it is none.
 local function dissect_qnch(tvb, pinfo, tree)
   local n = tvb:len()
-  if n < 4 or tvb(0, 4):uint() ~= QNCH_MAGIC then return 0 end
-  local t = tree:add(p_qnch, tvb(0, math.min(n, QNCH_LEN)))
-  t:add(qnch.magic, tvb(0, 4))
-  if n < QNCH_LEN then
-    t:add_proto_expert_info(e_qnch_short, string.format("%d octets of 28", n))
-    return n
-  end
+  local t, whole = header_start(tvb, tree, p_qnch, qnch.magic, QNCH_MAGIC, QNCH_LEN, e_qnch_short)
+  if t == nil then return 0 end
+  if not whole then return n end
   local v = t:add(qnch.version, tvb(4, 1))
   if tvb(4, 1):uint() ~= 1 then v:add_proto_expert_info(e_qnch_version) end
   t:add(qnch.clock, tvb(5, 3))
   t:add(qnch.flow, tvb(8, 4))
   t:add(qnch.seq, tvb(12, 8))
   t:add(qnch.tx_ns, tvb(20, 8))
-  if n > QNCH_LEN then t:add(qnch.filler, tvb(QNCH_LEN)) end
+  local at = QNCH_LEN
+  if n > QNCH_LEN then at = at + dissect_qint(tvb(QNCH_LEN), pinfo, tree) end
+  if n > at then t:add(qnch.filler, tvb(at)) end
   t:append_text(string.format(", flow %d, seq %s", tvb(8, 4):uint(),
                               tostring(tvb(12, 8):uint64())))
   pinfo.cols.info:append(string.format(" [quench flow %d seq %s]", tvb(8, 4):uint(),
@@ -241,9 +337,43 @@ local function dissect_qnch(tvb, pinfo, tree)
   return n
 end
 
+------------------------------------------------------------------------------------------------
+-- quench's ACK (ack.rs), from UDP port 50101: ns-3 HPCC's qbbHeader ACK
+local QACK_MAGIC = 0x5141434B -- "QACK"
+local QACK_LEN = 28
+local p_qack = Proto("qack", "quench ACK")
+local qack = {
+  magic   = ProtoField.uint32("qack.magic", "Magic", base.HEX),
+  version = ProtoField.uint8("qack.version", "Version"),
+  ece     = ProtoField.bool("qack.ece", "ECN echo (CE)", 8, nil, 0x01),
+  flow    = ProtoField.uint32("qack.flow", "Flow ID"),
+  seq     = ProtoField.uint64("qack.seq", "Acknowledged sequence number"),
+  tx_ns   = ProtoField.uint64("qack.tx_ns", "Echoed transmit time (ns)"),
+}
+p_qack.fields = { qack.magic, qack.version, qack.ece, qack.flow, qack.seq, qack.tx_ns }
+local e_qack_short = ProtoExpert.new("qack.short", "ACK shorter than 28 octets",
+                                     expert.group.MALFORMED, expert.severity.ERROR)
+p_qack.experts = { e_qack_short }
+
+local function dissect_qack(tvb, pinfo, tree)
+  local n = tvb:len()
+  local t, whole = header_start(tvb, tree, p_qack, qack.magic, QACK_MAGIC, QACK_LEN, e_qack_short)
+  if t == nil then return 0 end
+  if not whole then return n end
+  t:add(qack.version, tvb(4, 1))
+  t:add(qack.ece, tvb(5, 1))
+  t:add(qack.flow, tvb(8, 4))
+  t:add(qack.seq, tvb(12, 8))
+  t:add(qack.tx_ns, tvb(20, 8))
+  pinfo.cols.protocol = "QACK"
+  pinfo.cols.info:append(string.format(" [quench ACK flow %d]", tvb(8, 4):uint()))
+  if n > QACK_LEN then dissect_qint(tvb(QACK_LEN), pinfo, tree) end
+  return n
+end
+
 function p_qnch.dissector(tvb, pinfo, tree)
   local used = dissect_qnch(tvb, pinfo, tree)
-  if used == 0 then return 0 end
+  if used == 0 then return dissect_qack(tvb, pinfo, tree) end
   pinfo.cols.protocol = "QNCH"
   return used
 end

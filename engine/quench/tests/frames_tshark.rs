@@ -446,3 +446,131 @@ fn decode_reads_pcapng_written_by_tshark() {
     let _ = std::fs::remove_file(&pcap);
     let _ = std::fs::remove_file(&ng);
 }
+
+/// A test frame whose INT header two switches stamped (hops: 100G, t 0x123456 ns, 5 x 128
+/// octets sent, 3 x 80 queued; then 25G, t 7, 0, 0), one with PINT's code 627, and the ACK of
+/// the first, echoing its hops and a CE mark: tshark with
+/// the dissector reads every field as ns-3's `IntHop` packs it, and tshark finds the UDP
+/// checksum the stamps updated good (`udp.checksum.status` 1).
+#[test]
+fn tshark_decodes_int_hops() {
+    use quench_wire::ethernet::{ethertype, L2Repr};
+    use quench_wire::frame::{emit_test_frame_int, stamp_int, Ipv4UdpHeaders};
+    use quench_wire::int::{self, IntRepr, Mode};
+    use quench_wire::ipv4::Ecn;
+    use quench_wire::pcap::PcapWriter;
+    use quench_wire::testhdr::{self, TestHdrRepr};
+    use units::{FlowId, Instant};
+
+    if !have("tshark", "--version") {
+        println!("SKIP tshark_decodes_int_hops: tshark not installed (scripts/setup.sh)");
+        return;
+    }
+    let mac = |b| quench_wire::MacAddr(2, 0, 0, 0, 0, b);
+    let h = Ipv4UdpHeaders {
+        l2: L2Repr::new(mac(2), mac(1), ethertype::IPV4),
+        src: "10.0.0.1".parse().unwrap(),
+        dst: "10.0.0.2".parse().unwrap(),
+        dscp: 26,
+        ecn: Ecn::Ect0,
+        src_port: 40_000,
+        dst_port: testhdr::UDP_PORT,
+    };
+    let l3 = h.l2.buffer_len();
+    let hdr = TestHdrRepr::new(FlowId(3), 9, Instant::from_nanos(1000));
+    let word = |rate: u64, t: u64, bytes: u64, q: u64| rate | t << 3 | bytes << 27 | q << 47;
+    let mut frames = Vec::new();
+    for mode in [Mode::Hops, Mode::Pint] {
+        let mut buf = vec![0u8; 1500];
+        let n = emit_test_frame_int(&h, &hdr, Some(&IntRepr::empty(mode)), 200, &mut buf).unwrap();
+        buf.truncate(n);
+        match mode {
+            Mode::Hops => {
+                for w in [word(2, 0x12_3456, 5, 3), word(0, 7, 0, 0)] {
+                    assert_eq!(stamp_int(&mut buf, l3, |b| int::push_hop(b, w)), Ok(true));
+                }
+            }
+            Mode::Pint => {
+                assert_eq!(
+                    stamp_int(&mut buf, l3, |b| int::fold_pint(b, 627)),
+                    Ok(true)
+                );
+            }
+        }
+        frames.push(buf);
+    }
+    // The receiver's ACK of the first frame: CE echoed, the hops echoed.
+    let at = quench_wire::frame::int_offset(&frames[0], l3).unwrap();
+    let ack = quench_wire::ack::AckRepr {
+        flags: quench_wire::ack::FLAG_ECE,
+        reserved: 0,
+        flow: FlowId(3),
+        seq: 9,
+        tx: Instant::from_nanos(1000),
+        int: Some(IntRepr::parse(&frames[0][at..]).unwrap()),
+    };
+    let mut buf = vec![0u8; 256];
+    let n = quench_wire::frame::emit_ack_reply(
+        &h.l2,
+        h.src,
+        h.dst,
+        h.src_port,
+        26,
+        mac(2),
+        &ack,
+        &mut buf,
+    )
+    .unwrap();
+    buf.truncate(n);
+    frames.push(buf);
+    let path = std::env::temp_dir().join(format!("quench-int-{}.pcap", std::process::id()));
+    let mut w = PcapWriter::new(std::fs::File::create(&path).unwrap()).unwrap();
+    for f in &frames {
+        w.write(Instant::ZERO, f).unwrap();
+    }
+    w.finish().unwrap();
+    let fields = [
+        "_ws.malformed",
+        "_ws.expert",
+        "udp.checksum.status",
+        "qnch.flow",
+        "qint.mode",
+        "qint.nhop",
+        "qint.hop.rate",
+        "qint.hop.time",
+        "qint.hop.bytes",
+        "qint.hop.qlen",
+        "qint.power",
+        "qack.flow",
+        "qack.seq",
+        "qack.ece",
+    ];
+    let mut cmd = Command::new("tshark");
+    cmd.arg("-X")
+        .arg(format!("lua_script:{}", dissector().display()))
+        .arg("-r")
+        .arg(&path)
+        .args(["-T", "fields", "-E", "separator=|", "-E", "occurrence=a"])
+        .args(["-o", "udp.check_checksum:TRUE"]);
+    for f in fields {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().expect("run tshark");
+    let _ = std::fs::remove_file(&path);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "||1|3|0|2|100G,25G|1193046,7|5,0|3,0||||",
+            "||1|3|1|1|||||627|||",
+            "||1||0|2|100G,25G|1193046,7|5,0|3,0||3|9|1",
+        ],
+        "{text}"
+    );
+}

@@ -18,8 +18,10 @@ use std::net::Ipv4Addr;
 use pnet_base::MacAddr;
 use pnet_packet::ethernet::EtherType;
 
+use super::ack::AckRepr;
 use super::cnm::{self, CnmError, CnmRepr};
 use super::ethernet::{ethertype, EthernetError, L2Repr, VlanTag, VlanTci, MIN_FRAME_LEN};
+use super::int::{self, IntError, IntRepr};
 use super::ipv4::{self, Ecn, Ipv4Error, Ipv4Repr};
 use super::pfc::{PfcError, PfcRepr};
 use super::roce::{self, BthRepr, RoceError};
@@ -100,14 +102,104 @@ pub fn emit_test_frame(
     frame_len: usize,
     buf: &mut [u8],
 ) -> Result<usize, EmitError> {
+    emit_test_frame_int(h, hdr, None, frame_len, buf)
+}
+
+/// [`emit_test_frame`] with an INT header (`int::OFFSET`) after the test header when `int` is
+/// given: the space the switches on the path stamp.
+pub fn emit_test_frame_int(
+    h: &Ipv4UdpHeaders,
+    hdr: &TestHdrRepr,
+    int: Option<&IntRepr>,
+    frame_len: usize,
+    buf: &mut [u8],
+) -> Result<usize, EmitError> {
     let overhead = h.l2.buffer_len() + ipv4::HEADER_LEN + udp::HEADER_LEN;
-    let payload_len = frame_len.saturating_sub(overhead).max(testhdr::LEN);
+    let min = testhdr::LEN + int.map_or(0, IntRepr::buffer_len);
+    let payload_len = frame_len.saturating_sub(overhead).max(min);
     let (len, _, _) = emit_ipv4_udp(h, true, payload_len, buf, |p| {
-        let n = hdr.emit(p)?;
+        let mut n = hdr.emit(p)?;
+        if let Some(i) = int {
+            n += i.emit(&mut p[n..])?;
+        }
         p[n..].fill(0);
         Ok(())
     })?;
     Ok(len)
+}
+
+/// Where the INT header of a test frame starts: `frame`'s IPv4 header at `l3` carries an
+/// unfragmented UDP datagram to [`testhdr::UDP_PORT`] whose payload holds a test header and
+/// then the INT magic (`int::MAGIC`). `None` for any other frame.
+pub fn int_offset(frame: &[u8], l3: usize) -> Option<usize> {
+    int_at(frame, l3).map(|(at, _, _)| at)
+}
+
+/// [`int_offset`], where the UDP datagram ends, and where its checksum is.
+fn int_at(frame: &[u8], l3: usize) -> Option<(usize, usize, usize)> {
+    let ip = frame.get(l3..)?;
+    let (h, hl) = ipv4::Ipv4Flow::read(ip).ok()?;
+    if h.protocol != ipv4::PROTO_UDP.0 || h.fragment {
+        return None;
+    }
+    // read checked that the total length is within the frame.
+    let ip_end = l3 + usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+    let udp_at = l3 + hl;
+    let u = frame.get(udp_at..udp_at + udp::HEADER_LEN)?;
+    if u16::from_be_bytes([u[2], u[3]]) != testhdr::UDP_PORT {
+        return None;
+    }
+    let end = (udp_at + usize::from(u16::from_be_bytes([u[4], u[5]]))).min(ip_end);
+    let at = udp_at + udp::HEADER_LEN + int::OFFSET;
+    let magic = frame.get(at..end)?.get(..4)?;
+    (magic == int::MAGIC.to_be_bytes()).then_some((at, end, udp_at + 6))
+}
+
+/// The 16-bit one's-complement sum of `b` (an even number of octets), folded.
+fn ones_sum(b: &[u8]) -> u16 {
+    let mut s: u32 = b
+        .chunks_exact(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    while s > 0xFFFF {
+        s = (s & 0xFFFF) + (s >> 16);
+    }
+    s as u16
+}
+
+/// Stamps the INT header of a test frame in place with `stamp` (`int::push_hop` or
+/// `int::fold_pint`, given the header's octets) and keeps the UDP checksum valid (RFC 1624,
+/// eqn. 3, over the header's octets, which start at an even offset of the datagram; a zero
+/// checksum, none sent, stays zero). `Ok(false)`: the frame has no INT header
+/// ([`int_offset`]).
+pub fn stamp_int(
+    frame: &mut [u8],
+    l3: usize,
+    stamp: impl FnOnce(&mut [u8]) -> Result<usize, IntError>,
+) -> Result<bool, IntError> {
+    let Some((at, end, sum_at)) = int_at(frame, l3) else {
+        return Ok(false);
+    };
+    let mut old = [0u8; int::HOPS_LEN];
+    let have = (end - at).min(int::HOPS_LEN);
+    old[..have].copy_from_slice(&frame[at..at + have]);
+    // Within the datagram: the octets the checksum covers.
+    let len = stamp(&mut frame[at..end])?;
+    let before = ones_sum(&old[..len]);
+    let after = ones_sum(&frame[at..at + len]);
+    let hc = u16::from_be_bytes([frame[sum_at], frame[sum_at + 1]]);
+    if hc != 0 {
+        let mut s = u32::from(!hc) + u32::from(!before) + u32::from(after);
+        while s > 0xFFFF {
+            s = (s & 0xFFFF) + (s >> 16);
+        }
+        let c = match !(s as u16) {
+            0 => 0xFFFF,
+            c => c,
+        };
+        frame[sum_at..sum_at + 2].copy_from_slice(&c.to_be_bytes());
+    }
+    Ok(true)
 }
 
 /// What follows a RoCEv2 BTH in frames quench builds.
@@ -199,6 +291,42 @@ pub fn emit_cnp_reply(
     emit_roce_frame(&h, &BthRepr::cnp(qp), &RocePayload::Cnp, buf)
 }
 
+/// Writes the ACK (`ack`, [`crate::ack`]) a receiver sends for a test frame whose L2 header is
+/// `data_l2`, IPv4 addresses `data_src` -> `data_dst` and UDP source port `data_src_port`: to
+/// the data's source MAC, address and port, from `our_mac`, the data's destination address and
+/// [`testhdr::UDP_PORT`], the data's VLAN tags and DSCP kept, not ECN-capable, a real UDP
+/// checksum.
+#[allow(clippy::too_many_arguments)]
+pub fn emit_ack_reply(
+    data_l2: &L2Repr,
+    data_src: Ipv4Addr,
+    data_dst: Ipv4Addr,
+    data_src_port: u16,
+    dscp: u8,
+    our_mac: MacAddr,
+    ack: &AckRepr,
+    buf: &mut [u8],
+) -> Result<usize, EmitError> {
+    let mut l2 = *data_l2;
+    l2.dst = data_l2.src;
+    l2.src = our_mac;
+    l2.rpid = None;
+    let h = Ipv4UdpHeaders {
+        l2,
+        src: data_dst,
+        dst: data_src,
+        dscp,
+        ecn: Ecn::NotEct,
+        src_port: testhdr::UDP_PORT,
+        dst_port: data_src_port,
+    };
+    let (len, _, _) = emit_ipv4_udp(&h, true, ack.buffer_len(), buf, |p| {
+        ack.emit(p)?;
+        Ok(())
+    })?;
+    Ok(len)
+}
+
 /// EtherType of [`announce_frame`]: IEEE Std 802's Local Experimental EtherType 1 (802-2014
 /// 9.2.2), which no protocol is assigned and every station's stack discards.
 pub const ANNOUNCE_ETHERTYPE: EtherType = EtherType(0x88B5);
@@ -262,6 +390,8 @@ pub enum UdpBody {
     },
     /// quench test traffic (to UDP [`testhdr::UDP_PORT`], or from it: reflected back).
     Test(TestHdrRepr),
+    /// A receiver's ACK of test traffic (from UDP [`testhdr::UDP_PORT`], [`crate::ack`]).
+    Ack(AckRepr),
     /// Some other UDP port: payload not read.
     Other,
 }
@@ -360,9 +490,12 @@ fn decode_udp(ip_packet: &[u8], ip: &Ipv4Repr, hl: usize) -> Result<IpBody, Fram
     } else if udp.dst_port == testhdr::UDP_PORT {
         UdpBody::Test(TestHdrRepr::parse(payload)?)
     } else if udp.src_port == testhdr::UDP_PORT {
-        // A test frame a reflector sent back (ports swapped); another application's datagram
-        // from that port is not an error.
-        TestHdrRepr::parse(payload).map_or(UdpBody::Other, UdpBody::Test)
+        // A test frame a reflector sent back (ports swapped), or a receiver's ACK; another
+        // application's datagram from that port is not an error.
+        TestHdrRepr::parse(payload).map_or_else(
+            |_| AckRepr::parse(payload).map_or(UdpBody::Other, UdpBody::Ack),
+            UdpBody::Test,
+        )
     } else {
         UdpBody::Other
     };
@@ -481,6 +614,17 @@ pub fn describe(frame: &[u8], link: units::Rate) -> String {
                             }
                         }
                         UdpBody::Test(t) => write_test(&mut s, &t),
+                        UdpBody::Ack(a) => {
+                            let _ = write!(
+                                s,
+                                " ack(flow={} seq={} tx_ns={} ece={} int_hops={})",
+                                a.flow.0,
+                                a.seq,
+                                a.tx.as_nanos(),
+                                u8::from(a.ece()),
+                                a.int.map_or(0, |i| i.nhop)
+                            );
+                        }
                         UdpBody::Other => {}
                     }
                 }
@@ -588,6 +732,66 @@ mod tests {
 
     fn hdr() -> TestHdrRepr {
         TestHdrRepr::new(FlowId(7), 3, Instant::from_nanos(123_456))
+    }
+
+    /// A test frame with an empty INT header of `mode`; its IPv4 header's offset.
+    fn int_frame(mode: int::Mode, len: usize) -> (Vec<u8>, usize) {
+        let h = headers(Ecn::Ect0);
+        let mut buf = vec![0u8; 1600];
+        let n =
+            emit_test_frame_int(&h, &hdr(), Some(&IntRepr::empty(mode)), len, &mut buf).unwrap();
+        buf.truncate(n);
+        (buf, h.l2.buffer_len())
+    }
+
+    /// The UDP header and payload of a test frame, checked (checksum included) by decode.
+    fn decoded_udp(frame: &[u8]) -> UdpRepr {
+        match decode(frame).unwrap().body {
+            Body::Ipv4 {
+                body: IpBody::Udp { udp, .. },
+                ..
+            } => udp,
+            b => panic!("not UDP: {b:?}"),
+        }
+    }
+
+    #[test]
+    fn int_stamps_keep_the_udp_checksum_valid() {
+        for (mode, len) in [
+            (int::Mode::Hops, 60),
+            (int::Mode::Hops, 1000),
+            (int::Mode::Pint, 60),
+        ] {
+            let (mut f, l3) = int_frame(mode, len);
+            let at = int_offset(&f, l3).unwrap();
+            assert!(decoded_udp(&f).checksummed);
+            for (k, w) in [0x1234_5678_9abc_def0u64, u64::MAX, 7]
+                .into_iter()
+                .enumerate()
+            {
+                let stamped = match mode {
+                    int::Mode::Hops => stamp_int(&mut f, l3, |b| int::push_hop(b, w)),
+                    int::Mode::Pint => stamp_int(&mut f, l3, |b| int::fold_pint(b, w as u16)),
+                };
+                assert_eq!(stamped, Ok(true));
+                // decode verifies the checksum.
+                decoded_udp(&f);
+                let r = IntRepr::parse(&f[at..]).unwrap();
+                assert_eq!(usize::from(r.nhop), k + 1);
+            }
+        }
+        // A frame without INT space is left alone.
+        let h = headers(Ecn::Ect0);
+        let mut buf = vec![0u8; 200];
+        let n = emit_test_frame(&h, &hdr(), 200, &mut buf).unwrap();
+        let before = buf.clone();
+        let l3 = h.l2.buffer_len();
+        assert_eq!(int_offset(&buf[..n], l3), None);
+        assert_eq!(
+            stamp_int(&mut buf[..n], l3, |b| int::push_hop(b, 1)),
+            Ok(false)
+        );
+        assert_eq!(buf, before);
     }
 
     #[test]
@@ -738,6 +942,13 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn int_stamping_never_panics(mut bytes in proptest::collection::vec(any::<u8>(), 0..200),
+                                     l3 in 0usize..40, w: u64) {
+            let _ = int_offset(&bytes, l3);
+            let _ = stamp_int(&mut bytes, l3, |b| int::push_hop(b, w));
+        }
+
         #[test]
         fn no_bytes_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
             let _ = decode(&bytes);

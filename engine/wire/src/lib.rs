@@ -23,11 +23,13 @@
 //! Byte order is network order (big-endian) except the RoCEv2 ICRC, which is stored
 //! little-endian (see `roce`).
 
+pub mod ack;
 pub mod classify;
 pub mod cnm;
 pub mod cntag;
 pub mod ethernet;
 pub mod frame;
+pub mod int;
 pub mod ipv4;
 pub mod ipv6;
 pub mod pcap;
