@@ -384,6 +384,22 @@ impl Rate {
 }
 
 impl Duration {
+    /// A duration with its unit ([`Duration::parse`]), or a bare number of seconds, which an
+    /// option that once took bare seconds still reads: then the number comes back too, so the
+    /// caller can say how to write it.
+    pub fn parse_or_secs(s: &str) -> Result<(Duration, Option<f64>), ParseUnitError> {
+        match Duration::parse(s) {
+            Ok(d) => Ok((d, None)),
+            Err(e) => match s.trim().parse::<f64>() {
+                Ok(secs) if secs.is_finite() && secs >= 0.0 => Ok((
+                    Duration::from_nanos((secs * 1e9).round() as u64),
+                    Some(secs),
+                )),
+                _ => Err(e),
+            },
+        }
+    }
+
     /// Parses a duration with an explicit unit: `ns`, `us`, `ms`, `s`, `min`, `h`; decimals
     /// allowed (`1.5s`). A bare number is refused: its unit would be a guess.
     pub fn parse(s: &str) -> Result<Duration, ParseUnitError> {

@@ -186,6 +186,14 @@ pub enum OpenError {
     },
 }
 
+/// The bundled names of `kinds`, in [`BUNDLED`]'s order.
+pub fn names_of(kinds: &[Kind]) -> impl Iterator<Item = &'static str> + '_ {
+    BUNDLED
+        .iter()
+        .filter(|b| kinds.contains(&b.kind))
+        .map(|b| b.name)
+}
+
 /// Whether `arg` is a bundled name rather than a path (see the module documentation).
 pub fn is_name(arg: &str) -> bool {
     !arg.is_empty() && !arg.contains(['/', '.'])

@@ -4,6 +4,20 @@ use std::fmt::Write as _;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+/// A machine-readable line's object: `value`'s fields with `"type": kind` added (a value that
+/// is not an object goes under the key `kind`), so every JSON line says what it is.
+pub fn tagged(kind: &str, value: serde_json::Value) -> serde_json::Value {
+    let mut o = serde_json::Map::new();
+    o.insert("type".into(), kind.into());
+    match value {
+        serde_json::Value::Object(m) => o.extend(m),
+        other => {
+            o.insert(kind.into(), other);
+        }
+    }
+    serde_json::Value::Object(o)
+}
+
 /// Latency figures in nanoseconds.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]

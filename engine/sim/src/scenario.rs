@@ -45,6 +45,8 @@ use serde::Deserialize;
 use units::keys::{key, Key, KeyDefault, Range, Type};
 use units::{Duration, Instant, Rate};
 
+use quench_config::reference;
+
 use super::cc::CcSections;
 use super::config::{HostConfig, LinkChange, RunConfig, SwitchConfig};
 use super::rng::{self, Stream};
@@ -855,6 +857,50 @@ pub fn set_dotted(t: &mut toml::Table, key: &str, v: toml::Value) -> anyhow::Res
     cur.insert(last.to_string(), v);
     Ok(())
 }
+
+/// `quench sim --scenario` / `--overrides`: the configuration reference's kind (`quench presets
+/// --keys scenario`).
+pub const KIND: reference::Kind = reference::Kind {
+    name: "scenario",
+    about: "`quench sim --scenario NAME|FILE` (bundled: `incast`), and `quench sim \
+            --overrides FILE` (the same keys, over the command line's inputs).",
+    sections: &[
+        reference::own("top level", &[KEYS]),
+        reference::own("[host]", &[HOST_KEYS]),
+        reference::own("[switch]", &[SWITCH_KEYS]),
+        reference::own("[[link_change]]", &[LINK_CHANGE_KEYS]),
+        reference::own("[[flow]]", &[FLOW_KEYS]),
+        reference::own("[[poisson]]", &[POISSON_KEYS]),
+        reference::params("[dcqcn_rp]", &reference::DCQCN_RP),
+        reference::params("[qcn_rp]", &reference::QCN_RP),
+        reference::params("[np]", &reference::NP),
+        reference::params("[hpcc_rp]", &reference::HPCC_RP),
+        reference::params("[timely_rp]", &reference::TIMELY_RP),
+        reference::params("[dctcp_rp]", &reference::DCTCP_RP),
+        reference::params("[pint_rp]", &reference::PINT_RP),
+        reference::Section::Params {
+            title: "[red]",
+            params: &reference::RED,
+            extra: RED_KEYS,
+        },
+        reference::Section::Own {
+            title: "[[red.by_rate]]",
+            about: "Values for one link speed: `rate` and any `[red]` key.",
+            keys: &[RED_BY_RATE_KEYS],
+        },
+        reference::params("[qcn_cp]", &reference::QCN_CP),
+        reference::Section::Params {
+            title: "[pfc]",
+            params: &reference::PFC,
+            extra: ENABLED_KEYS,
+        },
+        reference::Section::Params {
+            title: "[tcd]",
+            params: &reference::TCD,
+            extra: ENABLED_KEYS,
+        },
+    ],
+};
 
 #[cfg(test)]
 mod tests {

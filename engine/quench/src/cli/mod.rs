@@ -44,15 +44,8 @@ macro_rules! jsonln {
 /// See [`jsonln!`].
 pub fn json_line(kind: &str, value: serde_json::Value) -> std::io::Result<()> {
     use std::io::Write as _;
-    let mut o = serde_json::Map::new();
-    o.insert("type".into(), kind.into());
-    match value {
-        serde_json::Value::Object(m) => o.extend(m),
-        other => {
-            o.insert(kind.into(), other);
-        }
-    }
-    writeln!(std::io::stdout().lock(), "{}", serde_json::Value::Object(o))
+    let line = quench_report::summary::tagged(kind, value);
+    writeln!(std::io::stdout().lock(), "{line}")
 }
 
 /// Machine-readable text (a CSV table) on standard output, wherever the human report goes.
@@ -125,16 +118,11 @@ pub(crate) fn duration_arg(s: &str) -> Result<Duration, String> {
 /// Value parser of an option that once took bare seconds (`--duration 10`): a duration with its
 /// unit, or a bare number read as seconds with a deprecation hint.
 pub(crate) fn duration_or_secs_arg(s: &str) -> Result<Duration, String> {
-    match Duration::parse(s) {
-        Ok(d) => Ok(d),
-        Err(e) => match s.trim().parse::<f64>() {
-            Ok(secs) if secs.is_finite() && secs >= 0.0 => {
-                eprintln!("warning: a duration without a unit is deprecated: write {secs}s");
-                Ok(Duration::from_nanos((secs * 1e9).round() as u64))
-            }
-            _ => Err(e.to_string()),
-        },
+    let (d, bare) = Duration::parse_or_secs(s).map_err(|e| e.to_string())?;
+    if let Some(secs) = bare {
+        eprintln!("warning: a duration without a unit is deprecated: write {secs}s");
     }
+    Ok(d)
 }
 
 /// Value parser of every rate option: a number and a unit, `300mbit`, `1gbit`, `125MBps`.
@@ -282,15 +270,10 @@ impl NameParser {
     }
 
     fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
-        let bundled = quench_config::bundled::BUNDLED
-            .iter()
-            .filter(|b| self.kinds.contains(&b.kind))
-            .map(|b| b.name);
         let run_py = quench_sim::ns3::RUN_PY_PRESETS
             .iter()
-            .filter(|_| self.run_py)
-            .map(|p| p.name);
-        bundled.chain(run_py)
+            .filter(|_| self.run_py);
+        quench_config::bundled::names_of(self.kinds).chain(run_py.map(|p| p.name))
     }
 }
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use quench_runtime::switch::config::DEFAULT_CONTROL_SOCKET;
-use quench_runtime::switch::control::query_json;
+use quench_runtime::switch::control::{query_answer, Answer};
 use quench_runtime::switch::stats::{PortSnapshot, Snapshot};
 
 #[derive(clap::Args, Debug)]
@@ -158,24 +158,6 @@ pub fn table(now: &Snapshot, prev: Option<&Snapshot>) -> String {
     s
 }
 
-/// What a control socket answered: a switch's snapshot or an appliance's.
-enum Answer {
-    Switch(Box<Snapshot>),
-    Appliance(serde_json::Value),
-}
-
-impl Answer {
-    fn parse(v: serde_json::Value) -> anyhow::Result<Answer> {
-        if v.get("appliance").is_some() {
-            return Ok(Answer::Appliance(v));
-        }
-        Ok(Answer::Switch(Box::new(
-            serde_json::from_value(v)
-                .context("the answer is neither a switch's nor an appliance's")?,
-        )))
-    }
-}
-
 /// The appliance's table (`quench appliance`'s control-socket answer, cli/appliance.rs
 /// `snapshot`); with `prev`, the released rate is over the interval since it.
 pub fn appliance_table(now: &serde_json::Value, prev: Option<&serde_json::Value>) -> String {
@@ -251,17 +233,7 @@ pub fn appliance_table(now: &serde_json::Value, prev: Option<&serde_json::Value>
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let get = || {
-        query_json(&args.control_socket)
-            .with_context(|| {
-                format!(
-                    "no quench switch or appliance answering on {} (is it running, in this \
-                     network namespace?)",
-                    args.control_socket.display()
-                )
-            })
-            .and_then(Answer::parse)
-    };
+    let get = || query_answer(&args.control_socket);
     // SIGINT / SIGTERM end a watch with status 0 (every table printed is complete).
     let stop = quench_port::worker::stop_on_signals().context("installing signal handlers")?;
     let stopped = || stop.load(std::sync::atomic::Ordering::Relaxed);
@@ -306,59 +278,5 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_table_shows_pfc_headroom_drops_and_flooded_unicast_beside_the_other_drops() {
-        let snap: Snapshot = serde_json::from_str(
-            r#"{"uptime_ns": 1000000000, "fdb_entries": 2, "ports": [{
-                "name": "s0", "iface": "qn-sw-s0", "kind": "af_packet", "mode": "tpacket_v2",
-                "worker": 0, "rate_bps": null, "rx_pkts": 401948, "rx_bytes": 602922000,
-                "tx_pkts": 16539, "tx_bytes": 1000, "rx_drops": 3, "tx_drops": 4,
-                "queue_drops": 5, "flooded": 9, "flooded_unicast": 7, "queue_depth_bytes": 0,
-                "queues": [],
-                "pfc_headroom_drops": 41, "rx_kernel_drops": 100}]}"#,
-        )
-        .unwrap();
-        let t = table(&snap, None);
-        let lines: Vec<&str> = t.lines().collect();
-        let header: Vec<&str> = lines[2].split_whitespace().collect();
-        let row: Vec<&str> = lines[3].split_whitespace().collect();
-        let col = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
-        assert_eq!(col("drops"), "107");
-        assert_eq!(col("q-drops"), "5");
-        assert_eq!(col("pfc-drops"), "41");
-        assert_eq!(col("flood-uc"), "7");
-    }
-
-    /// How the frames split: the kernel fast path's share and the workers', in total and per
-    /// port (the fast share is part of rx-pkts / tx-pkts).
-    #[test]
-    fn the_table_says_how_frames_split_between_the_fast_path_and_the_workers() {
-        let port = |name: &str, rx: u64, tx: u64, frx: u64, ftx: u64| {
-            format!(
-                r#"{{"name": "{name}", "iface": "x", "kind": "af_xdp", "mode": "native/copy",
-                "worker": 0, "rate_bps": null, "rx_pkts": {rx}, "rx_bytes": 0, "tx_pkts": {tx},
-                "tx_bytes": 0, "rx_drops": 0, "tx_drops": 0, "queue_drops": 0, "flooded": 0,
-                "queue_depth_bytes": 0, "queues": [], "fast_rx_pkts": {frx},
-                "fast_tx_pkts": {ftx}}}"#
-            )
-        };
-        let json = format!(
-            r#"{{"uptime_ns": 1, "fdb_entries": 2, "ports": [{}, {}]}}"#,
-            port("a", 1000, 30, 900, 20),
-            port("b", 40, 1010, 20, 900)
-        );
-        let t = table(&serde_json::from_str(&json).unwrap(), None);
-        assert!(
-            t.lines().nth(1)
-                == Some("frames sent: 920 by the kernel fast path, 120 by the workers"),
-            "{t}"
-        );
-        assert!(
-            t.contains("kernel fast path: 900 rx, 20 tx; through the workers: 100 rx, 10 tx"),
-            "{t}"
-        );
-    }
-}
+#[path = "stats_tests.rs"]
+mod tests;

@@ -8,6 +8,7 @@ use units::{Duration, ParamError, Rate};
 use super::table::{TableConfig, WhenFull, MAX_CATCH_UP};
 use super::Role;
 use crate::send::config::Cc;
+use quench_config::reference;
 use quench_node::host::rp::HostRp;
 
 fn default_line_rate() -> String {
@@ -281,6 +282,19 @@ impl ApplianceConfig {
         Ok(np::Np::new(p))
     }
 }
+
+/// `quench appliance --config`: the configuration reference's kind (`quench presets --keys
+/// appliance`).
+pub const KIND: reference::Kind = reference::Kind {
+    name: "appliance",
+    about: "`quench appliance --config NAME|FILE` (bundled: `appliance`).",
+    sections: &[
+        reference::own("top level", &[KEYS]),
+        reference::params("[qcn_rp]", &reference::QCN_RP),
+        reference::params("[dcqcn_rp]", &reference::DCQCN_RP),
+        reference::params("[np]", &reference::NP),
+    ],
+};
 
 #[cfg(test)]
 mod tests {

@@ -9,6 +9,7 @@ use units::keys::{key, Key, KeyDefault, Range, Type};
 use units::{Duration, Rate};
 
 use quench_config::bundled::{PresetTables, Source};
+use quench_config::reference;
 use quench_node::flowgen::FlowGroup;
 use quench_node::host::core::PacingConfig;
 use quench_node::host::rp::HostRp;
@@ -332,3 +333,19 @@ impl PortConfig {
         })
     }
 }
+
+/// `quench send --config`: the configuration reference's kind (`quench presets --keys send`).
+pub const KIND: reference::Kind = reference::Kind {
+    name: "send",
+    about: "`quench send --config NAME|FILE` (bundled: `send`).",
+    sections: &[
+        reference::own("top level", &[KEYS]),
+        reference::Section::Own {
+            title: "[[flows]]",
+            about: "A group of flows.",
+            keys: &[quench_node::flowgen::KEYS],
+        },
+        reference::params("[qcn_rp]", &reference::QCN_RP),
+        reference::params("[dcqcn_rp]", &reference::DCQCN_RP),
+    ],
+};

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use units::keys::{key, Key, KeyDefault, Range, Type};
 use units::{Duration, Rate};
 
+use quench_config::reference;
 use quench_node::switch::fdb::{PortIdx, DEFAULT_AGEING};
 use quench_node::switch::queue::QueueLimits;
 use quench_port::xdp::XdpMode;
@@ -387,173 +388,33 @@ impl SwitchConfig {
     }
 
     fn validate(self, file: &str) -> Result<SwitchProfile, ConfigError> {
-        let invalid = |key: String, why: String| ConfigError::Invalid {
-            file: file.to_string(),
-            key,
-            why,
-        };
+        self.profile()
+            .map_err(|Refusal(key, why)| ConfigError::Invalid {
+                file: file.to_string(),
+                key,
+                why,
+            })
+    }
+
+    /// The checks in the order a file's first error is reported: workers, ports, ageing,
+    /// queue limits, each port, static MACs, congestion points, PFC, DPDK.
+    fn profile(self) -> Result<SwitchProfile, Refusal> {
         WORKERS
             .within(self.workers as u64)
-            .map_err(|e| invalid("workers".into(), e.why()))?;
+            .map_err(|e| Refusal::new("workers", e.why()))?;
         if self.ports.is_empty() {
-            return Err(invalid(
-                "ports".into(),
-                "at least one [[ports]] is needed".into(),
-            ));
+            return Err(Refusal::new("ports", "at least one [[ports]] is needed"));
         }
-        // 802.1Q-2018 12.7.1.2 (dot1qFdbAgingTime): 10..=1,000,000 s; shorter ages are
-        // accepted down to 1 ms for tests.
-        let ageing = match self.ageing_secs {
-            None => DEFAULT_AGEING,
-            Some(s) => {
-                let s = AGEING_SECS
-                    .within_f64(s)
-                    .map_err(|e| invalid("ageing_secs".into(), e.why()))?;
-                Duration::from_nanos((s * 1e9) as u64)
-            }
-        };
-        let defaults = QueueLimits::default();
-        let base = QueueLimits {
-            data_bytes: self.queue_bytes.unwrap_or(defaults.data_bytes),
-            control_bytes: self.control_queue_bytes.unwrap_or(defaults.control_bytes),
-        };
-        for (k, v) in [
-            (QUEUE_BYTES, base.data_bytes),
-            (CONTROL_QUEUE_BYTES, base.control_bytes),
-        ] {
-            k.within(v).map_err(|e| invalid(k.name.into(), e.why()))?;
-        }
+        let ageing = ageing(self.ageing_secs)?;
+        let base = self.queue_limits()?;
         let mut ports = Vec::new();
         for (i, p) in self.ports.iter().enumerate() {
-            let key = |k: &str| format!("ports[{i}].{k}");
-            if p.name.is_empty() || ports.iter().any(|q: &PortProfile| q.name == p.name) {
-                return Err(invalid(
-                    key("name"),
-                    format!("{:?} is empty or repeated", p.name),
-                ));
-            }
-            if p.iface.is_empty() || p.iface.len() > 15 {
-                return Err(invalid(key("iface"), "must be 1..=15 characters".into()));
-            }
-            let kind = match p.driver.as_deref().unwrap_or("af_xdp") {
-                "af_xdp" => PortKind::Xdp,
-                "af_packet" => PortKind::Packet,
-                "mem" => PortKind::Mem,
-                #[cfg(feature = "dpdk")]
-                "dpdk" => PortKind::Dpdk,
-                #[cfg(not(feature = "dpdk"))]
-                "dpdk" => {
-                    return Err(invalid(
-                        key("driver"),
-                        "this quench was built without DPDK: `cargo build --features dpdk`".into(),
-                    ))
-                }
-                other => {
-                    return Err(invalid(
-                        key("driver"),
-                        format!("{other:?}: expected af_xdp, af_packet, mem or dpdk"),
-                    ))
-                }
-            };
-            let rate = match &p.rate {
-                None => None,
-                Some(r) => match Rate::parse(r) {
-                    Ok(r) if r.as_bps() > 0 => Some(r),
-                    Ok(_) => return Err(invalid(key("rate"), "must be > 0".into())),
-                    Err(e) => return Err(invalid(key("rate"), format!("{r:?}: {e}"))),
-                },
-            };
-            let data_bytes = p.queue_bytes.unwrap_or(base.data_bytes);
-            PORT_QUEUE_BYTES
-                .within(data_bytes)
-                .map_err(|e| invalid(key("queue_bytes"), e.why()))?;
-            ports.push(PortProfile {
-                name: p.name.clone(),
-                iface: p.iface.clone(),
-                kind,
-                xdp_mode: p.xdp_mode.unwrap_or_default(),
-                rate,
-                limits: QueueLimits { data_bytes, ..base },
-                congestion: None,
-            });
+            let port = port_profile(i, p, base, &ports)?;
+            ports.push(port);
         }
-        let mut static_macs = Vec::new();
-        for (i, m) in self.static_macs.iter().enumerate() {
-            let mac = parse_mac(&m.mac).ok_or_else(|| {
-                invalid(
-                    format!("static_macs[{i}].mac"),
-                    format!("{:?} is not a MAC", m.mac),
-                )
-            })?;
-            let port = ports.iter().position(|p| p.name == m.port).ok_or_else(|| {
-                invalid(
-                    format!("static_macs[{i}].port"),
-                    format!("no port named {:?}", m.port),
-                )
-            })?;
-            static_macs.push((mac, port as PortIdx));
-        }
-        for (i, c) in self.congestion.iter().enumerate() {
-            let Some(p) = ports.iter_mut().find(|p| p.name == c.port) else {
-                return Err(invalid(
-                    format!("congestion[{i}].port"),
-                    format!("{:?} is not a [[ports]] name", c.port),
-                ));
-            };
-            if p.congestion.is_some() {
-                return Err(invalid(
-                    format!("congestion[{i}].port"),
-                    format!("{:?} already has a congestion point", c.port),
-                ));
-            }
-            quench_node::switch::cp::CpHook::from_config(i, c, quench_wire::MacAddr::zero())
-                .map_err(|e| invalid(format!("congestion[{i}].{}", e.key), e.why))?;
-            p.congestion = Some(c.clone());
-        }
-        let pfc = match self.pfc {
-            None => None,
-            Some(mut params) => {
-                if params.ports > 1 && usize::from(params.ports) != ports.len() {
-                    return Err(invalid(
-                        "pfc.ports".into(),
-                        format!("leave it out: the switch has {} ports", ports.len()),
-                    ));
-                }
-                params.ports = ports.len() as u16;
-                let profile = cp::pfc::PfcProfile::new(&params)
-                    .map_err(|e| invalid(format!("pfc.{}", e.param), e.why()))?;
-                // With PFC the lossless priorities must never be tail-dropped at an egress
-                // queue: the worst case is every ingress port's whole allowance (XOFF or the
-                // shared buffer, plus headroom) waiting at one egress priority.
-                let n = ports.len() as u64;
-                let (need, what) = match params.threshold {
-                    // PfcProfile bounds XOFF and headroom by units::MAX_BUFFER_BYTES and the
-                    // ports by 4096; the shared buffer may be as large as u64 holds.
-                    cp::pfc::ThresholdMode::Static => (
-                        n * (params.xoff_bytes + params.headroom_bytes),
-                        "xoff_bytes",
-                    ),
-                    cp::pfc::ThresholdMode::Dynamic => (
-                        params
-                            .buffer_bytes
-                            .saturating_add(n * params.headroom_bytes),
-                        "buffer_bytes",
-                    ),
-                };
-                if let Some(p) = ports.iter().find(|p| p.limits.data_bytes < need) {
-                    return Err(invalid(
-                        "queue_bytes".into(),
-                        format!(
-                            "{} octets at port {:?} cannot hold what PFC lets in ({need}: \
-                             {what} and every port's headroom); raise queue_bytes or lower \
-                             the PFC thresholds",
-                            p.limits.data_bytes, p.name
-                        ),
-                    ));
-                }
-                Some(profile)
-            }
-        };
+        let static_macs = static_macs(&self.static_macs, &ports)?;
+        attach_congestion(&self.congestion, &mut ports)?;
+        let pfc = self.pfc.map(|p| pfc_profile(p, &ports)).transpose()?;
         Ok(SwitchProfile {
             pfc,
             workers: self.workers,
@@ -566,13 +427,235 @@ impl SwitchConfig {
             #[cfg(feature = "dpdk")]
             dpdk: {
                 if let Err(e) = self.dpdk.validate() {
-                    return Err(invalid("dpdk".into(), e.to_string()));
+                    return Err(Refusal::new("dpdk", e.to_string()));
                 }
                 self.dpdk
             },
         })
     }
+
+    /// The top-level queue limits, every port's unless it sets its own `queue_bytes`.
+    fn queue_limits(&self) -> Result<QueueLimits, Refusal> {
+        let defaults = QueueLimits::default();
+        let base = QueueLimits {
+            data_bytes: self.queue_bytes.unwrap_or(defaults.data_bytes),
+            control_bytes: self.control_queue_bytes.unwrap_or(defaults.control_bytes),
+        };
+        for (k, v) in [
+            (QUEUE_BYTES, base.data_bytes),
+            (CONTROL_QUEUE_BYTES, base.control_bytes),
+        ] {
+            k.within(v).map_err(|e| Refusal::new(k.name, e.why()))?;
+        }
+        Ok(base)
+    }
 }
+
+/// A key a configuration cannot use, and why ([`ConfigError::Invalid`] once the file is named).
+struct Refusal(String, String);
+
+impl Refusal {
+    fn new(key: impl Into<String>, why: impl Into<String>) -> Self {
+        Refusal(key.into(), why.into())
+    }
+}
+
+/// The FDB's ageing time. 802.1Q-2018 12.7.1.2 (dot1qFdbAgingTime): 10..=1,000,000 s;
+/// shorter ages are accepted down to 1 ms for tests.
+fn ageing(secs: Option<f64>) -> Result<Duration, Refusal> {
+    match secs {
+        None => Ok(DEFAULT_AGEING),
+        Some(s) => {
+            let s = AGEING_SECS
+                .within_f64(s)
+                .map_err(|e| Refusal::new("ageing_secs", e.why()))?;
+            Ok(Duration::from_nanos((s * 1e9) as u64))
+        }
+    }
+}
+
+/// `[[ports]]` number `i`, given the ports before it and the top-level queue limits.
+fn port_profile(
+    i: usize,
+    p: &PortConfig,
+    base: QueueLimits,
+    before: &[PortProfile],
+) -> Result<PortProfile, Refusal> {
+    let key = |k: &str| format!("ports[{i}].{k}");
+    if p.name.is_empty() || before.iter().any(|q| q.name == p.name) {
+        return Err(Refusal::new(
+            key("name"),
+            format!("{:?} is empty or repeated", p.name),
+        ));
+    }
+    if p.iface.is_empty() || p.iface.len() > 15 {
+        return Err(Refusal::new(key("iface"), "must be 1..=15 characters"));
+    }
+    let kind = match p.driver.as_deref().unwrap_or("af_xdp") {
+        "af_xdp" => PortKind::Xdp,
+        "af_packet" => PortKind::Packet,
+        "mem" => PortKind::Mem,
+        #[cfg(feature = "dpdk")]
+        "dpdk" => PortKind::Dpdk,
+        #[cfg(not(feature = "dpdk"))]
+        "dpdk" => {
+            return Err(Refusal::new(
+                key("driver"),
+                "this quench was built without DPDK: `cargo build --features dpdk`",
+            ))
+        }
+        other => {
+            return Err(Refusal::new(
+                key("driver"),
+                format!("{other:?}: expected af_xdp, af_packet, mem or dpdk"),
+            ))
+        }
+    };
+    let rate = match &p.rate {
+        None => None,
+        Some(r) => match Rate::parse(r) {
+            Ok(r) if r.as_bps() > 0 => Some(r),
+            Ok(_) => return Err(Refusal::new(key("rate"), "must be > 0")),
+            Err(e) => return Err(Refusal::new(key("rate"), format!("{r:?}: {e}"))),
+        },
+    };
+    let data_bytes = p.queue_bytes.unwrap_or(base.data_bytes);
+    PORT_QUEUE_BYTES
+        .within(data_bytes)
+        .map_err(|e| Refusal::new(key("queue_bytes"), e.why()))?;
+    Ok(PortProfile {
+        name: p.name.clone(),
+        iface: p.iface.clone(),
+        kind,
+        xdp_mode: p.xdp_mode.unwrap_or_default(),
+        rate,
+        limits: QueueLimits { data_bytes, ..base },
+        congestion: None,
+    })
+}
+
+/// `[[static_macs]]`: each a MAC and the index of a port named in `ports`.
+fn static_macs(
+    macs: &[StaticMac],
+    ports: &[PortProfile],
+) -> Result<Vec<(MacAddr, PortIdx)>, Refusal> {
+    let mut out = Vec::new();
+    for (i, m) in macs.iter().enumerate() {
+        let mac = parse_mac(&m.mac).ok_or_else(|| {
+            Refusal::new(
+                format!("static_macs[{i}].mac"),
+                format!("{:?} is not a MAC", m.mac),
+            )
+        })?;
+        let port = ports.iter().position(|p| p.name == m.port).ok_or_else(|| {
+            Refusal::new(
+                format!("static_macs[{i}].port"),
+                format!("no port named {:?}", m.port),
+            )
+        })?;
+        out.push((mac, port as PortIdx));
+    }
+    Ok(out)
+}
+
+/// `[[congestion]]`: each validated and put on its port, at most one per port.
+fn attach_congestion(
+    congestion: &[quench_node::switch::cp::CongestionConfig],
+    ports: &mut [PortProfile],
+) -> Result<(), Refusal> {
+    for (i, c) in congestion.iter().enumerate() {
+        let Some(p) = ports.iter_mut().find(|p| p.name == c.port) else {
+            return Err(Refusal::new(
+                format!("congestion[{i}].port"),
+                format!("{:?} is not a [[ports]] name", c.port),
+            ));
+        };
+        if p.congestion.is_some() {
+            return Err(Refusal::new(
+                format!("congestion[{i}].port"),
+                format!("{:?} already has a congestion point", c.port),
+            ));
+        }
+        quench_node::switch::cp::CpHook::from_config(i, c, quench_wire::MacAddr::zero())
+            .map_err(|e| Refusal::new(format!("congestion[{i}].{}", e.key), e.why))?;
+        p.congestion = Some(c.clone());
+    }
+    Ok(())
+}
+
+/// `[pfc]` on every port, and the queues it needs: with PFC the lossless priorities must never
+/// be tail-dropped at an egress queue, and the worst case is every ingress port's whole
+/// allowance (XOFF or the shared buffer, plus headroom) waiting at one egress priority.
+fn pfc_profile(
+    mut params: cp::pfc::PfcParams,
+    ports: &[PortProfile],
+) -> Result<cp::pfc::PfcProfile, Refusal> {
+    if params.ports > 1 && usize::from(params.ports) != ports.len() {
+        return Err(Refusal::new(
+            "pfc.ports",
+            format!("leave it out: the switch has {} ports", ports.len()),
+        ));
+    }
+    params.ports = ports.len() as u16;
+    let profile = cp::pfc::PfcProfile::new(&params)
+        .map_err(|e| Refusal::new(format!("pfc.{}", e.param), e.why()))?;
+    let n = ports.len() as u64;
+    let (need, what) = match params.threshold {
+        // PfcProfile bounds XOFF and headroom by units::MAX_BUFFER_BYTES and the ports by
+        // 4096; the shared buffer may be as large as u64 holds.
+        cp::pfc::ThresholdMode::Static => (
+            n * (params.xoff_bytes + params.headroom_bytes),
+            "xoff_bytes",
+        ),
+        cp::pfc::ThresholdMode::Dynamic => (
+            params
+                .buffer_bytes
+                .saturating_add(n * params.headroom_bytes),
+            "buffer_bytes",
+        ),
+    };
+    if let Some(p) = ports.iter().find(|p| p.limits.data_bytes < need) {
+        return Err(Refusal::new(
+            "queue_bytes",
+            format!(
+                "{} octets at port {:?} cannot hold what PFC lets in ({need}: {what} and every \
+                 port's headroom); raise queue_bytes or lower the PFC thresholds",
+                p.limits.data_bytes, p.name
+            ),
+        ));
+    }
+    Ok(profile)
+}
+
+/// `quench switch --config`: the configuration reference's kind (`quench presets --keys switch`).
+pub const KIND: reference::Kind = reference::Kind {
+    name: "switch",
+    about: "`quench switch --config NAME|FILE` (bundled: `switch`, `switch-qcn`, \
+            `switch-dcqcn`, `switch-pfc`).",
+    sections: &[
+        reference::own("top level", &[SWITCH_KEYS]),
+        reference::Section::Own {
+            title: "[[ports]]",
+            about: "One per port.",
+            keys: &[PORT_KEYS],
+        },
+        reference::own("[[static_macs]]", &[STATIC_MAC_KEYS]),
+        reference::Section::Own {
+            title: "[[congestion]]",
+            about: "A congestion point on one egress port.",
+            keys: &[quench_node::switch::cp::KEYS],
+        },
+        reference::params("[congestion.qcn]", &reference::QCN_CP),
+        reference::params("[congestion.red]", &reference::RED),
+        reference::params("[congestion.tcd]", &reference::TCD),
+        reference::params("[pfc]", &reference::PFC),
+        reference::Section::Own {
+            title: "[dpdk]",
+            about: "With the cargo feature `dpdk` (`quench_port::dpdk::DpdkConfig`).",
+            keys: &[DPDK_KEYS],
+        },
+    ],
+};
 
 #[cfg(test)]
 mod tests {

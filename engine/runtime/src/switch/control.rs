@@ -347,6 +347,39 @@ pub fn query_json(path: &Path) -> std::io::Result<serde_json::Value> {
     Ok(v)
 }
 
+/// A `stats` answer as [`query_answer`] reads it: a switch's [`Snapshot`], or an appliance's
+/// (its pairs' counters and top flows, `Appliance::snapshot`), told apart by its `appliance`
+/// key.
+pub enum Answer {
+    Switch(Box<Snapshot>),
+    Appliance(serde_json::Value),
+}
+
+impl Answer {
+    /// Decodes a `stats` answer.
+    pub fn parse(v: serde_json::Value) -> anyhow::Result<Answer> {
+        if v.get("appliance").is_some() {
+            return Ok(Answer::Appliance(v));
+        }
+        let s = serde_json::from_value(v).map_err(|e| {
+            anyhow::Error::new(e).context("the answer is neither a switch's nor an appliance's")
+        })?;
+        Ok(Answer::Switch(Box::new(s)))
+    }
+}
+
+/// Asks the process serving `path` (a switch, an appliance) for its `stats` answer, decoded.
+pub fn query_answer(path: &Path) -> anyhow::Result<Answer> {
+    let v = query_json(path).map_err(|e| {
+        anyhow::Error::new(e).context(format!(
+            "no quench switch or appliance answering on {} (is it running, in this network \
+             namespace?)",
+            path.display()
+        ))
+    })?;
+    Answer::parse(v)
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::net::UnixStream as StdStream;
