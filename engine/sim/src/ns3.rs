@@ -768,6 +768,22 @@ pub fn run_py_preset(name: &str) -> Option<&'static str> {
     RUN_PY_PRESETS.iter().find(|p| p.name == name).map(|p| p.cc)
 }
 
+/// One Gb/s in bit/s.
+const GBPS: u64 = 1_000_000_000;
+
+/// What run.py's `--bw` takes.
+const RUN_PY_BW: &str = "run.py's --bw is a whole number of Gb/s above 0 (at most 100000), \
+                         e.g. 100gbit";
+
+/// run.py's `--bw`, in Gb/s, for a NIC speed of `bps` bit/s: a whole number of Gb/s, 1 to
+/// 100,000; the message says what it takes.
+pub fn run_py_bw(bps: u64) -> Result<u64, &'static str> {
+    match bps / GBPS {
+        g @ 1..=100_000 if bps % GBPS == 0 => Ok(g),
+        _ => Err(RUN_PY_BW),
+    }
+}
+
 /// The config.txt run.py writes for `--cc cc --bw bw_gbps` (with its other options at their
 /// defaults: `--utgt 95 --mi 0 --hpai 0 --pint_log_base 1.01 --pint_prob 1.0`), without its
 /// file keys (topology, flows, outputs) and its trace switches. Every value run.py derives from
@@ -777,10 +793,10 @@ pub fn run_py_preset(name: &str) -> Option<&'static str> {
 /// Kmax 100/400 KB per 25 Gb/s and Pmax 0.2 for the NIC speed and for 4x it, but for DCTCP
 /// Kmin = Kmax = 30 KB per 10 Gb/s and Pmax 1.
 pub fn run_py_config(cc: &str, bw_gbps: u64) -> anyhow::Result<String> {
-    if bw_gbps == 0 || bw_gbps > 100_000 {
-        bail!("--bw {bw_gbps}: give the NIC speed in Gb/s (run.py --bw)");
-    }
-    let bw = bw_gbps;
+    let bw = bw_gbps
+        .checked_mul(GBPS)
+        .and_then(|bps| run_py_bw(bps).ok())
+        .ok_or_else(|| anyhow::anyhow!("--bw {bw_gbps}: {RUN_PY_BW}"))?;
     // run.py's arguments to its template: mode, t_alpha, t_dec, t_inc, g, ai, hai, dctcp_ai,
     // has_win, vwin, us (FAST_REACT), int_multi, ack_prio.
     let (mode, t_alpha, t_dec, t_inc) = match cc {

@@ -137,12 +137,7 @@ pub(crate) fn bw_arg(s: &str) -> Result<u64, String> {
         Ok(gbps) => gbps.checked_mul(1_000_000_000).ok_or("too large")?,
         Err(_) => units::Rate::parse(s).map_err(|e| e.to_string())?.as_bps(),
     };
-    if bps == 0 || bps % 1_000_000_000 != 0 {
-        return Err(format!(
-            "`{s}`: run.py's --bw is a whole number of Gb/s above 0, e.g. 100gbit"
-        ));
-    }
-    Ok(bps / 1_000_000_000)
+    quench_sim::ns3::run_py_bw(bps).map_err(|e| format!("`{s}`: {e}"))
 }
 
 /// SIGINT or SIGTERM ends a run at the virtual time it reached, its outputs written for the
