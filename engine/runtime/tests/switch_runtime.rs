@@ -4,6 +4,8 @@
 //! counters and the control socket show how, and stop and join end the switch with its final
 //! counters and its XDP programs detached. Needs root (namespaces, veth pairs, AF_XDP); skipped
 //! with a printed reason otherwise.
+mod common;
+
 use std::process::Command;
 use std::time::Duration;
 
@@ -14,8 +16,9 @@ use quench_port::{Frame, Port};
 use quench_runtime::switch::config::SwitchConfig;
 use quench_runtime::switch::control;
 use quench_runtime::switch::runtime::{FastPathMode, Switch, SwitchHandle, SwitchOptions};
-use quench_runtime::switch::stats::Snapshot;
 use quench_wire::time::Clock;
+
+use common::wait_for;
 
 /// The lock every root network test takes (engine/quench/tests/common): one at a time.
 const LOCK_PATH: &str = "/tmp/quench-netns-tests.lock";
@@ -96,19 +99,6 @@ fn exchange(ns: &str, from: &'static str, to: &'static str, frames: Vec<Vec<u8>>
         got
     })
     .unwrap()
-}
-
-/// Polls `read` (every 10 ms, at most 5 s) until `done` holds; the last value read.
-fn wait_for(read: impl Fn() -> Snapshot, done: impl Fn(&Snapshot) -> bool) -> Snapshot {
-    let clock = Clock::monotonic();
-    let t0 = clock.now();
-    loop {
-        let s = read();
-        if done(&s) || clock.now() - t0 > units::Duration::from_secs(5) {
-            return s;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// Starts the switch on `a0` and `b0` in namespace `ns` with `options` (its control socket in
