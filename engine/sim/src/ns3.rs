@@ -62,62 +62,73 @@ pub const NS3_ACK_QUEUE_PRIO: u8 = 3;
 /// per-packet CNP flags). Built in, so the preset works wherever the binary runs.
 const MLX_BASE: &str = include_str!("../../../configs/hpcc-ns3.toml");
 
-/// Keys that take no effect in any mode quench models (see the module table).
-const NO_EFFECT: &[&str] = &[
-    "DATA_RATE",
-    "LINK_DELAY",
-    "L2_CHUNK_SIZE",
-    "USE_DYNAMIC_PFC_THRESHOLD",
-    "TRACE_FILE",
-    "TRACE_OUTPUT_FILE",
-];
+/// How many values a key takes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Arity {
+    One,
+    /// `LINK_DOWN`'s time and two nodes.
+    Three,
+    /// A count `n`, then `n` (rate, value) pairs (`KMAX_MAP`, `KMIN_MAP`, `PMAX_MAP`).
+    Map,
+}
 
-/// Keys this reader applies.
-const APPLIED: &[&str] = &[
-    "CC_MODE",
-    "ALPHA_RESUME_INTERVAL",
-    "RATE_DECREASE_INTERVAL",
-    "CLAMP_TARGET_RATE",
-    "RP_TIMER",
-    "EWMA_GAIN",
-    "FAST_RECOVERY_TIMES",
-    "RATE_AI",
-    "RATE_HAI",
-    "MIN_RATE",
-    "KMAX_MAP",
-    "KMIN_MAP",
-    "PMAX_MAP",
-    "ENABLE_QCN",
-    "BUFFER_SIZE",
-    "PACKET_PAYLOAD_SIZE",
-    "L2_ACK_INTERVAL",
-    "ERROR_RATE_PER_LINK",
-    "SIMULATOR_STOP_TIME",
-    "TOPOLOGY_FILE",
-    "FLOW_FILE",
-    "FCT_OUTPUT_FILE",
-    "PFC_OUTPUT_FILE",
-    "QLEN_MON_FILE",
-    "QLEN_MON_START",
-    "QLEN_MON_END",
-    "ACK_HIGH_PRIO",
-    "RATE_BOUND",
-    "HAS_WIN",
-    "L2_BACK_TO_ZERO",
-    "LINK_DOWN",
-    "ENABLE_TRACE",
-    "DCTCP_RATE_AI",
-    "GLOBAL_T",
-    "VAR_WIN",
-    "FAST_REACT",
-    "U_TARGET",
-    "MI_THRESH",
-    "INT_MULTI",
-    "MULTI_RATE",
-    "SAMPLE_FEEDBACK",
-    "PINT_LOG_BASE",
-    "PINT_PROB",
-];
+/// The keys of a config.txt and the values each takes; the module table says how each is
+/// applied. A key not here is an error naming it.
+const KEYS: &[(&str, Arity)] = {
+    use Arity::*;
+    &[
+        ("CC_MODE", One),
+        ("ALPHA_RESUME_INTERVAL", One),
+        ("RATE_DECREASE_INTERVAL", One),
+        ("CLAMP_TARGET_RATE", One),
+        ("RP_TIMER", One),
+        ("EWMA_GAIN", One),
+        ("FAST_RECOVERY_TIMES", One),
+        ("RATE_AI", One),
+        ("RATE_HAI", One),
+        ("MIN_RATE", One),
+        ("KMAX_MAP", Map),
+        ("KMIN_MAP", Map),
+        ("PMAX_MAP", Map),
+        ("ENABLE_QCN", One),
+        ("BUFFER_SIZE", One),
+        ("PACKET_PAYLOAD_SIZE", One),
+        ("L2_ACK_INTERVAL", One),
+        ("ERROR_RATE_PER_LINK", One),
+        ("SIMULATOR_STOP_TIME", One),
+        ("TOPOLOGY_FILE", One),
+        ("FLOW_FILE", One),
+        ("FCT_OUTPUT_FILE", One),
+        ("PFC_OUTPUT_FILE", One),
+        ("QLEN_MON_FILE", One),
+        ("QLEN_MON_START", One),
+        ("QLEN_MON_END", One),
+        ("ACK_HIGH_PRIO", One),
+        ("RATE_BOUND", One),
+        ("HAS_WIN", One),
+        ("L2_BACK_TO_ZERO", One),
+        ("LINK_DOWN", Three),
+        ("ENABLE_TRACE", One),
+        ("DCTCP_RATE_AI", One),
+        ("GLOBAL_T", One),
+        ("VAR_WIN", One),
+        ("FAST_REACT", One),
+        ("U_TARGET", One),
+        ("MI_THRESH", One),
+        ("INT_MULTI", One),
+        ("MULTI_RATE", One),
+        ("SAMPLE_FEEDBACK", One),
+        ("PINT_LOG_BASE", One),
+        ("PINT_PROB", One),
+        // No effect in any mode quench models (the module table).
+        ("DATA_RATE", One),
+        ("LINK_DELAY", One),
+        ("L2_CHUNK_SIZE", One),
+        ("USE_DYNAMIC_PFC_THRESHOLD", One),
+        ("TRACE_FILE", One),
+        ("TRACE_OUTPUT_FILE", One),
+    ]
+};
 
 /// A config.txt as read: everything a run needs besides the topology and flows themselves.
 #[derive(Clone, Debug)]
@@ -151,16 +162,6 @@ pub struct Ns3Config {
 fn parse_num<T: std::str::FromStr>(origin: &str, key: &str, v: &str) -> anyhow::Result<T> {
     v.parse()
         .map_err(|_| anyhow::anyhow!("{origin}: {key} `{v}` is not a valid number"))
-}
-
-/// The number `key` holds, or third.cc's `default` when the file does not set it.
-fn value<T: std::str::FromStr>(
-    kv: &BTreeMap<&str, Vec<&str>>,
-    origin: &str,
-    key: &str,
-    default: &str,
-) -> anyhow::Result<T> {
-    parse_num(origin, key, kv.get(key).map_or(default, |v| v[0]))
 }
 
 /// An ns-3 `DataRate` string (`20Mb/s`, `100Gbps`) in whole Mb/s.
@@ -205,425 +206,33 @@ impl Ns3Config {
     }
 
     fn read(text: &str, origin: &str, whole_file: bool) -> anyhow::Result<Ns3Config> {
-        let mut errs: Vec<String> = Vec::new();
-        // `err!(result, fallback)`: the value, or the error noted and `fallback` used so the
-        // rest of the file is still checked.
-        macro_rules! err {
-            ($r:expr, $fallback:expr) => {
-                match $r {
-                    Ok(v) => v,
-                    Err(e) => {
-                        errs.push(format!("{e:#}"));
-                        $fallback
-                    }
-                }
-            };
-        }
-        let mut toks = text.split_whitespace().peekable();
-        let mut kv: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        // A key's value is never a KEY-like word; after an unknown key, its values are skipped
-        // up to the next key so one unknown key is one error.
-        let key_like = |t: &str| {
-            t.starts_with(|c: char| c.is_ascii_uppercase())
-                && t.chars()
-                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-        };
-        while let Some(key) = toks.next() {
-            let arity = match key {
-                "KMAX_MAP" | "KMIN_MAP" | "PMAX_MAP" => {
-                    let Some(n) = toks.next() else {
-                        errs.push(format!("{origin}: {key} without its entry count"));
-                        break;
-                    };
-                    let n: usize = err!(parse_num(origin, key, n), 0);
-                    if n > 1024 {
-                        errs.push(format!("{origin}: {key} {n}: too many entries"));
-                        continue;
-                    }
-                    let v: Vec<&str> = toks.by_ref().take(2 * n).collect();
-                    if v.len() != 2 * n {
-                        errs.push(format!("{origin}: {key} promises {n} (rate, value) pairs"));
-                    } else if kv.insert(key, v).is_some() {
-                        errs.push(format!("{origin}: {key} is given twice"));
-                    }
-                    continue;
-                }
-                "LINK_DOWN" => 3,
-                k if APPLIED.contains(&k) || NO_EFFECT.contains(&k) => 1,
-                _ => {
-                    errs.push(if key == "PAUSE_TIME" {
-                        format!(
-                            "{origin}: PAUSE_TIME: quench's PFC pauses until resumed, as ns-3 \
-                             does with run.py's settings; a pause time is not modelled"
-                        )
-                    } else {
-                        format!("{origin}: unknown key {key} (quench reads the keys run.py writes)")
-                    });
-                    while toks.peek().is_some_and(|t| !key_like(t)) {
-                        toks.next();
-                    }
-                    continue;
-                }
-            };
-            let v: Vec<&str> = toks.by_ref().take(arity).collect();
-            if v.len() != arity {
-                errs.push(format!("{origin}: {key} without its value"));
-            } else if kv.insert(key, v).is_some() {
-                errs.push(format!("{origin}: {key} is given twice"));
-            }
-        }
-        let one = |k: &str| kv.get(k).map(|v| v[0]);
-        let mut warnings = Vec::new();
-
-        // CC_MODE (third.cc default 1).
-        let kind = match one("CC_MODE").unwrap_or("1") {
-            "1" => CcKind::Dcqcn,
-            "3" => CcKind::Hpcc,
-            "7" => CcKind::Timely,
-            "8" => CcKind::Dctcp,
-            "10" => CcKind::Pint,
-            m => {
-                errs.push(format!(
-                    "{origin}: CC_MODE {m}: quench models 1 (DCQCN), 3 (HPCC), 7 (TIMELY), \
-                     8 (DCTCP) and 10 (HPCC-PINT)"
-                ));
-                CcKind::Dcqcn
-            }
-        };
-        // Switches third.cc reads as unsigned integers and tests for non-zero.
-        let switch = |key: &str, default: u32| -> anyhow::Result<bool> {
-            let v = one(key).unwrap_or(if default == 0 { "0" } else { "1" });
-            Ok(parse_num::<u32>(origin, key, v)? != 0)
-        };
-        // ACK_HIGH_PRIO (third.cc default 0) picks the NIC's ACK queue index: 0, which no PFC
-        // pause holds, or 3, whose pause holds the NIC's ACKs, NACKs and CNPs too (qbb-net-
-        // device.cc: "if (!paused[ack_q_idx] && m_ackQ->GetNPackets() > 0)"). Either way the
-        // NIC sends them ahead of data, and switches queue them with their flow's data.
-        let ack_high_prio = err!(switch("ACK_HIGH_PRIO", 0), true);
-        let has_win = err!(switch("HAS_WIN", 1), false);
-        let enable_trace = err!(switch("ENABLE_TRACE", 1), false);
-        // HAS_WIN (third.cc default 1) gives each flow a window of one BDP (`maxBdp` with
-        // GLOBAL_T 1), VAR_WIN (default 0) scales it with the flow's rate.
-        let var_win = err!(switch("VAR_WIN", 0), false);
-        let window = has_win.then_some(var_win);
-        if has_win || kind == CcKind::Hpcc {
-            let global_t = one("GLOBAL_T").unwrap_or("1");
-            if global_t != "1" {
-                errs.push(format!(
-                    "{origin}: GLOBAL_T {global_t}: per host pair windows and base RTTs are not \
-                     modelled; only GLOBAL_T 1 (the network's largest)"
-                ));
-            }
-        }
-        if kind == CcKind::Hpcc && !has_win {
-            errs.push(format!(
-                "{origin}: CC_MODE 3 with HAS_WIN 0: HPCC's rule divides by the window (ns-3 \
-                 divides by zero); give HAS_WIN 1"
-            ));
-        }
-        // ENABLE_TRACE (third.cc default 1) writes the binary packet trace of TRACE_FILE's
-        // nodes to TRACE_OUTPUT_FILE: an output only, which quench does not write.
-        let trace_out = one("TRACE_OUTPUT_FILE");
-        if enable_trace && (one("ENABLE_TRACE").is_some() || trace_out.is_some()) {
-            warnings.push(format!(
-                "{origin}: ENABLE_TRACE {}: ns-3's binary packet trace{} is not written; the \
-                 run is the same without it",
-                one("ENABLE_TRACE").unwrap_or("1"),
-                trace_out.map_or(String::new(), |f| format!(" ({f})"))
-            ));
-        }
-        for (key, want, why) in [
-            (
-                "RATE_BOUND",
-                "1",
-                "quench's senders are always rate-limited",
-            ),
-            ("L2_BACK_TO_ZERO", "0", "quench retransmits go-back-N"),
-        ] {
-            if let Some(v) = one(key) {
-                if v != want {
-                    errs.push(format!(
-                        "{origin}: {key} {v}: {why}; only {key} {want} is modelled"
-                    ));
-                }
-            }
-        }
-        if let Some(v) = kv.get("LINK_DOWN") {
-            if v.iter().any(|x| *x != "0") {
-                errs.push(format!(
-                    "{origin}: LINK_DOWN {}: link failures (with ns-3's re-routing) are not \
-                     modelled; only LINK_DOWN 0 0 0",
-                    v.join(" ")
-                ));
-            }
-        }
-
+        let mut r = Reader::new(text, origin);
+        let kind = r.cc_mode();
+        let (window, ack_high_prio) = r.modelled_settings(kind);
         // The reaction point: hpcc-ns3.toml's mlx setting with config.txt's values over it.
         let mut sections: CcSections =
             toml::from_str(MLX_BASE).context("configs/hpcc-ns3.toml (built in)")?;
-        let rp = sections.dcqcn_rp.get_or_insert_with(toml::Table::new);
-        let int = |x: u64| toml::Value::Integer(x as i64);
-        // third.cc's defaults where a key is absent: alpha_resume_interval 55,
-        // rate_decrease_interval 4, fast_recovery_times 5, min_rate 100Mb/s, clamp 0, and
-        // ewma_gain `1 / 16`, an integer division: 0.
-        let g: f64 = err!(value(&kv, origin, "EWMA_GAIN", "0"), 0.0);
-        let g1024 = (1.0 - g) * 1024.0;
-        if !(0.0..=1.0).contains(&g) || (kind == CcKind::Dcqcn && g1024.fract() != 0.0) {
-            errs.push(format!(
-                "{origin}: EWMA_GAIN {g}: quench keeps (1 - g) x 1024 as an integer \
-                 (1/256 -> 1020, 1/16 -> 960)"
-            ));
-        }
-        rp.insert("dce_tcp_g".into(), int(g1024 as u64));
-        let mut timer = |key: &str, default: &str, name: &str| {
-            let v = err!(micros(origin, key, one(key).unwrap_or(default)), 0);
-            rp.insert(name.into(), int(v));
-        };
-        timer("ALPHA_RESUME_INTERVAL", "55", "dce_tcp_rtt");
-        timer("RATE_DECREASE_INTERVAL", "4", "rate_reduce_monitor_period");
-        // Keys third.cc has no default for.
-        let mut need = |k: &str| match one(k) {
-            Some(v) => Some(v),
-            None => {
-                errs.push(format!(
-                    "{origin}: {k} is missing (ns-3 has no default for it)"
-                ));
-                None
-            }
-        };
-        let uses_ai = kind != CcKind::Dctcp;
-        let uses_hai = matches!(kind, CcKind::Dcqcn | CcKind::Timely);
-        let rp_timer = if kind == CcKind::Dcqcn {
-            need("RP_TIMER")
-        } else {
-            one("RP_TIMER")
-        };
-        let rate_ai = if uses_ai {
-            need("RATE_AI")
-        } else {
-            one("RATE_AI")
-        };
-        let rate_hai = if uses_hai {
-            need("RATE_HAI")
-        } else {
-            one("RATE_HAI")
-        };
-        let clamp = one("CLAMP_TARGET_RATE").unwrap_or("0");
-        rp.insert(
-            "clamp_tgt_rate".into(),
-            toml::Value::Boolean(err!(flag(origin, "CLAMP_TARGET_RATE", clamp), false)),
-        );
-        if let Some(v) = rp_timer {
-            rp.insert(
-                "rpg_time_reset".into(),
-                int(err!(micros(origin, "RP_TIMER", v), 0)),
-            );
-        }
-        let frt: u32 = err!(value(&kv, origin, "FAST_RECOVERY_TIMES", "5"), 0);
-        rp.insert("rpg_threshold".into(), int(frt as u64));
-        for (key, v, name) in [
-            ("RATE_AI", rate_ai, "rpg_ai_rate"),
-            ("RATE_HAI", rate_hai, "rpg_hai_rate"),
-            (
-                "MIN_RATE",
-                Some(one("MIN_RATE").unwrap_or("100Mb/s")),
-                "rpg_min_rate",
-            ),
-        ] {
-            if let Some(v) = v {
-                rp.insert(name.into(), int(err!(mbps(origin, key, v), 0)));
-            }
-        }
-
-        // The ACK-driven controls' sections (rdma-hw.cc attributes as third.cc sets them).
-        // (A bad value was reported by DCQCN's section above, which reads them too.)
-        let rate = |key: &str, v: Option<&str>| v.map_or(0, |v| mbps(origin, key, v).unwrap_or(0));
-        let min_rate = rate("MIN_RATE", Some(one("MIN_RATE").unwrap_or("100Mb/s")));
-        let (ai, hai) = (rate("RATE_AI", rate_ai), rate("RATE_HAI", rate_hai));
-        let float = |k: &str, d: &str| -> anyhow::Result<f64> { value(&kv, origin, k, d) };
-        let mut t = toml::Table::new();
-        t.insert("min_rate".into(), int(min_rate));
-        let mut int_mode = IntMode::None;
-        match kind {
-            CcKind::Hpcc | CcKind::Pint => {
-                t.insert(
-                    "u_target".into(),
-                    toml::Value::Float(err!(float("U_TARGET", "0.95"), 0.95)),
-                );
-                let mi: u64 = err!(value(&kv, origin, "MI_THRESH", "5"), 5);
-                t.insert("mi_thresh".into(), int(mi));
-                t.insert("rate_ai".into(), int(ai));
-                if kind == CcKind::Hpcc {
-                    let multi: u32 = err!(value(&kv, origin, "INT_MULTI", "1"), 1);
-                    t.insert("int_multi".into(), int(u64::from(multi)));
-                    for (k, name, d) in [
-                        ("FAST_REACT", "fast_react", 1),
-                        ("MULTI_RATE", "multi_rate", 1),
-                        ("SAMPLE_FEEDBACK", "sample_feedback", 0),
-                    ] {
-                        t.insert(name.into(), toml::Value::Boolean(err!(switch(k, d), false)));
-                    }
-                    int_mode = IntMode::Hops { multi };
-                    sections.hpcc_rp = Some(t);
-                } else {
-                    let base = err!(float("PINT_LOG_BASE", "1.05"), 1.05);
-                    t.insert("log_base".into(), toml::Value::Float(base));
-                    t.insert(
-                        "prob".into(),
-                        toml::Value::Float(err!(float("PINT_PROB", "1.0"), 1.0)),
-                    );
-                    match rp::Pint::new(base) {
-                        Some(code) => int_mode = IntMode::Pint { code },
-                        None => errs.push(format!(
-                            "{origin}: PINT_LOG_BASE {base}: must be above 1 with a code of at \
-                             most 16 bits"
-                        )),
-                    }
-                    sections.pint_rp = Some(t);
-                }
-            }
-            CcKind::Timely => {
-                t.insert("rate_ai".into(), int(ai));
-                t.insert("rate_hai".into(), int(hai));
-                int_mode = IntMode::Ts;
-                sections.timely_rp = Some(t);
-            }
-            CcKind::Dctcp => {
-                let dai = one("DCTCP_RATE_AI").unwrap_or("1000Mb/s");
-                t.insert(
-                    "rate_ai".into(),
-                    int(err!(mbps(origin, "DCTCP_RATE_AI", dai), 0)),
-                );
-                t.insert("g".into(), toml::Value::Float(g));
-                sections.dctcp_rp = Some(t);
-            }
-            _ => {}
-        }
+        let (g, rates) = r.dcqcn_rp(kind, &mut sections);
+        let int = r.ack_driven_rp(kind, g, rates, &mut sections);
         if kind != CcKind::Dcqcn {
             sections.dcqcn_rp = None;
         }
-
-        // Marking: ns-3 `ConfigEcn(port, kmin, kmax, pmax)` per port speed, K in KB (x 1000).
-        let ecn = err!(
-            flag(origin, "ENABLE_QCN", one("ENABLE_QCN").unwrap_or("1")),
-            true
-        );
-        let mut red = toml::Table::new();
-        red.insert("mark_at".into(), toml::Value::String("dequeue".into()));
-        let mut map = |k: &str| -> BTreeMap<u64, &str> {
-            let mut m = BTreeMap::new();
-            let Some(v) = kv.get(k) else {
-                errs.push(format!(
-                    "{origin}: {k} is missing (ns-3 needs an entry for each link speed)"
-                ));
-                return m;
-            };
-            for pair in v.chunks(2) {
-                let Some(rate) = err!(parse_num::<u64>(origin, k, pair[0]).map(Some), None) else {
-                    continue;
-                };
-                if m.insert(rate, pair[1]).is_some() {
-                    errs.push(format!("{origin}: {k}: {rate} b/s appears twice"));
-                }
-            }
-            m
-        };
-        let (kmax, kmin, pmax) = (map("KMAX_MAP"), map("KMIN_MAP"), map("PMAX_MAP"));
-        let rates: Vec<u64> = kmax.keys().copied().collect();
-        for (k, m) in [("KMIN_MAP", &kmin), ("PMAX_MAP", &pmax)] {
-            if !m.is_empty() && !rates.is_empty() && m.keys().copied().collect::<Vec<_>>() != rates
-            {
-                errs.push(format!(
-                    "{origin}: {k} and KMAX_MAP name different link speeds"
-                ));
-            }
-        }
-        let mut by_rate = Vec::new();
-        for r in rates {
-            let (Some(kmin_v), Some(pmax_v)) = (kmin.get(&r), pmax.get(&r)) else {
-                continue;
-            };
-            let mut e = toml::Table::new();
-            e.insert("rate".into(), int(r));
-            let mut kb = |k: &str, v: &str| -> toml::Value {
-                int(err!(parse_num::<u64>(origin, k, v), 0).saturating_mul(1000))
-            };
-            let (kmin_b, kmax_b) = (kb("KMIN_MAP", kmin_v), kb("KMAX_MAP", kmax[&r]));
-            let p: f64 = err!(parse_num(origin, "PMAX_MAP", pmax_v), 0.0);
-            if ecn {
-                e.insert("kmin_bytes".into(), kmin_b);
-                e.insert("kmax_bytes".into(), kmax_b);
-                e.insert("pmax".into(), toml::Value::Float(p));
-            } else {
-                // ENABLE_QCN 0: ns-3 switches never mark (EcnEnabled false).
-                e.insert("kmin_bytes".into(), int(i64::MAX as u64));
-                e.insert("kmax_bytes".into(), int(i64::MAX as u64));
-                e.insert("pmax".into(), toml::Value::Float(0.0));
-            }
-            by_rate.push(toml::Value::Table(e));
-        }
-        red.insert("by_rate".into(), toml::Value::Array(by_rate));
-        sections.red = Some(red);
-
+        sections.red = Some(r.red());
         // PFC on every data priority (ns-3 pauses any queue but the control queue 0), dynamic
         // threshold, headroom per port from its speed and delay (the world computes it).
         let mut pfc = toml::Table::new();
         pfc.insert(
             "lossless_priorities".into(),
-            toml::Value::Array((1..8).map(int).collect()),
+            toml::Value::Array((1..8).map(int_value).collect()),
         );
         pfc.insert("threshold".into(), toml::Value::String("dynamic".into()));
         sections.pfc = Some(pfc);
-
-        let payload: u32 = err!(value(&kv, origin, "PACKET_PAYLOAD_SIZE", "1000"), 1000);
-        if let Some(t) = sections.dctcp_rp.as_mut() {
-            // DCTCP counts a window's packets in `Mtu` = PACKET_PAYLOAD_SIZE.
-            t.insert("mtu".into(), int(u64::from(payload)));
-        }
-        if !(64..=65_000).contains(&payload) {
-            errs.push(format!(
-                "{origin}: PACKET_PAYLOAD_SIZE {payload}: must be 64..=65000"
-            ));
-        }
-        // ns-3 acknowledges when the next expected octet passes a milestone that advances by
-        // L2_ACK_INTERVAL octets: up to one payload, that is every packet.
-        let ack: u64 = err!(value(&kv, origin, "L2_ACK_INTERVAL", "0"), 1);
-        if ack == 0 || ack > payload as u64 {
-            errs.push(format!(
-                "{origin}: L2_ACK_INTERVAL {ack}: quench models an ACK per packet \
-                 (1..={payload} octets); 0 (no ACKs) never completes a flow"
-            ));
-        }
-        let buffer_mb: u64 = err!(value(&kv, origin, "BUFFER_SIZE", "16"), 16);
-        let stop_s: f64 = err!(value(&kv, origin, "SIMULATOR_STOP_TIME", "3.01"), 3.01);
-        if !(stop_s > 0.0 && stop_s < 1e9) {
-            errs.push(format!(
-                "{origin}: SIMULATOR_STOP_TIME {stop_s}: must be > 0 seconds"
-            ));
-        }
-        let error_rate: f64 = err!(value(&kv, origin, "ERROR_RATE_PER_LINK", "0"), 0.0);
-        if !(0.0..=1.0).contains(&error_rate) {
-            errs.push(format!(
-                "{origin}: ERROR_RATE_PER_LINK {error_rate}: not a probability"
-            ));
-        }
-        let qlen = match one("QLEN_MON_FILE") {
-            None => None,
-            Some(f) => {
-                let mut ns = |k: &str, d: &str| -> Instant {
-                    Instant::from_nanos(err!(parse_num(origin, k, one(k).unwrap_or(d)), 0))
-                };
-                let window = QlenWindow {
-                    start: ns("QLEN_MON_START", "2000000000"),
-                    end: ns("QLEN_MON_END", "2100000000"),
-                };
-                Some((f.to_string(), window))
-            }
-        };
+        let run = r.run_settings(&mut sections);
+        let qlen = r.qlen();
         // A config.txt names its inputs: without them ns-3 reads nothing and runs no flow.
         for key in ["TOPOLOGY_FILE", "FLOW_FILE"] {
-            if one(key).is_none() && whole_file {
-                errs.push(format!(
+            if r.one(key).is_none() && whole_file {
+                r.errs.push(format!(
                     "{origin}: {key} is missing (ns-3 would run without {})",
                     if key == "FLOW_FILE" {
                         "a flow"
@@ -633,8 +242,8 @@ impl Ns3Config {
                 ));
             }
         }
-        if !errs.is_empty() {
-            let n = errs.len();
+        if !r.errs.is_empty() {
+            let n = r.errs.len();
             bail!(
                 "{}{}",
                 if n > 1 {
@@ -642,26 +251,27 @@ impl Ns3Config {
                 } else {
                     String::new()
                 },
-                errs.join("\n")
+                r.errs.join("\n")
             );
         }
+        let file = |k: &str| r.one(k).map(str::to_string);
         Ok(Ns3Config {
             origin: origin.to_string(),
             kind,
-            int: int_mode,
+            int,
             window,
             sections,
-            payload,
-            buffer_bytes: buffer_mb * 1024 * 1024,
-            stop: Instant::from_nanos((stop_s * 1e9).round() as u64),
-            error_rate,
+            payload: run.payload,
+            buffer_bytes: run.buffer_mb * 1024 * 1024,
+            stop: Instant::from_nanos((run.stop_s * 1e9).round() as u64),
+            error_rate: run.error_rate,
             ack_high_prio,
-            topology_file: one("TOPOLOGY_FILE").map(str::to_string),
-            flow_file: one("FLOW_FILE").map(str::to_string),
-            fct_file: one("FCT_OUTPUT_FILE").map(str::to_string),
-            pfc_file: one("PFC_OUTPUT_FILE").map(str::to_string),
+            topology_file: file("TOPOLOGY_FILE"),
+            flow_file: file("FLOW_FILE"),
+            fct_file: file("FCT_OUTPUT_FILE"),
+            pfc_file: file("PFC_OUTPUT_FILE"),
             qlen,
-            warnings,
+            warnings: r.warnings,
         })
     }
 
@@ -701,6 +311,501 @@ impl Ns3Config {
     /// The congestion control a config.txt selects (`CC_MODE`).
     pub fn kind(&self) -> CcKind {
         self.kind
+    }
+}
+
+fn int_value(x: u64) -> toml::Value {
+    toml::Value::Integer(x as i64)
+}
+
+/// The run settings config.txt gives besides the controls' sections.
+struct RunSettings {
+    payload: u32,
+    buffer_mb: u64,
+    stop_s: f64,
+    error_rate: f64,
+}
+
+/// A config.txt's keys and values as read, and the problems found so far: each step of
+/// [`Ns3Config::read`] reads its keys, notes every problem (a line naming the key) and goes on
+/// with a fallback, so one pass reports all of a file's problems.
+struct Reader<'a> {
+    origin: &'a str,
+    kv: BTreeMap<&'a str, Vec<&'a str>>,
+    errs: Vec<String>,
+    /// What is read but not acted on, a sentence each.
+    warnings: Vec<String>,
+}
+
+impl<'a> Reader<'a> {
+    /// Splits `text` into keys and their values by [`KEYS`]: an unknown key, a key without its
+    /// values or given twice is an error naming it.
+    fn new(text: &'a str, origin: &'a str) -> Reader<'a> {
+        let mut r = Reader {
+            origin,
+            kv: BTreeMap::new(),
+            errs: Vec::new(),
+            warnings: Vec::new(),
+        };
+        let mut toks = text.split_whitespace().peekable();
+        // A key's value is never a KEY-like word; after an unknown key, its values are skipped
+        // up to the next key so one unknown key is one error.
+        let key_like = |t: &str| {
+            t.starts_with(|c: char| c.is_ascii_uppercase())
+                && t.chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        };
+        while let Some(key) = toks.next() {
+            let arity = match KEYS.iter().find(|(k, _)| *k == key) {
+                Some((_, Arity::Map)) => {
+                    let Some(n) = toks.next() else {
+                        r.errs
+                            .push(format!("{origin}: {key} without its entry count"));
+                        break;
+                    };
+                    let n: usize = r.note(parse_num(origin, key, n), 0);
+                    if n > 1024 {
+                        r.errs
+                            .push(format!("{origin}: {key} {n}: too many entries"));
+                        continue;
+                    }
+                    2 * n
+                }
+                Some((_, Arity::Three)) => 3,
+                Some((_, Arity::One)) => 1,
+                None => {
+                    r.errs.push(if key == "PAUSE_TIME" {
+                        format!(
+                            "{origin}: PAUSE_TIME: quench's PFC pauses until resumed, as ns-3 \
+                             does with run.py's settings; a pause time is not modelled"
+                        )
+                    } else {
+                        format!("{origin}: unknown key {key} (quench reads the keys run.py writes)")
+                    });
+                    while toks.peek().is_some_and(|t| !key_like(t)) {
+                        toks.next();
+                    }
+                    continue;
+                }
+            };
+            let v: Vec<&str> = toks.by_ref().take(arity).collect();
+            if v.len() != arity {
+                r.errs.push(if key.ends_with("_MAP") {
+                    format!("{origin}: {key} promises {} (rate, value) pairs", arity / 2)
+                } else {
+                    format!("{origin}: {key} without its value")
+                });
+            } else if r.kv.insert(key, v).is_some() {
+                r.errs.push(format!("{origin}: {key} is given twice"));
+            }
+        }
+        r
+    }
+
+    /// The value, or the error noted and `fallback` used so the rest of the file is still
+    /// checked.
+    fn note<T>(&mut self, r: anyhow::Result<T>, fallback: T) -> T {
+        match r {
+            Ok(v) => v,
+            Err(e) => {
+                self.errs.push(format!("{e:#}"));
+                fallback
+            }
+        }
+    }
+
+    fn one(&self, k: &str) -> Option<&'a str> {
+        self.kv.get(k).map(|v| v[0])
+    }
+
+    /// The number `key` holds, or third.cc's `default` when the file does not set it; an
+    /// error noted gives `fallback`.
+    fn value<T: std::str::FromStr>(&mut self, key: &str, default: &str, fallback: T) -> T {
+        let v = self.one(key).unwrap_or(default);
+        let r = parse_num(self.origin, key, v);
+        self.note(r, fallback)
+    }
+
+    /// A switch third.cc reads as an unsigned integer and tests for non-zero; an error noted
+    /// gives `fallback`.
+    fn switch(&mut self, key: &str, default: u32, fallback: bool) -> bool {
+        let v = self
+            .one(key)
+            .unwrap_or(if default == 0 { "0" } else { "1" });
+        let r = parse_num::<u32>(self.origin, key, v).map(|x| x != 0);
+        self.note(r, fallback)
+    }
+
+    /// A key third.cc has no default for.
+    fn need(&mut self, k: &str) -> Option<&'a str> {
+        let v = self.one(k);
+        if v.is_none() {
+            self.errs.push(format!(
+                "{}: {k} is missing (ns-3 has no default for it)",
+                self.origin
+            ));
+        }
+        v
+    }
+
+    /// CC_MODE (third.cc default 1).
+    fn cc_mode(&mut self) -> CcKind {
+        match self.one("CC_MODE").unwrap_or("1") {
+            "1" => CcKind::Dcqcn,
+            "3" => CcKind::Hpcc,
+            "7" => CcKind::Timely,
+            "8" => CcKind::Dctcp,
+            "10" => CcKind::Pint,
+            m => {
+                self.errs.push(format!(
+                    "{}: CC_MODE {m}: quench models 1 (DCQCN), 3 (HPCC), 7 (TIMELY), \
+                     8 (DCTCP) and 10 (HPCC-PINT)",
+                    self.origin
+                ));
+                CcKind::Dcqcn
+            }
+        }
+    }
+
+    /// The window (`HAS_WIN 1`: `Some(VAR_WIN)`) and `ACK_HIGH_PRIO`; the keys whose other
+    /// values are not modelled (`GLOBAL_T`, `RATE_BOUND`, `L2_BACK_TO_ZERO`, `LINK_DOWN`) and
+    /// `ENABLE_TRACE`'s warning.
+    fn modelled_settings(&mut self, kind: CcKind) -> (Option<bool>, bool) {
+        let origin = self.origin;
+        // ACK_HIGH_PRIO (third.cc default 0) picks the NIC's ACK queue index: 0, which no PFC
+        // pause holds, or 3, whose pause holds the NIC's ACKs, NACKs and CNPs too (qbb-net-
+        // device.cc: "if (!paused[ack_q_idx] && m_ackQ->GetNPackets() > 0)"). Either way the
+        // NIC sends them ahead of data, and switches queue them with their flow's data.
+        let ack_high_prio = self.switch("ACK_HIGH_PRIO", 0, true);
+        let has_win = self.switch("HAS_WIN", 1, false);
+        let enable_trace = self.switch("ENABLE_TRACE", 1, false);
+        // HAS_WIN (third.cc default 1) gives each flow a window of one BDP (`maxBdp` with
+        // GLOBAL_T 1), VAR_WIN (default 0) scales it with the flow's rate.
+        let var_win = self.switch("VAR_WIN", 0, false);
+        let window = has_win.then_some(var_win);
+        if has_win || kind == CcKind::Hpcc {
+            let global_t = self.one("GLOBAL_T").unwrap_or("1");
+            if global_t != "1" {
+                self.errs.push(format!(
+                    "{origin}: GLOBAL_T {global_t}: per host pair windows and base RTTs are not \
+                     modelled; only GLOBAL_T 1 (the network's largest)"
+                ));
+            }
+        }
+        if kind == CcKind::Hpcc && !has_win {
+            self.errs.push(format!(
+                "{origin}: CC_MODE 3 with HAS_WIN 0: HPCC's rule divides by the window (ns-3 \
+                 divides by zero); give HAS_WIN 1"
+            ));
+        }
+        // ENABLE_TRACE (third.cc default 1) writes the binary packet trace of TRACE_FILE's
+        // nodes to TRACE_OUTPUT_FILE: an output only, which quench does not write.
+        let trace_out = self.one("TRACE_OUTPUT_FILE");
+        if enable_trace && (self.one("ENABLE_TRACE").is_some() || trace_out.is_some()) {
+            self.warnings.push(format!(
+                "{origin}: ENABLE_TRACE {}: ns-3's binary packet trace{} is not written; the \
+                 run is the same without it",
+                self.one("ENABLE_TRACE").unwrap_or("1"),
+                trace_out.map_or(String::new(), |f| format!(" ({f})"))
+            ));
+        }
+        for (key, want, why) in [
+            (
+                "RATE_BOUND",
+                "1",
+                "quench's senders are always rate-limited",
+            ),
+            ("L2_BACK_TO_ZERO", "0", "quench retransmits go-back-N"),
+        ] {
+            if let Some(v) = self.one(key) {
+                if v != want {
+                    self.errs.push(format!(
+                        "{origin}: {key} {v}: {why}; only {key} {want} is modelled"
+                    ));
+                }
+            }
+        }
+        if let Some(v) = self.kv.get("LINK_DOWN") {
+            if v.iter().any(|x| *x != "0") {
+                let e = format!(
+                    "{origin}: LINK_DOWN {}: link failures (with ns-3's re-routing) are not \
+                     modelled; only LINK_DOWN 0 0 0",
+                    v.join(" ")
+                );
+                self.errs.push(e);
+            }
+        }
+        (window, ack_high_prio)
+    }
+
+    /// DCQCN's reaction point (`[dcqcn_rp]`); returns `EWMA_GAIN` and the values of
+    /// `RATE_AI` and `RATE_HAI` where the mode reads them.
+    fn dcqcn_rp(
+        &mut self,
+        kind: CcKind,
+        sections: &mut CcSections,
+    ) -> (f64, (Option<&'a str>, Option<&'a str>)) {
+        let origin = self.origin;
+        let rp = sections.dcqcn_rp.get_or_insert_with(toml::Table::new);
+        // third.cc's defaults where a key is absent: alpha_resume_interval 55,
+        // rate_decrease_interval 4, fast_recovery_times 5, min_rate 100Mb/s, clamp 0, and
+        // ewma_gain `1 / 16`, an integer division: 0.
+        let g: f64 = self.value("EWMA_GAIN", "0", 0.0);
+        let g1024 = (1.0 - g) * 1024.0;
+        if !(0.0..=1.0).contains(&g) || (kind == CcKind::Dcqcn && g1024.fract() != 0.0) {
+            self.errs.push(format!(
+                "{origin}: EWMA_GAIN {g}: quench keeps (1 - g) x 1024 as an integer \
+                 (1/256 -> 1020, 1/16 -> 960)"
+            ));
+        }
+        rp.insert("dce_tcp_g".into(), int_value(g1024 as u64));
+        for (key, default, name) in [
+            ("ALPHA_RESUME_INTERVAL", "55", "dce_tcp_rtt"),
+            ("RATE_DECREASE_INTERVAL", "4", "rate_reduce_monitor_period"),
+        ] {
+            let m = micros(origin, key, self.one(key).unwrap_or(default));
+            rp.insert(name.into(), int_value(self.note(m, 0)));
+        }
+        let uses_ai = kind != CcKind::Dctcp;
+        let uses_hai = matches!(kind, CcKind::Dcqcn | CcKind::Timely);
+        let rp_timer = if kind == CcKind::Dcqcn {
+            self.need("RP_TIMER")
+        } else {
+            self.one("RP_TIMER")
+        };
+        let rate_ai = if uses_ai {
+            self.need("RATE_AI")
+        } else {
+            self.one("RATE_AI")
+        };
+        let rate_hai = if uses_hai {
+            self.need("RATE_HAI")
+        } else {
+            self.one("RATE_HAI")
+        };
+        let clamp = self.one("CLAMP_TARGET_RATE").unwrap_or("0");
+        let clamp = flag(origin, "CLAMP_TARGET_RATE", clamp);
+        rp.insert(
+            "clamp_tgt_rate".into(),
+            toml::Value::Boolean(self.note(clamp, false)),
+        );
+        if let Some(v) = rp_timer {
+            let m = micros(origin, "RP_TIMER", v);
+            rp.insert("rpg_time_reset".into(), int_value(self.note(m, 0)));
+        }
+        let frt: u32 = self.value("FAST_RECOVERY_TIMES", "5", 0);
+        rp.insert("rpg_threshold".into(), int_value(frt as u64));
+        for (key, v, name) in [
+            ("RATE_AI", rate_ai, "rpg_ai_rate"),
+            ("RATE_HAI", rate_hai, "rpg_hai_rate"),
+            (
+                "MIN_RATE",
+                Some(self.one("MIN_RATE").unwrap_or("100Mb/s")),
+                "rpg_min_rate",
+            ),
+        ] {
+            if let Some(v) = v {
+                let m = mbps(origin, key, v);
+                rp.insert(name.into(), int_value(self.note(m, 0)));
+            }
+        }
+        (g, (rate_ai, rate_hai))
+    }
+
+    /// The ACK-driven controls' sections (rdma-hw.cc attributes as third.cc sets them); returns
+    /// what data packets collect and ACKs echo. A bad rate was reported by DCQCN's section,
+    /// which reads them too.
+    fn ack_driven_rp(
+        &mut self,
+        kind: CcKind,
+        g: f64,
+        (rate_ai, rate_hai): (Option<&str>, Option<&str>),
+        sections: &mut CcSections,
+    ) -> IntMode {
+        let origin = self.origin;
+        let rate = |key: &str, v: Option<&str>| v.map_or(0, |v| mbps(origin, key, v).unwrap_or(0));
+        let min_rate = rate("MIN_RATE", Some(self.one("MIN_RATE").unwrap_or("100Mb/s")));
+        let (ai, hai) = (rate("RATE_AI", rate_ai), rate("RATE_HAI", rate_hai));
+        let mut t = toml::Table::new();
+        t.insert("min_rate".into(), int_value(min_rate));
+        let mut int_mode = IntMode::None;
+        match kind {
+            CcKind::Hpcc | CcKind::Pint => {
+                let u = self.value("U_TARGET", "0.95", 0.95);
+                t.insert("u_target".into(), toml::Value::Float(u));
+                let mi: u64 = self.value("MI_THRESH", "5", 5);
+                t.insert("mi_thresh".into(), int_value(mi));
+                t.insert("rate_ai".into(), int_value(ai));
+                if kind == CcKind::Hpcc {
+                    let multi: u32 = self.value("INT_MULTI", "1", 1);
+                    t.insert("int_multi".into(), int_value(u64::from(multi)));
+                    for (k, name, d) in [
+                        ("FAST_REACT", "fast_react", 1),
+                        ("MULTI_RATE", "multi_rate", 1),
+                        ("SAMPLE_FEEDBACK", "sample_feedback", 0),
+                    ] {
+                        t.insert(name.into(), toml::Value::Boolean(self.switch(k, d, false)));
+                    }
+                    int_mode = IntMode::Hops { multi };
+                    sections.hpcc_rp = Some(t);
+                } else {
+                    let base = self.value("PINT_LOG_BASE", "1.05", 1.05);
+                    t.insert("log_base".into(), toml::Value::Float(base));
+                    let prob = self.value("PINT_PROB", "1.0", 1.0);
+                    t.insert("prob".into(), toml::Value::Float(prob));
+                    match rp::Pint::new(base) {
+                        Some(code) => int_mode = IntMode::Pint { code },
+                        None => self.errs.push(format!(
+                            "{origin}: PINT_LOG_BASE {base}: must be above 1 with a code of at \
+                             most 16 bits"
+                        )),
+                    }
+                    sections.pint_rp = Some(t);
+                }
+            }
+            CcKind::Timely => {
+                t.insert("rate_ai".into(), int_value(ai));
+                t.insert("rate_hai".into(), int_value(hai));
+                int_mode = IntMode::Ts;
+                sections.timely_rp = Some(t);
+            }
+            CcKind::Dctcp => {
+                let dai = self.one("DCTCP_RATE_AI").unwrap_or("1000Mb/s");
+                let m = mbps(origin, "DCTCP_RATE_AI", dai);
+                t.insert("rate_ai".into(), int_value(self.note(m, 0)));
+                t.insert("g".into(), toml::Value::Float(g));
+                sections.dctcp_rp = Some(t);
+            }
+            _ => {}
+        }
+        int_mode
+    }
+
+    /// A `*_MAP` key's entries by link speed (b/s).
+    fn map(&mut self, k: &str) -> BTreeMap<u64, &'a str> {
+        let origin = self.origin;
+        let mut m = BTreeMap::new();
+        let Some(v) = self.kv.get(k).cloned() else {
+            self.errs.push(format!(
+                "{origin}: {k} is missing (ns-3 needs an entry for each link speed)"
+            ));
+            return m;
+        };
+        for pair in v.chunks(2) {
+            let Some(rate) = self.note(parse_num::<u64>(origin, k, pair[0]).map(Some), None) else {
+                continue;
+            };
+            if m.insert(rate, pair[1]).is_some() {
+                self.errs
+                    .push(format!("{origin}: {k}: {rate} b/s appears twice"));
+            }
+        }
+        m
+    }
+
+    /// Marking: ns-3 `ConfigEcn(port, kmin, kmax, pmax)` per port speed, K in KB (x 1000).
+    fn red(&mut self) -> toml::Table {
+        let origin = self.origin;
+        let ecn = flag(origin, "ENABLE_QCN", self.one("ENABLE_QCN").unwrap_or("1"));
+        let ecn = self.note(ecn, true);
+        let mut red = toml::Table::new();
+        red.insert("mark_at".into(), toml::Value::String("dequeue".into()));
+        let (kmax, kmin, pmax) = (
+            self.map("KMAX_MAP"),
+            self.map("KMIN_MAP"),
+            self.map("PMAX_MAP"),
+        );
+        let rates: Vec<u64> = kmax.keys().copied().collect();
+        for (k, m) in [("KMIN_MAP", &kmin), ("PMAX_MAP", &pmax)] {
+            if !m.is_empty() && !rates.is_empty() && m.keys().copied().collect::<Vec<_>>() != rates
+            {
+                self.errs.push(format!(
+                    "{origin}: {k} and KMAX_MAP name different link speeds"
+                ));
+            }
+        }
+        let mut by_rate = Vec::new();
+        for r in rates {
+            let (Some(kmin_v), Some(pmax_v)) = (kmin.get(&r), pmax.get(&r)) else {
+                continue;
+            };
+            let mut e = toml::Table::new();
+            e.insert("rate".into(), int_value(r));
+            let mut kb = |k: &str, v: &str| -> toml::Value {
+                let x = parse_num::<u64>(origin, k, v);
+                int_value(self.note(x, 0).saturating_mul(1000))
+            };
+            let (kmin_b, kmax_b) = (kb("KMIN_MAP", kmin_v), kb("KMAX_MAP", kmax[&r]));
+            let p = parse_num(origin, "PMAX_MAP", pmax_v);
+            let p: f64 = self.note(p, 0.0);
+            if ecn {
+                e.insert("kmin_bytes".into(), kmin_b);
+                e.insert("kmax_bytes".into(), kmax_b);
+                e.insert("pmax".into(), toml::Value::Float(p));
+            } else {
+                // ENABLE_QCN 0: ns-3 switches never mark (EcnEnabled false).
+                e.insert("kmin_bytes".into(), int_value(i64::MAX as u64));
+                e.insert("kmax_bytes".into(), int_value(i64::MAX as u64));
+                e.insert("pmax".into(), toml::Value::Float(0.0));
+            }
+            by_rate.push(toml::Value::Table(e));
+        }
+        red.insert("by_rate".into(), toml::Value::Array(by_rate));
+        red
+    }
+
+    /// Payload, ACK interval, buffer, stop time and link loss.
+    fn run_settings(&mut self, sections: &mut CcSections) -> RunSettings {
+        let origin = self.origin;
+        let payload: u32 = self.value("PACKET_PAYLOAD_SIZE", "1000", 1000);
+        if let Some(t) = sections.dctcp_rp.as_mut() {
+            // DCTCP counts a window's packets in `Mtu` = PACKET_PAYLOAD_SIZE.
+            t.insert("mtu".into(), int_value(u64::from(payload)));
+        }
+        if !(64..=65_000).contains(&payload) {
+            self.errs.push(format!(
+                "{origin}: PACKET_PAYLOAD_SIZE {payload}: must be 64..=65000"
+            ));
+        }
+        // ns-3 acknowledges when the next expected octet passes a milestone that advances by
+        // L2_ACK_INTERVAL octets: up to one payload, that is every packet.
+        let ack: u64 = self.value("L2_ACK_INTERVAL", "0", 1);
+        if ack == 0 || ack > payload as u64 {
+            self.errs.push(format!(
+                "{origin}: L2_ACK_INTERVAL {ack}: quench models an ACK per packet \
+                 (1..={payload} octets); 0 (no ACKs) never completes a flow"
+            ));
+        }
+        let buffer_mb: u64 = self.value("BUFFER_SIZE", "16", 16);
+        let stop_s: f64 = self.value("SIMULATOR_STOP_TIME", "3.01", 3.01);
+        if !(stop_s > 0.0 && stop_s < 1e9) {
+            self.errs.push(format!(
+                "{origin}: SIMULATOR_STOP_TIME {stop_s}: must be > 0 seconds"
+            ));
+        }
+        let error_rate: f64 = self.value("ERROR_RATE_PER_LINK", "0", 0.0);
+        if !(0.0..=1.0).contains(&error_rate) {
+            self.errs.push(format!(
+                "{origin}: ERROR_RATE_PER_LINK {error_rate}: not a probability"
+            ));
+        }
+        RunSettings {
+            payload,
+            buffer_mb,
+            stop_s,
+            error_rate,
+        }
+    }
+
+    /// ns-3's queue-length monitor: its file and window.
+    fn qlen(&mut self) -> Option<(String, QlenWindow)> {
+        let f = self.one("QLEN_MON_FILE")?;
+        let mut ns = |k: &str, d: &str| -> Instant { Instant::from_nanos(self.value(k, d, 0)) };
+        let window = QlenWindow {
+            start: ns("QLEN_MON_START", "2000000000"),
+            end: ns("QLEN_MON_END", "2100000000"),
+        };
+        Some((f.to_string(), window))
     }
 }
 

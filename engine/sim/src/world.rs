@@ -485,21 +485,23 @@ pub fn node_ip(id: u32) -> u32 {
     0x0b00_0001 + (id / 256) * 0x0001_0000 + (id % 256) * 0x0000_0100
 }
 
-impl World {
-    pub fn new(
-        topo: &Topology,
-        flows: &[FlowSpec],
-        cc: CcSetup,
-        cfg: RunConfig,
-    ) -> Result<World, WorldError> {
-        if !(64..=65_000).contains(&cfg.host.mtu) {
-            return Err(WorldError::Mtu(cfg.host.mtu));
-        }
-        if cfg.sample == Duration::ZERO {
-            return Err(WorldError::Sample);
-        }
+/// The network's nodes and ports as the topology's links lay them out.
+struct Layout {
+    /// Per node, the nodes its ports lead to, in port order.
+    peers: Vec<Vec<u32>>,
+    /// The hosts' node ids, in host order.
+    host_nodes: Vec<u32>,
+    /// Per node, its host index or `NONE`.
+    host_of: Vec<u32>,
+    nodes: Vec<Node>,
+    ports: Vec<Port>,
+}
+
+impl Layout {
+    /// Ports in link order per node (node-local index = order of appearance), each attached
+    /// to its node's core with its congestion point (switch ports only).
+    fn of(topo: &Topology, cc: &CcSetup, cfg: &RunConfig) -> Result<Layout, WorldError> {
         let n = topo.nodes as usize;
-        // Ports in link order per node: node-local index = order of appearance.
         let mut peers: Vec<Vec<u32>> = vec![Vec::new(); n];
         let mut local: Vec<(u32, u32)> = Vec::with_capacity(topo.links.len()); // (idx at a, idx at b)
         for l in &topo.links {
@@ -571,6 +573,123 @@ impl World {
             }
         }
         let ports: Vec<Port> = ports.into_iter().flatten().collect();
+        Ok(Layout {
+            peers,
+            host_nodes,
+            host_of,
+            nodes,
+            ports,
+        })
+    }
+}
+
+/// Each host's core: its reaction point for its port's rate, paced as ns-3's NIC.
+fn new_hosts(
+    host_nodes: &[u32],
+    nodes: &[Node],
+    ports: &[Port],
+    cc: &CcSetup,
+    cfg: &RunConfig,
+) -> Result<Vec<Host>, WorldError> {
+    let mut hosts: Vec<Host> = Vec::with_capacity(host_nodes.len());
+    for &h in host_nodes {
+        let port = nodes[h as usize].first_port;
+        let rp = cc::host_rp(cc, ports[port as usize].rate).map_err(WorldError::Cc)?;
+        let pacing = PacingConfig {
+            spacing: cfg.host.spacing,
+            ..SIM_PACING
+        };
+        let core =
+            HostCore::new(pacing, rp, cc::receiver(cc)).map_err(|e| WorldError::Cc(e.into()))?;
+        hosts.push(Host {
+            node: h,
+            port,
+            core,
+            timer_at: Instant::MAX,
+            wake_at: Instant::MAX,
+        });
+    }
+    Ok(hosts)
+}
+
+/// The switches' shared buffer, and their PFC when the run has it: headroom and threshold
+/// shift per port from its speed and delay against the NIC's (`nic_rate`).
+fn set_switch_buffers(
+    nodes: &mut [Node],
+    ports: &[Port],
+    topo: &Topology,
+    cc: &CcSetup,
+    cfg: &RunConfig,
+    nic_rate: Rate,
+) -> Result<(), WorldError> {
+    if let Some(pfc) = &cc.pfc {
+        for (i, node) in nodes.iter_mut().enumerate() {
+            if !topo.is_switch[i] || node.nports == 0 {
+                continue;
+            }
+            let first = node.first_port as usize;
+            let mine = &ports[first..first + node.nports as usize];
+            let mut p = pfc.params.clone();
+            p.ports = node.nports as u16;
+            p.link_rate = mine.iter().map(|x| x.rate).max().unwrap_or(Rate::ZERO);
+            p.buffer_bytes = cfg.switch.buffer_bytes;
+            // dcqcn.md: "headroom per port = 3 x rate x one-way delay" (at least 3000
+            // octets here), and the threshold shift per port as third.cc sets them
+            // (`PfcProfile::with_ports`).
+            let per_port: Vec<cp::pfc::PortPfc> = mine
+                .iter()
+                .map(|x| {
+                    let mut shift = p.alpha_shift;
+                    let mut rate = x.rate.as_bps();
+                    while rate > nic_rate.as_bps() && shift > 0 {
+                        shift -= 1;
+                        rate /= 2;
+                    }
+                    cp::pfc::PortPfc {
+                        headroom_bytes: (x.rate.bytes_in(x.delay) * 3).max(3000),
+                        alpha_shift: shift,
+                    }
+                })
+                .collect();
+            if !pfc.headroom_given {
+                p.headroom_bytes = per_port.iter().map(|x| x.headroom_bytes).max().unwrap_or(0);
+            }
+            let err = |e| WorldError::Cc(anyhow::anyhow!("[pfc] at switch {i}: {e}"));
+            let mut prof = cp::pfc::PfcProfile::new(&p).map_err(err)?;
+            if !pfc.headroom_given {
+                prof = prof.with_ports(&per_port).map_err(err)?;
+            }
+            node.core.set_pfc(prof);
+        }
+    }
+    for (i, node) in nodes.iter_mut().enumerate() {
+        if topo.is_switch[i] {
+            node.core.set_buffer(cfg.switch.buffer_bytes);
+        }
+    }
+    Ok(())
+}
+
+impl World {
+    pub fn new(
+        topo: &Topology,
+        flows: &[FlowSpec],
+        cc: CcSetup,
+        cfg: RunConfig,
+    ) -> Result<World, WorldError> {
+        if !(64..=65_000).contains(&cfg.host.mtu) {
+            return Err(WorldError::Mtu(cfg.host.mtu));
+        }
+        if cfg.sample == Duration::ZERO {
+            return Err(WorldError::Sample);
+        }
+        let Layout {
+            peers,
+            host_nodes,
+            host_of,
+            mut nodes,
+            ports,
+        } = Layout::of(topo, &cc, &cfg)?;
         let routes = Routes::compute(topo, &peers, &host_nodes);
         // ns-3's maxRtt and maxBdp (third.cc, `GLOBAL_T 1`): the window and HPCC's base RTT.
         let (max_rtt, max_bdp) = if cfg.host.window.is_some() || cfg.host.int != IntMode::None {
@@ -585,73 +704,12 @@ impl World {
                 base_rtt: Duration::from_nanos(max_rtt),
             });
         }
-        let mut hosts: Vec<Host> = Vec::with_capacity(host_nodes.len());
-        for &h in &host_nodes {
-            let port = nodes[h as usize].first_port;
-            let rp = cc::host_rp(&cc, ports[port as usize].rate).map_err(WorldError::Cc)?;
-            let pacing = PacingConfig {
-                spacing: cfg.host.spacing,
-                ..SIM_PACING
-            };
-            let core = HostCore::new(pacing, rp, cc::receiver(&cc))
-                .map_err(|e| WorldError::Cc(e.into()))?;
-            hosts.push(Host {
-                node: h,
-                port,
-                core,
-                timer_at: Instant::MAX,
-                wake_at: Instant::MAX,
-            });
-        }
+        let hosts = new_hosts(&host_nodes, &nodes, &ports, &cc, &cfg)?;
         // ns-3's `get_nic_rate`: the first host's link speed.
         let nic_rate = hosts
             .first()
             .map_or(Rate::ZERO, |h| ports[h.port as usize].rate);
-        if let Some(pfc) = &cc.pfc {
-            for (i, node) in nodes.iter_mut().enumerate() {
-                if !topo.is_switch[i] || node.nports == 0 {
-                    continue;
-                }
-                let first = node.first_port as usize;
-                let mine = &ports[first..first + node.nports as usize];
-                let mut p = pfc.params.clone();
-                p.ports = node.nports as u16;
-                p.link_rate = mine.iter().map(|x| x.rate).max().unwrap_or(Rate::ZERO);
-                p.buffer_bytes = cfg.switch.buffer_bytes;
-                // dcqcn.md: "headroom per port = 3 x rate x one-way delay" (at least 3000
-                // octets here), and the threshold shift per port as third.cc sets them
-                // (`PfcProfile::with_ports`).
-                let per_port: Vec<cp::pfc::PortPfc> = mine
-                    .iter()
-                    .map(|x| {
-                        let mut shift = p.alpha_shift;
-                        let mut rate = x.rate.as_bps();
-                        while rate > nic_rate.as_bps() && shift > 0 {
-                            shift -= 1;
-                            rate /= 2;
-                        }
-                        cp::pfc::PortPfc {
-                            headroom_bytes: (x.rate.bytes_in(x.delay) * 3).max(3000),
-                            alpha_shift: shift,
-                        }
-                    })
-                    .collect();
-                if !pfc.headroom_given {
-                    p.headroom_bytes = per_port.iter().map(|x| x.headroom_bytes).max().unwrap_or(0);
-                }
-                let err = |e| WorldError::Cc(anyhow::anyhow!("[pfc] at switch {i}: {e}"));
-                let mut prof = cp::pfc::PfcProfile::new(&p).map_err(err)?;
-                if !pfc.headroom_given {
-                    prof = prof.with_ports(&per_port).map_err(err)?;
-                }
-                node.core.set_pfc(prof);
-            }
-        }
-        for (i, node) in nodes.iter_mut().enumerate() {
-            if topo.is_switch[i] {
-                node.core.set_buffer(cfg.switch.buffer_bytes);
-            }
-        }
+        set_switch_buffers(&mut nodes, &ports, topo, &cc, &cfg, nic_rate)?;
         let link_rngs = (0..ports.len())
             .map(|i| rng::stream(cfg.seed, Stream::Link, i as u64))
             .collect();
@@ -692,19 +750,45 @@ impl World {
             pint_rng: rng::stream(cfg.seed, Stream::Pint, 0),
             cfg,
         };
-        if let Some(win) = w.cfg.qlen_window {
-            let names: Vec<Option<(u32, u32)>> = (0..w.ports.len() as u32)
-                .map(|p| {
-                    let (node, local, _) = w.port_name(p);
-                    // ns-3 interface indices start at 1 (0 is the loopback device).
-                    w.port_is_switch(p).then_some((node, local + 1))
-                })
-                .collect();
-            w.qlen = Some(QlenMonitor::new(win, &names));
-            if let Some(at) = win.next_dump(Instant::ZERO) {
-                w.events.push(at, Ev::QlenDump);
-            }
+        // The first events, in this order (their sequence numbers break ties): the queue
+        // monitor's first dump, each flow's start, the link changes, the first sample.
+        w.start_qlen_monitor();
+        w.add_flows(flows, &host_of)?;
+        for c in w.cfg.link_changes.clone() {
+            let port = w.port_towards(c.from, c.to).ok_or(WorldError::NoSuchLink {
+                at_ns: c.at.as_nanos(),
+                from: c.from,
+                to: c.to,
+            })?;
+            w.events.push(c.at, Ev::LinkRate { port, rate: c.rate });
         }
+        // Sampling starts with the first flow (ns-3 flow files often start at 2 s).
+        let first = flows.iter().map(|f| f.start).min().unwrap_or(Instant::ZERO);
+        w.events.push(first, Ev::Sample);
+        Ok(w)
+    }
+
+    /// ns-3's queue-length monitor over the switch ports, with its first dump queued.
+    fn start_qlen_monitor(&mut self) {
+        let Some(win) = self.cfg.qlen_window else {
+            return;
+        };
+        let names: Vec<Option<(u32, u32)>> = (0..self.ports.len() as u32)
+            .map(|p| {
+                let (node, local, _) = self.port_name(p);
+                // ns-3 interface indices start at 1 (0 is the loopback device).
+                self.port_is_switch(p).then_some((node, local + 1))
+            })
+            .collect();
+        self.qlen = Some(QlenMonitor::new(win, &names));
+        if let Some(at) = win.next_dump(Instant::ZERO) {
+            self.events.push(at, Ev::QlenDump);
+        }
+    }
+
+    /// The flows with their ports, ECMP keys and cached routes, each start queued in file
+    /// order.
+    fn add_flows(&mut self, flows: &[FlowSpec], host_of: &[u32]) -> Result<(), WorldError> {
         let mut next_sport: std::collections::HashMap<(u32, u32), u16> =
             std::collections::HashMap::new();
         for (i, f) in flows.iter().enumerate() {
@@ -735,24 +819,24 @@ impl World {
             let sport = *next;
             *next = next.wrapping_add(1);
             let ecmp = EcmpKey::new(node_ip(f.src), node_ip(f.dst), sport, f.dport);
-            let fwd = w
+            let fwd = self
                 .path(f.src, f.dst, dst_h, &ecmp)
                 .ok_or(WorldError::Unreachable {
                     flow: i,
                     src: f.src,
                     dst: f.dst,
                 })?;
-            let ideal_fct = w.ideal_fct(f, &fwd);
+            let ideal_fct = self.ideal_fct(f, &fwd);
             // A receiver that cannot reach its sender leaves the reverse path to the tables
             // (whose empty next hops drop what it sends back).
-            let rev = w
+            let rev = self
                 .path(f.dst, f.src, src_h, &ecmp.reverse())
                 .unwrap_or_default();
-            w.flow_routes.push(FlowRoute {
-                fwd: Hops::of(&fwd, &w.ports),
-                rev: Hops::of(&rev, &w.ports),
+            self.flow_routes.push(FlowRoute {
+                fwd: Hops::of(&fwd, &self.ports),
+                rev: Hops::of(&rev, &self.ports),
             });
-            w.flows.push(Flow {
+            self.flows.push(Flow {
                 spec: f.clone(),
                 sport,
                 src_h,
@@ -780,20 +864,9 @@ impl World {
                 ue_received: 0,
                 retransmits: 0,
             });
-            w.events.push(f.start, Ev::FlowStart { flow: i as u32 });
+            self.events.push(f.start, Ev::FlowStart { flow: i as u32 });
         }
-        for c in w.cfg.link_changes.clone() {
-            let port = w.port_towards(c.from, c.to).ok_or(WorldError::NoSuchLink {
-                at_ns: c.at.as_nanos(),
-                from: c.from,
-                to: c.to,
-            })?;
-            w.events.push(c.at, Ev::LinkRate { port, rate: c.rate });
-        }
-        // Sampling starts with the first flow (ns-3 flow files often start at 2 s).
-        let first = flows.iter().map(|f| f.start).min().unwrap_or(Instant::ZERO);
-        w.events.push(first, Ev::Sample);
-        Ok(w)
+        Ok(())
     }
 
     fn port_towards(&self, from: u32, to: u32) -> Option<u32> {
