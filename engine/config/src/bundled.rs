@@ -131,6 +131,18 @@ pub const BUNDLED: &[Bundled] = &[
         "quench switch: the testbed's ports with RED/ECN marking for DCQCN on the bottleneck"
     ),
     bundled!(
+        "switch-hpcc",
+        Switch,
+        "switch-hpcc.toml",
+        "quench switch: the testbed's ports with HPCC's INT stamping on the bottleneck"
+    ),
+    bundled!(
+        "switch-dctcp",
+        Switch,
+        "switch-dctcp.toml",
+        "quench switch: the testbed's ports with ECN marking at K for DCTCP on the bottleneck"
+    ),
+    bundled!(
         "switch-pfc",
         Switch,
         "switch-pfc.toml",

@@ -58,6 +58,64 @@ pub trait CoreFrame: QueuedFrame {
     /// The CNM answering this sampled frame of data priority `prio`; `None` when it cannot be
     /// built (counted).
     fn cnm(&self, src: &CnmSource, prio: u8, fb: &QcnFeedback) -> Option<Self::Cnm>;
+    /// Pushes INT hop word `hop` (`rp::IntHop`) on the frame's INT header; `false` when the
+    /// frame has none (`wire::int`). A frame type without INT headers keeps the default.
+    fn push_int_hop(&mut self, hop: u64) -> bool {
+        let _ = hop;
+        false
+    }
+}
+
+/// INT stamping at a port (ns-3 HPCC's `SwitchNode::SwitchNotifyDequeue` under `CC_MODE 3`):
+/// each watched data frame leaving the port gets one hop of the time, the octets the port sent
+/// before it, the octets queued at the port after it left, and the line rate, packed as
+/// `rp::IntHop` packs them.
+///
+/// A hop can name five line rates (25, 50, 100, 200, 400 Gb/s, `IntHop::lineRateValues`). A
+/// port of another rate R stamps the smallest of them at or above R, C, with its octets sent and
+/// queued scaled by C / R: the utilisation a reaction point computes from a hop, `txRate / C +
+/// qlen x maxRate / C / W` (`UpdateRateHp`), is then the one at R, since both terms scale alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IntStamp {
+    /// The rate stamped, C.
+    pub coded: Rate,
+    /// The port's line rate, R.
+    pub line: Rate,
+    /// `IntHop::multi` (config.txt's `INT_MULTI`): the units of octets sent and queued.
+    pub multi: u32,
+}
+
+impl IntStamp {
+    /// The stamp of a port of `line` rate; `None` above 400 Gb/s or at 0.
+    pub fn new(line: Rate, multi: u32) -> Option<IntStamp> {
+        let coded = ::rp::int::LINE_RATES[..5]
+            .iter()
+            .find(|&&r| r >= line.as_bps())
+            .map(|&r| Rate::from_bps(r))?;
+        (line.as_bps() > 0).then_some(IntStamp {
+            coded,
+            line,
+            multi: multi.max(1),
+        })
+    }
+
+    fn scale(&self, octets: u64) -> u64 {
+        (u128::from(octets) * u128::from(self.coded.as_bps()) / u128::from(self.line.as_bps()))
+            as u64
+    }
+
+    /// The hop word for a frame leaving at `now` after `tx_bytes` octets sent, `qlen` left.
+    pub fn hop(&self, now: Instant, tx_bytes: u64, qlen: u64) -> u64 {
+        let qlen = u32::try_from(self.scale(qlen)).unwrap_or(u32::MAX);
+        ::rp::IntHop::new(
+            now.as_nanos(),
+            self.scale(tx_bytes),
+            qlen,
+            self.coded,
+            self.multi,
+        )
+        .map_or(0, |h| h.0)
+    }
 }
 
 /// Who sends a port's CNMs: the CPID's MAC and the CNMs' priority.
@@ -113,6 +171,9 @@ pub struct CpCounters {
     pub unparsed: u64,
     /// CNMs not built (the sampled frame's header could not be re-emitted).
     pub cnm_errors: u64,
+    /// Watched data frames given an INT hop, and those that carried no INT header.
+    pub int_stamps: u64,
+    pub int_absent: u64,
 }
 
 /// The congestion points of one egress port, as its queue's hook: QCN at enqueue, then RED at
@@ -140,6 +201,9 @@ pub struct PortCp<C> {
     /// CNMs built, waiting for [`SwitchCore::poll_event`].
     made: Vec<C>,
     counters: CpCounters,
+    /// INT stamping, and the octets this queue sent (ns-3's `m_txBytes`, every frame).
+    int: Option<IntStamp>,
+    tx_bytes: u64,
 }
 
 impl<C> PortCp<C> {
@@ -163,7 +227,19 @@ impl<C> PortCp<C> {
             port_wide: None,
             made: Vec::new(),
             counters: CpCounters::default(),
+            int: None,
+            tx_bytes: 0,
         }
+    }
+
+    /// Stamps INT hops on the watched data frames ([`IntStamp`]).
+    pub fn with_int(mut self, int: IntStamp) -> Self {
+        self.int = Some(int);
+        self
+    }
+
+    pub fn int(&self) -> Option<IntStamp> {
+        self.int
     }
 
     pub fn counters(&self) -> CpCounters {
@@ -291,7 +367,7 @@ impl<C> PortCp<C> {
 
 impl<F: CoreFrame> CongestionHook<F> for PortCp<F::Cnm> {
     fn observes(&self) -> bool {
-        self.qcn.is_some() || self.red.is_some() || self.tcd.is_some()
+        self.qcn.is_some() || self.red.is_some() || self.tcd.is_some() || self.int.is_some()
     }
 
     fn on_enqueue(&mut self, ev: &QueueEvent, frame: &mut F) -> Admit {
@@ -327,7 +403,17 @@ impl<F: CoreFrame> CongestionHook<F> for PortCp<F::Cnm> {
         if let Some(prio) = self.watches(ev.class) {
             self.red(ev.class_bytes, false, frame);
             self.tcd(ev.now, prio, ev.class_bytes, frame);
+            if let Some(int) = &self.int {
+                // `PushHop(now, m_txBytes[ifIndex], GetNBytesTotal(), rate)`: the octets sent
+                // before this frame, the port's whole queue after it left.
+                if frame.push_int_hop(int.hop(ev.now, self.tx_bytes, ev.port_bytes)) {
+                    self.counters.int_stamps += 1;
+                } else {
+                    self.counters.int_absent += 1;
+                }
+            }
         }
+        self.tx_bytes += u64::from(ev.frame_len);
     }
 }
 

@@ -17,10 +17,10 @@ use cp::qcn::{QcnCpParams, QcnCpProfile};
 use cp::red::{RedParams, RedProfile};
 use cp::tcd::{TcdParams, TcdProfile};
 use units::keys::{key, Key, KeyDefault, Range, Type};
-use units::PRIORITIES;
+use units::{Rate, PRIORITIES};
 
 pub use super::core::CpCounters;
-use super::core::{CnmSource, CpProfiles, PortCp};
+use super::core::{CnmSource, CpProfiles, IntStamp, PortCp};
 use cp::qcn::QcnFeedback;
 use quench_wire::cnm::{self, CnmRepr};
 use quench_wire::ethernet::L2Repr;
@@ -87,6 +87,12 @@ pub struct CongestionConfig {
     /// Seed of the marking and sampling RNG (replays exactly).
     #[serde(default)]
     pub seed: u64,
+    /// Stamp an HPCC INT hop on each watched data frame that carries an INT header.
+    #[serde(default)]
+    pub int: bool,
+    /// INT_MULTI: the units of a hop's octets sent and queued (128 and 80 x this).
+    #[serde(default = "one")]
+    pub int_multi: u32,
 }
 
 /// The keys of a `[[congestion]]` table ([`CongestionConfig`]), as the configuration reference
@@ -156,9 +162,31 @@ pub const KEYS: &[Key] = &[
         range: Range::Any,
         doc: "Seed of the marking and sampling generator (runs replay exactly).",
     },
+    Key {
+        name: "int",
+        ty: Type::Bool,
+        unit: "",
+        default: KeyDefault::Value("false"),
+        range: Range::Text("needs the port's `rate`"),
+        doc: "Stamp an HPCC INT hop (time, octets sent, queue, line rate) on each watched data \
+              frame that carries an INT header.",
+    },
+    Key {
+        name: "int_multi",
+        ty: Type::Integer,
+        unit: "",
+        default: KeyDefault::Value("1"),
+        range: Range::Int(1, 65535),
+        doc: "INT_MULTI: a hop counts octets sent in units of 128 x this, queued in 80 x this.",
+    },
 ];
 
 const CNM_PRIORITY: &Key = key(KEYS, "cnm_priority");
+const INT_MULTI: &Key = key(KEYS, "int_multi");
+
+fn one() -> u32 {
+    1
+}
 
 fn all_priorities() -> Vec<u8> {
     (0..PRIORITIES as u8).collect()
@@ -243,9 +271,37 @@ impl CpHook {
                 priority: c.cnm_priority,
             },
         };
+        INT_MULTI
+            .within(c.int_multi.into())
+            .map_err(|e| err("int_multi", e.why()))?;
         Ok(PortCp::new(
             &profiles,
             Xoshiro256PlusPlus::seed_from_u64(c.seed),
         ))
+    }
+
+    /// Adds the INT stamping `c` asks for (entry `index`) at a port of `rate` (its `rate`
+    /// key): an error when `int` is on and the port has no rate, or one above 400 Gb/s.
+    pub fn with_int_config(
+        self,
+        index: usize,
+        c: &CongestionConfig,
+        rate: Option<Rate>,
+    ) -> Result<Self, CpConfigError> {
+        if !c.int {
+            return Ok(self);
+        }
+        let err = |why: &str| CpConfigError {
+            index,
+            port: c.port.clone(),
+            key: "int".to_string(),
+            why: why.to_string(),
+        };
+        let rate = rate.ok_or_else(|| {
+            err("INT stamps the port's line rate: give the port a `rate` (`[[ports]] rate`)")
+        })?;
+        let stamp = IntStamp::new(rate, c.int_multi)
+            .ok_or_else(|| err("a hop names line rates up to 400 Gb/s"))?;
+        Ok(self.with_int(stamp))
     }
 }

@@ -46,7 +46,14 @@ fn read_send(t: &str) -> Result<String, String> {
         .map_err(|e| e.to_string())?;
     let line = Rate::parse(&cfg.line_rate).map_err(|e| e.to_string())?;
     for cc in [Cc::Qcn, Cc::Dcqcn] {
-        host_rp(cc, cfg.qcn_rp.as_ref(), cfg.dcqcn_rp.as_ref(), line).map_err(|e| e.to_string())?;
+        host_rp(
+            cc,
+            cfg.qcn_rp.as_ref(),
+            cfg.dcqcn_rp.as_ref(),
+            units::Duration::ZERO,
+            line,
+        )
+        .map_err(|e| e.to_string())?;
     }
     Ok(format!("{cfg:?} {flows:?}"))
 }

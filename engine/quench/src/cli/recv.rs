@@ -56,6 +56,11 @@ pub struct Args {
     /// on its own clock: latency between machines that share no clock.
     #[arg(long)]
     pub reflect: bool,
+    /// Acknowledge each flow's test frames every OCTETS octets received (ns-3 HPCC's
+    /// L2_ACK_INTERVAL; 1: every frame): the ACK echoes the frame's sequence number, transmit
+    /// stamp, CE mark and INT hops, for `quench send --cc hpcc|dctcp|timely`.
+    #[arg(long, value_name = "OCTETS")]
+    pub ack_interval: Option<u64>,
     /// Act as a receiver whose link pauses: every PERIOD_US send a PFC PAUSE for priority 3
     /// lasting PAUSE_US (quanta at 1 Gbit/s, 512 ns each): `--pfc-pause 400:200`. The switch
     /// port toward this receiver then goes OFF and ON (TCD's victim scenario).
@@ -80,6 +85,8 @@ pub(crate) fn finish_sink(e: SinkEnd, out: Option<&std::path::Path>) -> anyhow::
     out!("{}", e.summary.table())?;
     for (n, what) in [
         (e.reflected, "test frames reflected to their senders"),
+        (e.acks_sent, "ACKs sent (--ack-interval)"),
+        (e.acks_with_int, "ACKs echoing INT hops"),
         (
             e.reply_tx_drops,
             "CNPs and reflected frames not sent (transmit ring full)",
@@ -179,6 +186,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             max_flows: args.max_flows,
             pfc_pause: args.pfc_pause.clone(),
             reflect: args.reflect,
+            ack_interval: args.ack_interval,
             clock: quench_wire::time::clock_id(),
         },
         duration: args.duration,

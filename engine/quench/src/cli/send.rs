@@ -69,6 +69,10 @@ pub struct Args {
     /// with `"type": "sink"`.
     #[arg(long, value_name = "[NETNS/]IFACE")]
     pub sink: Vec<String>,
+    /// With --sink: acknowledge each flow every OCTETS octets, as `quench recv --ack-interval`
+    /// (for `--cc hpcc|dctcp|timely`).
+    #[arg(long, value_name = "OCTETS", requires = "sink")]
+    pub sink_ack_interval: Option<u64>,
     /// With --sink: the report directory to write (as `quench recv --out`), once per `--sink`
     /// in the same order.
     #[arg(long, value_name = "DIR", requires = "sink")]
@@ -200,6 +204,7 @@ impl Args {
             .map(|(label, pause)| {
                 let opts = SinkOptions {
                     pfc_pause: pause,
+                    ack_interval: self.sink_ack_interval,
                     ..SinkOptions::defaults(np)
                 };
                 (label.clone(), opts)

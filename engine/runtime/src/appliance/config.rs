@@ -255,10 +255,18 @@ impl ApplianceConfig {
 
     /// The reaction points (the `[qcn_rp]` / `[dcqcn_rp]` tables, or their defaults).
     pub fn rp(&self) -> anyhow::Result<HostRp> {
+        if self.cc.ack_driven() {
+            anyhow::bail!(
+                "cc {}: the appliance reads no ACKs, which HPCC, DCTCP and TIMELY react to;                  `quench send --cc {}` runs them",
+                self.cc.name(),
+                self.cc.name()
+            );
+        }
         crate::send::config::host_rp(
             self.cc,
             self.qcn_rp.as_ref(),
             self.dcqcn_rp.as_ref(),
+            Duration::ZERO,
             self.line()?,
         )
     }

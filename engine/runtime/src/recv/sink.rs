@@ -72,6 +72,8 @@ pub struct SinkOptions {
     pub pfc_pause: Option<String>,
     /// Send every test frame back to its sender (`--reflect`).
     pub reflect: bool,
+    /// Acknowledge test frames every this many octets of a flow (`--ack-interval`).
+    pub ack_interval: Option<u64>,
     /// This host's clock id ([`quench_wire::time::clock_id`]): one-way latency only for frames
     /// stamped on it.
     pub clock: u32,
@@ -86,6 +88,7 @@ impl SinkOptions {
             max_flows: DEFAULT_MAX_FLOWS,
             pfc_pause: None,
             reflect: false,
+            ack_interval: None,
             clock: quench_wire::time::clock_id(),
         }
     }
@@ -127,6 +130,9 @@ impl Sink {
         );
         if opts.reflect {
             w = w.reflecting();
+        }
+        if let Some(i) = opts.ack_interval {
+            w = w.acking(i);
         }
         let pauser = opts
             .pfc_pause
@@ -239,6 +245,8 @@ impl Sink {
             log,
             reply_tx_drops: self.tx_drops,
             reflected: c.reflected,
+            acks_sent: c.acks_sent,
+            acks_with_int: c.acks_with_int,
             pauses_sent: self.pauses_sent,
             cnps_suppressed: c.cnps_suppressed,
             announced: self.announcer.sent() - self.announce_drops,
@@ -256,6 +264,9 @@ pub struct SinkEnd {
     pub reply_tx_drops: u64,
     /// Test frames sent back to their sender (`--reflect`).
     pub reflected: u64,
+    /// ACKs sent (`--ack-interval`), and of them those echoing an INT header.
+    pub acks_sent: u64,
+    pub acks_with_int: u64,
     /// PFC PAUSE frames sent (`--pfc-pause`).
     pub pauses_sent: u64,
     /// CNPs the notification point's interval suppressed.

@@ -20,7 +20,10 @@ use units::{Duration, Instant};
 use super::{Accepted, Arrival, Receiver, RecvConfig};
 use quench_port::{RxStamp, StampSource};
 use quench_report::{latency_histogram, IntervalLog, LatencyKind, RxTimestamps, Summary};
-use quench_wire::frame::{decode, emit_cnp_reply, Body, IpBody, UdpBody};
+use quench_wire::ack::{self, AckRepr};
+use quench_wire::frame::{decode, emit_ack_reply, emit_cnp_reply, Body, IpBody, UdpBody};
+use quench_wire::int::IntRepr;
+use quench_wire::ipv4::Ecn;
 use quench_wire::roce::MAX_QP;
 use quench_wire::testhdr::UDP_PORT;
 use quench_wire::MacAddr;
@@ -38,6 +41,33 @@ pub struct RecvCounters {
     pub cnps_suppressed: u64,
     /// Test frames sent back to their sender (`--reflect`).
     pub reflected: u64,
+    /// ACKs sent (`--ack-interval`), and of them those echoing INT hops.
+    pub acks_sent: u64,
+    pub acks_with_int: u64,
+}
+
+/// The ACKs of the ACK-driven congestion controls (`quench recv --ack-interval`): per flow,
+/// octets received against the next milestone, as ns-3's `RdmaHw::ReceiverCheckSeq` counts
+/// them (`m_milestone_rx` starts at, and steps by, `L2_ACK_INTERVAL`).
+struct Acker {
+    interval: u64,
+    /// Flow id -> (octets received, next milestone).
+    flows: std::collections::HashMap<u32, (u64, u64)>,
+    buf: Vec<u8>,
+}
+
+impl Acker {
+    /// Counts a frame of `len` octets of `flow`: whether it is due an ACK.
+    fn due(&mut self, flow: u32, len: u64) -> bool {
+        let interval = self.interval;
+        let (rx, milestone) = self.flows.entry(flow).or_insert((0, interval));
+        *rx += len;
+        if *rx >= *milestone {
+            *milestone += interval;
+            return true;
+        }
+        false
+    }
 }
 
 /// Writes into `out` the IPv4/UDP test frame `frame` (its L2 header `l2_len` octets) sent back to
@@ -116,6 +146,7 @@ pub struct RecvWorker {
     reflect: bool,
     reflect_buf: Vec<u8>,
     stamps: RxTimestamps,
+    ack: Option<Acker>,
 }
 
 impl RecvWorker {
@@ -152,7 +183,20 @@ impl RecvWorker {
             reflect: false,
             reflect_buf: Vec::new(),
             stamps: RxTimestamps::default(),
+            ack: None,
         }
+    }
+
+    /// This receiver also acknowledges UDP test frames: one ACK ([`quench_wire::ack`]) each
+    /// time a flow's octets received pass the next multiple of `interval` (L2_ACK_INTERVAL),
+    /// echoing the frame's sequence number, transmit stamp, CE mark and INT header.
+    pub fn acking(mut self, interval: u64) -> Self {
+        self.ack = Some(Acker {
+            interval: interval.max(1),
+            flows: std::collections::HashMap::new(),
+            buf: vec![0; 256],
+        });
+        self
     }
 
     /// This receiver also sends every UDP test frame back to its sender (see [`reflect_into`]).
@@ -270,6 +314,36 @@ impl RecvWorker {
                 self.counters.reflected += 1;
             }
         }
+        if let (Some(a), UdpBody::Test(_)) = (self.ack.as_mut(), body) {
+            if a.due(hdr.flow.0, frame.len() as u64) {
+                let l2_len = d.l2.buffer_len();
+                let int = quench_wire::frame::int_offset(frame, l2_len)
+                    .and_then(|at| IntRepr::parse(&frame[at..]).ok());
+                let ack = AckRepr {
+                    flags: if ip.ecn == Ecn::Ce { ack::FLAG_ECE } else { 0 },
+                    reserved: 0,
+                    flow: hdr.flow,
+                    seq: hdr.seq,
+                    tx: hdr.tx,
+                    int,
+                };
+                let sent = emit_ack_reply(
+                    &d.l2,
+                    ip.src,
+                    ip.dst,
+                    udp.src_port,
+                    ip.dscp,
+                    self.mac,
+                    &ack,
+                    &mut a.buf,
+                );
+                if let Ok(n) = sent {
+                    self.counters.acks_sent += 1;
+                    self.counters.acks_with_int += u64::from(int.is_some());
+                    reply(&a.buf[..n]);
+                }
+            }
+        }
         let Some(np) = self.np.as_mut() else {
             return true;
         };
@@ -358,8 +432,6 @@ impl RecvWorker {
 
 #[cfg(test)]
 use quench_wire::frame::{test_frame, TEST_CLOCK};
-#[cfg(test)]
-use quench_wire::ipv4::Ecn;
 
 #[cfg(test)]
 mod tests {

@@ -24,6 +24,33 @@ pub enum Cc {
     None,
     Qcn,
     Dcqcn,
+    /// The ACK-driven controls of ns-3 HPCC (`CC_MODE` 3, 8, 7): they need a receiver that
+    /// acknowledges (`quench recv --ack-interval`); HPCC also a switch port that stamps INT.
+    Hpcc,
+    Dctcp,
+    Timely,
+}
+
+impl Cc {
+    pub fn name(self) -> &'static str {
+        match self {
+            Cc::None => "none",
+            Cc::Qcn => "qcn",
+            Cc::Dcqcn => "dcqcn",
+            Cc::Hpcc => "hpcc",
+            Cc::Dctcp => "dctcp",
+            Cc::Timely => "timely",
+        }
+    }
+
+    /// Driven by ACKs ([`quench_node::host::rp::Feedback::Ack`]).
+    pub fn ack_driven(self) -> bool {
+        matches!(self, Cc::Hpcc | Cc::Dctcp | Cc::Timely)
+    }
+}
+
+fn default_base_rtt_us() -> u32 {
+    100
 }
 
 /// ECN codepoint of the data frames.
@@ -49,7 +76,7 @@ pub fn default_catch_up_us() -> u32 {
 /// `cc`, the sender's and the appliance's.
 pub const CC: Key = Key {
     name: "cc",
-    ty: Type::OneOf(&["none", "qcn", "dcqcn"]),
+    ty: Type::OneOf(&["none", "qcn", "dcqcn", "hpcc", "dctcp", "timely"]),
     unit: "",
     default: KeyDefault::Value("\"none\""),
     range: Range::Any,
@@ -138,6 +165,14 @@ pub const KEYS: &[Key] = &[
     quench_config::keys::QCN_RP,
     quench_config::keys::DCQCN_RP,
     Key {
+        name: "base_rtt_us",
+        ty: Type::Integer,
+        unit: "us",
+        default: KeyDefault::Value("100"),
+        range: Range::Int(1, 1000000),
+        doc: "HPCC's base RTT: its window is one BDP of it at the line rate.",
+    },
+    Key {
         name: "flows",
         ty: Type::Tables,
         unit: "",
@@ -181,17 +216,22 @@ pub struct SendConfig {
     pub preset: Option<String>,
     pub qcn_rp: Option<rp::QcnParams>,
     pub dcqcn_rp: Option<rp::DcqcnParams>,
+    /// HPCC's base RTT in microseconds: its window is one BDP of it at the line rate.
+    #[serde(default = "default_base_rtt_us")]
+    pub base_rtt_us: u32,
     pub flows: Vec<FlowGroup>,
 }
 
 const VLAN: &Key = key(KEYS, "vlan");
 const MAX_CATCH_UP_US: &Key = key(KEYS, "max_catch_up_us");
+const BASE_RTT_US: &Key = key(KEYS, "base_rtt_us");
 
 impl SendConfig {
     /// The ranges of [`KEYS`] a value must keep whatever the port: an error naming the key.
     pub fn check(&self) -> Result<(), units::ParamError> {
         VLAN.within(self.vlan.into())?;
         MAX_CATCH_UP_US.within(self.max_catch_up_us.into())?;
+        BASE_RTT_US.within(self.base_rtt_us.into())?;
         if self.frame_len as usize > MAX_FRAME {
             return Err(units::ParamError::new(
                 "frame_len",
@@ -220,11 +260,13 @@ pub fn load(src: &Source) -> anyhow::Result<SendConfig> {
 
 /// The host's reaction points for `cc` at line rate `line`, from the `[qcn_rp]` /
 /// `[dcqcn_rp]` tables (their defaults when absent); an invalid table is an error naming it.
-/// `quench send` and `quench appliance` both build theirs here.
+/// HPCC, DCTCP and TIMELY run with ns-3 HPCC's defaults, HPCC with a window of one BDP of
+/// `base_rtt` at `line`. `quench send` and `quench appliance` both build theirs here.
 pub fn host_rp(
     cc: Cc,
     qcn: Option<&rp::QcnParams>,
     dcqcn: Option<&rp::DcqcnParams>,
+    base_rtt: Duration,
     line: Rate,
 ) -> anyhow::Result<HostRp> {
     Ok(match cc {
@@ -241,6 +283,28 @@ pub fn host_rp(
                 .unwrap_or_default()
                 .profile(line)
                 .map_err(|e| anyhow::anyhow!("[dcqcn_rp] {e}"))?,
+        ),
+        Cc::Hpcc => {
+            let path = rp::FlowPath {
+                window: (u128::from(line.as_bps()) * u128::from(base_rtt.as_nanos())
+                    / 8_000_000_000) as u64,
+                base_rtt,
+            };
+            HostRp::Hpcc(
+                rp::HpccParams::default()
+                    .profile(line, path)
+                    .map_err(|e| anyhow::anyhow!("hpcc (base_rtt_us): {e}"))?,
+            )
+        }
+        Cc::Dctcp => HostRp::Dctcp(
+            rp::DctcpParams::default()
+                .profile(line)
+                .map_err(|e| anyhow::anyhow!("dctcp: {e}"))?,
+        ),
+        Cc::Timely => HostRp::Timely(
+            rp::TimelyParams::default()
+                .profile(line)
+                .map_err(|e| anyhow::anyhow!("timely: {e}"))?,
         ),
     })
 }
@@ -281,15 +345,12 @@ impl PortConfig {
                 Cc::None => (false, "none"),
                 Cc::Qcn => (t.qcn_rp.is_some(), "[qcn_rp]"),
                 Cc::Dcqcn => (t.dcqcn_rp.is_some(), "[dcqcn_rp]"),
+                Cc::Hpcc | Cc::Dctcp | Cc::Timely => (false, "[qcn_rp] or [dcqcn_rp]"),
             };
             if !applies {
                 anyhow::bail!(
                     "--preset {p} does not apply to cc {}: it has no {table} table{}",
-                    match cc {
-                        Cc::None => "none",
-                        Cc::Qcn => "qcn",
-                        Cc::Dcqcn => "dcqcn",
-                    },
+                    cc.name(),
                     if cc == Cc::None {
                         " (no reaction point runs)"
                     } else {
@@ -306,7 +367,7 @@ impl PortConfig {
             Some(EcnSetting::NotEct) => Ecn::NotEct,
             Some(EcnSetting::Ect0) => Ecn::Ect0,
             Some(EcnSetting::Ect1) => Ecn::Ect1,
-            None if cc == Cc::Dcqcn => Ecn::Ect0,
+            None if cc == Cc::Dcqcn || cc == Cc::Dctcp => Ecn::Ect0,
             None => Ecn::NotEct,
         };
         if let Some(k) = cfg.catch_up_speed {

@@ -212,7 +212,7 @@ fn receive(
             .as_mut()
             .is_some_and(|m| m.on_frame(rx_at, f.rx_stamp(), f.data(), &mut |_| {}));
         if !reflected {
-            w.on_rx(now, f.data());
+            w.on_rx_stamped(now, rx_at, f.data());
         }
     }
     if let Some(m) = rtt {

@@ -280,8 +280,15 @@ fn open_port(
     let port = options.driver.open(&spec.label)?;
     let mac = (port.caps().mac).unwrap_or(MacAddr(2, 0, 0, 0, 0, 1 + k as u8));
     let src_ip = spec.src_ip.unwrap_or(cfg.src_ip);
-    let rp = host_rp(cc, cfg.qcn_rp.as_ref(), cfg.dcqcn_rp.as_ref(), line)
-        .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
+    let base_rtt = Duration::from_micros(u64::from(cfg.base_rtt_us));
+    let rp = host_rp(
+        cc,
+        cfg.qcn_rp.as_ref(),
+        cfg.dcqcn_rp.as_ref(),
+        base_rtt,
+        line,
+    )
+    .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
     let addressing = Addressing {
         src_mac: mac,
         src_ip,
@@ -348,6 +355,7 @@ impl PortReport {
             "cnms": c.cnms, "cnps": c.cnps, "unknown_feedback": c.unknown_feedback,
             "forged_feedback": c.forged.total(), "forged": c.forged,
             "refused_feedback": c.refused_feedback, "pfc_rx": c.pfc_rx,
+            "acks": c.acks, "acks_with_int": c.acks_with_int,
             "no_buffer": self.no_buffer, "unsent": k.unsent, "tx_refusals": k.refusals,
             "tx_kernel_drops": k.drops, "rx_kernel_drops": k.rx_drops, "flows": flows,
         })
@@ -379,6 +387,9 @@ impl PortReport {
             c.frames, c.cnms, c.cnps, c.unknown_feedback, c.forged.total(), c.refused_feedback,
             c.pfc_rx, self.no_buffer
         );
+        if c.acks > 0 {
+            let _ = writeln!(t, "ACKs: {} ({} echoing INT hops)", c.acks, c.acks_with_int);
+        }
         if k.unsent > 0 {
             let _ = writeln!(
                 t,

@@ -15,14 +15,16 @@ use quench_node::flowgen::FlowStart;
 use quench_node::host::core::{
     AddFlowError, Flow, FlowHandle, FlowSpec, Generated, HostCore, PacingConfig, Transmit,
 };
-use quench_node::host::rp::{Feedback, HostRp, Refused};
+use quench_node::host::rp::{Ack, Echo, Feedback, HostRp, Refused};
 use quench_node::host::validate::{self, CnmExpect, ForgedCounts, Sent};
 use quench_node::wheel::WheelError;
 use quench_port::MAX_FRAME;
+use quench_wire::ack::AckRepr;
 use quench_wire::classify::{FiveTuple, FlowKey};
 use quench_wire::cnm::CnmRepr;
 use quench_wire::ethernet::{ethertype, L2Repr, VlanTci};
-use quench_wire::frame::{decode, emit_test_frame, Body, IpBody, Ipv4UdpHeaders, UdpBody};
+use quench_wire::frame::{decode, emit_test_frame_int, Body, IpBody, Ipv4UdpHeaders, UdpBody};
+use quench_wire::int::{self, IntData, IntRepr};
 use quench_wire::ipv4::{Ecn, PROTO_UDP};
 use quench_wire::roce::opcode;
 use quench_wire::testhdr::{TestHdrRepr, UDP_PORT};
@@ -62,6 +64,9 @@ pub struct SendCounters {
     pub other_rx: u64,
     /// PFC frames received (they stop the paused priorities' flows for their quanta).
     pub pfc_rx: u64,
+    /// ACKs received ([`quench_wire::ack`]), and of them those echoing INT hops.
+    pub acks: u64,
+    pub acks_with_int: u64,
 }
 
 /// Why a [`SendWorker`] could not be built.
@@ -92,6 +97,20 @@ pub struct SendWorker {
     /// The sequence numbers' epoch ([`quench_wire::testhdr::SEQ_EPOCH_MASK`]), drawn at random
     /// for this port's flows: a forger that does not see their frames cannot name one.
     seq_epoch: u64,
+    /// The INT header every data frame carries for the switches to stamp (HPCC: hops,
+    /// HPCC-PINT: the code), by the congestion control.
+    int: Option<int::Mode>,
+    /// Octets of every frame (what an ACK's sequence number counts in).
+    wire_len: u32,
+}
+
+/// The INT header the congestion control `control` reads from ACKs.
+fn int_mode(control: &HostRp) -> Option<int::Mode> {
+    match control {
+        HostRp::Hpcc(_) => Some(int::Mode::Hops),
+        HostRp::Pint(_) => Some(int::Mode::Pint),
+        _ => None,
+    }
 }
 
 /// A random sequence-number epoch: the top 16 bits of a hash under the standard library's
@@ -116,7 +135,8 @@ impl SendWorker {
         control: HostRp,
         addr: Addressing,
     ) -> Result<Self, WorkerError> {
-        let wire_len = test_frame_len(&addr, frame_len)?;
+        let int = int_mode(&control);
+        let wire_len = test_frame_len(&addr, int, frame_len)?;
         let mut core = HostCore::new(pacing, control, None)?;
         for f in &schedule {
             let h = core.add_flow(
@@ -141,6 +161,8 @@ impl SendWorker {
             link_rate: Rate::from_gbps(1),
             clock: 0,
             seq_epoch: random_epoch(),
+            int,
+            wire_len,
         })
     }
 
@@ -201,9 +223,10 @@ impl SendWorker {
         let d = self.core.poll_transmit(now)?;
         let spec = &self.specs[d.handle.0 as usize];
         let h = headers(&self.addr, spec);
-        let n = emit_test_frame(
+        let n = emit_test_frame_int(
             &h,
             &TestHdrRepr::new(d.id, self.seq_epoch | d.seq, stamp).with_clock(self.clock),
+            self.int.map(IntRepr::empty).as_ref(),
             d.len as usize,
             buf,
         )
@@ -215,6 +238,13 @@ impl SendWorker {
 
     /// A frame arrived on the sender's port: feedback or something else.
     pub fn on_rx(&mut self, now: Instant, frame: &[u8]) {
+        self.on_rx_stamped(now, now, frame);
+    }
+
+    /// [`SendWorker::on_rx`] with `stamp_now`, the time on the clock of the transmit stamps
+    /// (`next_frame`'s `stamp`) when the frame arrived: an ACK's echoed stamp is measured
+    /// against it (TIMELY's RTT).
+    pub fn on_rx_stamped(&mut self, now: Instant, stamp_now: Instant, frame: &[u8]) {
         let Ok(d) = decode(frame) else {
             self.counters.other_rx += 1;
             return;
@@ -255,6 +285,23 @@ impl SendWorker {
                     self.counters.forged.count(why);
                 } else {
                     self.feedback(now, flow, Feedback::Cnp);
+                }
+            }
+            Body::Ipv4 {
+                ip,
+                body:
+                    IpBody::Udp {
+                        body: UdpBody::Ack(a),
+                        ..
+                    },
+            } => {
+                self.counters.acks += 1;
+                if let Err(why) =
+                    validate::check_cnp(self.addr.src_ip, self.addr.dst_ip, ip.src, ip.dst)
+                {
+                    self.counters.forged.count(why);
+                } else {
+                    self.ack(now, stamp_now, &a);
                 }
             }
             Body::Pfc(pfc) => {
@@ -309,6 +356,65 @@ impl SendWorker {
         validate::check_cnm(&expect, to, cnm.encap_da, cnm.encap_msdu)
     }
 
+    /// An ACK from the flow's destination (`RdmaHw::ReceiveAck`): it acknowledges every frame
+    /// up to its sequence number, in octets of this port's frames, and echoes what the
+    /// congestion control reads (INT hops, the CE mark, the transmit stamp: an RTT sample
+    /// taken on the stamps' clock, `stamp_now`, and carried over to the core's, `now`). An
+    /// ACK whose sequence number is not of this port's epoch, or names a frame not sent yet,
+    /// is forged.
+    fn ack(&mut self, now: Instant, stamp_now: Instant, a: &AckRepr) {
+        let Some(h) = self.core.find(a.flow) else {
+            self.counters.unknown_feedback += 1;
+            return;
+        };
+        let Some(sent) = self.core.flow(h).map(|f| f.seq) else {
+            return;
+        };
+        let count = a.seq & !quench_wire::testhdr::SEQ_EPOCH_MASK;
+        if a.seq & quench_wire::testhdr::SEQ_EPOCH_MASK != self.seq_epoch || count >= sent {
+            self.counters.forged.count(validate::Forged::OutsideWindow);
+            return;
+        }
+        let len = u64::from(self.wire_len);
+        let echo = match (self.core.host_rp(), a.int) {
+            (HostRp::Hpcc(_), Some(i)) => match i.hops() {
+                Some(words) => {
+                    let mut hops = rp::IntHops::default();
+                    for &w in words {
+                        hops.push(rp::IntHop(w));
+                    }
+                    Echo::Int(hops)
+                }
+                None => Echo::None,
+            },
+            (
+                HostRp::Pint(_),
+                Some(IntRepr {
+                    data: IntData::Pint(power),
+                    ..
+                }),
+            ) => Echo::Pint {
+                power,
+                coin: (a.tx.as_nanos() ^ count.rotate_left(17)) as u32 % 65536,
+            },
+            (HostRp::Timely(_), _) => {
+                let rtt = stamp_now.saturating_since(a.tx);
+                Echo::Sent(Instant::from_nanos(
+                    now.as_nanos().saturating_sub(rtt.as_nanos()),
+                ))
+            }
+            _ => Echo::None,
+        };
+        self.counters.acks_with_int += u64::from(matches!(echo, Echo::Int(_)));
+        let ack = Ack {
+            seq: (count + 1) * len,
+            snd_nxt: sent * len,
+            ecn: a.ece(),
+            echo,
+        };
+        self.feedback(now, a.flow, Feedback::Ack(ack));
+    }
+
     /// Feedback naming `flow`: acted on if this sender has the flow (else counted); the core
     /// re-times the flow's pending release at its new rate.
     fn feedback(&mut self, now: Instant, flow: FlowId, fb: Feedback) {
@@ -347,7 +453,11 @@ fn headers(addr: &Addressing, flow: &FlowStart) -> Ipv4UdpHeaders {
 
 /// Octets of a test frame asked to be `frame_len` long, as [`emit_test_frame`] builds it (every
 /// flow's frames have the same headers' length): what the pacer and the reaction point count.
-fn test_frame_len(addr: &Addressing, frame_len: u32) -> Result<u32, WorkerError> {
+fn test_frame_len(
+    addr: &Addressing,
+    int: Option<int::Mode>,
+    frame_len: u32,
+) -> Result<u32, WorkerError> {
     let probe = FlowStart {
         flow: FlowId(0),
         start: units::Duration::ZERO,
@@ -358,12 +468,19 @@ fn test_frame_len(addr: &Addressing, frame_len: u32) -> Result<u32, WorkerError>
     };
     let mut buf = vec![0u8; MAX_FRAME + 64];
     let hdr = TestHdrRepr::new(FlowId(0), 0, Instant::ZERO);
-    emit_test_frame(&headers(addr, &probe), &hdr, frame_len as usize, &mut buf)
-        .map(|n| n as u32)
-        .map_err(|err| WorkerError::Frame {
-            len: frame_len,
-            err,
-        })
+    let int = int.map(IntRepr::empty);
+    emit_test_frame_int(
+        &headers(addr, &probe),
+        &hdr,
+        int.as_ref(),
+        frame_len as usize,
+        &mut buf,
+    )
+    .map(|n| n as u32)
+    .map_err(|err| WorkerError::Frame {
+        len: frame_len,
+        err,
+    })
 }
 
 /// The UDP source port of a flow's frames: one per flow, so flows have distinct 5-tuples for
@@ -523,6 +640,152 @@ mod tests {
         assert_eq!(w.counters().forged.outside_window, 1);
         assert_eq!(w.counters().forged.total(), 1);
         assert_eq!(rp(&w), line);
+    }
+
+    /// `n` frames of `w` sent back to back through a 1 Gb/s switch port (INT on as `int`
+    /// says) to a receiver that acknowledges every frame; every ACK back to `w`. Returns the
+    /// receiver's counters.
+    fn through_switch_and_back(
+        w: &mut SendWorker,
+        n: usize,
+        int: bool,
+        mark_ce: bool,
+    ) -> crate::recv::worker::RecvCounters {
+        use crate::switch::egress::Classified;
+        use quench_node::switch::core::SwitchCore;
+        use quench_node::switch::cp::{CongestionConfig, CpHook};
+        use quench_node::switch::queue::{Class, QueueLimits};
+        use quench_port::heap::HeapFrame;
+        use quench_port::Frame as _;
+        let line = Rate::from_gbps(1);
+        let toml_text = format!("port = \"p\"\nint = {int}");
+        let c: CongestionConfig = toml::from_str(&toml_text).unwrap();
+        let mac = MacAddr::new(2, 0, 0, 0, 0, 0xcc);
+        let hook = CpHook::from_config(0, &c, mac)
+            .unwrap()
+            .with_int_config(0, &c, Some(line))
+            .unwrap();
+        let mut sw = SwitchCore::<Classified<HeapFrame>>::new(1);
+        let limits = QueueLimits {
+            data_bytes: 10_000_000,
+            control_bytes: 64 * 1024,
+        };
+        sw.attach(0, limits, hook, line);
+        let mut rx = crate::recv::worker::RecvWorker::new(
+            crate::recv::RecvConfig::on_clock(0),
+            None,
+            Duration::from_millis(100),
+            MacAddr(2, 0, 0, 0, 9, 1),
+        )
+        .acking(1);
+        let mut t = Instant::ZERO;
+        let mut buf = [0u8; 2048];
+        let mut sent = 0;
+        while sent < n {
+            t += Duration::from_micros(1);
+            while let Some((_, len)) = w.next_frame(t, t, &mut buf) {
+                let mut f = buf[..len].to_vec();
+                if mark_ce {
+                    quench_wire::ipv4::set_ecn(&mut f[18..], Ecn::Ce).unwrap();
+                }
+                let f = Classified::classify(HeapFrame::copy_of(&f).unwrap());
+                sw.handle_frame(t, 0, 0, Class::Data(0), f);
+                sent += 1;
+                if sent == n {
+                    break;
+                }
+            }
+        }
+        // The port drains at 1 Gb/s; each frame's ACK comes back at once.
+        let mut acks = Vec::new();
+        while let Some((_, f)) = sw.poll_transmit(t, 0) {
+            rx.on_frame(t, None, f.frame.data(), &mut |a| acks.push(a.to_vec()));
+            for a in acks.drain(..) {
+                w.on_rx(t, &a);
+            }
+            t += Duration::from_micros(12);
+        }
+        rx.counters()
+    }
+
+    #[test]
+    fn hpcc_reads_the_int_hops_a_switch_stamped_and_the_receiver_echoed() {
+        let line = Rate::from_gbps(1);
+        let path = ::rp::FlowPath {
+            window: 12_500,
+            base_rtt: Duration::from_micros(100),
+        };
+        let hpcc = HostRp::Hpcc(::rp::HpccParams::default().profile(line, path).unwrap());
+        let mut w = worker_with(0, hpcc, false);
+        assert_eq!(rp_rate(&w), line);
+        // 40 frames queue up at the port: the hops' queue term is several windows, so the
+        // utilisation is far above the target and HPCC cuts (to about half here).
+        let r = through_switch_and_back(&mut w, 40, true, false);
+        assert_eq!((r.acks_sent, r.acks_with_int), (40, 40));
+        let c = w.counters();
+        assert_eq!((c.acks, c.acks_with_int, c.forged.total()), (40, 40, 0));
+        assert!(rp_rate(&w) < Rate::from_mbps(800), "{}", rp_rate(&w));
+        // Without INT on the port the ACKs echo empty headers: nothing to react to.
+        let hpcc = HostRp::Hpcc(::rp::HpccParams::default().profile(line, path).unwrap());
+        let mut w = worker_with(0, hpcc, false);
+        let r = through_switch_and_back(&mut w, 40, false, false);
+        assert_eq!(r.acks_sent, 40);
+        assert_eq!(rp_rate(&w), line);
+    }
+
+    #[test]
+    fn dctcp_cuts_on_echoed_ce_marks_only() {
+        let line = Rate::from_gbps(1);
+        let dctcp = || HostRp::Dctcp(::rp::DctcpParams::default().profile(line).unwrap());
+        let mut w = worker_with(0, dctcp(), false);
+        through_switch_and_back(&mut w, 40, false, false);
+        assert_eq!(rp_rate(&w), line);
+        let mut w = worker_with(0, dctcp(), false);
+        through_switch_and_back(&mut w, 40, false, true);
+        assert!(rp_rate(&w) < line, "{}", rp_rate(&w));
+    }
+
+    #[test]
+    fn an_ack_of_a_frame_not_sent_or_of_another_epoch_is_forged() {
+        let line = Rate::from_gbps(1);
+        let mut w = worker_with(
+            0,
+            HostRp::Dctcp(::rp::DctcpParams::default().profile(line).unwrap()),
+            false,
+        );
+        let (data, t) = send_until(&mut w, Instant::ZERO, 2);
+        let (l2, _) = L2Repr::parse(&data).unwrap();
+        let ack = |seq: u64| {
+            let a = AckRepr {
+                flags: quench_wire::ack::FLAG_ECE,
+                reserved: 0,
+                flow: FlowId(1),
+                seq,
+                tx: Instant::ZERO,
+                int: None,
+            };
+            let mut buf = [0u8; 256];
+            let n = quench_wire::frame::emit_ack_reply(
+                &l2,
+                Ipv4Addr::new(10, 0, 0, 1),
+                Ipv4Addr::new(10, 0, 0, 100),
+                udp_src_port(FlowId(1)),
+                0,
+                MacAddr::new(2, 0, 0, 0, 9, 1),
+                &a,
+                &mut buf,
+            )
+            .unwrap();
+            buf[..n].to_vec()
+        };
+        let epoch = w.seq_epoch;
+        w.on_rx(t, &ack(epoch | 5));
+        w.on_rx(t, &ack((epoch ^ (1 << 48)) | 1));
+        assert_eq!(w.counters().forged.total(), 2);
+        assert_eq!(rp_rate(&w), line);
+        w.on_rx(t, &ack(epoch | 1));
+        assert_eq!(w.counters().forged.total(), 2);
+        assert!(rp_rate(&w) < line);
     }
 
     #[test]

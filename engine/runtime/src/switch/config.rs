@@ -577,6 +577,7 @@ fn attach_congestion(
             ));
         }
         quench_node::switch::cp::CpHook::from_config(i, c, quench_wire::MacAddr::zero())
+            .and_then(|h| h.with_int_config(i, c, p.rate))
             .map_err(|e| Refusal::new(format!("congestion[{i}].{}", e.key), e.why))?;
         p.congestion = Some(c.clone());
     }
@@ -631,7 +632,7 @@ fn pfc_profile(
 pub const KIND: reference::Kind = reference::Kind {
     name: "switch",
     about: "`quench switch --config NAME|FILE` (bundled: `switch`, `switch-qcn`, \
-            `switch-dcqcn`, `switch-pfc`).",
+            `switch-dcqcn`, `switch-hpcc`, `switch-dctcp`, `switch-pfc`).",
     sections: &[
         reference::own("top level", &[SWITCH_KEYS]),
         reference::Section::Own {

@@ -83,6 +83,86 @@ mod tests {
         assert_eq!(cnm.encap_msdu, &f[12..76]);
     }
 
+    /// A test frame of `len` octets with an empty INT header (hops mode).
+    fn int_frame(len: usize) -> Vec<u8> {
+        use quench_wire::frame::{emit_test_frame_int, Ipv4UdpHeaders};
+        use quench_wire::int::{IntRepr, Mode};
+        let h = Ipv4UdpHeaders {
+            l2: quench_wire::ethernet::L2Repr::new(
+                MacAddr::new(2, 0, 0, 0, 9, 1),
+                MacAddr::new(2, 0, 0, 0, 1, 1),
+                quench_wire::ethernet::ethertype::IPV4,
+            ),
+            src: "10.0.0.1".parse().unwrap(),
+            dst: "10.0.0.2".parse().unwrap(),
+            dscp: 0,
+            ecn: Ecn::Ect0,
+            src_port: 40_000,
+            dst_port: quench_wire::testhdr::UDP_PORT,
+        };
+        let hdr = quench_wire::testhdr::TestHdrRepr::new(units::FlowId(1), 0, Instant::ZERO);
+        let mut buf = vec![0u8; 2048];
+        let n = emit_test_frame_int(&h, &hdr, Some(&IntRepr::empty(Mode::Hops)), len, &mut buf)
+            .unwrap();
+        buf.truncate(n);
+        buf
+    }
+
+    #[test]
+    fn int_stamps_time_octets_sent_queue_and_rate_on_dequeue() {
+        use quench_wire::int::{IntData, IntRepr};
+        // A 1 Gb/s port stamps 25 Gb/s (the smallest rate a hop names) and scales its octets by
+        // 25: the utilisation a reaction point reads is the one at 1 Gb/s.
+        let c: CongestionConfig = toml::from_str("port = \"p\"\nint = true").unwrap();
+        let mac = MacAddr::new(2, 0, 0, 0, 0, 0xcc);
+        let e = CpHook::from_config(0, &c, mac)
+            .unwrap()
+            .with_int_config(0, &c, None)
+            .unwrap_err();
+        assert_eq!(e.key, "int");
+        let h = CpHook::from_config(0, &c, mac)
+            .unwrap()
+            .with_int_config(0, &c, Some(Rate::from_gbps(1)))
+            .unwrap();
+        let mut core = Core::new(1);
+        let limits = QueueLimits {
+            data_bytes: 10_000_000,
+            control_bytes: 64 * 1024,
+        };
+        core.attach(0, limits, h, Rate::from_gbps(1));
+        let f = int_frame(1000);
+        let plain = frame(Ecn::Ect0, None);
+        for _ in 0..3 {
+            push(&mut core, Instant::ZERO, 0, &f);
+        }
+        push(&mut core, Instant::ZERO, 0, &plain);
+        let mut hops = Vec::new();
+        let mut now = Instant::ZERO;
+        let l3 = 14;
+        while let Some((_, out)) = pop(&mut core, now) {
+            // decode verifies the UDP checksum the stamp kept.
+            decode(&out).unwrap();
+            if let Some(at) = quench_wire::frame::int_offset(&out, l3) {
+                let r = IntRepr::parse(&out[at..]).unwrap();
+                assert_eq!(r.nhop, 1);
+                let IntData::Hops(w) = r.data else { panic!() };
+                hops.push(rp::IntHop(w[0]));
+            }
+            now = now + Duration::from_micros(10);
+        }
+        assert_eq!(hops.len(), 3);
+        let n = counters(&core);
+        assert_eq!((n.int_stamps, n.int_absent), (3, 1));
+        for (i, h) in hops.iter().enumerate() {
+            assert_eq!(h.line_rate(), 25_000_000_000);
+            // Octets sent before it, and the queue after it left (two, one, then the plain
+            // frame's), x 25, in units of 128 and 80.
+            assert_eq!(h.bytes(1), (i as u64 * 1000 * 25) / 128 * 128);
+            let left = (2 - i as u64) * 1000 + plain.len() as u64;
+            assert_eq!(u64::from(h.qlen(1)), left * 25 / 80 * 80);
+        }
+    }
+
     #[test]
     fn red_marks_ect_frames_above_kmax_and_leaves_other_priorities() {
         let mut c = core(

@@ -82,6 +82,13 @@ impl<F: Frame> CoreFrame for Classified<F> {
     fn cnm(&self, src: &CnmSource, prio: u8, fb: &QcnFeedback) -> Option<Vec<u8>> {
         cnm_frame(self.frame.data(), src, prio, fb)
     }
+
+    fn push_int_hop(&mut self, hop: u64) -> bool {
+        self.l3 != 0
+            && quench_wire::frame::stamp_int(self.frame.data_mut(), usize::from(self.l3), |b| {
+                quench_wire::int::push_hop(b, hop)
+            }) == Ok(true)
+    }
 }
 
 /// A worker's handle on one port: the device queues it polls, and its own transmit queue

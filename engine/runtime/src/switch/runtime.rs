@@ -630,7 +630,8 @@ fn own_port(
     owned.egress = is_owner || !plan::whole_egress(&sh.profile, p);
     if let Some(c) = p.congestion.as_ref().filter(|_| owned.egress) {
         let mac = mac.unwrap_or(MacAddr(0x02, 0x71, 0x6e, 0xff, 0x00, pi as u8));
-        let mut h = quench_node::switch::cp::CpHook::from_config(pi, c, mac)?;
+        let mut h = quench_node::switch::cp::CpHook::from_config(pi, c, mac)?
+            .with_int_config(pi, c, p.rate)?;
         if let Some(s) = &sh.samplings[pi] {
             h = h.with_shared_sampling(s);
         }
