@@ -7,7 +7,8 @@
 #   scripts/testbed/closed-loop.sh [flags] [SECONDS (10)] [OUT_DIR (out/closed-loop)]      (root)
 #
 #   --senders N        N senders, one long flow each (default 2)
-#   --ccs LIST         congestion controls, run in turn (default "qcn dcqcn"; commas or spaces)
+#   --ccs LIST         congestion controls, run in turn (default "qcn dcqcn"; commas or spaces;
+#                      also hpcc and dctcp, whose receiver acknowledges every frame)
 #   --pfc              PFC on priority 3 as the lossless backstop (below)
 #   --capture          the switch's frames on port s0 (data out, CNMs / CNPs back) into
 #                      OUT_DIR/s0-CC.pcap
@@ -117,6 +118,9 @@ for cc in $ccs; do
   fi
   capture_args=()
   if [ -n "$capture" ]; then capture_args=(--capture "s0=$out/s0-$cc.pcap"); fi
+  # The ACK-driven controls: the receiver acknowledges every frame (ns-3's L2_ACK_INTERVAL 1).
+  ack=()
+  case $cc in hpcc|dctcp|timely) ack=(--ack-interval 1) ;; esac
   sock=/run/quench/$prefix-$cc.sock
   # The CPUs' backlog drops over the run (frames a veth handed to a backlog that was full).
   qn_backlog_drops > "$out/softnet-$cc.before"
@@ -133,7 +137,7 @@ for cc in $ccs; do
     # One process per host (--sender-procs): the receiver shares the switch's CPU, the senders
     # the others, and they take turns on them, milliseconds at a time.
     ip netns exec "$prefix-r0" taskset -c "$sw_cpus" "$quench" recv --iface eth0 --duration $((secs + 2))s \
-      --out "$out/$cc" > "$out/recv-$cc.log" 2>&1 &
+      "${ack[@]}" --out "$out/$cc" > "$out/recv-$cc.log" 2>&1 &
     rpid=$!
     pids+=($rpid)
     sleep 0.5
@@ -161,6 +165,7 @@ for cc in $ccs; do
       pids+=($!)
     fi
     $send_wrap taskset -c "$tx_cpus" "$quench" send "${ports[@]}" --sink "$prefix-r0/eth0" --sink-out "$out/$cc" \
+      ${ack[@]+"--sink-ack-interval" 1} \
       --config configs/send.toml --cc "$cc" --flow-base 1 --flow-stride 100 --duration "${secs}s" \
       > "$out/send-$cc-all.log" 2>&1 &
     spid=$!
