@@ -355,7 +355,7 @@ impl PortReport {
             "cnms": c.cnms, "cnps": c.cnps, "unknown_feedback": c.unknown_feedback,
             "forged_feedback": c.forged.total(), "forged": c.forged,
             "refused_feedback": c.refused_feedback, "pfc_rx": c.pfc_rx,
-            "acks": c.acks, "acks_with_int": c.acks_with_int,
+            "acks": c.acks, "acks_with_int": c.acks_with_int, "acks_cutting": c.acks_cutting,
             "no_buffer": self.no_buffer, "unsent": k.unsent, "tx_refusals": k.refusals,
             "tx_kernel_drops": k.drops, "rx_kernel_drops": k.rx_drops, "flows": flows,
         })
@@ -388,7 +388,11 @@ impl PortReport {
             c.pfc_rx, self.no_buffer
         );
         if c.acks > 0 {
-            let _ = writeln!(t, "ACKs: {} ({} echoing INT hops)", c.acks, c.acks_with_int);
+            let _ = writeln!(
+                t,
+                "ACKs: {} ({} echoing INT hops, {} cutting the rate)",
+                c.acks, c.acks_with_int, c.acks_cutting
+            );
         }
         if k.unsent > 0 {
             let _ = writeln!(

@@ -64,9 +64,11 @@ pub struct SendCounters {
     pub other_rx: u64,
     /// PFC frames received (they stop the paused priorities' flows for their quanta).
     pub pfc_rx: u64,
-    /// ACKs received ([`quench_wire::ack`]), and of them those echoing INT hops.
+    /// ACKs received ([`quench_wire::ack`]), of them those echoing INT hops, and those after
+    /// which the flow's reaction point rate was lower than before.
     pub acks: u64,
     pub acks_with_int: u64,
+    pub acks_cutting: u64,
 }
 
 /// Why a [`SendWorker`] could not be built.
@@ -412,7 +414,9 @@ impl SendWorker {
             ecn: a.ece(),
             echo,
         };
+        let before = self.core.rate(h);
         self.feedback(now, a.flow, Feedback::Ack(ack));
+        self.counters.acks_cutting += u64::from(self.core.rate(h) < before);
     }
 
     /// Feedback naming `flow`: acted on if this sender has the flow (else counted); the core
@@ -724,6 +728,7 @@ mod tests {
         assert_eq!((r.acks_sent, r.acks_with_int), (40, 40));
         let c = w.counters();
         assert_eq!((c.acks, c.acks_with_int, c.forged.total()), (40, 40, 0));
+        assert!(c.acks_cutting > 0);
         assert!(rp_rate(&w) < Rate::from_mbps(800), "{}", rp_rate(&w));
         // Without INT on the port the ACKs echo empty headers: nothing to react to.
         let hpcc = HostRp::Hpcc(::rp::HpccParams::default().profile(line, path).unwrap());
