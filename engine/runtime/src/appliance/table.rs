@@ -117,21 +117,15 @@ type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FlowHasher>>;
 
 /// The table's slots by flow key: open addressing with linear probing over a power-of-two array
 /// of at least twice `max_flows` entries, allocated once (the table is bounded, so it never
-/// grows and a probe always ends at an empty entry). An entry is 32 bits: the slot + 1 in its
-/// low `slot_bits` (enough for `max_flows`; 0 is empty) and a tag, the top bits of the key
-/// hash's low half, in the rest (11 bits at 1M flows); the home position is the hash's high
-/// half. A lookup compares the tag first and the key (in the slot) only when it matches (one
-/// probe in 2^11 reads a slot it did not need at 1M flows). Removal moves later entries of the
-/// run back into the hole (Knuth, TAOCP vol. 3, 6.4, Algorithm R), so there are no tombstones;
-/// since an entry does not hold its home, removal recomputes the homes of the run's entries
-/// from their keys. A frame's lookup touches one entry's cache line, which a driver can ask
-/// for ahead of time ([`FlowTable::prefetch`]), unlike a hashbrown map's; at 1M flows the
-/// index is 8 MiB, a quarter of this machine's last-level cache (16 MiB with 64-bit entries).
+/// grows and a probe always ends at an empty entry). An entry is the key hash's high half
+/// (which also gives its home position) and the slot + 1; 0 is empty. A lookup compares the
+/// hash half first and the key (in the slot) only when it matches. Removal moves later entries
+/// of the run back into the hole (Knuth, TAOCP vol. 3, 6.4, Algorithm R), so there are no
+/// tombstones. A frame's lookup touches one entry's cache line, which a driver can ask for
+/// ahead of time ([`FlowTable::prefetch`]), unlike a hashbrown map's.
 struct KeyIndex {
-    entries: Vec<u32>,
+    entries: Vec<u64>,
     mask: u32,
-    /// Low bits of an entry that hold the slot + 1.
-    slot_bits: u32,
 }
 
 impl KeyIndex {
@@ -139,43 +133,29 @@ impl KeyIndex {
         let n = (max_flows.max(8) * 2).next_power_of_two().min(1 << 32);
         let entries = vec![0; n];
         quench_port::cache::advise_huge_pages(&entries);
-        // Slot + 1 is at most `max_flows` (up to 2^24 by the configuration's range: a tag of
-        // at least 7 bits).
-        let slot_bits = (usize::BITS - max_flows.max(8).leading_zeros()).min(31);
         KeyIndex {
             entries,
             mask: (n - 1) as u32,
-            slot_bits,
         }
     }
 
     #[inline]
-    fn home(&self, hash: u64) -> u32 {
-        (hash >> 32) as u32 & self.mask
+    fn home(&self, tag: u32) -> u32 {
+        tag & self.mask
     }
 
-    /// The tag `hash` gives its entry, in place (the slot bits clear).
-    #[inline]
-    fn tag(&self, hash: u64) -> u32 {
-        (hash as u32 >> self.slot_bits) << self.slot_bits
-    }
-
-    /// The slot an entry holds, if any.
-    #[inline]
-    fn slot(&self, e: u32) -> Option<u32> {
-        (e & ((1 << self.slot_bits) - 1)).checked_sub(1)
-    }
-
-    /// The slot whose entry carries `hash`'s tag and for which `is` holds.
+    /// The slot whose entry carries `hash` and for which `is` holds.
     #[inline]
     fn find(&self, hash: u64, is: impl Fn(u32) -> bool) -> Option<u32> {
-        let tag = self.tag(hash);
-        let mut pos = self.home(hash);
+        let tag = (hash >> 32) as u32;
+        let mut pos = self.home(tag);
         loop {
             let e = self.entries[pos as usize];
-            let slot = self.slot(e)?;
-            if e ^ tag == slot + 1 && is(slot) {
-                return Some(slot);
+            if e == 0 {
+                return None;
+            }
+            if (e >> 32) as u32 == tag && is(e as u32 - 1) {
+                return Some(e as u32 - 1);
             }
             pos = (pos + 1) & self.mask;
         }
@@ -183,15 +163,16 @@ impl KeyIndex {
 
     /// Adds `slot` under `hash` (its key must not be in the index).
     fn insert(&mut self, hash: u64, slot: u32) {
-        let mut pos = self.home(hash);
+        let tag = (hash >> 32) as u32;
+        let mut pos = self.home(tag);
         while self.entries[pos as usize] != 0 {
             pos = (pos + 1) & self.mask;
         }
-        self.entries[pos as usize] = self.tag(hash) | (slot + 1);
+        self.entries[pos as usize] = (u64::from(tag) << 32) | u64::from(slot + 1);
     }
 
-    /// Removes `slot`'s entry (added under `hash`); `hash_of(s)` is slot `s`'s key hash.
-    fn remove(&mut self, hash: u64, slot: u32, hash_of: impl Fn(u32) -> u64) {
+    /// Removes `slot`'s entry (added under `hash`).
+    fn remove(&mut self, hash: u64, slot: u32) {
         let Some(mut hole) = self.position(hash, slot) else {
             return;
         };
@@ -199,11 +180,11 @@ impl KeyIndex {
         loop {
             pos = (pos + 1) & self.mask;
             let e = self.entries[pos as usize];
-            let Some(s) = self.slot(e) else {
+            if e == 0 {
                 break;
-            };
+            }
             // The entry may fill the hole if its home is not cyclically within (hole, pos].
-            let home = self.home(hash_of(s));
+            let home = self.home((e >> 32) as u32);
             if pos.wrapping_sub(home) & self.mask >= pos.wrapping_sub(hole) & self.mask {
                 self.entries[hole as usize] = e;
                 hole = pos;
@@ -213,10 +194,13 @@ impl KeyIndex {
     }
 
     fn position(&self, hash: u64, slot: u32) -> Option<u32> {
-        let mut pos = self.home(hash);
+        let mut pos = self.home((hash >> 32) as u32);
         loop {
-            let s = self.slot(self.entries[pos as usize])?;
-            if s == slot {
+            let e = self.entries[pos as usize];
+            if e == 0 {
+                return None;
+            }
+            if e as u32 == slot + 1 {
                 return Some(pos);
             }
             pos = (pos + 1) & self.mask;
@@ -225,8 +209,8 @@ impl KeyIndex {
 
     /// The entry a lookup of `hash` starts at, for [`quench_port::cache::prefetch`].
     #[inline]
-    fn first(&self, hash: u64) -> &u32 {
-        &self.entries[self.home(hash) as usize]
+    fn first(&self, hash: u64) -> &u64 {
+        &self.entries[self.home((hash >> 32) as u32) as usize]
     }
 }
 
@@ -253,8 +237,8 @@ fn fold_mul(a: u64, b: u64) -> u64 {
 /// odd constant so that a zero word (the top half of an IPv4-mapped address) does not zero a
 /// product, multiplied in pairs (wyhash's "mum": three multiplications that do not wait for
 /// one another, where a hasher fed field by field chains one per field) and folded by one
-/// more. Every key bit reaches both halves of the result: the index takes its home position
-/// from the high half and its tag from the low half.
+/// more. Every key bit reaches both halves of the result: the index takes its tag and home
+/// position from the high half.
 #[inline]
 pub fn key_hash(key: &FlowKey) -> u64 {
     let w = key_words(key);
@@ -447,9 +431,23 @@ impl<F> Source for TableFlow<F> {
 struct SlotCold {
     src_mac: MacAddr,
     dst_mac: MacAddr,
-    /// The next flow holding the same DestQP for the same source (the CNP index's chain).
-    cnp_next: Option<u32>,
+    /// The next flow holding the same DestQP for the same source (the CNP index's chain), as
+    /// its slot + 1, 0 for none: four octets where an `Option<u32>` takes eight
+    /// ([`SlotCold::cnp_next`]).
+    cnp_next: u32,
     drops: u64,
+}
+
+impl SlotCold {
+    /// The next flow in the CNP index's chain.
+    fn cnp_next(&self) -> Option<u32> {
+        self.cnp_next.checked_sub(1)
+    }
+
+    fn set_cnp_next(&mut self, next: Option<u32>) {
+        // A slot is below `max_flows` (at most 2^24): slot + 1 fits.
+        self.cnp_next = next.map_or(0, |n| n + 1);
+    }
 }
 
 /// A flow's figures, for the control socket and the report.
@@ -554,7 +552,7 @@ impl<F> FlowTable<F> {
         let entry = |k: usize| (k + 4 + 1) * 8 / 7;
         HostCore::<TableFlow<F>>::bytes_per_slot()
             + std::mem::size_of::<SlotCold>()
-            + 2 * std::mem::size_of::<u32>()
+            + 2 * 8
             + entry(std::mem::size_of::<(u32, Ipv4Addr)>())
             + entry(std::mem::size_of::<FlowId>())
     }
@@ -610,11 +608,7 @@ impl<F> FlowTable<F> {
         if let Some(k) = key.cnp_key() {
             self.cnp_unlink(i, (k.qp, k.src));
         }
-        let core = &self.core;
-        self.by_key.remove(key_hash(&key), i, |s| {
-            core.flow(FlowHandle(s))
-                .map_or(0, |f| key_hash(&f.source.key))
-        });
+        self.by_key.remove(key_hash(&key), i);
         if let Some(r) = rpid {
             self.by_rpid.remove(&r);
         }
@@ -698,7 +692,7 @@ impl<F> FlowTable<F> {
         let cold = SlotCold {
             src_mac: macs[0],
             dst_mac: macs[1],
-            cnp_next: None,
+            cnp_next: 0,
             drops: 0,
         };
         // The core reuses a freed slot or adds one at the end: the table's cold part follows.
@@ -710,7 +704,8 @@ impl<F> FlowTable<F> {
         }
         self.by_key.insert(hash, i);
         if let Some(k) = key.cnp_key() {
-            self.cold[i as usize].cnp_next = self.by_cnp.insert((k.qp, k.src), i);
+            let head = self.by_cnp.insert((k.qp, k.src), i);
+            self.cold[i as usize].set_cnp_next(head);
         }
         if let Some(r) = rpid {
             self.by_rpid.insert(r, i);
@@ -836,7 +831,8 @@ impl<F> FlowTable<F> {
 
     /// Takes slot `i` out of the CNP chain of `at`.
     fn cnp_unlink(&mut self, i: u32, at: (u32, Ipv4Addr)) {
-        let next = self.cold[i as usize].cnp_next.take();
+        let next = self.cold[i as usize].cnp_next();
+        self.cold[i as usize].set_cnp_next(None);
         let Some(&head) = self.by_cnp.get(&at) else {
             return;
         };
@@ -848,9 +844,9 @@ impl<F> FlowTable<F> {
             return;
         }
         let mut cur = head;
-        while let Some(n) = self.cold[cur as usize].cnp_next {
+        while let Some(n) = self.cold[cur as usize].cnp_next() {
             if n == i {
-                self.cold[cur as usize].cnp_next = next;
+                self.cold[cur as usize].set_cnp_next(next);
                 return;
             }
             cur = n;
@@ -874,7 +870,7 @@ impl<F> FlowTable<F> {
         let mut next = self.by_cnp.get(&(qp, src)).copied();
         std::iter::from_fn(move || {
             let i = next?;
-            next = self.cold[i as usize].cnp_next;
+            next = self.cold[i as usize].cnp_next();
             Some((i, self.entry(i)?.key.cnp_key()?))
         })
     }
@@ -1019,12 +1015,11 @@ mod tests {
             x ^= x >> 7;
             x ^= x << 17;
             let slot = (x % 12) as u32;
-            // Home positions that collide (15 and 31 at 15, 0 and 16 at 0; 15's run wraps) and
-            // four tags.
-            let hash = [15u64, 31, 0, 16, 14, 7][(x >> 8) as usize % 6] << 32 | (x >> 40) & 0x30;
+            // Tags whose home positions collide (15 and 31 at 15, 0 and 16 at 0; 15's run wraps).
+            let hash = [15u64, 31, 0, 16, 14, 7][(x >> 8) as usize % 6] << 32 | (x >> 40);
             match model.get(&slot) {
                 Some(&h) if x & 1 == 0 => {
-                    idx.remove(h, slot, |s| model[&s]);
+                    idx.remove(h, slot);
                     model.remove(&slot);
                 }
                 None if model.len() < 8 => {
@@ -1042,11 +1037,10 @@ mod tests {
     }
 
     /// The flow key hash spreads keys that differ in a few bits (consecutive ports, addresses,
-    /// QPs, RPIDs): over 65,536 such keys, neither half of the hash (the high one gives the
-    /// index's home position, the low one its tag) almost ever collides (0.5 pairs expected of
-    /// a uniform 32-bit value) and their home positions in an index of 2^17 entries cover the
-    /// share a uniform hash does (1 - e^-0.5 = 39.3 %); a hash that left some key bits out of
-    /// either half fails.
+    /// QPs, RPIDs): over 65,536 such keys, their index tags (the hash's high half) almost
+    /// never collide (0.5 pairs expected of a uniform 32-bit hash) and their home positions in
+    /// an index of 2^17 entries cover the share a uniform hash does (1 - e^-0.5 = 39.3 %); a
+    /// hash that left some key bits out of the high half fails both.
     #[test]
     fn flow_keys_spread_over_the_index() {
         let a = |n: u32| Ipv4Addr::from(0x0a00_0000 | n);
@@ -1072,14 +1066,10 @@ mod tests {
             })
             .collect();
         let hashes: Vec<u64> = keys.iter().map(key_hash).collect();
-        let mut lows: Vec<u32> = hashes.iter().map(|&h| h as u32).collect();
-        lows.sort_unstable();
-        let same = lows.windows(2).filter(|w| w[0] == w[1]).count();
-        assert!(same <= 4, "{same} low-half collisions");
         let mut tags: Vec<u32> = hashes.iter().map(|h| (h >> 32) as u32).collect();
         tags.sort_unstable();
         let same = tags.windows(2).filter(|w| w[0] == w[1]).count();
-        assert!(same <= 4, "{same} high-half collisions");
+        assert!(same <= 4, "{same} tag collisions");
         let mut homes: Vec<u32> = tags.iter().map(|t| t & ((1 << 17) - 1)).collect();
         homes.sort_unstable();
         homes.dedup();
