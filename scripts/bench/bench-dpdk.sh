@@ -48,7 +48,7 @@
 # - cp_local (n > 1 only): cp without the sum (`--cp-local`): each worker's CP sees only its own
 #   queue, i.e. each worker's destinations as its own ports: not a correct switch, the bound
 #   cp can reach ("without crossing" below; cp is "with");
-# - cp_cross (n > 1 only): the design before the sum (`--cp-cross --cross-mbufs`): port p's
+# - cp_cross (n > 1 only): the design before the sum (`--cp-cross`): port p's
 #   egress on worker p mod n, (n - 1)/n of the frames cross to it as mbufs (what a paced port's
 #   frames still do);
 # - split (n > 1 only): plain ports with the egress split as in cp_cross (`--cross`, no congestion
@@ -131,7 +131,7 @@ if [ -n "$WORKERS" ]; then
           plain) flags=() ;;
           cp) flags=(--cp) ;;
           cp_local) flags=(--cp-local) ;;
-          cp_cross) flags=(--cp-cross --cross-mbufs) ;;
+          cp_cross) flags=(--cp-cross) ;;
           split) flags=(--cross) ;;
         esac
         line=$("$quench" "$SECS" --workers "$n" "${flags[@]}" --cores "$cores" "${EAL[@]}" | grep '^quench_workers')

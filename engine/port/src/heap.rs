@@ -6,13 +6,12 @@ use std::mem::MaybeUninit;
 
 use super::{Frame, RxStamp, MAX_FRAME};
 
-/// A frame crossing to another worker's core ([`super::Port::carry`], [`super::Port::land`]).
-/// A small frame may be copied into the crossing itself ([`Inline`]; flooded copies and AF_XDP
-/// frames are, other frames when the switch asks, `Worker::cross_copy_max`): its buffer is freed on the
-/// receiving core and the landing port allocates one from its own core's pool, so no buffer
-/// changes core and the frame's octets travel in the ring slot's cache lines. A larger one is
-/// the received frame itself when its buffer may be freed from any thread (a heap buffer, a
-/// DPDK mbuf of a multi-consumer pool), else a heap copy. Dropping it frees the buffer.
+/// A frame crossing to another worker's core ([`super::Frame::carry_into`],
+/// [`super::Port::land`]): the received frame itself when its buffer may be freed from any
+/// thread (a heap buffer, a DPDK mbuf of a multi-consumer pool), else a copy (an AF_XDP frame,
+/// a frame the switch made): a small one in the crossing itself ([`Inline`]), landed in a
+/// buffer of the landing port's own pool; a larger one on the heap. Dropping it frees the
+/// buffer.
 #[derive(Debug)]
 pub enum Carried {
     Inline(Inline),

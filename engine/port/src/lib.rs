@@ -19,10 +19,9 @@
 //!   ([`Port::import`]); the closed enum [`any::AnyPort`] does this dispatch with a `match`, never
 //!   a `dyn` call per packet.
 //! - A frame that must change core crosses on a lock-free ring as a [`heap::Carried`]
-//!   ([`Port::carry`] / [`Port::land`]): a small frame may be copied into the crossing
-//!   ([`heap::Inline`]) and land in a buffer of the landing worker's own pool; larger heap
-//!   frames and DPDK mbufs move as they are; frames owned by a worker's pool (AF_XDP UMEM,
-//!   `!Send`) are copied into a heap frame.
+//!   ([`Frame::carry_into`] / [`Port::land`]): heap frames and DPDK mbufs move as they are;
+//!   frames owned by a worker's pool (AF_XDP UMEM, `!Send`) are copied, a small one into the
+//!   crossing itself ([`heap::Inline`]), and land in a buffer of the landing port's pool.
 //!
 //! # Call order
 //! A worker calls, per iteration: `rx_burst` on its queues, then `tx_burst` with what it wants
@@ -317,8 +316,7 @@ pub trait Port {
         Some(f)
     }
 
-    /// `frame`, made ready to cross to another worker's core ([`Frame::into_carried`]; the
-    /// switch copies small frames into the crossing instead, see `Worker::cross_copy_max`).
+    /// `frame`, made ready to cross to another worker's core ([`Frame::into_carried`]).
     fn carry(frame: Self::Frame) -> Option<heap::Carried> {
         frame.into_carried()
     }

@@ -43,17 +43,16 @@
 //! traffic comes from both workers and nothing crosses. `--cp-local` is the same without the
 //! sum (each CP sees only its worker's queue: not a correct switch, the bound of `--cp`).
 //! `--cp-cross` is the design before the sum: each port's egress on one worker and
-//! (n - 1)/n of the frames crossing to it (as a paced port's still do); crossing frames (64
-//! octets) are copied into the ring slot with `--cross-copy`, moved as mbufs with
-//! `--cross-mbufs` (the default, `Worker::cross_copy_max`). `--one-thread` polls the N
+//! (n - 1)/n of the frames crossing to it (as a paced port's still do), moved as mbufs.
+//! `--one-thread` polls the N
 //! workers in turn on one thread and core: the crossing's instructions without a line
 //! changing core (and without a worker descheduled while another fills its ring). Prints
-//! `quench_workers workers=N cross=0|1 cp=none|shared|local|cross mbufs=0|1 one_thread=0|1
+//! `quench_workers workers=N cross=0|1 cp=none|shared|local|cross one_thread=0|1
 //! ... mpps=<Mpps>`.
 //!
 //! Usage: `cargo bench -p quench-runtime --features dpdk --bench dpdk_fwd -- SECONDS [--mix |
-//! --ports NAME0,NAME1] [--workers N [--cross] [--cp | --cp-local | --cp-cross] [--cross-copy |
-//! --cross-mbufs] [--one-thread] [--cores LIST]] EAL-ARGS...` (EAL args must create net_null0
+//! --ports NAME0,NAME1] [--workers N [--cross] [--cp | --cp-local | --cp-cross] [--one-thread]
+//! [--cores LIST]] EAL-ARGS...` (EAL args must create net_null0
 //! and net_null1, or the ports of --ports; `-l CPU` also pins this thread to CPU, as
 //! rte_eal_init pins the C loop's main thread), or `... --bench dpdk_fwd -- --write-mix DIR`.
 use std::sync::atomic::Ordering;
@@ -67,7 +66,6 @@ use quench_node::switch::fdb::DEFAULT_AGEING;
 use quench_node::switch::fdb::{Fdb, DEFAULT_CAPACITY};
 use quench_node::switch::queue::QueueLimits;
 use quench_port::dpdk::{self, ffi, DpdkConfig, DpdkPort};
-use quench_port::heap::INLINE_MAX;
 use quench_port::{Frame, Port};
 use quench_runtime::switch::forward::{links, OwnedPort, Worker};
 use quench_runtime::switch::stats::PortCounters;
@@ -124,8 +122,7 @@ extern "C" {
 /// The receive callback of `--workers`: writes the port's frame header (`*user`, 14 octets)
 /// into each received mbuf, as a NIC writes the frames it receives. net_null hands out pool
 /// mbufs as they are; [`prime`]'s headers stay right only while an mbuf keeps to its port's
-/// pool and its content, and a frame that crosses to another worker as a copy lands in an
-/// mbuf of its egress port's pool, which that port's receive later hands out again.
+/// pool and its content.
 extern "C" fn stamp_headers(
     _port: u16,
     _queue: u16,
@@ -375,7 +372,6 @@ fn run_workers(
     n: usize,
     cross: bool,
     cp: Option<(&CpProfiles, CpShape)>,
-    copy: Option<bool>,
     one_thread: bool,
     cores: &[usize],
     seconds: f64,
@@ -465,13 +461,7 @@ fn run_workers(
                     .into_iter()
                     .map(|(w, owned, owner, wl)| {
                         let fdb = Fdb::new(DEFAULT_AGEING, DEFAULT_CAPACITY);
-                        let mut worker = Worker::new(w, owned, owner, wl, fdb, Arc::default());
-                        match copy {
-                            Some(true) => worker.cross_copy_max = INLINE_MAX,
-                            Some(false) => worker.cross_copy_max = 0,
-                            None => {}
-                        }
-                        worker
+                        Worker::new(w, owned, owner, wl, fdb, Arc::default())
                     })
                     .collect();
                 let cpu0 = thread_cpu_secs();
@@ -500,9 +490,6 @@ struct Opts {
     workers: Option<usize>,
     cross: bool,
     cp: Option<(CpProfiles, CpShape)>,
-    /// Some(true): small frames cross copied into the slot; Some(false): as mbufs; None: the
-    /// worker's default.
-    copy: Option<bool>,
     one_thread: bool,
     cores: Vec<usize>,
     /// The EAL's `-l` core: the single worker's.
@@ -512,7 +499,7 @@ struct Opts {
 fn usage() -> anyhow::Error {
     anyhow::anyhow!(
         "usage: dpdk_fwd SECONDS [--mix | --ports NAME0,NAME1] [--workers N [--cross] [--cp | --cp-local | \
-         --cp-cross] [--cross-copy | --cross-mbufs] [--one-thread] [--cores LIST]] EAL-ARGS...\n       \
+         --cp-cross] [--one-thread] [--cores LIST]] EAL-ARGS...\n       \
          dpdk_fwd --write-mix DIR"
     )
 }
@@ -528,7 +515,6 @@ fn parse(args: &[String]) -> anyhow::Result<Opts> {
         workers: None,
         cross: false,
         cp: None,
-        copy: None,
         one_thread: false,
         cores: Vec::new(),
         cpu: None,
@@ -538,8 +524,6 @@ fn parse(args: &[String]) -> anyhow::Result<Opts> {
         match a.as_str() {
             "--mix" => o.with_mix = true,
             "--cross" => o.cross = true,
-            "--cross-mbufs" => o.copy = Some(false),
-            "--cross-copy" => o.copy = Some(true),
             "--one-thread" => o.one_thread = true,
             "--cp" => o.cp = Some((cp_profiles()?, CpShape::Shared)),
             "--cp-local" => o.cp = Some((cp_profiles()?, CpShape::Local)),
@@ -604,7 +588,7 @@ fn bench_workers(o: &mut Opts, n: usize, cfg: &DpdkConfig) -> anyhow::Result<()>
         let ncpu = std::thread::available_parallelism().map_or(1, |c| c.get());
         o.cores = (0..n).map(|w| (first + w) % ncpu).collect();
     }
-    let (cross, copy, one_thread, cores) = (o.cross, o.copy, o.one_thread, &o.cores);
+    let (cross, one_thread, cores) = (o.cross, o.one_thread, &o.cores);
     dpdk::eal_init(&o.eal)?;
     let counters: Vec<Vec<Arc<PortCounters>>> = (0..n)
         .map(|_| (0..2).map(|_| Arc::default()).collect())
@@ -613,7 +597,6 @@ fn bench_workers(o: &mut Opts, n: usize, cfg: &DpdkConfig) -> anyhow::Result<()>
         n,
         cross,
         o.cp.as_ref().map(|(p, shape)| (p, *shape)),
-        copy,
         one_thread,
         cores,
         o.seconds,
@@ -646,7 +629,7 @@ fn bench_workers(o: &mut Opts, n: usize, cfg: &DpdkConfig) -> anyhow::Result<()>
     // received, dropped ones included (with --cross, twice its excess over the run without
     // is what a crossing frame costs: half the frames cross).
     println!(
-        "quench_workers workers={n} cross={} cp={} mbufs={} one_thread={} cores={cores:?} frames={sent} seconds={secs:.3} \
+        "quench_workers workers={n} cross={} cp={} one_thread={} cores={cores:?} frames={sent} seconds={secs:.3} \
          cpu_seconds={cpu:.3} rx_mpps_per_worker={} cross_drops={cross_drops} \
          queue_drops={queue_drops} rx_drops={rx_drops} cpu_ns_per_rx_frame={:.2} mpps_per_cpu={:.2} mpps={:.2}",
         u8::from(cross),
@@ -656,7 +639,6 @@ fn bench_workers(o: &mut Opts, n: usize, cfg: &DpdkConfig) -> anyhow::Result<()>
             Some(CpShape::Local) => "local",
             Some(CpShape::Cross) => "cross",
         },
-        u8::from(copy != Some(true)),
         u8::from(one_thread),
         per.join(","),
         cpu * 1e9 / received as f64,

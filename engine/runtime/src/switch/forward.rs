@@ -15,7 +15,7 @@
 //!    destination, and hand it to the core for the egress port (flooding copies it to every
 //!    other port). A frame for a port whose egress another worker holds crosses on that
 //!    worker's lock-free ring ([`rings`](super::rings)): moved as it is when its buffer may
-//!    change core (heap, DPDK mbuf), else copied ([`Port::carry`]);
+//!    change core (heap, DPDK mbuf), else copied ([`Frame::carry_into`]);
 //! 2. take at most `BURST x 4` frames from its own inbound ring and learning notices;
 //! 3. **tx**: the core's due timeouts (received pauses running out, PFC refreshes); per owned
 //!    port, what the core's queues and the pacer release (at most [`BURST`]) goes to the
@@ -49,7 +49,7 @@ use quench_node::switch::core::{CpProfiles, Event, Handled, SwitchCore};
 use quench_node::switch::cp::CpHook;
 use quench_node::switch::fdb::{self, Fdb, Lookup, PortIdx, DEFAULT_CAPACITY};
 use quench_node::switch::queue::Class;
-use quench_port::heap::{Carried, INLINE_MAX};
+use quench_port::heap::Carried;
 use quench_port::{Frame, Port, BURST};
 use quench_wire::pfc::{emit_frame, PfcRepr, FRAME_LEN};
 use quench_wire::MacAddr;
@@ -91,13 +91,6 @@ pub struct Worker<P: Port> {
     gaps: LoopGaps,
     /// Frames lost crossing to another worker (its ring full).
     pub cross_drops: u64,
-    /// Frames of at most this many octets (capped at [`INLINE_MAX`]) cross to another worker
-    /// copied into the ring slot ([`Carried::Inline`]): freed on this core, landed in a buffer
-    /// of the egress worker's own pool, so no buffer changes core. Larger ones cross as
-    /// themselves when their buffer may ([`Port::carry`]). Default 0, every frame crosses as
-    /// itself: the copy's instructions cost about what the cache lines it saves are worth
-    /// (docs/design.md, "Switch runtime"); `INLINE_MAX` turns the copy on.
-    pub cross_copy_max: usize,
     /// Per port: the source address of the PAUSE frames it sends.
     macs: Vec<MacAddr>,
     /// The kernel fast path, on the worker that programs it (worker 0).
@@ -131,27 +124,6 @@ fn stage(
         ring.publish();
     }
     true
-}
-
-/// Writes `frame` under `head` into `ring` ([`stage`]): copied into the slot when it has at
-/// most `copy_max` octets (and freed here, on its own core), else moved
-/// ([`Frame::carry_into`]). False when it could not cross (freed here).
-#[inline(always)]
-fn stage_frame<F: Frame>(
-    ring: &mut Producer<Crossing>,
-    head: Head,
-    frame: F,
-    copy_max: usize,
-) -> bool {
-    if frame.len() <= copy_max {
-        stage(ring, |slot| {
-            Crossing::write_frame(slot, head, |dst| Carried::copy_into(frame.data(), dst))
-        })
-    } else {
-        stage(ring, |slot| {
-            Crossing::write_frame(slot, head, |dst| frame.carry_into(dst))
-        })
-    }
 }
 
 /// Crossings ahead of the one being landed whose frame buffers are prefetched.
@@ -212,7 +184,6 @@ impl<P: Port> Worker<P> {
             counters,
             gaps: LoopGaps::default(),
             cross_drops: 0,
-            cross_copy_max: 0,
             macs: (0..n)
                 .map(|i| MacAddr(0x02, 0x71, 0x6e, 0xfe, 0, i as u8))
                 .collect(),
@@ -299,7 +270,7 @@ impl<P: Port> Worker<P> {
                 }
                 None => bump(&op.counters.tx_drops, 1),
             },
-            _ => self.cross_copy(e, class, l3, bytes),
+            _ => self.cross_bytes(e, class, l3, bytes),
         }
     }
 
@@ -336,8 +307,9 @@ impl<P: Port> Worker<P> {
 
     /// Hands frames (each with its IPv4 offset) for port `e` in `class`, received on
     /// `ingress`, to the ring of the worker holding that port's egress, in order: one look-up
-    /// of the ring for the run, then each frame written into its slot ([`stage_frame`]). A
-    /// frame that cannot cross is freed and counted.
+    /// of the ring for the run, then each frame written into its slot as itself
+    /// ([`Frame::carry_into`]: moved when its buffer may change core, else copied). A frame
+    /// that cannot cross is freed and counted.
     #[inline(always)]
     fn cross_run(
         &mut self,
@@ -346,7 +318,6 @@ impl<P: Port> Worker<P> {
         ingress: Option<usize>,
         frames: impl Iterator<Item = (P::Frame, u16)>,
     ) {
-        let copy_max = self.cross_copy_max.min(INLINE_MAX);
         let ring = self
             .owner
             .get(e)
@@ -358,15 +329,19 @@ impl<P: Port> Worker<P> {
             return;
         };
         for (frame, l3) in frames {
-            if !stage_frame(ring, frame_head(e, class, l3, ingress), frame, copy_max) {
+            let head = frame_head(e, class, l3, ingress);
+            if !stage(ring, |slot| {
+                Crossing::write_frame(slot, head, |dst| frame.carry_into(dst))
+            }) {
                 self.cross_drops += 1;
             }
         }
     }
 
-    /// Hands a copy of `bytes` for port `e` to the ring of the worker holding that port's
-    /// egress, as [`cross_run`](Self::cross_run) does a frame.
-    fn cross_copy(&mut self, e: usize, class: Class, l3: u16, bytes: &[u8]) {
+    /// Hands a copy of `bytes` (a flooded copy, a PAUSE frame, a CNM) for port `e` to the ring
+    /// of the worker holding that port's egress, as [`cross_run`](Self::cross_run) does a
+    /// received frame.
+    fn cross_bytes(&mut self, e: usize, class: Class, l3: u16, bytes: &[u8]) {
         let head = frame_head(e, class, l3, None);
         match self.owner.get(e) {
             Some(&w) => self.send_to(w, |slot| {

@@ -279,11 +279,6 @@ fn switch(n: usize, bottleneck: Bottleneck) -> Switch {
         let fdb = Fdb::new(Duration::from_secs(60), DEFAULT_CAPACITY);
         let fc = Arc::new(WorkerCounters::default());
         let mut wk = Worker::new(w, ports, owner.clone(), links.next().unwrap(), fdb, fc);
-        // Both ways of crossing: worker 2 copies small frames into the slot, worker 1 moves
-        // them (what reaches worker 0's bottleneck must not depend on the way).
-        if w == 2 {
-            wk.cross_copy_max = quench_port::heap::INLINE_MAX;
-        }
         if pfc {
             let rates = [
                 Rate::from_gbps(1),
