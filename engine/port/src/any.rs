@@ -7,7 +7,7 @@ use super::heap::{Carried, HeapFrame};
 use super::mem::MemPort;
 use super::packet::PacketPort;
 use super::xdp::{XdpFrame, XdpPort};
-use super::{Capabilities, Frame, Port, PortError};
+use super::{Capabilities, Frame, Port, PortError, PortStats};
 
 /// Any port quench can open.
 pub enum AnyPort {
@@ -265,53 +265,23 @@ impl Port for AnyPort {
         }
     }
 
-    fn rx_fds(&self, out: &mut Vec<std::os::fd::RawFd>) {
+    fn wait_handle(&self, out: &mut Vec<std::os::fd::RawFd>) {
         match self {
-            AnyPort::Mem(p) => p.rx_fds(out),
-            AnyPort::Packet(p) => p.rx_fds(out),
-            AnyPort::Xdp(p) => p.rx_fds(out),
+            AnyPort::Mem(p) => p.wait_handle(out),
+            AnyPort::Packet(p) => p.wait_handle(out),
+            AnyPort::Xdp(p) => p.wait_handle(out),
             #[cfg(feature = "dpdk")]
-            AnyPort::Dpdk(p) => p.rx_fds(out),
+            AnyPort::Dpdk(p) => p.wait_handle(out),
         }
     }
 
-    fn kernel_rx_drops(&mut self) -> Option<u64> {
+    fn stats(&mut self) -> PortStats {
         match self {
-            AnyPort::Mem(p) => p.kernel_rx_drops(),
-            AnyPort::Packet(p) => p.kernel_rx_drops(),
-            AnyPort::Xdp(p) => p.kernel_rx_drops(),
+            AnyPort::Mem(p) => p.stats(),
+            AnyPort::Packet(p) => p.stats(),
+            AnyPort::Xdp(p) => p.stats(),
             #[cfg(feature = "dpdk")]
-            AnyPort::Dpdk(p) => p.kernel_rx_drops(),
-        }
-    }
-
-    fn tx_refusals(&mut self) -> Option<u64> {
-        match self {
-            AnyPort::Mem(p) => p.tx_refusals(),
-            AnyPort::Packet(p) => p.tx_refusals(),
-            AnyPort::Xdp(p) => p.tx_refusals(),
-            #[cfg(feature = "dpdk")]
-            AnyPort::Dpdk(p) => p.tx_refusals(),
-        }
-    }
-
-    fn kernel_tx_drops(&mut self) -> Option<u64> {
-        match self {
-            AnyPort::Mem(p) => p.kernel_tx_drops(),
-            AnyPort::Packet(p) => p.kernel_tx_drops(),
-            AnyPort::Xdp(p) => p.kernel_tx_drops(),
-            #[cfg(feature = "dpdk")]
-            AnyPort::Dpdk(p) => p.kernel_tx_drops(),
-        }
-    }
-
-    fn tx_queued(&mut self) -> Option<usize> {
-        match self {
-            AnyPort::Mem(p) => p.tx_queued(),
-            AnyPort::Packet(p) => p.tx_queued(),
-            AnyPort::Xdp(p) => p.tx_queued(),
-            #[cfg(feature = "dpdk")]
-            AnyPort::Dpdk(p) => p.tx_queued(),
+            AnyPort::Dpdk(p) => p.stats(),
         }
     }
 }

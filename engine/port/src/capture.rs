@@ -15,7 +15,7 @@ use std::path::Path;
 use units::{Duration, Instant};
 
 use super::heap::Carried;
-use super::{Capabilities, Frame, Port, PortError};
+use super::{Capabilities, Frame, Port, PortError, PortStats};
 use quench_wire::pcap::PcapWriter;
 use quench_wire::time::{shared_now, Clock};
 
@@ -193,16 +193,12 @@ impl<P: Port> Port for Capture<P> {
         self.inner.alloc(len)
     }
 
-    fn rx_fds(&self, out: &mut Vec<std::os::fd::RawFd>) {
-        self.inner.rx_fds(out)
+    fn wait_handle(&self, out: &mut Vec<std::os::fd::RawFd>) {
+        self.inner.wait_handle(out)
     }
 
     fn import(&mut self, bytes: &[u8]) -> Option<P::Frame> {
         self.inner.import(bytes)
-    }
-
-    fn carry(frame: P::Frame) -> Option<Carried> {
-        P::carry(frame)
     }
 
     fn land(&mut self, frame: Carried) -> Option<P::Frame> {
@@ -213,20 +209,8 @@ impl<P: Port> Port for Capture<P> {
         self.inner.poll()
     }
 
-    fn kernel_rx_drops(&mut self) -> Option<u64> {
-        self.inner.kernel_rx_drops()
-    }
-
-    fn tx_refusals(&mut self) -> Option<u64> {
-        self.inner.tx_refusals()
-    }
-
-    fn kernel_tx_drops(&mut self) -> Option<u64> {
-        self.inner.kernel_tx_drops()
-    }
-
-    fn tx_queued(&mut self) -> Option<usize> {
-        self.inner.tx_queued()
+    fn stats(&mut self) -> PortStats {
+        self.inner.stats()
     }
 }
 
@@ -287,17 +271,13 @@ mod tests {
         fn alloc(&mut self, len: usize) -> Option<Self::Frame> {
             self.0.alloc(len)
         }
-        fn kernel_rx_drops(&mut self) -> Option<u64> {
-            Some(1)
-        }
-        fn tx_refusals(&mut self) -> Option<u64> {
-            Some(2)
-        }
-        fn kernel_tx_drops(&mut self) -> Option<u64> {
-            Some(3)
-        }
-        fn tx_queued(&mut self) -> Option<usize> {
-            Some(4)
+        fn stats(&mut self) -> PortStats {
+            PortStats {
+                rx_kernel_drops: Some(1),
+                tx_refusals: Some(2),
+                tx_kernel_drops: Some(3),
+                tx_queued: Some(4),
+            }
         }
     }
 
@@ -307,9 +287,10 @@ mod tests {
     fn capture_passes_the_ports_kernel_counts_through() {
         let (port, _peer) = MemPort::with_peer("c");
         let mut cap = Capture::off(Counting(port));
-        assert_eq!(cap.kernel_rx_drops(), Some(1));
-        assert_eq!(cap.tx_refusals(), Some(2));
-        assert_eq!(cap.kernel_tx_drops(), Some(3));
-        assert_eq!(cap.tx_queued(), Some(4));
+        let s = cap.stats();
+        assert_eq!(s.rx_kernel_drops, Some(1));
+        assert_eq!(s.tx_refusals, Some(2));
+        assert_eq!(s.tx_kernel_drops, Some(3));
+        assert_eq!(s.tx_queued, Some(4));
     }
 }

@@ -75,7 +75,7 @@ pub trait Frame {
     fn rx_stamp(&self) -> Option<RxStamp> {
         None
     }
-    /// This frame, ready to cross to another worker's core ([`Port::carry`]): moved as it is
+    /// This frame, ready to cross to another worker's core ([`Port::land`]s it): moved as it is
     /// when its buffer may be freed from any thread (a heap buffer, an mbuf), else copied to
     /// the heap (`None`: it could not be).
     fn into_carried(self) -> Option<heap::Carried>
@@ -240,7 +240,31 @@ impl PortError {
     }
 }
 
-/// A place frames enter and leave. See the module docs for ownership and call order.
+/// What a port counts of its own, since it was opened ([`Port::stats`]): loss and backpressure
+/// no counter of the engine's can see. Each is `None` when the port cannot tell.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortStats {
+    /// Frames the kernel (or, for DPDK, the device: `imissed`) dropped on their way to the
+    /// port's receive rings (ring full, no free buffer).
+    pub rx_kernel_drops: Option<u64>,
+    /// Times the device refused a frame the port handed it (AF_PACKET: an ENOBUFS from the
+    /// ring's send, e.g. a veth whose peer is down or whose backlog is full). The kernel puts
+    /// the frame back in the ring and the next poll sends it again: backpressure, not loss.
+    pub tx_refusals: Option<u64>,
+    /// Frames the kernel took from the port and then dropped without sending them (AF_XDP in
+    /// copy mode: the device refused the frame, e.g. a veth whose far end is down; the kernel
+    /// completes it as if sent): lost after the engine counted them as sent. AF_PACKET never
+    /// loses a frame this way.
+    pub tx_kernel_drops: Option<u64>,
+    /// Frames accepted by `tx_burst` that have not left yet (AF_PACKET: tx ring slots still
+    /// waiting for the kernel; AF_XDP: not yet back on the completion ring).
+    pub tx_queued: Option<usize>,
+}
+
+/// A place frames enter and leave: receive ([`rx_burst`](Port::rx_burst)), transmit
+/// ([`tx_burst`](Port::tx_burst)), buffers ([`alloc`](Port::alloc), [`import`](Port::import),
+/// [`land`](Port::land)), housekeeping ([`poll`](Port::poll)), one wait handle and one stats
+/// struct. See the module docs for ownership and call order.
 pub trait Port {
     /// The owned frame handle this port produces and consumes without copying.
     type Frame: Frame;
@@ -267,46 +291,24 @@ pub trait Port {
     fn alloc(&mut self, len: usize) -> Option<Self::Frame>;
 
     /// Housekeeping between bursts: reclaim transmitted buffers, refill receive rings, wake the
-    /// kernel if it sleeps. Bounded work; never blocks.
+    /// kernel if it sleeps. Bounded work; never blocks. Apart from the bursts because a loop
+    /// calls it whether or not it received or sent anything (a port only sent on still has
+    /// completions to reclaim; one only received on, rings to refill; a sender's last frames
+    /// still want their kick after its last burst).
     fn poll(&mut self) -> Result<(), PortError> {
         Ok(())
     }
 
-    /// Appends the descriptors that poll(2) reports readable (POLLIN) while a frame waits on
-    /// one of this port's receive queues: a loop with nothing to do may wait in the kernel on
-    /// them ([`crate::worker::RxWait`]). None (the default) when the port cannot be waited on
-    /// (in memory, DPDK): such a loop sleeps or spins instead.
-    fn rx_fds(&self, _out: &mut Vec<std::os::fd::RawFd>) {}
+    /// The port's wait handle: appends the descriptors that poll(2) reports readable (POLLIN)
+    /// while a frame waits on one of its receive queues, so a loop with nothing to do may wait
+    /// in the kernel on them ([`crate::worker::RxWait`]). None (the default) when the port
+    /// cannot be waited on (in memory, DPDK): such a loop sleeps or spins instead.
+    fn wait_handle(&self, _out: &mut Vec<std::os::fd::RawFd>) {}
 
-    /// Frames the kernel (or, for DPDK, the device: `imissed`) dropped on their way to this
-    /// port's receive rings since it was opened (ring full, no free buffer): loss that no
-    /// counter of the engine's own can see. `None` when the port cannot tell. May be a system
-    /// call: ask now and then, not per burst.
-    fn kernel_rx_drops(&mut self) -> Option<u64> {
-        None
-    }
-
-    /// Times the device refused a frame this port handed it, since it was opened (AF_PACKET:
-    /// an ENOBUFS from the ring's send, e.g. a veth whose peer is down or whose backlog is
-    /// full). The kernel puts the frame back in the ring and the next poll sends it again:
-    /// backpressure, not loss. `None` when the port cannot tell.
-    fn tx_refusals(&mut self) -> Option<u64> {
-        None
-    }
-
-    /// Frames the kernel took from this port and then dropped without sending them, since it
-    /// was opened (AF_XDP in copy mode: the device refused the frame, e.g. a veth whose far
-    /// end is down; the kernel completes it as if sent). Lost after the engine counted them
-    /// as sent. `None` when the port cannot tell; AF_PACKET never loses a frame this way.
-    fn kernel_tx_drops(&mut self) -> Option<u64> {
-        None
-    }
-
-    /// Frames accepted by `tx_burst` that have not left yet (AF_PACKET: tx ring slots still
-    /// waiting for the kernel). `None` when the port cannot tell. Scans the ring: ask at the
-    /// end of a run, not per burst.
-    fn tx_queued(&mut self) -> Option<usize> {
-        None
+    /// What the port itself counts ([`PortStats`]), each `None` when the port cannot tell. May
+    /// be system calls and a ring scan: ask now and then, not per burst.
+    fn stats(&mut self) -> PortStats {
+        PortStats::default()
     }
 
     /// Copies `bytes` into a fresh frame of this kind (the one copy between port kinds).
@@ -314,11 +316,6 @@ pub trait Port {
         let mut f = self.alloc(bytes.len())?;
         f.data_mut().copy_from_slice(bytes);
         Some(f)
-    }
-
-    /// `frame`, made ready to cross to another worker's core ([`Frame::into_carried`]).
-    fn carry(frame: Self::Frame) -> Option<heap::Carried> {
-        frame.into_carried()
     }
 
     /// A frame that crossed from another worker, as a frame of this port: without a copy when

@@ -18,8 +18,8 @@ use std::sync::atomic::{fence, Ordering};
 
 use super::heap::HeapFrame;
 use super::{
-    device_mac, if_index, Capabilities, Frame, Port, PortError, PortKind, RxStamp, StampSource,
-    MAX_FRAME,
+    device_mac, if_index, Capabilities, Frame, Port, PortError, PortKind, PortStats, RxStamp,
+    StampSource, MAX_FRAME,
 };
 use quench_wire::time::KernelStamps;
 
@@ -326,6 +326,31 @@ impl Drop for PacketPort {
     }
 }
 
+impl PacketPort {
+    /// The frames the kernel dropped for want of ring room since the port was opened
+    /// ([`PortStats::rx_kernel_drops`]).
+    fn rx_kernel_drops(&mut self) -> Option<u64> {
+        // struct tpacket_stats (TPACKET_V2): packets, drops; reading it resets both.
+        let mut st = [0u32; 2];
+        let mut len = std::mem::size_of_val(&st) as libc::socklen_t;
+        // Safety: `st` and `len` are valid for writes of `len` octets; the fd is ours.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd,
+                libc::SOL_PACKET,
+                PACKET_STATISTICS,
+                st.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        if rc != 0 {
+            return None;
+        }
+        self.rx_kernel_drops += u64::from(st[1]);
+        Some(self.rx_kernel_drops)
+    }
+}
+
 impl Port for PacketPort {
     type Frame = HeapFrame;
 
@@ -333,7 +358,7 @@ impl Port for PacketPort {
         &self.caps
     }
 
-    fn rx_fds(&self, out: &mut Vec<std::os::fd::RawFd>) {
+    fn wait_handle(&self, out: &mut Vec<std::os::fd::RawFd>) {
         // packet_poll (net/packet/af_packet.c): with an rx ring, readable once the kernel has
         // handed a frame slot to user space.
         out.push(self.fd);
@@ -422,40 +447,19 @@ impl Port for PacketPort {
         HeapFrame::zeroed(len)
     }
 
-    fn kernel_rx_drops(&mut self) -> Option<u64> {
-        // struct tpacket_stats (TPACKET_V2): packets, drops; reading it resets both.
-        let mut st = [0u32; 2];
-        let mut len = std::mem::size_of_val(&st) as libc::socklen_t;
-        // Safety: `st` and `len` are valid for writes of `len` octets; the fd is ours.
-        let rc = unsafe {
-            libc::getsockopt(
-                self.fd,
-                libc::SOL_PACKET,
-                PACKET_STATISTICS,
-                st.as_mut_ptr().cast(),
-                &mut len,
-            )
-        };
-        if rc != 0 {
-            return None;
+    fn stats(&mut self) -> PortStats {
+        let tx_queued = (0..SLOTS)
+            .filter(|&i| {
+                let s = Self::status(self.slot(true, i));
+                s == TP_STATUS_SEND_REQUEST || s == TP_STATUS_SENDING
+            })
+            .count();
+        PortStats {
+            rx_kernel_drops: self.rx_kernel_drops(),
+            tx_refusals: Some(self.tx_refusals),
+            tx_kernel_drops: None,
+            tx_queued: Some(tx_queued),
         }
-        self.rx_kernel_drops += u64::from(st[1]);
-        Some(self.rx_kernel_drops)
-    }
-
-    fn tx_refusals(&mut self) -> Option<u64> {
-        Some(self.tx_refusals)
-    }
-
-    fn tx_queued(&mut self) -> Option<usize> {
-        Some(
-            (0..SLOTS)
-                .filter(|&i| {
-                    let s = Self::status(self.slot(true, i));
-                    s == TP_STATUS_SEND_REQUEST || s == TP_STATUS_SENDING
-                })
-                .count(),
-        )
     }
 
     fn poll(&mut self) -> Result<(), PortError> {

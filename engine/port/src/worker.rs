@@ -310,7 +310,7 @@ impl Backoff {
     pub const SPINS: u32 = 64;
 
     /// A loop in `mode` that has not been idle yet; `fds` are its ports' receive descriptors
-    /// ([`crate::Port::rx_fds`]), which [`IdleMode::Wait`] waits on (with none it yields).
+    /// ([`crate::Port::wait_handle`]), which [`IdleMode::Wait`] waits on (with none it yields).
     pub fn new(mode: IdleMode, fds: impl IntoIterator<Item = std::os::fd::RawFd>) -> Self {
         if matches!(mode, IdleMode::Sleep(_) | IdleMode::Wait) {
             fine_timer_slack();
@@ -485,21 +485,21 @@ fn tenant(pid: u32, status: &str) -> Option<Tenant> {
     })
 }
 
-/// Waiting in the kernel for frames: poll(2) on ports' receive descriptors ([`Port::rx_fds`])
+/// Waiting in the kernel for frames: poll(2) on ports' wait handles ([`Port::wait_handle`])
 /// with a timeout, so that a loop with nothing to do takes no CPU until a frame arrives or the
 /// timeout (its next release or timer) passes, the way the kernel's AF_XDP sample (xdpsock's
 /// `-p`) waits. Against a timed sleep the frame is seen at once; against a yield the CPU goes
 /// idle, so the scheduler may run a waiting task there at once. The price is a wake-up through
 /// the scheduler per wait that a frame ends (a few microseconds, paid by the frame).
 ///
-/// [`Port::rx_fds`]: crate::Port::rx_fds
+/// [`Port::wait_handle`]: crate::Port::wait_handle
 #[derive(Debug)]
 pub struct RxWait {
     fds: Vec<libc::pollfd>,
 }
 
 impl RxWait {
-    /// A waiter on `fds` (each port's [`crate::Port::rx_fds`]); `None` when there is
+    /// A waiter on `fds` (each port's [`crate::Port::wait_handle`]); `None` when there is
     /// none: nothing would end a wait but its timeout, so the loop had better sleep.
     pub fn new(fds: impl IntoIterator<Item = std::os::fd::RawFd>) -> Option<RxWait> {
         let fds: Vec<libc::pollfd> = fds

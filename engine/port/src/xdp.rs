@@ -42,7 +42,9 @@ use xsk_rs::config::{
 };
 use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
 
-use super::{device_mac, device_queues, if_index, Capabilities, Frame, Port, PortError, PortKind};
+use super::{
+    device_mac, device_queues, if_index, Capabilities, Frame, Port, PortError, PortKind, PortStats,
+};
 
 /// UMEM chunk sizes: the kernel's minimum (a page holds two) and, for an MTU whose frames do
 /// not fit it, a page (the largest chunk of an aligned UMEM: xdp_umem_reg in net/xdp/xdp_umem.c
@@ -855,34 +857,32 @@ impl Port for XdpPort {
         Some(f)
     }
 
-    fn rx_fds(&self, out: &mut Vec<std::os::fd::RawFd>) {
+    fn wait_handle(&self, out: &mut Vec<std::os::fd::RawFd>) {
         // xsk_poll (net/xdp/xsk.c): readable while the rx ring holds a descriptor; the XDP
         // path's flush and the generic receive wake the socket's waiters (sk_data_ready) when
         // they fill it.
         out.extend(self.queues.iter().map(|q| q.rx.fd().as_raw_fd()));
     }
 
-    fn tx_queued(&mut self) -> Option<usize> {
-        // Submitted to the tx ring and not yet back on the completion ring.
-        Some(self.queues.iter().map(|q| q.in_flight as usize).sum())
-    }
-
-    fn kernel_tx_drops(&mut self) -> Option<u64> {
-        Some(self.queues.iter().map(|q| q.tx_drops).sum())
-    }
-
-    fn kernel_rx_drops(&mut self) -> Option<u64> {
-        // rx_dropped counts frames with no fill-ring buffer (rx_fill_ring_empty_descs counts
-        // the same events again), rx_ring_full those the rx ring had no room for.
-        self.queues
-            .iter()
-            .map(|q| {
-                q.rx.fd()
-                    .xdp_statistics()
-                    .ok()
-                    .map(|s| s.rx_dropped() + s.rx_ring_full())
-            })
-            .sum()
+    fn stats(&mut self) -> PortStats {
+        PortStats {
+            // rx_dropped counts frames with no fill-ring buffer (rx_fill_ring_empty_descs
+            // counts the same events again), rx_ring_full those the rx ring had no room for.
+            rx_kernel_drops: self
+                .queues
+                .iter()
+                .map(|q| {
+                    q.rx.fd()
+                        .xdp_statistics()
+                        .ok()
+                        .map(|s| s.rx_dropped() + s.rx_ring_full())
+                })
+                .sum(),
+            tx_refusals: None,
+            tx_kernel_drops: Some(self.queues.iter().map(|q| q.tx_drops).sum()),
+            // Submitted to the tx ring and not yet back on the completion ring.
+            tx_queued: Some(self.queues.iter().map(|q| q.in_flight as usize).sum()),
+        }
     }
 
     fn poll(&mut self) -> Result<(), PortError> {

@@ -84,10 +84,10 @@ fn null_port_receives_transmits_and_returns_every_mbuf() {
     assert!(tx.is_empty());
     drop(frames);
     assert_eq!(p.pool_available(), before);
-    assert_eq!(p.stats().rx_frames, 32);
-    assert_eq!(p.stats().tx_frames, 16);
+    assert_eq!(p.frame_counts().rx_frames, 32);
+    assert_eq!(p.frame_counts().tx_frames, 16);
     // The device's own drop count (imissed) is readable; net_null never misses a frame.
-    assert_eq!(p.kernel_rx_drops(), Some(0));
+    assert_eq!(Port::stats(&mut p).rx_kernel_drops, Some(0));
 }
 
 #[test]
@@ -354,7 +354,7 @@ fn a_small_crossing_lands_copied_and_a_large_one_as_its_mbuf() {
     let mut big = p.alloc(1000).unwrap();
     big.data_mut()[999] = 7;
     let mbuf = big.as_mbuf();
-    let carried = DpdkPort::carry(big).unwrap();
+    let carried = big.into_carried().unwrap();
     assert!(matches!(carried, Carried::Dpdk(_)));
     let landed = p.land(carried).unwrap();
     assert_eq!(landed.as_mbuf(), mbuf);

@@ -35,7 +35,7 @@ use std::sync::{Mutex, OnceLock};
 use serde::Deserialize;
 
 use super::heap::Carried;
-use super::{Capabilities, Frame, Port, PortError, PortKind, PortSpec, MAX_FRAME};
+use super::{Capabilities, Frame, Port, PortError, PortKind, PortSpec, PortStats, MAX_FRAME};
 
 pub mod ffi;
 
@@ -319,7 +319,7 @@ pub struct DpdkFrame(NonNull<ffi::RteMbuf>);
 // Safety: a frame owns its mbuf exclusively, and freeing an mbuf from any thread is sound: the
 // pools are multi-producer / multi-consumer (quench_dpdk_pool_create passes no single-thread
 // flags), and a thread that is not an EAL lcore bypasses the per-lcore caches. This is what
-// lets a frame cross to another worker ([`Port::carry`]) without a copy.
+// lets a frame cross to another worker ([`Frame::into_carried`]) without a copy.
 unsafe impl Send for DpdkFrame {}
 
 impl DpdkFrame {
@@ -645,8 +645,8 @@ impl DpdkPort {
         self.port_id
     }
 
-    /// Counters since the port was opened.
-    pub fn stats(&self) -> DpdkStats {
+    /// Frames received and sent since the port was opened.
+    pub fn frame_counts(&self) -> DpdkStats {
         self.stats
     }
 
@@ -715,10 +715,13 @@ impl Port for DpdkPort {
         &self.caps
     }
 
-    fn kernel_rx_drops(&mut self) -> Option<u64> {
+    fn stats(&mut self) -> PortStats {
         // Safety: port_id names the ethdev this port holds; the call only reads its counters.
         let n = unsafe { ffi::quench_dpdk_imissed(self.port_id) };
-        u64::try_from(n).ok()
+        PortStats {
+            rx_kernel_drops: u64::try_from(n).ok(),
+            ..PortStats::default()
+        }
     }
 
     fn rx_burst(

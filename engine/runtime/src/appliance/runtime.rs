@@ -240,8 +240,8 @@ impl State {
         // sleeping as on a shared CPU.
         let mut fds = Vec::new();
         for p in self.pairs.iter().filter(|_| self.mode == IdleMode::Wait) {
-            p.inside.rx_fds(&mut fds);
-            p.outside.rx_fds(&mut fds);
+            p.inside.wait_handle(&mut fds);
+            p.outside.wait_handle(&mut fds);
         }
         let mut rx_wait = RxWait::new(fds);
         if self.mode == IdleMode::Wait && rx_wait.is_none() {

@@ -102,7 +102,7 @@ fn run(
     stats: &Published<RecvStats>,
 ) -> anyhow::Result<SinkEnd> {
     let mut fds = Vec::new();
-    sink.rx_fds(&mut fds);
+    sink.wait_handle(&mut fds);
     let mut idle = Backoff::new(mode, fds);
     loop {
         let (n, now) = sink.step()?;

@@ -222,9 +222,9 @@ impl Sink {
         }
     }
 
-    /// The port's receive descriptors ([`Port::rx_fds`]), for a loop that waits on them.
-    pub fn rx_fds(&self, out: &mut Vec<std::os::fd::RawFd>) {
-        self.port.rx_fds(out)
+    /// The port's wait handle ([`Port::wait_handle`]), for a loop that waits on it.
+    pub fn wait_handle(&self, out: &mut Vec<std::os::fd::RawFd>) {
+        self.port.wait_handle(out)
     }
 
     /// The receiver, for progress.
@@ -236,7 +236,7 @@ impl Sink {
     pub fn finish(mut self) -> SinkEnd {
         use quench_port::Port as _;
         let c = self.w.counters();
-        let drops = self.port.kernel_rx_drops();
+        let drops = self.port.stats().rx_kernel_drops;
         let (mut summary, all, log) = self.w.finish(shared_now());
         summary.rx_kernel_drops = drops;
         SinkEnd {

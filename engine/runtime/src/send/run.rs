@@ -87,10 +87,10 @@ pub fn run(
     let mut buf = vec![0u8; MAX_FRAME + 64];
     let mut fds = Vec::new();
     for o in ports.iter() {
-        o.port.rx_fds(&mut fds);
+        o.port.wait_handle(&mut fds);
     }
     for s in sinks.iter() {
-        s.rx_fds(&mut fds);
+        s.wait_handle(&mut fds);
     }
     let mut idle = Backoff::new(limits.idle, fds);
     loop {
@@ -147,7 +147,7 @@ pub fn run(
                 o.port.tx_burst(0, &mut o.tx)?;
             }
             o.port.poll()?;
-            let queued = o.port.tx_queued().unwrap_or(0);
+            let queued = o.port.stats().tx_queued.unwrap_or(0);
             if (o.tx.is_empty() && queued == 0) || clock.now() >= flush_end {
                 break;
             }

@@ -82,7 +82,8 @@ pub struct SendStats {
 /// What became of the frames a port was handed, as its kernel side tells.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct KernelTx {
-    /// Still queued at the end ([`quench_port::Port::tx_queued`] plus the sender's own queue).
+    /// Still queued at the end ([`quench_port::PortStats::tx_queued`] plus the sender's own
+    /// queue).
     pub unsent: usize,
     pub refusals: Option<u64>,
     pub drops: Option<u64>,
@@ -226,19 +227,22 @@ impl State {
         )?;
         stats.publish(SendStats::of(self.clock.now(), &self.ports, &self.sinks));
         let ports = (self.ports.into_iter().zip(self.ccs))
-            .map(|(mut o, cc)| PortReport {
-                kernel: KernelTx {
-                    unsent: o.tx.len() + o.port.tx_queued().unwrap_or(0),
-                    refusals: o.port.tx_refusals(),
-                    drops: o.port.kernel_tx_drops(),
-                    rx_drops: o.port.kernel_rx_drops(),
-                },
-                label: o.label,
-                cc,
-                w: o.w,
-                audit: o.audit,
-                no_buffer: o.no_buffer,
-                rtt: o.rtt,
+            .map(|(mut o, cc)| {
+                let s = o.port.stats();
+                PortReport {
+                    kernel: KernelTx {
+                        unsent: o.tx.len() + s.tx_queued.unwrap_or(0),
+                        refusals: s.tx_refusals,
+                        drops: s.tx_kernel_drops,
+                        rx_drops: s.rx_kernel_drops,
+                    },
+                    label: o.label,
+                    cc,
+                    w: o.w,
+                    audit: o.audit,
+                    no_buffer: o.no_buffer,
+                    rtt: o.rtt,
+                }
             })
             .collect();
         Ok(SendReport {

@@ -463,11 +463,11 @@ impl<P: Port> Worker<P> {
         egress.chain(self.core.next_deadline()).min()
     }
 
-    /// The receive descriptors of every port it polls ([`Port::rx_fds`]).
-    pub fn rx_fds(&self) -> Vec<std::os::fd::RawFd> {
+    /// The wait handles of every port it polls ([`Port::wait_handle`]).
+    pub fn wait_handle(&self) -> Vec<std::os::fd::RawFd> {
         let mut fds = Vec::new();
         for op in self.ports.iter().flatten() {
-            op.port.rx_fds(&mut fds);
+            op.port.wait_handle(&mut fds);
         }
         fds
     }

@@ -571,7 +571,7 @@ fn build_worker(
 
 /// Polls `wk` until the switch stops, idling as the worker's mode says.
 fn run_worker(sh: &Shared, start: &WorkerStart, wk: &mut Worker<SwitchPort>) {
-    let mut idle = worker::Backoff::new(start.idle, wk.rx_fds());
+    let mut idle = worker::Backoff::new(start.idle, wk.wait_handle());
     // A waiting worker waits up to its next deadline; a sleeping one sleeps its whole sleep
     // (with other workers its deadline is always now: their crossings).
     let waits = idle.waits();

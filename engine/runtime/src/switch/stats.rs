@@ -69,10 +69,10 @@ pub struct PortCounters {
     /// no buffer), as the port last reported it.
     pub rx_kernel_drops: AtomicU64,
     /// Times the device refused a frame the switch sent, to be sent again
-    /// ([`quench_port::Port::tx_refusals`]), as the port last reported it.
+    /// ([`quench_port::PortStats::tx_refusals`]), as the port last reported it.
     pub tx_refusals: AtomicU64,
     /// Frames the kernel took from the switch and dropped unsent
-    /// ([`quench_port::Port::kernel_tx_drops`]), as the port last reported it.
+    /// ([`quench_port::PortStats::tx_kernel_drops`]), as the port last reported it.
     pub tx_kernel_drops: AtomicU64,
     /// The kernel fast path ([`super::fastpath`]): frames and octets its program on this port
     /// redirected to another, and those other ports' programs redirected to this one, totals
@@ -84,18 +84,17 @@ pub struct PortCounters {
 }
 
 impl PortCounters {
-    /// Publishes the port's own counts ([`quench_port::Port::kernel_rx_drops`],
-    /// [`quench_port::Port::kernel_tx_drops`], [`quench_port::Port::tx_refusals`]), those it
-    /// has.
+    /// Publishes the port's own counts ([`quench_port::Port::stats`]), those it has.
     pub fn publish_kernel_counts(&self, port: &mut impl quench_port::Port) {
         let store = |c: &AtomicU64, v: Option<u64>| {
             if let Some(v) = v {
                 c.store(v, Ordering::Relaxed);
             }
         };
-        store(&self.rx_kernel_drops, port.kernel_rx_drops());
-        store(&self.tx_kernel_drops, port.kernel_tx_drops());
-        store(&self.tx_refusals, port.tx_refusals());
+        let s = port.stats();
+        store(&self.rx_kernel_drops, s.rx_kernel_drops);
+        store(&self.tx_kernel_drops, s.tx_kernel_drops);
+        store(&self.tx_refusals, s.tx_refusals);
     }
 
     /// Publishes the port's PFC counters (owning worker, with the class counters).
