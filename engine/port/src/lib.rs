@@ -44,6 +44,7 @@ pub mod live;
 pub mod mem;
 pub mod netns;
 pub mod packet;
+pub mod probe;
 pub mod worker;
 pub mod xdp;
 

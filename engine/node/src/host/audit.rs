@@ -1,80 +1,9 @@
 //! The pacing audit of `quench send`: per long-running flow and 100 ms window, the octets the
-//! host core sent against the integral of the flow's RP rate, and the gaps of the driver's loop
-//! (the time the pacer could not have made up).
+//! host core sent against the integral of the flow's RP rate; a window in which the driver's
+//! loop stalled (`quench_port::probe::LoopStalls` counts those gaps) is marked.
 use units::{Duration, FlowId, Instant, Rate};
 
 use crate::host::core::{FlowHandle, HostCore, Source};
-
-/// Gaps between a poll loop's iterations longer than a threshold: time the loop was not running
-/// (descheduled, a slow system call). A pacer catches up at most its `max_catch_up` of such a
-/// gap, so on a shared CPU this, not the pacer, is what a short pacing window mostly lost.
-#[derive(Debug)]
-pub struct LoopStalls {
-    threshold: Duration,
-    last: Option<Instant>,
-    /// The end of a wait the loop planned ([`LoopStalls::planned`]): the gap to the next tick
-    /// is measured from there, not from the last tick.
-    planned: Option<Instant>,
-    /// Summed length of the gaps over the threshold.
-    pub total: Duration,
-    /// How many gaps were over the threshold.
-    pub count: u64,
-    /// The longest gap seen.
-    pub longest: Duration,
-}
-
-impl LoopStalls {
-    pub fn new(threshold: Duration) -> Self {
-        LoopStalls {
-            threshold,
-            last: None,
-            planned: None,
-            total: Duration::ZERO,
-            count: 0,
-            longest: Duration::ZERO,
-        }
-    }
-
-    /// The gap length over which a gap counts as a stall.
-    pub fn threshold(&self) -> Duration {
-        self.threshold
-    }
-
-    /// The loop is about to wait, with nothing of a flow's due before `until` (an idle loop
-    /// waiting in the kernel for frames): the next gap counts only from `until` on, if it is
-    /// longer.
-    pub fn planned(&mut self, until: Instant) {
-        self.planned = Some(until);
-    }
-
-    /// Call once per loop iteration with the iteration's clock reading.
-    pub fn tick(&mut self, now: Instant) {
-        if let Some(last) = self.last {
-            let from = self.planned.take().map_or(last, |p| p.min(now).max(last));
-            let gap = now - from;
-            if gap > self.threshold {
-                self.total = self.total + gap;
-                self.count += 1;
-            }
-            self.longest = self.longest.max(gap);
-        }
-        self.last = Some(now);
-    }
-}
-
-/// `N loop gaps over T us, X ms in all, longest Y ms`, as the reports print it.
-impl std::fmt::Display for LoopStalls {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} loop gaps over {} us, {:.1} ms in all, longest {:.1} ms",
-            self.count,
-            self.threshold.as_nanos() / 1000,
-            self.total.as_nanos() as f64 / 1e6,
-            self.longest.as_nanos() as f64 / 1e6
-        )
-    }
-}
 
 /// Checks a running sender against its reaction points: per long-running flow and per window
 /// (100 ms), the octets it sent against the integral of the flow's RP rate over the window.
@@ -231,32 +160,6 @@ mod tests {
     use crate::host::core::{FlowHandle, PacingConfig};
 
     const H0: FlowHandle = FlowHandle(0);
-
-    #[test]
-    fn loop_stalls_sum_only_the_gaps_over_the_threshold() {
-        let mut s = LoopStalls::new(Duration::from_micros(50));
-        for us in [0, 10, 100, 120, 5_000, 5_049] {
-            s.tick(Instant::from_nanos(us * 1_000));
-        }
-        // Gaps 10, 90, 20, 4880, 49 us: two over 50 us.
-        assert_eq!(s.count, 2);
-        assert_eq!(s.total, Duration::from_micros(90 + 4_880));
-        assert_eq!(s.longest, Duration::from_micros(4_880));
-        // A planned wait until 15 ms: woken at 12 ms (a frame), no stall; overslept to 15.2
-        // ms, a stall of 0.2 ms; the plan holds for one gap only (60 us more: a stall).
-        let mut s = LoopStalls::new(Duration::from_micros(50));
-        s.tick(Instant::from_nanos(10_000_000));
-        s.planned(Instant::from_nanos(15_000_000));
-        s.tick(Instant::from_nanos(12_000_000));
-        assert_eq!(s.count, 0);
-        s.planned(Instant::from_nanos(15_000_000));
-        s.tick(Instant::from_nanos(15_200_000));
-        assert_eq!(s.count, 1);
-        s.tick(Instant::from_nanos(15_260_000));
-        assert_eq!(s.count, 2);
-        assert_eq!(s.total, Duration::from_micros(200 + 60));
-        assert_eq!(s.longest, Duration::from_micros(200));
-    }
 
     /// Drives one flow with a driver that polls every 5 us up to `until_ns`, except while it
     /// is off the CPU (`stall`), sending at `sent_mbps` while the audit charges the RP rate

@@ -137,7 +137,7 @@ pub fn table(now: &Snapshot, prev: Option<&Snapshot>) -> String {
     }
     for (w, l) in now.workers.iter().enumerate() {
         let us = |ns: u64| ns as f64 / 1e3;
-        let g = |x: &quench_runtime::switch::stats::GapSummary| {
+        let g = |x: &quench_port::probe::GapSummary| {
             format!(
                 "{} x {:.1}/{:.1}/{:.1}/{:.1}",
                 x.iterations,

@@ -23,9 +23,10 @@ use super::{Appliance, Counters, InsideAction, OutsideAction, Role};
 use crate::live::{LoopHandle, Published};
 use crate::switch::control::ControlSocket;
 use crate::PortDriver;
-use quench_node::host::audit::{LoopStalls, PaceAudit};
+use quench_node::host::audit::PaceAudit;
 use quench_node::host::rp::HostRp;
 use quench_port::any::{AnyFrame, Scratch};
+use quench_port::probe::{Iteration, LoopStalls, Probe};
 use quench_port::worker::{Backoff, Idle, IdleMode, RxWait};
 use quench_port::{Frame as _, Port, BURST};
 use quench_wire::time::Clock;
@@ -257,7 +258,6 @@ impl State {
             if end.is_some_and(|e| now >= e) || stop.load(Ordering::Relaxed) {
                 return Ok(());
             }
-            self.stalls.tick(now);
             let mut moved = false;
             for p in &mut self.pairs {
                 moved |= p.poll(now).with_context(|| p.label.clone())?;
@@ -269,6 +269,14 @@ impl State {
             if stats.wanted() {
                 stats.publish(self.stats(secs()));
             }
+            self.stalls.tick(
+                now,
+                if moved {
+                    Iteration::Frames
+                } else {
+                    Iteration::Idle
+                },
+            );
             if !moved {
                 self.idle(now, rx_wait.as_mut(), &mut backoff);
             }

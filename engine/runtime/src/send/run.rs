@@ -7,12 +7,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use units::{Duration, Instant};
 
-use super::audit::{LoopStalls, PaceAudit};
+use super::audit::PaceAudit;
 use super::worker::SendWorker;
 use crate::recv::sink::Sink;
 use crate::recv::worker::RecvWorker;
 use quench_port::any::AnyFrame;
 use quench_port::netns::NsPort;
+use quench_port::probe::{Iteration, LoopStalls, Probe};
 use quench_port::worker::{Backoff, IdleMode};
 use quench_port::{Frame as _, Port, BURST, MAX_FRAME};
 use quench_wire::time::{shared_now, Clock};
@@ -98,7 +99,6 @@ pub fn run(
         if now >= limits.end || limits.stop.load(Ordering::Relaxed) {
             break;
         }
-        stalls.tick(now);
         let stamp = shared_now();
         let mut work = 0;
         for o in ports.iter_mut() {
@@ -134,6 +134,14 @@ pub fn run(
             work += s.step()?.0;
         }
         status(now, ports, sinks)?;
+        stalls.tick(
+            now,
+            if work > 0 {
+                Iteration::Frames
+            } else {
+                Iteration::Idle
+            },
+        );
         idle.after(work, || next_deadline(ports, sinks, now, stamp));
     }
     let secs = (clock.now() - t0).as_secs_f64();

@@ -14,7 +14,7 @@ use rand_xoshiro::rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use units::{Duration, Instant};
 
-use super::audit::{share_within, LoopStalls, PaceAudit};
+use super::audit::{share_within, PaceAudit};
 use super::config::{default_catch_up_us, host_rp, Cc, PortConfig};
 use super::run::{LoopLimits, SendPort};
 use super::worker::{Addressing, SendCounters, SendWorker};
@@ -23,6 +23,7 @@ use crate::recv::sink::{Sink, SinkEnd, SinkOptions};
 use crate::recv::worker::RecvWorker;
 use crate::PortDriver;
 use quench_node::flowgen::schedule;
+use quench_port::probe::LoopStalls;
 use quench_port::worker::{Idle, IdleMode};
 use quench_port::{Port, MAX_FRAME};
 use quench_wire::time::Clock;

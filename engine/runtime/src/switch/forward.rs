@@ -44,12 +44,13 @@ use super::fastpath::FastPath;
 pub use super::rings::{links, Crossing, Head, Learned, Links, CROSS_RING};
 use super::routing::{classify, Dest, Run, SameHeaders};
 use super::spsc::Producer;
-use super::stats::{bump, Iteration, LoopGaps};
+use super::stats::bump;
 use quench_node::switch::core::{CpProfiles, Event, Handled, SwitchCore};
 use quench_node::switch::cp::CpHook;
 use quench_node::switch::fdb::{self, Fdb, Lookup, PortIdx, DEFAULT_CAPACITY};
 use quench_node::switch::queue::Class;
 use quench_port::heap::Carried;
+use quench_port::probe::{Iteration, LoopGaps, Probe};
 use quench_port::{Frame, Port, BURST};
 use quench_wire::pfc::{emit_frame, PfcRepr, FRAME_LEN};
 use quench_wire::MacAddr;
@@ -430,7 +431,7 @@ impl<P: Port> Worker<P> {
         self.share_depths(false);
         self.flush_all();
         let house = self.housekeeping(now);
-        self.gaps.record(
+        self.gaps.tick(
             now,
             if work > 0 {
                 Iteration::Frames

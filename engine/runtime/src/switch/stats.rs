@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use units::Instant;
 
 use quench_node::switch::queue::{ClassStats, CLASSES};
+use quench_port::probe::{GapSummary, Iteration, LoopCounters};
 
 use quench_wire::time::Clock;
 
@@ -190,155 +190,11 @@ pub struct WorkerCounters {
     pub entries: AtomicU64,
     /// Frames whose source address was not learned because the table was full.
     pub refused: AtomicU64,
-    /// The worker's loop iteration gaps ([`LoopGaps`]).
+    /// The worker's loop iteration gaps ([`quench_port::probe::LoopGaps`]).
     pub loops: LoopCounters,
 }
 
-/// What one iteration of a worker's loop did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Iteration {
-    /// Moved frames (received, forwarded, transmitted; housekeeping may have run too).
-    Frames = 0,
-    /// No frame, but periodic housekeeping ran (counters published, kernel counts read, MAC
-    /// table aged).
-    Housekeeping = 1,
-    /// Nothing: the loop spun or gave its CPU up ([`quench_port::worker::Backoff`]).
-    Idle = 2,
-}
-
-/// Buckets of the gap histograms: exact below 8 ns, then four per power of two (a bucket's
-/// upper bound is at most 25 % above any value in it) up to 2^40 ns (18 minutes).
-pub const GAP_BUCKETS: usize = 8 + 4 * 37;
-
-pub(crate) fn gap_bucket(ns: u64) -> usize {
-    if ns < 8 {
-        return ns as usize;
-    }
-    let e = 63 - ns.leading_zeros() as usize;
-    let sub = ((ns >> (e - 2)) & 3) as usize;
-    (8 + (e - 3) * 4 + sub).min(GAP_BUCKETS - 1)
-}
-
-/// The smallest value above bucket `i` (what a percentile in it reports: an upper bound).
-pub(crate) fn gap_bucket_end(i: usize) -> u64 {
-    if i < 8 {
-        return i as u64 + 1;
-    }
-    let (e, sub) = (3 + (i - 8) / 4, (i - 8) % 4);
-    (4 + sub as u64 + 1) << (e - 2)
-}
-
-/// The gaps between a worker loop's successive clock readings (one per iteration), each
-/// filed under what the earlier iteration did ([`Iteration`]): a gap after a `Frames`
-/// iteration is the time from its receive to its transmit kick and housekeeping (plus any time
-/// the worker was not running); after `Housekeeping`, what the periodic work cost; after
-/// `Idle`, a spin or a yield, and how long the CPU went elsewhere. Where a forwarding latency
-/// tail comes from the switch's loop, it shows here. Plain counts, owned by the worker; it
-/// publishes them into [`LoopCounters`] with the other slow counters.
-pub struct LoopGaps {
-    last: Option<(Instant, Iteration)>,
-    counts: [[u64; GAP_BUCKETS]; 3],
-    max: [u64; 3],
-}
-
-impl Default for LoopGaps {
-    fn default() -> Self {
-        LoopGaps {
-            last: None,
-            counts: [[0; GAP_BUCKETS]; 3],
-            max: [0; 3],
-        }
-    }
-}
-
-impl LoopGaps {
-    /// An iteration that did `what` started at `at` (its clock reading); files the gap since
-    /// the previous one under what that one did.
-    #[inline]
-    pub fn record(&mut self, at: Instant, what: Iteration) {
-        if let Some((last, kind)) = self.last {
-            let ns = (at - last).as_nanos();
-            let k = kind as usize;
-            self.counts[k][gap_bucket(ns)] += 1;
-            self.max[k] = self.max[k].max(ns);
-        }
-        self.last = Some((at, what));
-    }
-
-    /// Copies the counts into `to` (relaxed stores: `to` has this writer only).
-    pub fn publish(&self, to: &LoopCounters) {
-        for k in 0..3 {
-            for (c, v) in to.counts[k].iter().zip(&self.counts[k]) {
-                c.store(*v, Ordering::Relaxed);
-            }
-            to.max[k].store(self.max[k], Ordering::Relaxed);
-        }
-    }
-}
-
-/// [`LoopGaps`] as published.
-pub struct LoopCounters {
-    counts: [[AtomicU64; GAP_BUCKETS]; 3],
-    max: [AtomicU64; 3],
-}
-
-impl Default for LoopCounters {
-    fn default() -> Self {
-        LoopCounters {
-            counts: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
-            max: std::array::from_fn(|_| AtomicU64::new(0)),
-        }
-    }
-}
-
-impl LoopCounters {
-    /// The gaps after iterations that did `what`.
-    pub fn summary(&self, what: Iteration) -> GapSummary {
-        let k = what as usize;
-        let counts: Vec<u64> = self.counts[k]
-            .iter()
-            .map(|c| c.load(Ordering::Relaxed))
-            .collect();
-        gap_summary(&counts, self.max[k].load(Ordering::Relaxed))
-    }
-}
-
-/// Percentiles of a gap histogram (`counts` per [`gap_bucket`]) whose largest gap was `max`.
-pub(crate) fn gap_summary(counts: &[u64], max: u64) -> GapSummary {
-    let n: u64 = counts.iter().sum();
-    let at = |q: f64| {
-        // The smallest bucket holding the ceil(q x n)-th gap.
-        let rank = ((q * n as f64).ceil() as u64).max(1);
-        let mut seen = 0;
-        counts
-            .iter()
-            .position(|&c| {
-                seen += c;
-                seen >= rank
-            })
-            .map_or(0, gap_bucket_end)
-    };
-    GapSummary {
-        iterations: n,
-        // A bucket's end may pass the largest gap seen: never report above it.
-        p50_ns: at(0.5).min(max),
-        p99_ns: at(0.99).min(max),
-        p999_ns: at(0.999).min(max),
-        max_ns: max,
-    }
-}
-
-/// Percentiles of one kind of loop gap (bucket upper bounds: at most 25 % above the gap).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct GapSummary {
-    pub iterations: u64,
-    pub p50_ns: u64,
-    pub p99_ns: u64,
-    pub p999_ns: u64,
-    pub max_ns: u64,
-}
-
-/// A worker's loop as the snapshot shows it ([`LoopGaps`]).
+/// A worker's loop as the snapshot shows it ([`quench_port::probe::LoopGaps`]).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct WorkerSnapshot {
     /// Gaps after iterations that moved frames: receive to transmit kick, plus housekeeping.
@@ -521,65 +377,5 @@ impl Registry {
                 })
                 .collect(),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_gap_bucket_ends_above_the_gap_and_within_a_quarter_of_it() {
-        let mut prev = 0;
-        for ns in (0..5000u64).chain((12..40).map(|e| (1u64 << e) + 12345 % (1 << e))) {
-            let b = gap_bucket(ns);
-            assert!(b >= prev || ns < 5000, "buckets rise with the gap");
-            prev = b;
-            let end = gap_bucket_end(b);
-            assert!(end > ns, "{ns} ns: bucket {b} ends at {end}");
-            assert!(
-                end as f64 <= ns as f64 * 1.25 + 1.0,
-                "{ns} ns: bucket {b} ends at {end}"
-            );
-            if b > 0 {
-                assert!(
-                    gap_bucket_end(b - 1) <= ns,
-                    "{ns} ns above bucket {}",
-                    b - 1
-                );
-            }
-        }
-        assert_eq!(gap_bucket(u64::MAX), GAP_BUCKETS - 1);
-    }
-
-    #[test]
-    fn each_gap_is_filed_under_what_the_iteration_before_it_did() {
-        let mut g = LoopGaps::default();
-        let t = |us: u64| Instant::from_nanos(us * 1000);
-        // 200 frame iterations 2 us apart, then a 500 us stall after the last one, idle
-        // iterations 1 us apart, one housekeeping iteration that took 40 us.
-        let mut now = 0;
-        for _ in 0..200 {
-            g.record(t(now), Iteration::Frames);
-            now += 2;
-        }
-        now += 498;
-        g.record(t(now), Iteration::Housekeeping);
-        now += 40;
-        for _ in 0..10 {
-            g.record(t(now), Iteration::Idle);
-            now += 1;
-        }
-        let c = LoopCounters::default();
-        g.publish(&c);
-        let f = c.summary(Iteration::Frames);
-        assert_eq!((f.iterations, f.max_ns), (200, 500_000));
-        assert!((2000..=2500).contains(&f.p50_ns), "{f:?}");
-        assert!((2000..=2500).contains(&f.p99_ns), "{f:?}");
-        assert_eq!(f.p999_ns, 500_000, "the 99.9th of 200 gaps is the largest");
-        let h = c.summary(Iteration::Housekeeping);
-        assert_eq!((h.iterations, h.max_ns, h.p50_ns), (1, 40_000, 40_000));
-        let i = c.summary(Iteration::Idle);
-        assert_eq!((i.iterations, i.max_ns), (9, 1000));
     }
 }
