@@ -1,39 +1,62 @@
-//! A hashed timing wheel of release times: the pacer (rp crate) says *when* a flow may send its
-//! next frame, the wheel keeps those times, and the busy-polling worker pops what is due.
+//! The timing wheel: pending items in (tick, sequence number) order. The simulator's event
+//! queue (1 ns ticks: every event in time order) and the host core's pacer (release times the
+//! pacer in the rp crate computes, popped by a busy-polling worker once due) are this one
+//! mechanism.
 //!
 //! Invariants:
-//! - An entry is never released before its time: a release time `t` goes into the slot of tick
-//!   `ceil(t / tick)`, and a slot is due once `now` reaches its tick's start. It comes out at most
-//!   one tick late (plus however late the worker polls).
-//! - Entries due in the same slot come out in insertion order; entries of earlier slots come out
-//!   before entries of later ones.
-//! - Times more than `slots` ticks ahead wait in an overflow heap and move into the wheel as the
-//!   cursor approaches them; times in the past are due at once.
-//! - A bitmap says which slots hold entries, so [`Wheel::next_deadline`] and the cursor's move
-//!   to the next slot that holds any look at one bit per slot, 64 to a word (at most
-//!   `slots / 64` words), instead of at every empty slot in between: a flow whose next release
-//!   is 1 ms away made each `next_deadline` look at up to 4096 slots, and a driver asks it
-//!   once per loop iteration.
-//! - [`Wheel::pop_due`] does bounded work per call (one pop, or one move of the cursor).
+//! - An item pushed for time `at` goes to tick `ceil(at / tick)`, or to the cursor's tick when
+//!   that is later (a time in the past is due at once); it comes out at that tick's start,
+//!   never before its time and at most one tick after it.
+//! - Items pop in tick order; items of the same tick pop in the order of their sequence
+//!   numbers (a push takes the next one; [`Wheel::reserve_at`] takes one for a later
+//!   [`Wheel::push_reserved`]), so a run never depends on the wheel's internals and the same
+//!   inputs give the same order.
+//! - The cursor is the tick of the last pop ([`Wheel::pop`]), or for [`Wheel::pop_due`] the
+//!   poll's tick when nothing earlier is pending; it never moves back. An item less than
+//!   `slots` ticks after the cursor sits in slot `tick mod slots` (so a slot holds one tick
+//!   only), later ones in the heap `far`. Whenever the cursor moves, the `far` items that
+//!   came within `slots` ticks of it move into their slots before anything else is pushed, so
+//!   a slot's tick is never also in `far`, and every slot item is earlier than every `far` one:
+//!   a push is one append, a pop one read, with no item moved more than once (a radix heap
+//!   moved each a few times, the bulk of its cost). Link delays and frame times of a
+//!   data-centre fabric are a few microseconds at most, so the simulator's `far` holds only
+//!   timers and flow starts.
+//! - A slot's entries are sorted by sequence number; a fresh push is the largest number (an
+//!   append), a reserved place pushed late the exception (a sorted insert). The cursor's slot is
+//!   read from `head` on; it is emptied (capacity kept) when read to its end.
+//! - A bitmap (one bit per slot, one summary bit per 64-slot word) says which slots hold
+//!   pending items, so the next one is found with two trailing-zero counts, however far away.
+//! - Slot storage grows to the peak number of items per tick and is reused, so the steady
+//!   state allocates nothing.
+
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 
 use units::{Duration, Instant};
+
+/// Most slots a wheel has: 64 words of 64, one summary word.
+const MAX_SLOTS: usize = 64 * 64;
 
 /// Errors from [`Wheel::new`].
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum WheelError {
     #[error("wheel tick must be a power of two nanoseconds >= 1, got {0} ns")]
     Tick(u64),
-    #[error("wheel slots must be a power of two >= 2, got {0}")]
+    #[error("wheel slots must be a power of two from 2 to 4096, got {0}")]
     Slots(usize),
 }
 
-#[derive(Debug)]
+/// A slot's item: its tick is its slot's.
+#[derive(Clone, Copy)]
+struct Entry<T> {
+    seq: u64,
+    item: T,
+}
+
+/// An item beyond the horizon, ordered by (tick, sequence number) alone.
 struct Far<T> {
     tick: u64,
     seq: u64,
-    at: Instant,
     item: T,
 }
 
@@ -54,192 +77,305 @@ impl<T> Ord for Far<T> {
     }
 }
 
-/// Release times with a resolution of one tick.
-///
-/// Call order: [`Wheel::insert`] at any time; [`Wheel::pop_due`] in a loop with the burst's `now`
-/// until it returns `None`; [`Wheel::next_deadline`] to learn when to look again.
-pub struct Wheel<T> {
-    shift: u32,
-    mask: u64,
-    slots: Vec<VecDeque<(Instant, T)>>,
-    /// Tick index of the slot the cursor is on; every resident entry has a tick in
-    /// `[cursor, cursor + slots)`.
-    cursor: u64,
-    resident: usize,
-    /// Bit `i` is set exactly when slot `i` holds entries.
-    occupied: Vec<u64>,
-    far: BinaryHeap<Reverse<Far<T>>>,
+/// A place in the order: a tick and a sequence number ([`Wheel::reserve_at`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slot {
+    tick: u64,
     seq: u64,
 }
 
-impl<T> Wheel<T> {
-    /// A wheel of `slots` slots of `tick` each (both powers of two); its horizon is
-    /// `tick x slots`, e.g. 1 us x 4096 = 4 ms.
+impl Slot {
+    /// Before any item: never pending.
+    pub const PAST: Slot = Slot { tick: 0, seq: 0 };
+
+    fn key(self) -> (u64, u64) {
+        (self.tick, self.seq)
+    }
+}
+
+/// Pending items in deterministic order, with a resolution of one tick.
+pub struct Wheel<T> {
+    shift: u32,
+    mask: u64,
+    slots: Vec<Vec<Entry<T>>>,
+    /// Entries of the cursor's slot already popped.
+    head: usize,
+    /// Bit `i % 64` of word `i / 64`: slot `i` holds pending entries.
+    words: [u64; MAX_SLOTS / 64],
+    /// Words in use.
+    nwords: usize,
+    /// Bit `w`: word `w` is not zero.
+    summary: u64,
+    /// The tick of the last pop (0 before the first).
+    cursor: u64,
+    /// Items at least `slots` ticks after the cursor, earliest (tick, sequence number) first.
+    far: BinaryHeap<Reverse<Far<T>>>,
+    /// The last popped item's (tick, sequence number); (0, 0) before the first pop.
+    popped_key: (u64, u64),
+    len: usize,
+    seq: u64,
+    popped: u64,
+}
+
+impl<T: Copy> Wheel<T> {
+    /// A wheel of `slots` slots (a power of two from 2 to 4096) of `tick` each (a power of
+    /// two); items beyond `tick x slots` wait in a heap.
     pub fn new(tick: Duration, slots: usize) -> Result<Self, WheelError> {
         let t = tick.as_nanos();
         if t == 0 || !t.is_power_of_two() {
             return Err(WheelError::Tick(t));
         }
-        if slots < 2 || !slots.is_power_of_two() {
+        if !(2..=MAX_SLOTS).contains(&slots) || !slots.is_power_of_two() {
             return Err(WheelError::Slots(slots));
         }
-        Ok(Wheel {
-            shift: t.trailing_zeros(),
+        Ok(Wheel::with(t.trailing_zeros(), slots))
+    }
+
+    /// The simulator's event queue: 1 ns ticks, 2048 slots (about two microseconds ahead).
+    pub fn nanoseconds() -> Self {
+        Wheel::with(0, 2048)
+    }
+
+    fn with(shift: u32, slots: usize) -> Self {
+        Wheel {
+            shift,
             mask: slots as u64 - 1,
-            slots: (0..slots).map(|_| VecDeque::new()).collect(),
+            slots: (0..slots).map(|_| Vec::new()).collect(),
+            head: 0,
+            words: [0; MAX_SLOTS / 64],
+            nwords: slots.div_ceil(64),
+            summary: 0,
             cursor: 0,
-            resident: 0,
-            occupied: vec![0; slots.div_ceil(64)],
             far: BinaryHeap::new(),
+            popped_key: (0, 0),
+            len: 0,
             seq: 0,
-        })
-    }
-
-    pub fn len(&self) -> usize {
-        self.resident + self.far.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+            popped: 0,
+        }
     }
 
     fn horizon(&self) -> u64 {
         self.mask + 1
     }
 
-    /// The tick whose start is the first one at or after `at`.
+    /// The tick whose start is the first one at or after `at`, not before the cursor's.
+    #[inline]
     fn tick_of(&self, at: Instant) -> u64 {
         let ns = at.as_nanos();
         let t = ns >> self.shift;
-        if t << self.shift == ns {
-            t
-        } else {
-            t + 1
-        }
+        let t = if t << self.shift == ns { t } else { t + 1 };
+        t.max(self.cursor)
     }
 
     fn tick_start(&self, tick: u64) -> Instant {
         Instant::from_nanos(tick.saturating_mul(1 << self.shift))
     }
 
-    /// Schedules `item` for release at `at`.
-    pub fn insert(&mut self, at: Instant, item: T) {
-        let tick = self.tick_of(at).max(self.cursor);
+    /// Schedules `item` at `at` (a time before the cursor's tick is due at once).
+    #[inline]
+    pub fn push(&mut self, at: Instant, item: T) {
+        let seq = self.reserve();
+        self.len += 1;
+        let tick = self.tick_of(at);
         if tick - self.cursor < self.horizon() {
-            self.put(tick, at, item);
+            // The largest sequence number yet: last in its slot.
+            self.mark((tick & self.mask) as usize)
+                .push(Entry { seq, item });
         } else {
-            self.seq += 1;
-            self.far.push(Reverse(Far {
-                tick,
-                seq: self.seq,
-                at,
-                item,
-            }));
+            self.far.push(Reverse(Far { tick, seq, item }));
         }
     }
 
-    /// Moves overflow entries that now fall within the horizon into their slots.
-    fn refill(&mut self) {
-        while let Some(Reverse(f)) = self.far.peek() {
-            if f.tick.saturating_sub(self.cursor) >= self.horizon() {
-                break;
-            }
-            let Some(Reverse(f)) = self.far.pop() else {
-                break;
-            };
-            let tick = f.tick.max(self.cursor);
-            self.put(tick, f.at, f.item);
+    /// Takes the next sequence number without scheduling anything: the [`Slot`] an item
+    /// pushed now at `at` would have. [`push_reserved`](Self::push_reserved) may schedule it
+    /// later (or never); it then pops exactly where it would have had it been pushed now.
+    pub fn reserve_at(&mut self, at: Instant) -> Slot {
+        Slot {
+            tick: self.tick_of(at),
+            seq: self.reserve(),
         }
     }
 
-    /// Puts an entry in the slot of `tick` (within the horizon).
-    fn put(&mut self, tick: u64, at: Instant, item: T) {
-        let slot = (tick & self.mask) as usize;
-        self.slots[slot].push_back((at, item));
-        self.occupied[slot / 64] |= 1 << (slot % 64);
-        self.resident += 1;
+    fn reserve(&mut self) -> u64 {
+        let seq = self.seq;
+        self.seq += 1;
+        seq
     }
 
-    /// The first tick at or after the cursor whose slot holds entries.
-    fn next_occupied(&self) -> Option<u64> {
-        if self.resident == 0 {
+    /// Schedules `item` in a reserved place, which must still be after the last pop
+    /// ([`Wheel::is_pending`]).
+    pub fn push_reserved(&mut self, slot: Slot, item: T) {
+        debug_assert!(slot.key() >= self.popped_key, "item scheduled in the past");
+        self.len += 1;
+        let (tick, seq) = slot.key();
+        if tick.wrapping_sub(self.cursor) < self.horizon() {
+            self.put(tick, seq, item);
+        } else {
+            self.far.push(Reverse(Far { tick, seq, item }));
+        }
+    }
+
+    /// Whether `slot` comes after the item popped last (an item there is still pending).
+    pub fn is_pending(&self, slot: Slot) -> bool {
+        slot.key() > self.popped_key
+    }
+
+    /// Into the slot of `tick`, less than `slots` ticks after the cursor.
+    #[inline]
+    fn put(&mut self, tick: u64, seq: u64, item: T) {
+        let i = (tick & self.mask) as usize;
+        // An unmarked slot is empty: no need to read its last entry (a cold line).
+        let empty = self.words[i / 64] & (1 << (i % 64)) == 0;
+        let v = self.mark(i);
+        let e = Entry { seq, item };
+        if empty || v.last().map_or(true, |l| l.seq < seq) {
+            v.push(e);
+        } else {
+            // A reserved place pushed late. Entries already popped from the cursor's slot have
+            // smaller numbers (they popped before it), so the insert lands after `head`.
+            let p = v.partition_point(|x| x.seq < seq);
+            v.insert(p, e);
+        }
+    }
+
+    /// Marks slot `i` as holding entries; returns it.
+    #[inline]
+    fn mark(&mut self, i: usize) -> &mut Vec<Entry<T>> {
+        self.words[i / 64] |= 1 << (i % 64);
+        self.summary |= 1 << (i / 64);
+        &mut self.slots[i]
+    }
+
+    #[inline]
+    fn is_marked(&self, i: usize) -> bool {
+        self.words[i / 64] & (1 << (i % 64)) != 0
+    }
+
+    /// The first slot at or after `from` (circularly) holding pending entries.
+    #[inline]
+    fn next_occupied(&self, from: usize) -> Option<usize> {
+        let w = from / 64;
+        let bits = self.words[w] & (!0u64 << (from % 64));
+        if bits != 0 {
+            return Some(w * 64 + bits.trailing_zeros() as usize);
+        }
+        let later = if w + 1 < self.nwords {
+            self.summary & (!0u64 << (w + 1))
+        } else {
+            0
+        };
+        // Past the last word the search wraps to the lowest word with entries (word `w`'s
+        // remaining ones are below `from`: later than every other word's).
+        let s = if later != 0 { later } else { self.summary };
+        if s == 0 {
             return None;
         }
-        let start = self.cursor & self.mask;
-        let words = self.occupied.len();
-        let (w0, b0) = ((start / 64) as usize, start % 64);
-        // The cursor's word from its bit up, the other words in order, then the cursor's word
-        // below its bit (the last slots of the horizon).
-        let at = |w: usize, bits: u64| {
-            let slot = (w * 64) as u64 + u64::from(bits.trailing_zeros());
-            self.cursor + (slot.wrapping_sub(start) & self.mask)
-        };
-        let first = self.occupied[w0] & (!0u64 << b0);
-        if first != 0 {
-            return Some(at(w0, first));
-        }
-        for k in 1..=words {
-            let w = (w0 + k) % words;
-            let bits = if k == words {
-                self.occupied[w] & !(!0u64 << b0)
-            } else {
-                self.occupied[w]
-            };
-            if bits != 0 {
-                return Some(at(w, bits));
-            }
-        }
-        None
+        let k = s.trailing_zeros() as usize;
+        Some(k * 64 + self.words[k].trailing_zeros() as usize)
     }
 
-    /// The next entry whose release time has come, with that time; `None` when nothing is due.
-    pub fn pop_due(&mut self, now: Instant) -> Option<(Instant, T)> {
-        let now_tick = now.as_nanos() >> self.shift;
-        loop {
-            if self.cursor > now_tick {
-                return None;
-            }
-            let slot = (self.cursor & self.mask) as usize;
-            if let Some(e) = self.slots[slot].pop_front() {
-                self.resident -= 1;
-                if self.slots[slot].is_empty() {
-                    self.occupied[slot / 64] &= !(1 << (slot % 64));
-                }
-                return Some(e);
-            }
-            if self.cursor == now_tick {
-                return None;
-            }
-            // The slot is drained and its tick has passed: on to the next tick that holds an
-            // entry (in a slot or still in the overflow heap), `now`'s at the latest.
-            let next_far = self.far.peek().map_or(u64::MAX, |Reverse(f)| f.tick);
-            let next = self.next_occupied().unwrap_or(u64::MAX);
-            self.cursor = now_tick.min(next_far).min(next).max(self.cursor + 1);
-            self.refill();
-        }
-    }
-
-    /// An entry is in the slot an entry inserted now at `at` would go to, or in an earlier
-    /// one: it would come out before such an entry.
+    /// The tick of the earliest pending item.
     #[inline]
-    pub fn holds_by(&self, at: Instant) -> bool {
-        if self.resident == 0 && self.far.is_empty() {
+    fn next_tick(&self) -> Option<u64> {
+        let cur = (self.cursor & self.mask) as usize;
+        match self.next_occupied(cur) {
+            Some(i) => Some(self.cursor + ((i as u64).wrapping_sub(cur as u64) & self.mask)),
+            None => self.far.peek().map(|Reverse(f)| f.tick),
+        }
+    }
+
+    /// Moves the cursor to the earliest pending item's tick, or to `limit` when that is
+    /// earlier (or nothing is pending and `limit` is finite), bringing the `far` items within
+    /// reach into their slots; whether the cursor's slot then holds an item.
+    #[inline]
+    fn settle(&mut self, limit: u64) -> bool {
+        if self.is_marked((self.cursor & self.mask) as usize) {
+            return true;
+        }
+        if self.cursor >= limit {
             return false;
         }
-        let tick = self.tick_of(at).max(self.cursor);
-        match self.next_occupied() {
-            Some(t) => t <= tick,
-            None => self.far.peek().is_some_and(|Reverse(f)| f.tick <= tick),
+        let next = match self.next_tick() {
+            Some(t) => t.min(limit),
+            None if limit < u64::MAX => limit,
+            None => return false,
+        };
+        self.cursor = next;
+        while let Some(Reverse(f)) = self.far.peek() {
+            if f.tick - self.cursor >= self.horizon() {
+                break;
+            }
+            if let Some(Reverse(f)) = self.far.pop() {
+                self.put(f.tick, f.seq, f.item);
+            }
         }
+        self.is_marked((self.cursor & self.mask) as usize)
     }
 
-    /// When the earliest entry becomes due (its slot's tick start, at or after its release
-    /// time); `None` when empty. Looks at the occupancy bitmap, at most `slots / 64` words.
-    pub fn next_deadline(&self) -> Option<Instant> {
-        match self.next_occupied() {
-            Some(tick) => Some(self.tick_start(tick)),
-            None => self.far.peek().map(|Reverse(f)| self.tick_start(f.tick)),
+    /// Takes the next entry of the cursor's slot, which holds one.
+    #[inline]
+    fn take(&mut self) -> T {
+        let cur = (self.cursor & self.mask) as usize;
+        let v = &mut self.slots[cur];
+        let e = v[self.head];
+        self.head += 1;
+        if self.head == v.len() {
+            v.clear();
+            self.head = 0;
+            self.words[cur / 64] &= !(1 << (cur % 64));
+            if self.words[cur / 64] == 0 {
+                self.summary &= !(1 << (cur / 64));
+            }
         }
+        self.len -= 1;
+        self.popped += 1;
+        self.popped_key = (self.cursor, e.seq);
+        e.item
+    }
+
+    /// The earliest pending item and its tick's start, however far ahead.
+    #[inline]
+    pub fn pop(&mut self) -> Option<(Instant, T)> {
+        if !self.settle(u64::MAX) {
+            return None;
+        }
+        let item = self.take();
+        Some((self.tick_start(self.cursor), item))
+    }
+
+    /// The next item whose tick has started by `now`; `None` when nothing is due.
+    #[inline]
+    pub fn pop_due(&mut self, now: Instant) -> Option<T> {
+        let now_tick = now.as_nanos() >> self.shift;
+        if self.cursor > now_tick || !self.settle(now_tick) {
+            return None;
+        }
+        Some(self.take())
+    }
+
+    /// An item is in the tick an item pushed now at `at` would go to, or in an earlier one:
+    /// it would come out before such an item.
+    #[inline]
+    pub fn holds_by(&self, at: Instant) -> bool {
+        self.len > 0 && self.next_tick().is_some_and(|t| t <= self.tick_of(at))
+    }
+
+    /// When the earliest item becomes due (its tick's start); `None` when empty.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.next_tick().map(|t| self.tick_start(t))
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Items popped so far (the simulator's work counter).
+    pub fn popped(&self) -> u64 {
+        self.popped
     }
 }
 
@@ -248,12 +384,63 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    const WHEEL: u64 = 2048;
+
     fn ns(n: u64) -> Instant {
         Instant::from_nanos(n)
     }
 
     fn drain(w: &mut Wheel<u32>, now: Instant) -> Vec<u32> {
-        std::iter::from_fn(|| w.pop_due(now).map(|(_, i)| i)).collect()
+        std::iter::from_fn(|| w.pop_due(now)).collect()
+    }
+
+    #[test]
+    fn pops_in_time_then_push_order() {
+        let mut q = Wheel::nanoseconds();
+        q.push(ns(20), 'c');
+        q.push(ns(10), 'a');
+        q.push(ns(20), 'd');
+        q.push(ns(10), 'b');
+        let order: Vec<char> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
+        assert_eq!(order, vec!['a', 'b', 'c', 'd']);
+        assert_eq!(q.popped(), 4);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn a_reserved_slot_pops_where_a_push_would_have() {
+        let mut q = Wheel::nanoseconds();
+        q.push(ns(5), 'a');
+        let slot = q.reserve_at(ns(10));
+        q.push(ns(10), 'c');
+        q.push(ns(10), 'd');
+        assert_eq!(q.pop(), Some((ns(5), 'a')));
+        assert!(q.is_pending(slot));
+        // Pushed late, it still pops before the events pushed after it was reserved.
+        q.push_reserved(slot, 'b');
+        let order: Vec<char> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
+        assert_eq!(order, vec!['b', 'c', 'd']);
+        assert!(!q.is_pending(slot));
+        assert!(!q.is_pending(Slot::PAST));
+    }
+
+    #[test]
+    fn overflow_events_keep_their_place_among_later_pushes() {
+        let mut q = Wheel::nanoseconds();
+        let far = ns(3 * WHEEL);
+        q.push(ns(WHEEL), 'a');
+        q.push(far, 'c'); // beyond the wheel: into `far`
+        let slot = q.reserve_at(far); // pushed into `far` later, after 'c'
+        q.push(far, 'e');
+        assert_eq!(q.next_deadline(), Some(ns(WHEEL)));
+        // Popping 'a' brings `far` within the wheel: 'c' and 'e' move into its slot.
+        assert_eq!(q.pop(), Some((ns(WHEEL), 'a')));
+        q.push(far, 'f'); // straight into the slot, behind the moved ones
+        q.push_reserved(slot, 'd');
+        q.push(ns(WHEEL), 'b'); // at the cursor
+        let order: Vec<char> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
+        assert_eq!(order, vec!['b', 'c', 'd', 'e', 'f']);
+        assert_eq!(q.next_deadline(), None);
     }
 
     #[test]
@@ -266,14 +453,18 @@ mod tests {
             Wheel::<u32>::new(Duration::from_nanos(1024), 6).err(),
             Some(WheelError::Slots(6))
         );
+        assert_eq!(
+            Wheel::<u32>::new(Duration::from_nanos(1024), 8192).err(),
+            Some(WheelError::Slots(8192))
+        );
     }
 
     #[test]
     fn never_early_and_in_order() {
         let mut w = Wheel::new(Duration::from_nanos(1024), 16).unwrap();
-        w.insert(ns(5000), 2);
-        w.insert(ns(1024), 1);
-        w.insert(ns(5001), 3);
+        w.push(ns(5000), 2);
+        w.push(ns(1024), 1);
+        w.push(ns(5001), 3);
         assert_eq!(drain(&mut w, ns(1023)), Vec::<u32>::new());
         assert_eq!(drain(&mut w, ns(1024)), vec![1]);
         // 5000 is in tick 5 (5120 ns): not due at 5000.
@@ -287,9 +478,9 @@ mod tests {
     #[test]
     fn beyond_the_horizon_waits_in_overflow() {
         let mut w = Wheel::new(Duration::from_nanos(1), 4).unwrap();
-        w.insert(ns(100), 100);
-        w.insert(ns(2), 2);
-        w.insert(ns(50), 50);
+        w.push(ns(100), 100);
+        w.push(ns(2), 2);
+        w.push(ns(50), 50);
         assert_eq!(w.next_deadline(), Some(ns(2)));
         assert_eq!(drain(&mut w, ns(10)), vec![2]);
         assert_eq!(w.next_deadline(), Some(ns(50)));
@@ -298,19 +489,95 @@ mod tests {
     }
 
     #[test]
-    fn past_times_are_due_now() {
+    fn past_times_are_due_now_behind_what_is_due() {
         let mut w = Wheel::new(Duration::from_nanos(8), 8).unwrap();
         assert!(drain(&mut w, ns(10_000)).is_empty());
-        w.insert(ns(3), 7);
-        assert_eq!(drain(&mut w, ns(10_000)), vec![7]);
+        w.push(ns(3), 7);
+        w.push(ns(1), 8);
+        assert_eq!(drain(&mut w, ns(10_000)), vec![7, 8]);
     }
 
     proptest! {
-        /// Against a sorted-list model: with random inserts and polls, everything comes out, never
-        /// before its time, and nothing whose tick has started is left behind by a poll; a poll
-        /// finds a frame exactly when `next_deadline` has passed (one bitmap word, and four).
         #[test]
-        fn matches_a_sorted_model(
+        fn order_is_time_then_fifo(times in proptest::collection::vec(0u64..50, 0..200)) {
+            let mut q = Wheel::nanoseconds();
+            for (i, t) in times.iter().enumerate() {
+                q.push(ns(*t), i);
+            }
+            let mut expected: Vec<(u64, usize)> =
+                times.iter().copied().enumerate().map(|(i, t)| (t, i)).collect();
+            expected.sort();
+            let got: Vec<(u64, usize)> =
+                std::iter::from_fn(|| q.pop().map(|(t, e)| (t.as_nanos(), e))).collect();
+            prop_assert_eq!(got, expected);
+        }
+
+        /// Model-based: pushes interleaved with pops, each push at or after the last popped
+        /// time (as the simulator schedules), against a sorted list.
+        #[test]
+        fn interleaved_pushes_and_pops_match_a_sorted_model(
+            ops in proptest::collection::vec((0u64..5, 0u64..1_000_000_000_000), 0..400)
+        ) {
+            let mut q = Wheel::nanoseconds();
+            let mut model: Vec<(u64, u64, usize)> = Vec::new(); // (time, seq, id)
+            let (mut now, mut seq) = (0u64, 0u64);
+            // Reserved places not pushed yet: (place, its time, its model sequence number).
+            let mut reserved: Vec<(Slot, u64, u64)> = Vec::new();
+            let mut last_popped = (0u64, 0u64);
+            for (i, (op, dt)) in ops.into_iter().enumerate() {
+                if op == 3 {
+                    // Reserve a place now; push it (if still after the last pop) at a later
+                    // op: a few nanoseconds ahead (a frame time) or across the wheel's edge.
+                    let at = now + if dt % 2 == 0 { dt % 8 } else { dt % 9000 };
+                    reserved.push((q.reserve_at(ns(at)), at, seq));
+                    seq += 1;
+                    continue;
+                }
+                if op == 4 {
+                    if let Some((slot, at, s)) = reserved.pop() {
+                        if (at, s) > last_popped {
+                            prop_assert!(q.is_pending(slot));
+                            q.push_reserved(slot, i);
+                            model.push((at, s, i));
+                        } else {
+                            prop_assert!(!q.is_pending(slot));
+                        }
+                    }
+                    prop_assert_eq!(q.len(), model.len());
+                    continue;
+                }
+                if op == 0 {
+                    let got = q.pop().map(|(t, e)| (t.as_nanos(), e));
+                    model.sort();
+                    let want = if model.is_empty() { None } else { Some(model.remove(0)) };
+                    prop_assert_eq!(got, want.map(|(t, _, id)| (t, id)));
+                    if let Some((t, s, _)) = want {
+                        now = t;
+                        last_popped = (t, s);
+                    }
+                } else {
+                    // Steps of a few nanoseconds (ties with the present and each other), steps
+                    // around the wheel's size (into `far` and back), and huge ones.
+                    let at = now
+                        + match (op, dt % 2) {
+                            (1, _) => dt % 8,
+                            (_, 0) => dt % 9000,
+                            _ => dt,
+                        };
+                    q.push(ns(at), i);
+                    model.push((at, seq, i));
+                    seq += 1;
+                }
+                prop_assert_eq!(q.len(), model.len());
+            }
+        }
+
+        /// Against a sorted-list model: with random pushes and polls, everything comes out,
+        /// never before its time, and nothing whose tick has started is left behind by a poll;
+        /// a poll finds an item exactly when `next_deadline` has passed (one bitmap word, and
+        /// four).
+        #[test]
+        fn polls_match_a_sorted_model(
             ops in proptest::collection::vec((0u64..20_000, 0u64..3_000, any::<bool>()), 1..300),
             slots in prop_oneof![Just(32usize), Just(256)],
         ) {
@@ -320,7 +587,7 @@ mod tests {
             let mut pending: Vec<(u64, u32)> = Vec::new();
             for (i, (offset, advance, poll)) in ops.into_iter().enumerate() {
                 let at = now + offset;
-                w.insert(ns(at), i as u32);
+                w.push(ns(at), (at, i as u32));
                 pending.push((at, i as u32));
                 now += advance;
                 if poll {
@@ -328,7 +595,7 @@ mod tests {
                     let mut first = w.pop_due(ns(now));
                     prop_assert_eq!(due, first.is_some(), "next_deadline {:?} at {}", w.next_deadline(), now);
                     while let Some((t, item)) = first.take().or_else(|| w.pop_due(ns(now))) {
-                        prop_assert!(t.as_nanos() <= now, "released early");
+                        prop_assert!(t <= now, "released early");
                         let pos = pending.iter().position(|&(_, x)| x == item).unwrap();
                         pending.swap_remove(pos);
                     }
@@ -344,10 +611,10 @@ mod tests {
             prop_assert!(w.is_empty());
         }
 
-        /// `holds_by(at)` is false exactly when an entry inserted at `at` would be the next one
-        /// out: after random inserts and polls, the probe comes out first iff it said so.
+        /// `holds_by(at)` is false exactly when an item pushed at `at` would be the next one
+        /// out: after random pushes and polls, the probe comes out first iff it said so.
         #[test]
-        fn holds_by_says_whether_an_entry_comes_out_first(
+        fn holds_by_says_whether_an_item_comes_out_first(
             ops in proptest::collection::vec((0u64..20_000, 0u64..3_000, any::<bool>()), 0..100),
             probe in 0u64..30_000,
             slots in prop_oneof![Just(32usize), Just(256)],
@@ -355,7 +622,7 @@ mod tests {
             let mut w = Wheel::new(Duration::from_nanos(64), slots).unwrap();
             let mut now = 0u64;
             for (i, (offset, advance, poll)) in ops.into_iter().enumerate() {
-                w.insert(ns(now + offset), i as u32);
+                w.push(ns(now + offset), i as u32);
                 now += advance;
                 if poll {
                     while w.pop_due(ns(now)).is_some() {}
@@ -363,8 +630,8 @@ mod tests {
             }
             let at = (now + probe).saturating_sub(5_000);
             let held = w.holds_by(ns(at));
-            w.insert(ns(at), u32::MAX);
-            let first = w.pop_due(ns(u64::MAX / 2)).map(|(_, i)| i);
+            w.push(ns(at), u32::MAX);
+            let first = w.pop_due(ns(u64::MAX / 2));
             prop_assert_eq!(first == Some(u32::MAX), !held);
         }
     }

@@ -164,7 +164,7 @@ fn through_the_simulator() -> Seen {
     }
     inject(&mut w, us(RESUME_US), SWITCH_TO_C, pause(0));
     let mut seen = Seen::default();
-    while w.events.peek_time().is_some_and(|t| t <= us(END_US)) {
+    while w.events.next_deadline().is_some_and(|t| t <= us(END_US)) {
         let (t, ev) = w.events.pop().unwrap();
         if let Ev::Arrive { port, pkt: p } = ev {
             match (port, p.kind) {

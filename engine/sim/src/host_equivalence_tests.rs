@@ -106,7 +106,7 @@ fn through_the_simulator(kind: CcKind, spacing: rp::Spacing) -> Trace {
     let delay = Duration::from_micros(1);
     let ctrl = line().tx_time(u64::from(w.cfg.host.ctrl_bytes));
     loop {
-        let next_event = w.events.peek_time().unwrap_or(Instant::MAX);
+        let next_event = w.events.next_deadline().unwrap_or(Instant::MAX);
         if let Some(&(at, ce)) = marked.peek().filter(|(at, _)| *at <= next_event) {
             marked.next();
             let pkt = Pkt {

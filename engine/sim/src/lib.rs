@@ -2,7 +2,6 @@
 //! (`cp`, `rp`, `np`) on simulated links in virtual time.
 //!
 //! Layers:
-//! - [`event`]: the event queue (time, then insertion order);
 //! - [`world`]: nodes, ports, links, hosts and flows, and the event loop; the algorithms are
 //!   reached only through [`cc`], which wraps the crates' state machines;
 //! - [`topology`], [`traffic`], [`scenario`]: inputs (ns-3 HPCC topology / flow formats, workload
@@ -16,7 +15,6 @@
 
 pub mod cc;
 pub mod config;
-pub mod event;
 pub mod monitor;
 pub mod ns3;
 pub mod packet;

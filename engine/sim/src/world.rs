@@ -21,7 +21,6 @@ use quench_node::switch::queue::{Class, QueueLimits};
 
 use super::cc::{self, CcKind, CcSetup};
 use super::config::{IntMode, RunConfig};
-use super::event::{EventQueue, Slot};
 use super::monitor::{PfcRecord, QlenMonitor};
 use super::packet::{Kind, Pkt};
 use super::rng::{self, SimRng, Stream};
@@ -30,6 +29,7 @@ use super::topology::{ecmp_pick, EcmpKey, Routes, Topology};
 use super::traffic::FlowSpec;
 use quench_node::host::core::{FlowHandle, HostCore, PacingConfig, Source};
 use quench_node::host::rp::{Ack, Echo, Feedback};
+use quench_node::wheel::{Slot, Wheel};
 use rand_core::RngCore;
 
 const NONE: u32 = u32::MAX;
@@ -167,7 +167,7 @@ struct Port {
     rate: Rate,
     delay: Duration,
     /// Where the current transmission's `TxDone` sits in the event order; the port is busy
-    /// while it is pending ([`EventQueue::is_pending`]).
+    /// while it is pending ([`Wheel::is_pending`]).
     done: Slot,
     /// Octets of data queued (all data classes).
     qtotal: u64,
@@ -374,7 +374,7 @@ pub struct Progress {
 /// The network and its event loop.
 pub struct World {
     now: Instant,
-    events: EventQueue<Ev>,
+    events: Wheel<Ev>,
     cfg: RunConfig,
     cc: CcSetup,
     nodes: Vec<Node>,
@@ -717,7 +717,7 @@ impl World {
         let int_on = cfg.host.int != IntMode::None;
         let mut w = World {
             now: Instant::ZERO,
-            events: EventQueue::new(),
+            events: Wheel::nanoseconds(),
             cc,
             nodes,
             ports,

@@ -509,8 +509,8 @@ pub struct HostCore<S> {
     slots: Vec<Slot<S>>,
     free: Vec<u32>,
     ids: HashMap<FlowId, u32>,
-    /// (slot, generation) of flows waiting for their release time.
-    wheel: Wheel<(u32, u32)>,
+    /// (release time, slot, generation) of flows waiting for their release time.
+    wheel: Wheel<(Instant, u32, u32)>,
     /// Flows not started yet: (start, slot, generation).
     starts: BinaryHeap<Reverse<(Instant, u32, u32)>>,
     /// Per-flow reaction-point timers: (deadline, slot); an entry whose flow's `timer_at`
@@ -744,7 +744,7 @@ impl<S: Source> HostCore<S> {
     #[inline]
     fn schedule(&mut self, at: Instant, i: u32) {
         let generation = self.slots[i as usize].generation;
-        self.wheel.insert(at, (i, generation));
+        self.wheel.push(at, (at, i, generation));
     }
 
     /// [`HostCore::wake`], and when the flow's frame is the one [`HostCore::poll_transmit`]
@@ -752,7 +752,7 @@ impl<S: Source> HostCore<S> {
     /// (the wheel entry is neither made nor popped). That is when the flow owes no wait (idle
     /// past its last release time, its release is `now`), its priority is not paused, and the
     /// wheel holds nothing for its slot of `now` or an earlier one: the wheel releases by slot,
-    /// then in insertion order (send/wheel.rs), so an entry put in now would come out first.
+    /// then in insertion order ([`Wheel`]), so an entry put in now would come out first.
     /// Not with [`Spacing::Ns3`], whose pick among due flows is a round-robin. For a driver
     /// that hands frames to idle flows one at a time (the sender appliance); the frame leaves
     /// at its release time instead of at the start of the wheel's next slot.
@@ -855,7 +855,8 @@ impl<S: Source> HostCore<S> {
         f.set_pending(Some(p));
         if scheduled {
             slot.generation = slot.generation.wrapping_add(1);
-            self.wheel.insert(at.max(now), (h.0, slot.generation));
+            let at = at.max(now);
+            self.wheel.push(at, (at, h.0, slot.generation));
         }
     }
 
@@ -899,7 +900,7 @@ impl<S: Source> HostCore<S> {
         for (prio, parked) in self.parked.iter_mut().enumerate() {
             if !parked.is_empty() && !self.pause.paused_now(prio as u8) {
                 for e in parked.drain(..) {
-                    self.wheel.insert(now, e);
+                    self.wheel.push(now, (now, e.0, e.1));
                 }
             }
         }
@@ -1121,7 +1122,7 @@ impl<S: Source> HostCore<S> {
                 .is_some()
             {
                 f.scheduled = true;
-                self.wheel.insert(now, (i, generation));
+                self.wheel.push(now, (now, i, generation));
             }
         }
     }
@@ -1148,7 +1149,7 @@ impl<S: Source> HostCore<S> {
         let pick = k.map(|k| due.swap_remove(k));
         for &(release, i) in &due {
             let generation = self.slots[i as usize].generation;
-            self.wheel.insert(release, (i, generation));
+            self.wheel.push(release, (release, i, generation));
         }
         self.rr.due = due;
         let pick = pick?;
@@ -1158,7 +1159,7 @@ impl<S: Source> HostCore<S> {
 
     fn pop_due_earliest(&mut self, now: Instant) -> Option<(Instant, u32)> {
         loop {
-            let (release, (i, generation)) = self.wheel.pop_due(now)?;
+            let (release, i, generation) = self.wheel.pop_due(now)?;
             let slot = &mut self.slots[i as usize];
             if generation != slot.generation {
                 continue; // superseded by a retime, or the flow was removed
@@ -1176,7 +1177,7 @@ impl<S: Source> HostCore<S> {
             if f.has_pending && self.cfg.pause_shifts_schedule {
                 let Flow { pending, peak, .. } = &mut *f;
                 if pending.move_past_pause(clock, peak) > Duration::ZERO {
-                    self.wheel.insert(pending.at, (i, generation));
+                    self.wheel.push(pending.at, (pending.at, i, generation));
                     continue;
                 }
             }
@@ -1275,7 +1276,7 @@ impl<S: Source> HostCore<S> {
         let at = rp::Pacer::starting_at(p.at).retime(now, p.rate, rate);
         slot.generation = slot.generation.wrapping_add(1);
         f.set_pending(Some(Pending { at, rate, due, ..p }));
-        self.wheel.insert(at, (i, slot.generation));
+        self.wheel.push(at, (at, i, slot.generation));
     }
 }
 
