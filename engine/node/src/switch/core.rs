@@ -204,6 +204,8 @@ pub struct PortCp<C> {
     /// INT stamping, and the octets this queue sent (ns-3's `m_txBytes`, every frame).
     int: Option<IntStamp>,
     tx_bytes: u64,
+    /// The time stamped on the last hop, and that frame's octets.
+    int_last: (u64, u32),
 }
 
 impl<C> PortCp<C> {
@@ -229,6 +231,7 @@ impl<C> PortCp<C> {
             counters: CpCounters::default(),
             int: None,
             tx_bytes: 0,
+            int_last: (0, 0),
         }
     }
 
@@ -405,8 +408,16 @@ impl<F: CoreFrame> CongestionHook<F> for PortCp<F::Cnm> {
             self.tcd(ev.now, prio, ev.class_bytes, frame);
             if let Some(int) = &self.int {
                 // `PushHop(now, m_txBytes[ifIndex], GetNBytesTotal(), rate)`: the octets sent
-                // before this frame, the port's whole queue after it left.
-                if frame.push_int_hop(int.hop(ev.now, self.tx_bytes, ev.port_bytes)) {
+                // before this frame, the port's whole queue after it left. A driver dequeues a
+                // burst at one `now`; a frame leaves no sooner than the one before it has been
+                // serialised at the line rate, so that is its time (two hops a reaction point
+                // compares are never 0 ns apart: HPCC divides by the difference).
+                let (last, last_len) = self.int_last;
+                let t = (ev.now.as_nanos())
+                    .max(last + int.line.tx_time(u64::from(last_len)).as_nanos());
+                self.int_last = (t, ev.frame_len);
+                let at = Instant::from_nanos(t);
+                if frame.push_int_hop(int.hop(at, self.tx_bytes, ev.port_bytes)) {
                     self.counters.int_stamps += 1;
                 } else {
                     self.counters.int_absent += 1;

@@ -137,7 +137,8 @@ mod tests {
         }
         push(&mut core, Instant::ZERO, 0, &plain);
         let mut hops = Vec::new();
-        let mut now = Instant::ZERO;
+        // Dequeued at one `now`: each frame's time is the one before it plus its 8 us at 1 Gb/s.
+        let now = Instant::ZERO;
         let l3 = 14;
         while let Some((_, out)) = pop(&mut core, now) {
             // decode verifies the UDP checksum the stamp kept.
@@ -148,7 +149,6 @@ mod tests {
                 let IntData::Hops(w) = r.data else { panic!() };
                 hops.push(rp::IntHop(w[0]));
             }
-            now = now + Duration::from_micros(10);
         }
         assert_eq!(hops.len(), 3);
         let n = counters(&core);
@@ -160,6 +160,7 @@ mod tests {
             assert_eq!(h.bytes(1), (i as u64 * 1000 * 25) / 128 * 128);
             let left = (2 - i as u64) * 1000 + plain.len() as u64;
             assert_eq!(u64::from(h.qlen(1)), left * 25 / 80 * 80);
+            assert_eq!(h.time(), i as u64 * 8000);
         }
     }
 
