@@ -7,8 +7,9 @@
 #      analysis/fct_analysis.py bins it (20 buckets of 5 % of the flows by size; p50/p95/p99).
 #      quench runs --c-runs times (default 3) and its median wall and CPU time are shown.
 # Times: wall seconds and CPU seconds (user + system; the steadier figure on a loaded machine).
-# Both simulators read one config.txt, the one run.py writes for `--cc dcqcn --bw 100` (DCQCN,
-# RED per link speed, ACK per packet, PFC, 32 MB buffer): quench through `--ns3-config`.
+# Both simulators read one config.txt, the one run.py writes for `--cc CC --bw 100` (default
+# dcqcn: DCQCN, RED per link speed, ACK per packet, PFC, 32 MB buffer): quench through
+# `--ns3-config`.
 #
 #   scripts/bench/bench-sim.sh [flags]
 #
@@ -18,6 +19,7 @@
 #   --fat-seeds K     flow files (and ns-3 and quench seeds) for C (default 1; below)
 #   --c-seconds S     seconds of arrivals in C's flow files (default 0.005)
 #   --c-runs N        quench's runs of C (default 3)
+#   --cc CC           run.py's --cc for both simulators: dcqcn (default), hp, dctcp or timely
 #   QUENCH=PATH       (environment) another build's quench (default: this tree's release build)
 #
 # ns-3 runs only when --ns3-dir points at a checkout of alibaba-edu/High-Precision-Congestion-
@@ -48,23 +50,36 @@ ns3_dir=
 skip_ns3=
 ns3_cache=
 K=1
+cc=dcqcn
 c_seconds=0.005
 c_runs=3
 while [ $# -gt 0 ]; do
   case $1 in
-    --ns3-dir|--ns3-cache|--fat-seeds|--c-seconds|--c-runs) [ $# -ge 2 ] || bad "$1 needs a value" ;;&
+    --ns3-dir|--ns3-cache|--fat-seeds|--c-seconds|--c-runs|--cc) [ $# -ge 2 ] || bad "$1 needs a value" ;;&
     --ns3-dir) ns3_dir=$2; shift ;;
     --skip-ns3) skip_ns3=1 ;;
     --ns3-cache) ns3_cache=$2; shift ;;
     --fat-seeds) K=$2; shift ;;
     --c-seconds) c_seconds=$2; shift ;;
     --c-runs) c_runs=$2; shift ;;
+    --cc) cc=$2; shift ;;
     -h|--help) usage; exit 0 ;;
     *) bad "unknown argument $1 (--help lists the flags)" ;;
   esac
   shift
 done
 [[ "$K" =~ ^[1-9][0-9]*$ ]] || bad "--fat-seeds must be a positive integer, not '$K'"
+# What run.py writes for each --cc at --bw 100 (Python 2's integer division): CC_MODE, EWMA_GAIN,
+# RATE_AI, RATE_HAI, DCTCP_RATE_AI, HAS_WIN = VAR_WIN, FAST_REACT, INT_MULTI, ACK_HIGH_PRIO and
+# the 100G K_min / K_max in KB (the 400G ones are 4x) and P_max.
+g=0.00390625 dctcp_ai=1000 win=0 fast_react=0 int_multi=1 ack_prio=1 kmin=400 kmax=1600 pmax=0.20
+case $cc in
+  dcqcn) mode=1 ai=20 hai=200 ;;
+  hp) mode=3 ai=40 hai=40 win=1 fast_react=1 int_multi=4 ack_prio=0 ;;
+  dctcp) mode=8 g=0.0625 ai=10 hai=10 dctcp_ai=615 win=1 ack_prio=0 kmin=300 kmax=300 pmax=1.00 ;;
+  timely) mode=7 ai=100 hai=500 ;;
+  *) bad "--cc must be dcqcn, hp, dctcp or timely, not '$cc'" ;;
+esac
 cargo build --release -p quench --bin quench >/dev/null 2>&1 || cargo build --release -p quench --bin quench
 T0=$(date +%s)
 Q=${QUENCH:-$PWD/target/release/quench}
@@ -90,8 +105,8 @@ ns3_build() {
        --disable-examples --build-profile=optimized >/dev/null && "$py" ./waf build >/dev/null)
   fi
 }
-# config TOPO FLOWS OUT: run.py's config.txt for --cc dcqcn --bw 100 (its template, with the
-# values run.py derives for 100 Gb/s), inputs and outputs under $W.
+# config TOPO FLOWS OUT: run.py's config.txt for --cc $cc --bw 100 (its template, with the values
+# run.py derives for that CC at 100 Gb/s, below), inputs and outputs under $W.
 config() {
   cat <<C
 ENABLE_QCN 1
@@ -104,39 +119,39 @@ TRACE_OUTPUT_FILE $3/mix.tr
 FCT_OUTPUT_FILE $3/fct.txt
 PFC_OUTPUT_FILE $3/pfc.txt
 SIMULATOR_STOP_TIME 4.00
-CC_MODE 1
+CC_MODE $mode
 ALPHA_RESUME_INTERVAL 1
 RATE_DECREASE_INTERVAL 4
 CLAMP_TARGET_RATE 0
 RP_TIMER 300
-EWMA_GAIN 0.00390625
+EWMA_GAIN $g
 FAST_RECOVERY_TIMES 1
-RATE_AI 20Mb/s
-RATE_HAI 200Mb/s
+RATE_AI ${ai}Mb/s
+RATE_HAI ${hai}Mb/s
 MIN_RATE 1000Mb/s
-DCTCP_RATE_AI 1000Mb/s
+DCTCP_RATE_AI ${dctcp_ai}Mb/s
 ERROR_RATE_PER_LINK 0.0000
 L2_CHUNK_SIZE 4000
 L2_ACK_INTERVAL 1
 L2_BACK_TO_ZERO 0
-HAS_WIN 0
+HAS_WIN $win
 GLOBAL_T 1
-VAR_WIN 0
-FAST_REACT 0
+VAR_WIN $win
+FAST_REACT $fast_react
 U_TARGET 0.95
 MI_THRESH 0
-INT_MULTI 1
+INT_MULTI $int_multi
 MULTI_RATE 0
 SAMPLE_FEEDBACK 0
 PINT_LOG_BASE 1.01
 PINT_PROB 1.0
 RATE_BOUND 1
-ACK_HIGH_PRIO 1
+ACK_HIGH_PRIO $ack_prio
 LINK_DOWN 0 0 0
 ENABLE_TRACE 0
-KMAX_MAP 2 100000000000 1600 400000000000 6400
-KMIN_MAP 2 100000000000 400 400000000000 1600
-PMAX_MAP 2 100000000000 0.20 400000000000 0.20
+KMAX_MAP 2 100000000000 $kmax 400000000000 $((4 * kmax))
+KMIN_MAP 2 100000000000 $kmin 400000000000 $((4 * kmin))
+PMAX_MAP 2 100000000000 $pmax 400000000000 $pmax
 BUFFER_SIZE 32
 QLEN_MON_FILE $3/qlen.txt
 QLEN_MON_START 2000000000
