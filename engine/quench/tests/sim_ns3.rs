@@ -61,6 +61,22 @@ fn run_py_config(cc_mode: u32) -> String {
     )
 }
 
+/// `quench sim` in `d` on mix/'s incast with `--preset PRESET` and `EXTRA`, into `q/`.
+fn sim_preset(d: &Path, preset: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "--topology",
+        "mix/topo_incast.txt",
+        "--flows",
+        "mix/flow_incast.txt",
+        "--preset",
+        preset,
+        "--out",
+        "q",
+    ];
+    args.extend_from_slice(extra);
+    sim_in(d, &args)
+}
+
 fn fcts(path: &Path) -> Vec<String> {
     let text = std::fs::read_to_string(path).unwrap();
     text.lines().map(str::to_string).collect()
@@ -152,19 +168,7 @@ fn unsupported_cc_mode_and_unknown_keys_fail_naming_them() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(want), "{err}");
     }
-    let out = sim_in(
-        &d,
-        &[
-            "--topology",
-            "mix/topo_incast.txt",
-            "--flows",
-            "mix/flow_incast.txt",
-            "--preset",
-            "hpcc-dcqcn",
-            "--out",
-            "q",
-        ],
-    );
+    let out = sim_preset(&d, "hpcc-dcqcn", &[]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--bw"));
     let _ = std::fs::remove_dir_all(&d);
@@ -311,6 +315,38 @@ fn hpccs_mix_files_read_as_ns3_reads_them() {
         "RATE_HAI `200`",
     ] {
         assert!(err.contains(want), "{want}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn hpcc_incast_finishes_when_ns3_finishes_it() {
+    // run.py's `--cc hp --bw 100` on two 20 MB flows into one 100G host. ns-3 (HPCC's
+    // simulator, unmodified) finishes them at 3,227,732 and 3,677,547 ns: the first flow keeps
+    // the larger share it took in the first microseconds, because HPCC's multiplicative steps
+    // keep the ratio of the two rates and only RATE_AI (40 Mb/s per RTT) evens it out. That
+    // share is set by which host's frame reaches the switch first when both send in the same
+    // nanosecond: the host whose NIC scheduled its send first (`QbbNetDevice`'s `m_nextSend`,
+    // set when its link goes idle, not by an ACK during a transmission).
+    let d = ns3_dir("hp");
+    std::fs::write(
+        d.join("mix/flow_incast.txt"),
+        "2\n0 2 3 100 20000000 2\n1 2 3 100 20000000 2\n",
+    )
+    .unwrap();
+    let out = sim_preset(&d, "hpcc-hp", &["--bw", "100"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut fct: Vec<f64> = fcts(&d.join("q/fct.txt"))
+        .iter()
+        .map(|l| l.split(' ').nth(6).unwrap().parse().unwrap())
+        .collect();
+    fct.sort_by(f64::total_cmp);
+    for (q, ns3) in fct.iter().zip([3_227_732.0, 3_677_547.0]) {
+        assert!((q - ns3).abs() / ns3 < 0.01, "quench {fct:?}, ns-3 {ns3}");
     }
     let _ = std::fs::remove_dir_all(&d);
 }

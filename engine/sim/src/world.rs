@@ -1134,12 +1134,29 @@ impl World {
 
     /// Queues a wake-up for the host core's earliest release if it is earlier than the one
     /// queued (a pause ended, a source was woken).
+    ///
+    /// ns-3's NIC (`QbbNetDevice`) schedules its next send (`m_nextSend`) only when its link is
+    /// idle (`DequeueAndTransmit` finds no queue pair due) or to bring a pending one forward
+    /// (`UpdateNextAvail`); while a frame is on the wire, its `TransmitComplete` looks. So with
+    /// none queued and the port busy, the wake-up waits for the transmission's end: the order
+    /// of two hosts' sends in one nanosecond is the order in which they were scheduled.
     fn arm_wake(&mut self, host: u32) {
         let now = self.now;
+        let port = self.hosts[host as usize].port;
         let h = &mut self.hosts[host as usize];
         if let Some(at) = h.core.next_release() {
             let at = at.max(now);
-            if h.wake_at <= now || at < h.wake_at {
+            // `wake_at` is MAX once the queued wake-up has run, a past time if it was never set.
+            let queued = h.wake_at > now && h.wake_at != Instant::MAX;
+            if !queued && self.events.is_pending(self.ports[port as usize].done) {
+                let p = &mut self.ports[port as usize];
+                if !p.done_pushed {
+                    p.done_pushed = true;
+                    self.events.push_reserved(p.done, Ev::TxDone { port });
+                }
+                return;
+            }
+            if !queued || at < h.wake_at {
                 h.wake_at = at;
                 self.events.push(at, Ev::HostWake { host });
             }
@@ -1663,7 +1680,7 @@ impl World {
         };
         let handle = self.flows[fi as usize].handle;
         let before = self.hosts[h as usize].core.rate(handle);
-        self.feedback(h, fi, Feedback::Ack(ack));
+        self.react(h, fi, Feedback::Ack(ack));
         if matches!(self.cc.kind, CcKind::Hpcc | CcKind::Pint) {
             // HPCC's and PINT's updates go through `ChangeRate`, which moves the release.
             let now = self.now;
@@ -1676,6 +1693,13 @@ impl World {
 
     /// A congestion notification for flow `fi` reached its sender `h`.
     fn feedback(&mut self, h: u32, fi: u32, fb: Feedback) {
+        self.react(h, fi, fb);
+        self.arm_wake(h);
+    }
+
+    /// [`Self::feedback`] without the wake-up: an ACK's caller arms it once the release has
+    /// moved (ns-3 schedules the NIC's next send after `ChangeRate`, in `TriggerTransmit`).
+    fn react(&mut self, h: u32, fi: u32, fb: Feedback) {
         let now = self.now;
         let f = &mut self.flows[fi as usize];
         if f.done {
@@ -1688,7 +1712,6 @@ impl World {
             .core
             .handle_feedback(now, f.handle, fb);
         self.arm_host(h);
-        self.arm_wake(h);
     }
 
     fn receive_data(&mut self, h: u32, pkt: Pkt) {
