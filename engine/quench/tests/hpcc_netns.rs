@@ -11,9 +11,9 @@ use common::{lock, netns_or_skip, Switch, Testbed};
 /// The last JSON line of `out` whose `type` is `kind`.
 fn last_json(out: &str, kind: &str) -> serde_json::Value {
     out.lines()
+        .rev()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["type"] == kind)
-        .last()
+        .find(|v| v["type"] == kind)
         .unwrap_or_else(|| panic!("no {kind} line in {out}"))
 }
 

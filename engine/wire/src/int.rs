@@ -56,7 +56,7 @@ impl Mode {
     }
 
     /// Header length in this mode.
-    pub const fn len(self) -> usize {
+    pub const fn header_len(self) -> usize {
         match self {
             Mode::Hops => HOPS_LEN,
             Mode::Pint => PINT_LEN,
@@ -136,7 +136,7 @@ fn check(buf: &[u8]) -> Result<Mode, IntError> {
         1 => Mode::Pint,
         m => return Err(IntError::BadMode(m)),
     };
-    check_len("INT header", buf, mode.len())?;
+    check_len("INT header", buf, mode.header_len())?;
     Ok(mode)
 }
 
@@ -183,7 +183,7 @@ impl IntRepr {
 
     /// Octets `emit` writes.
     pub const fn buffer_len(&self) -> usize {
-        self.mode().len()
+        self.mode().header_len()
     }
 
     /// Writes the header into `buf[..buffer_len()]`.
