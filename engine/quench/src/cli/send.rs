@@ -1,16 +1,12 @@
-//! `quench send` (generator mode): paced test flows out of one or more ports, rate-limited by
-//! QCN or DCQCN reaction points fed by the CNMs / CNPs that come back on the same port
-//! ([`quench_runtime::send::runtime::SendLoop`]): parses the flags, starts the loop, shows its
-//! progress, and prints, per port, the flows' rates, the pacing audit and the loop's scheduling
-//! stalls, and one JSON line; then the round trips and the sinks' reports.
-//!
-//! The flows come from `--config` (configs/send.toml: `[[flows]]`, addresses, `cc`, and the
-//! `[qcn_rp]` / `[dcqcn_rp]` parameter tables, or those of `--preset NAME|FILE`); each
-//! `--iface [NETNS/]IFACE` gets its own copy of them, its own flow-id range and reaction points.
-//! One busy-polling loop reads the TSC clock once per iteration and serves every port: pops the
-//! flows due on its timing wheel, builds their frames (transmit timestamp in `CLOCK_MONOTONIC`,
-//! see [`quench_wire::time::shared_now`]) and sends them; `--sink` adds a receiver port (the
-//! notification point of `quench recv`) to the same loop.
+//! `quench send` (generator mode): paced test flows out of one or more ports, each under its
+//! reaction point: QCN or DCQCN fed by the CNMs / CNPs that come back, or HPCC, DCTCP or TIMELY
+//! fed by the receiver's ACKs ([`quench_runtime::send::runtime::SendLoop`]). Parses the flags,
+//! starts the loop, shows its progress and prints, per port, the flows' rates, the pacing audit,
+//! the loop's stalls and one JSON line; then the round trips and the sinks' reports. The flows
+//! come from `--config` (configs/send.toml, with `--preset NAME|FILE`'s parameter tables); each
+//! `--iface [NETNS/]IFACE` gets its own copy, flow-id range and reaction points; `--sink` adds a
+//! receiver port (the notification point of `quench recv`) to the same loop.
+
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
