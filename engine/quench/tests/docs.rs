@@ -97,7 +97,7 @@ fn banned(line: &str) -> Option<String> {
     let b = l.as_bytes();
     for (i, _) in l.match_indices(stop.as_str()) {
         let after = &b[i + stop.len()..];
-        // Not a flag or a key (`--stop 10s`, `stop_ms`): those are the product's words.
+        // Not a flag or a key (`--stop` with a duration, `stop_ms`): those are the product's words.
         let word_start = i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b"-_".contains(&b[i - 1]));
         if word_start
             && after.len() >= 2

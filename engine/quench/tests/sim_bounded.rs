@@ -1,5 +1,5 @@
 //! `quench sim` ends when its flows are done, whatever `--stop` says, and its memory is bounded by
-//! what it records: one short flow under `--stop 10s` peaks under 50 MB of resident memory (the
+//! what it records: one short flow under a `--stop` of 10 s peaks under 50 MB of resident memory (the
 //! kernel's count for the child, from wait4), and queues.csv holds a few rows.
 
 use std::process::Command;
