@@ -14,6 +14,18 @@ pub const PRESET: Key = Key {
           tables stand where this file writes none.",
 };
 
+/// The host core's catch-up bound (`PacingConfig::max_catch_up`), the sender's and the
+/// appliance's.
+pub const MAX_CATCH_UP_US: Key = Key {
+    name: "max_catch_up_us",
+    ty: Type::Integer,
+    unit: "us",
+    default: KeyDefault::Value("50"),
+    range: Range::Int(1, 1000000),
+    doc: "How far a flow may fall behind its release times (the loop was off the CPU) and \
+          still catch up at once; more is given up.",
+};
+
 /// A parameter table's key, no default.
 const fn table(name: &'static str, doc: &'static str) -> Key {
     Key {

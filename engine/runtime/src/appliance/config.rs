@@ -99,15 +99,7 @@ pub const KEYS: &[Key] = &[
         range: Range::Any,
         doc: "A new flow's frame when the table is full of busy flows: sent unpaced, or dropped.",
     },
-    Key {
-        name: "max_catch_up_us",
-        ty: Type::Integer,
-        unit: "us",
-        default: KeyDefault::Value("50"),
-        range: Range::Int(1, 1000000),
-        doc: "Sending time a flow whose release the loop was late for catches up at once; more is \
-              given up.",
-    },
+    quench_config::keys::MAX_CATCH_UP_US,
     Key {
         name: "pfc",
         ty: Type::Bool,

@@ -143,15 +143,7 @@ pub const KEYS: &[Key] = &[
         range: Range::Any,
         doc: "Seed of the flows' sizes and arrivals (port k of several uses seed + k).",
     },
-    Key {
-        name: "max_catch_up_us",
-        ty: Type::Integer,
-        unit: "us",
-        default: KeyDefault::Value("50"),
-        range: Range::Int(1, 1000000),
-        doc: "How far a flow may fall behind its release times (the loop was off the CPU) and \
-              still catch up at once; more is given up.",
-    },
+    quench_config::keys::MAX_CATCH_UP_US,
     Key {
         name: "catch_up_speed",
         ty: Type::Float,
